@@ -1,0 +1,160 @@
+"""The contract every concurrency model implements.
+
+Two families, because sync and async code cannot share one function body:
+
+* ``SyncBackend`` (threading, multiprocessing, greenlet, gevent, eventlet): every
+  primitive is a plain call that blocks the calling task.
+* ``AsyncBackend`` (asyncio, uvloop): ``put``/``get``/``join``/``sleep`` and the IO calls
+  are coroutines; ``spawn`` is a plain call.
+
+Primitives (same names in both families):
+
+``run(main, *args)``
+    Enter the model's runtime, call ``main(*args)`` in it and return its result.
+    Tasks still alive when ``main`` returns are not waited for; a task that raised and
+    was never joined makes ``run`` raise ``TaskFailed`` after ``main`` returns.
+``spawn(fn, *args)``
+    Start ``fn(*args)`` as a new task of the model; returns a ``Task``.
+``Task.join()``
+    Wait for the task; return its result, or raise ``TaskFailed`` (chained from the
+    task's own exception) naming the backend and the task.
+``channel(capacity)``
+    FIFO channel. ``0``: rendezvous, ``put`` returns only once a ``get`` took the item
+    (Stackless/Go unbuffered). ``N > 0``: bounded, ``put`` blocks while N items wait.
+    ``None``: unbounded.
+``sleep(seconds)``
+    Suspend the calling task; other tasks run.
+``open_connection(host, port)``
+    A connected TCP stream on the model's own IO path, with ``sendall(data)``,
+    ``recv_exactly(n)`` and ``close()``. Backends without sockets (raw greenlet) raise
+    ``Unsupported``.
+
+Attributes: ``name`` (the id used on the command line and in records), ``family``,
+``library`` and ``version`` (what produced the numbers), ``max_parallel`` (``None`` when
+tasks are cheap enough to start one per job, else the stdlib pool default the IO workload
+should cap concurrency at), and ``isolation_only`` (monkey-patching variants).
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class ConcurrencyError(Exception):
+    """Base class of the plugin's own errors."""
+
+
+class Unsupported(ConcurrencyError):
+    """The model has no such primitive (e.g. sockets on raw greenlets)."""
+
+
+class TaskFailed(ConcurrencyError):
+    """A spawned task raised; the message names backend and task, ``__cause__`` is the error."""
+
+    def __init__(self, backend: str, task: str, error: BaseException):
+        super().__init__(f"[{backend}] task {task} raised {type(error).__name__}: {error}")
+        self.backend = backend
+        self.task = task
+        self.error = error
+
+
+class Deadlock(ConcurrencyError):
+    """Every task is blocked and nothing can wake them (raised where the model can tell)."""
+
+
+def task_name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def stdlib_pool_size() -> int:
+    """``concurrent.futures.ThreadPoolExecutor``'s default worker count."""
+    return min(32, (os.cpu_count() or 1) + 4)
+
+
+class Backend:
+    name: str = ""
+    family: str = ""  # "sync" or "async"
+    library: str = ""  # the distribution whose version is recorded
+    max_parallel: int | None = None
+    isolation_only: bool = False
+
+    @property
+    def version(self) -> str:
+        from importlib import metadata
+
+        if not self.library:
+            import platform
+
+            return platform.python_version()
+        try:
+            return metadata.version(self.library)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SyncBackend(Backend):
+    family = "sync"
+
+    def run(self, main, *args):
+        raise NotImplementedError
+
+    def spawn(self, fn, *args):
+        raise NotImplementedError
+
+    def channel(self, capacity: int | None = None):
+        raise NotImplementedError
+
+    def sleep(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    def open_connection(self, host: str, port: int):
+        raise Unsupported(f"{self.name} has no sockets")
+
+
+class AsyncBackend(Backend):
+    family = "async"
+
+    def run(self, main, *args):
+        raise NotImplementedError
+
+    def spawn(self, fn, *args):
+        raise NotImplementedError
+
+    def channel(self, capacity: int | None = None):
+        raise NotImplementedError
+
+    async def sleep(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    async def open_connection(self, host: str, port: int):
+        raise Unsupported(f"{self.name} has no sockets")
+
+
+class FailureTracker:
+    """Remembers tasks that raised and were never joined, so ``run`` can report them.
+
+    Models that print and swallow a task's exception (gevent, eventlet, threads) would
+    otherwise turn a crashed task into a silent hang or a wrong result.
+    """
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self._unjoined: dict[int, TaskFailed] = {}
+
+    def failed(self, task, error: TaskFailed) -> None:
+        self._unjoined[id(task)] = error
+
+    def joined(self, task) -> None:
+        self._unjoined.pop(id(task), None)
+
+    def raise_first(self) -> None:
+        if self._unjoined:
+            error = next(iter(self._unjoined.values()))
+            self._unjoined.clear()
+            raise error from error.error

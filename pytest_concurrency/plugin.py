@@ -1,0 +1,202 @@
+"""pytest glue: options, fixtures, parametrization, hooks. The logic lives in the layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from . import backends, measure, records, session_end, settings, watchdog, workloads
+
+SETTINGS = pytest.StashKey[settings.Settings]()
+MARKER = "concurrency"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("concurrency", "concurrency models (pytest-concurrency-bench)")
+    add = group.addoption
+    add("--concurrency-backends", metavar="LIST",
+        help="comma-separated models to run, e.g. gevent,asyncio,multiprocessing[fork] "
+        f"(default: {','.join(backends.DEFAULT_SPECS)})")
+    add("--concurrency-scale", metavar="SCALE", help=f"workload sizes: {', '.join(workloads.SCALES)} (default: default)")
+    add("--concurrency-rounds", metavar="N", help="timed rounds per benchmark (default: the workload's, per scale)")
+    add("--concurrency-timeout", metavar="SECONDS", help="longest a round may take before it fails as stalled (default: 120)")
+    add("--concurrency-isolate", action="store_true", default=None,
+        help="run each model's workloads in a fresh worker process of its own")
+    add("--concurrency-save-baseline", metavar="PATH", help="after the run, write a baseline with raw samples (atomically)")
+    add("--concurrency-baseline", metavar="PATH", help="compare against this baseline; a regression fails the session")
+    add("--concurrency-threshold", metavar="PCT", help="practical threshold for a regression, percent (default: 10)")
+    add("--concurrency-allow-cross-python", action="store_true", default=False,
+        help="compare against a baseline recorded on another Python version (normally refused)")
+    add("--concurrency-report-md", metavar="PATH", help="write the comparison tables as markdown (CI job summary)")
+    add("--concurrency-plot", metavar="DIR", help="write charts per workload into DIR (needs matplotlib)")
+    parser.addini("concurrency_backends", "comma-separated models to run", default="")
+    parser.addini("concurrency_scale", "workload sizes: smoke, default or seed", default="")
+    parser.addini("concurrency_timeout", "longest a round may take, seconds", default="")
+    parser.addini("concurrency_isolate", "run each model in a worker process", type="bool", default=False)
+    parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
+    parser.addini("concurrency_thresholds", "overrides, one per line: KEY = PCT with KEY a backend, "
+                  "a workload or workload:backend", type="linelist", default=[])
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(backends=None, workloads=None, threshold=None): narrow the models or workloads "
+        "a test runs on, or set its regression threshold (percent)",
+    )
+    try:
+        config.stash[SETTINGS] = settings.from_config(config)
+    except settings.SettingsError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if _xdist_active(config) and not config.getoption("benchmark_disable", False):
+        raise pytest.UsageError(
+            "pytest-concurrency: benchmarks running in parallel under pytest-xdist measure each "
+            "other; run them without -n (or with -p no:xdist), or add --benchmark-disable to run "
+            "them as plain tests"
+        )
+
+
+def _xdist_active(config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
+
+
+def _settings(config) -> settings.Settings:
+    return config.stash[SETTINGS]
+
+
+def _marker_kwarg(node, name: str):
+    marker = node.get_closest_marker(MARKER)
+    return marker.kwargs.get(name) if marker else None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload with one set of parameters: what ``concurrency_case`` hands a test."""
+
+    workload: str
+    params: dict
+
+    @property
+    def id(self) -> str:
+        return f"{self.workload}-{records.params_id(self.params)}"
+
+
+def pytest_generate_tests(metafunc):
+    config = metafunc.config
+    if "concurrency_case" in metafunc.fixturenames:
+        chosen = _marker_kwarg(metafunc.definition, "workloads") or workloads.names()
+        scale = _settings(config).scale
+        cases = [Case(name, params) for name in chosen for params in workloads.get(name).cases(scale)]
+        metafunc.parametrize("concurrency_case", [pytest.param(c, id=c.id) for c in cases])
+    if "concurrency_backend" in metafunc.fixturenames:
+        specs = _selected_backends(metafunc.definition, _settings(config))
+        metafunc.parametrize(
+            "concurrency_backend",
+            [pytest.param(spec, id=spec, marks=_skip_marks(spec, _settings(config))) for spec in specs],
+            indirect=True,
+        )
+
+
+def _selected_backends(node, s: settings.Settings) -> list[str]:
+    narrowed = _marker_kwarg(node, "backends")
+    if narrowed is None:
+        return s.backends
+    if isinstance(narrowed, str):
+        narrowed = [narrowed]
+    wanted = settings.parse_backends(",".join(narrowed), f"@pytest.mark.{MARKER}(backends=...) on {node.nodeid}")
+    return [spec for spec in wanted if spec in s.backends]
+
+
+def _skip_marks(spec: str, s: settings.Settings):
+    reason = backends.unavailable_reason(spec)
+    if reason is None and backends.isolation_only(spec) and not s.isolate:
+        reason = f"{spec} monkey-patches the whole process: run it with --concurrency-isolate"
+    return [pytest.mark.skip(reason=f"{spec}: {reason}")] if reason else []
+
+
+@pytest.fixture
+def concurrency_backend(request):
+    """The concurrency model this test runs on (parametrized over the selected models)."""
+    try:
+        return backends.load(request.param)
+    except backends.Unsupported as exc:
+        pytest.skip(f"{request.param}: {exc}")
+
+
+@pytest.fixture
+def concurrency_benchmark(request, benchmark, concurrency_backend):
+    """Call with a ``Case`` to time that workload on this model and record its metrics."""
+    s = _settings(request.config)
+
+    def run_case(case: Case) -> None:
+        workload = workloads.get(case.workload)
+        reason = workload.unsupported(concurrency_backend, case.params)
+        if reason:
+            pytest.skip(f"{concurrency_backend.name}: {reason}")
+        rounds, warmup = workload.rounds(s.scale)
+        rounds = s.rounds or rounds
+        benchmark.group = f"{case.workload}[{records.params_id(case.params)}]"
+        what = f"{case.workload}[{records.params_id(case.params)}] on {concurrency_backend.name}"
+        if s.isolate:
+            from . import isolate
+
+            isolate.bench(request.config, benchmark, concurrency_backend, workload, case.params, rounds, warmup, s.timeout)
+        else:
+            measure.bench_in_process(
+                benchmark, concurrency_backend, workload, case.params, rounds, warmup,
+                watchdog.deadline(s.timeout, what),
+            )
+
+    return run_case
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield
+    _label_user_benchmark(item)
+    _attach_threshold(item)
+
+
+def _attach_threshold(item) -> None:
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    threshold = _marker_kwarg(item, "threshold")
+    if bench is not None and threshold is not None:
+        origin = f"@pytest.mark.{MARKER}(threshold=...) on {item.nodeid}"
+        bench.extra_info["threshold"] = settings.parse_percent(threshold, origin)
+
+
+def _label_user_benchmark(item) -> None:
+    """Give a user's own ``benchmark`` + ``concurrency_backend`` test the keys the gate matches on."""
+    funcargs = getattr(item, "funcargs", {})
+    bench, backend = funcargs.get("benchmark"), funcargs.get("concurrency_backend")
+    if bench is None or backend is None or "backend" in bench.extra_info:
+        return
+    params = {k: v for k, v in getattr(getattr(item, "callspec", None), "params", {}).items()
+              if k != "concurrency_backend" and isinstance(v, (str, int, float, bool))}
+    bench.extra_info.update({
+        "concurrency_schema": records.SCHEMA,
+        "backend": backend.name,
+        "backend_version": backend.version,
+        "workload": item.originalname,
+        "params": params,
+        "unit": "call",
+        "ops": 1,
+    })
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # pytest-benchmark's own sessionfinish (a hookwrapper) has already collected the stats.
+    bs = getattr(session.config, "_benchmarksession", None)
+    if bs is None:
+        return
+    outcome = session_end.finish(session.config, bs, _settings(session.config))
+    session.config.stash[session_end.OUTCOME] = outcome
+    if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    outcome = terminalreporter.config.stash.get(session_end.OUTCOME, None)
+    if outcome is not None:
+        session_end.show(terminalreporter, outcome)

@@ -1,0 +1,124 @@
+"""One benchmark's result as the gate and the reports see it, read from either source.
+
+Sources: the live pytest-benchmark session (``config._benchmarksession.benchmarks``) and
+pytest-benchmark JSON files (``--benchmark-json``, ``--benchmark-save`` and our baselines).
+
+Our measurements live in the benchmark's ``extra_info`` as flat keys (readable in any
+pytest-benchmark JSON viewer):
+
+==========================  ===========================================================
+``backend``                 canonical backend spec, e.g. ``gevent``, ``multiprocessing[fork]``
+``backend_version``         version of the library behind it (Python's for stdlib models)
+``workload``                workload name (``ring``...) or, for a user's test, its name
+``params``                  dict of the workload's parameters (JSON scalars)
+``ops``                     operations per round (hops, events, tasks, switches)
+``unit``                    what one op is: ``hop``, ``event``, ``task``, ``switch``, ``call``
+``ns_per_op``               median round time / ops, in ns
+``ops_per_s``               ops / median round time
+``cpu_user_s``/``cpu_sys_s``  CPU seconds per round, this process and its task processes
+``ctx_voluntary``/``ctx_involuntary``  context switches per round, likewise
+``peak_rss_kib``            the process's peak RSS after the benchmark (ru_maxrss)
+``kib_per_task``            memory per live task (spawn workload only)
+``ideal_s``/``overhead_s``  IO workload: the ideal wall time and the median's excess over it
+``concurrency_schema``      ``SCHEMA``; marks a benchmark as ours
+==========================  ===========================================================
+
+The raw samples are pytest-benchmark's own ``stats.data`` (seconds per round; we always
+time with ``iterations=1``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+SCHEMA = 1
+
+
+def params_id(params: Mapping[str, Any]) -> str:
+    """Stable text for a params dict: the matching key in baselines and report headers."""
+    return ",".join(f"{k}={params[k]}" for k in sorted(params)) if params else ""
+
+
+@dataclass
+class Record:
+    workload: str
+    params: dict
+    backend: str
+    samples: list  # seconds per round
+    ops: int = 1
+    unit: str = "call"
+    backend_version: str = ""
+    name: str = ""
+    group: str | None = None
+    extra: dict = field(default_factory=dict)  # the whole extra_info
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.workload, params_id(self.params), self.backend)
+
+    @property
+    def label(self) -> str:
+        pid = params_id(self.params)
+        return f"{self.workload}[{pid}] on {self.backend}" if pid else f"{self.workload} on {self.backend}"
+
+    @property
+    def median(self) -> float:
+        s = sorted(self.samples)
+        n = len(s)
+        if not n:
+            return float("nan")
+        return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+    def metric(self, name: str, default=None):
+        return self.extra.get(name, default)
+
+
+def _from_parts(name: str, group, extra: Mapping, samples: Iterable[float]) -> Record | None:
+    if "backend" not in extra or "workload" not in extra:
+        return None
+    return Record(
+        workload=str(extra["workload"]),
+        params=dict(extra.get("params") or {}),
+        backend=str(extra["backend"]),
+        samples=[float(x) for x in samples],
+        ops=int(extra.get("ops") or 1),
+        unit=str(extra.get("unit") or "call"),
+        backend_version=str(extra.get("backend_version") or ""),
+        name=name,
+        group=group,
+        extra=dict(extra),
+    )
+
+
+def from_session(benchmarks: Iterable[Any]) -> list[Record]:
+    """Records of the benchmarks pytest-benchmark measured in this session."""
+    out = []
+    for bench in benchmarks:
+        if getattr(bench, "has_error", False) or not bench.stats.data:
+            continue
+        rec = _from_parts(bench.name, bench.group, bench.extra_info or {}, bench.stats.data)
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def from_json(doc: Mapping[str, Any]) -> list[Record]:
+    """Records in a parsed pytest-benchmark JSON document.
+
+    Benchmarks saved without raw samples (no ``--benchmark-save-data``) keep an empty
+    ``samples`` list: the gate refuses them with an explanation rather than guessing.
+    """
+    out = []
+    for bench in doc.get("benchmarks", []):
+        stats = bench.get("stats") or {}
+        rec = _from_parts(bench.get("name", ""), bench.get("group"), bench.get("extra_info") or {}, stats.get("data") or [])
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def load_json_file(path) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)

@@ -1,0 +1,122 @@
+"""After the last benchmark: save the baseline, run the gate, write the reports.
+
+Kept apart from ``plugin`` so the order of these steps, and what a failure in one of
+them does to the session, is in one readable place.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+
+import pytest
+
+from . import records
+from .verdicts import GateResult
+
+
+@dataclass
+class SessionOutcome:
+    records: list
+    gate: GateResult | None = None
+    messages: list = field(default_factory=list)  # shown after the tables
+    errors: list = field(default_factory=list)  # each one fails the session
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors) or bool(self.gate and self.gate.failed)
+
+
+OUTCOME = pytest.StashKey[SessionOutcome]()
+
+
+def environment(recs: list, calibration: dict | None) -> dict:
+    """What a comparison must know about the run besides its samples."""
+    return {
+        "schema_version": 1,
+        "python": {
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "minor": ".".join(platform.python_version_tuple()[:2]),
+        },
+        "backends": {r.backend: r.backend_version for r in recs},
+        "cpu_count": os.cpu_count(),
+        "calibration": calibration,
+    }
+
+
+def finish(config, bs, s) -> SessionOutcome:
+    recs = records.from_session(bs.benchmarks)
+    outcome = SessionOutcome(recs)
+    if not (s.save_baseline or s.baseline or s.report_md or s.plot_dir):
+        return outcome
+    if s.save_baseline or s.baseline:
+        from . import baseline, calibrate, gate
+
+        meta = environment(recs, calibrate.measure())
+    if s.save_baseline:
+        if recs:
+            baseline.save(s.save_baseline, _session_document(config, bs, meta))
+            outcome.messages.append(f"baseline with {len(recs)} benchmarks written to {s.save_baseline}")
+        else:
+            outcome.errors.append(
+                f"no concurrency benchmark ran, so no baseline was written to {s.save_baseline} "
+                "(run with --benchmark-only, and check that the models were not all skipped)"
+            )
+    if s.baseline:
+        try:
+            doc = baseline.load(s.baseline)
+        except baseline.BaselineError as exc:
+            outcome.errors.append(str(exc))
+        else:
+            outcome.gate = gate.compare(doc, recs, meta, _gate_settings(config, s, gate))
+    if s.report_md:
+        from .report import markdown
+
+        markdown.write(s.report_md, markdown.render(recs, outcome.gate))
+        outcome.messages.append(f"markdown report written to {s.report_md}")
+    if s.plot_dir:
+        from .report import plot
+
+        try:
+            paths = plot.write(s.plot_dir, recs)
+        except plot.PlotError as exc:
+            outcome.errors.append(str(exc))
+        else:
+            outcome.messages.append(f"{len(paths)} charts written to {s.plot_dir}")
+    return outcome
+
+
+def _session_document(config, bs, meta: dict) -> dict:
+    """pytest-benchmark's own JSON for this run, with raw samples, plus our section."""
+    doc = config.hook.pytest_benchmark_generate_json(
+        config=config,
+        benchmarks=bs.benchmarks,
+        include_data=True,
+        machine_info=bs.get_machine_info(),
+        commit_info=config.hook.pytest_benchmark_generate_commit_info(config=config),
+    )
+    doc["pytest_concurrency"] = meta
+    return doc
+
+
+def _gate_settings(config, s, gate):
+    # A test's own @pytest.mark.concurrency(threshold=...) travels in its record (extra "threshold").
+    return gate.GateSettings(threshold=s.threshold, overrides=s.thresholds, allow_cross_python=s.allow_cross_python)
+
+
+def show(tr, outcome: SessionOutcome) -> None:
+    from .report import terminal
+
+    if outcome.records or outcome.gate:
+        terminal.write(tr, outcome.records, outcome.gate)
+    if outcome.gate is not None:
+        from . import gate
+
+        for line in gate.format_lines(outcome.gate):
+            tr.write_line(line)
+    for line in outcome.messages:
+        tr.write_line(f"pytest-concurrency: {line}")
+    for line in outcome.errors:
+        tr.write_line(f"pytest-concurrency: ERROR: {line}", red=True, bold=True)

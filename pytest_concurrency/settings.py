@@ -1,0 +1,123 @@
+"""The plugin's options, read once from the command line and ini, validated with clear errors.
+
+Every error says what is wrong and how to fix it; the plugin turns ``SettingsError`` into
+pytest's usage error (exit status 4) before any benchmark runs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import backends
+from .workloads import SCALES
+
+
+class SettingsError(ValueError):
+    pass
+
+
+@dataclass
+class Settings:
+    backends: list[str] = field(default_factory=lambda: list(backends.DEFAULT_SPECS))
+    scale: str = "default"
+    rounds: int | None = None
+    timeout: float | None = 120.0
+    isolate: bool = False
+    baseline: Path | None = None
+    save_baseline: Path | None = None
+    threshold: float = 0.10
+    thresholds: dict = field(default_factory=dict)  # "gevent" / "ring" / "ring:gevent" -> fraction
+    allow_cross_python: bool = False
+    report_md: Path | None = None
+    plot_dir: Path | None = None
+
+
+def parse_backends(text: str, origin: str) -> list[str]:
+    try:
+        return backends.parse_list(text)
+    except backends.UnknownBackend as exc:
+        raise SettingsError(f"{origin}: {exc}") from None
+
+
+def parse_scale(text: str, origin: str) -> str:
+    if text not in SCALES:
+        raise SettingsError(f"{origin}: unknown scale {text!r}; use one of {', '.join(SCALES)}")
+    return text
+
+
+def parse_percent(text, origin: str) -> float:
+    """``"10"``, ``"10%"`` or ``10`` -> 0.10."""
+    raw = str(text).strip().rstrip("%").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{origin}: {text!r} is not a percentage; write e.g. 10 or 10%") from None
+    if not 0 < value < 1000:
+        raise SettingsError(f"{origin}: {text!r} is out of range; a threshold is a percentage above 0, e.g. 10")
+    return value / 100
+
+
+def parse_thresholds(lines, origin: str) -> dict:
+    """ini lines ``KEY = PCT``: KEY is a backend, a workload, or ``workload:backend``."""
+    out = {}
+    for line in lines or ():
+        key, sep, value = str(line).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SettingsError(f"{origin}: {line!r} should read KEY = PCT, e.g. 'gevent = 15' or 'ring:uvloop = 20'")
+        out[key] = parse_percent(value, f"{origin} ({key})")
+    return out
+
+
+def parse_positive(text, origin: str, kind=float):
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{origin}: {text!r} is not a number; write e.g. {kind(60)}") from None
+    if value <= 0:
+        raise SettingsError(f"{origin}: must be above 0, got {text!r}")
+    return value
+
+
+def writable_target(path: str, origin: str) -> Path:
+    """Fail before the run, not after it, when a file could not be written."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise SettingsError(f"{origin}: {path} is a directory; give a file path, e.g. {target / 'baseline.json'}")
+    if not parent.is_dir():
+        raise SettingsError(f"{origin}: directory {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK):
+        raise SettingsError(f"{origin}: directory {parent} is not writable; choose another path")
+    return target
+
+
+def from_config(config) -> Settings:
+    opt = config.getoption
+    s = Settings()
+    text = opt("concurrency_backends") or config.getini("concurrency_backends")
+    if text:
+        s.backends = parse_backends(text, "--concurrency-backends")
+    s.scale = parse_scale(opt("concurrency_scale") or config.getini("concurrency_scale") or "default", "--concurrency-scale")
+    if opt("concurrency_rounds") is not None:
+        s.rounds = parse_positive(opt("concurrency_rounds"), "--concurrency-rounds", int)
+    timeout = opt("concurrency_timeout") or config.getini("concurrency_timeout")
+    if timeout:
+        s.timeout = parse_positive(timeout, "--concurrency-timeout")
+    s.isolate = bool(opt("concurrency_isolate") or config.getini("concurrency_isolate"))
+    threshold = opt("concurrency_threshold") or config.getini("concurrency_threshold")
+    if threshold:
+        s.threshold = parse_percent(threshold, "--concurrency-threshold")
+    s.thresholds = parse_thresholds(config.getini("concurrency_thresholds"), "ini concurrency_thresholds")
+    s.allow_cross_python = bool(opt("concurrency_allow_cross_python"))
+    if opt("concurrency_baseline"):
+        s.baseline = Path(opt("concurrency_baseline"))
+    if opt("concurrency_save_baseline"):
+        s.save_baseline = writable_target(opt("concurrency_save_baseline"), "--concurrency-save-baseline")
+    if opt("concurrency_report_md"):
+        s.report_md = writable_target(opt("concurrency_report_md"), "--concurrency-report-md")
+    if opt("concurrency_plot"):
+        s.plot_dir = Path(opt("concurrency_plot"))
+    return s

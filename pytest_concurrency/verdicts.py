@@ -1,0 +1,46 @@
+"""What the gate decided, per benchmark: produced by ``gate``, read by ``report``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+REGRESSED = "regressed"  # slower beyond the threshold and significant: fails the session
+IMPROVED = "improved"  # faster beyond the threshold and significant: baseline is stale
+UNCHANGED = "unchanged"  # within the threshold, or not significant
+INCONCLUSIVE = "inconclusive"  # beyond the threshold but not significant (too few/noisy samples)
+NEW = "new"  # in this run, not in the baseline
+MISSING = "missing"  # in the baseline, not in this run
+
+
+@dataclass
+class Verdict:
+    key: tuple  # records.Record.key: (workload, params_id, backend)
+    status: str
+    baseline_median: float | None = None  # seconds per round
+    current_median: float | None = None
+    change: float | None = None  # current/baseline - 1 on the deciding scale (+0.14 = 14% slower)
+    raw_change: float | None = None
+    normalized_change: float | None = None  # after the machine-speed calibration
+    decided_by: str = "raw"  # "raw" or "normalized"
+    p_value: float | None = None
+    threshold: float | None = None  # the practical threshold that applied (0.10 = 10%)
+    versions_changed: dict = field(default_factory=dict)  # library -> (baseline, current)
+    note: str = ""
+    ci: tuple | None = None  # bootstrap interval of ``change`` (confidence per GateSettings)
+    rounds: tuple | None = None  # (baseline samples, current samples)
+
+
+@dataclass
+class GateResult:
+    verdicts: list[Verdict] = field(default_factory=list)
+    refused: str | None = None  # why no comparison was made (e.g. another Python minor version)
+    calibration_ratio: float | None = None  # current machine speed / baseline's (>1 = slower now)
+    summary: str = ""
+    notes: list = field(default_factory=list)  # cross-machine/cross-Python remarks for the report
+
+    def by_status(self, status: str) -> list[Verdict]:
+        return [v for v in self.verdicts if v.status == status]
+
+    @property
+    def failed(self) -> bool:
+        return self.refused is not None or bool(self.by_status(REGRESSED))

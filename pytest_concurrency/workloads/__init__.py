@@ -1,0 +1,62 @@
+"""The seed experiments as workloads that run on every concurrency model.
+
+Each workload module defines one ``Workload`` object with:
+
+``name``, ``unit``
+    e.g. ``"ring"``, ``"hop"``: what one operation is.
+``cases(scale)``
+    The parameter dicts to run at a scale (``smoke``, ``default``, ``seed``).
+``rounds(scale)``
+    ``(rounds, warmup_rounds)`` for pytest-benchmark's pedantic mode at that scale.
+``unsupported(backend, params)``
+    ``None``, or the reason this backend cannot run this case (it is skipped with it).
+``run(backend, params)``
+    One timed round: enter ``backend.run`` with the family's implementation, check the
+    result (raise ``WorkloadError`` naming what is wrong), return an ``Outcome``.
+
+Workload bodies are written once per family (sync and async) against the backend
+primitives only, so that a new backend runs every workload unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+SCALES = ("smoke", "default", "seed")
+
+_MODULES = {
+    "ring": "ring",
+    "chain": "chain",
+    "io": "io",
+    "spawn": "spawn",
+    "switch": "switch",
+}
+
+
+class WorkloadError(AssertionError):
+    """A workload's own result check failed: the run was wrong, so its time means nothing."""
+
+
+@dataclass
+class Outcome:
+    ops: int  # operations done in this round
+    extra: dict = field(default_factory=dict)  # e.g. {"kib_per_task": 3.1} or {"ideal_s": 0.1}
+
+
+def names() -> list[str]:
+    return list(_MODULES)
+
+
+def get(name: str):
+    try:
+        module = _MODULES[name]
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r}; valid: {', '.join(_MODULES)}") from None
+    return importlib.import_module(f"{__name__}.{module}").WORKLOAD
+
+
+def check_scale(scale: str) -> str:
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; valid: {', '.join(SCALES)}")
+    return scale

@@ -1,0 +1,155 @@
+"""The fixture and its selection, through real pytest runs (pytester) on real backends."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from pytest_concurrency import backends
+
+INSTALLED = [s for s in backends.DEFAULT_SPECS if backends.unavailable_reason(s) is None]
+
+USER_TEST = """
+def test_model(concurrency_backend):
+    if concurrency_backend.family == "async":
+        async def main(b):
+            ch = b.channel(1)
+            t = b.spawn(ch.put, 41)
+            item = await ch.get()
+            await t.join()
+            return item + 1
+    else:
+        def main(b):
+            ch = b.channel(None)
+            ch.put(41)
+            return ch.get() + 1
+    assert concurrency_backend.run(main, concurrency_backend) == 42
+    print("RAN", concurrency_backend.name)
+"""
+
+
+def test_fixture_yields_every_installed_model(pytester):
+    pytester.makepyfile(USER_TEST)
+    result = pytester.runpytest_subprocess("-v", "-s")
+    result.assert_outcomes(passed=len(INSTALLED), skipped=len(backends.DEFAULT_SPECS) - len(INSTALLED))
+    for spec in INSTALLED:
+        result.stdout.fnmatch_lines([f"*test_model?{spec}?*PASSED*"])
+        assert f"RAN {spec}" in result.stdout.str()
+
+
+def test_all_seven_models_are_params_when_installed(pytester):
+    pytester.makepyfile(USER_TEST)
+    result = pytester.runpytest_subprocess("--collect-only", "-q")
+    ids = [line for line in result.stdout.lines if "test_model[" in line]
+    assert len(ids) == 7
+    assert any("uvloop" in i for i in ids) and any("multiprocessing[forkserver]" in i for i in ids)
+
+
+def test_missing_model_is_skipped_with_its_reason(pytester, monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "uvloop" else real_find_spec(name, *a)
+    )
+    pytester.makepyfile(USER_TEST)
+    result = pytester.runpytest("-rs", "--concurrency-backends=uvloop,asyncio")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*SKIPPED*uvloop: uvloop not installed (pip install uvloop)*"])
+
+
+def test_unknown_backend_is_a_usage_error_listing_valid_ones(pytester):
+    pytester.makepyfile(USER_TEST)
+    result = pytester.runpytest_subprocess("--concurrency-backends=gevent,gevnt")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown concurrency backend 'gevnt'; valid: threading, multiprocessing*"])
+
+
+def test_selection_from_option_and_ini(pytester):
+    pytester.makepyfile(USER_TEST)
+    pytester.makeini("[pytest]\nconcurrency_backends = threading, asyncio\n")
+    result = pytester.runpytest_subprocess("-v")
+    result.assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess("-v", "--concurrency-backends=asyncio")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_model?asyncio?*PASSED*"])
+
+
+def test_marker_narrows_one_test(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.concurrency(backends=["asyncio", "threading"])
+        def test_narrow(concurrency_backend):
+            assert concurrency_backend.name in ("asyncio", "threading")
+
+        def test_wide(concurrency_backend):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-v", "--concurrency-backends=asyncio,gevent")
+    result.stdout.fnmatch_lines(["*test_narrow?asyncio?*PASSED*"])
+    assert "test_narrow[threading]" not in result.stdout.str()  # not selected for the session
+    assert "test_narrow[gevent]" not in result.stdout.str()
+    result.assert_outcomes(passed=3)
+
+
+def test_task_exception_fails_the_test_naming_the_backend(pytester):
+    pytester.makepyfile(
+        """
+        def boom(n):
+            raise ValueError(f"bad input {n}")
+
+        async def aboom(n):
+            boom(n)
+
+        def test_failing_task(concurrency_backend):
+            b = concurrency_backend
+            if b.family == "async":
+                async def main():
+                    await b.spawn(aboom, 7).join()
+            else:
+                def main():
+                    b.spawn(boom, 7).join()
+            b.run(main)
+        """
+    )
+    result = pytester.runpytest_subprocess("--concurrency-backends=threading,gevent,asyncio,greenlet")
+    result.assert_outcomes(failed=4)
+    for spec in ("threading", "gevent", "asyncio", "greenlet"):
+        result.stdout.fnmatch_lines([f"*TaskFailed: [[]{spec}] task *boom raised ValueError: bad input 7*"])
+
+
+@pytest.mark.skipif(backends.unavailable_reason("eventlet") is not None, reason="eventlet not installed")
+def test_eventlet_under_warnings_as_errors(pytester):
+    pytester.makepyfile(USER_TEST)
+    result = pytester.runpytest_subprocess("-W", "error", "--concurrency-backends=eventlet")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="pytest-xdist not installed")
+def test_xdist_is_refused_for_benchmarks(pytester):
+    pytester.makepyfile(USER_TEST)
+    result = pytester.runpytest_subprocess("-n", "2", "--concurrency-backends=asyncio")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest-xdist measure each other*--benchmark-disable*"])
+    result = pytester.runpytest_subprocess("-n", "2", "--benchmark-disable", "--concurrency-backends=asyncio")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("--concurrency-scale=huge", "unknown scale 'huge'; use one of smoke, default, seed"),
+        ("--concurrency-threshold=ten", "'ten' is not a percentage; write e.g. 10 or 10%"),
+        ("--concurrency-threshold=-5", "out of range"),
+        ("--concurrency-timeout=0", "must be above 0"),
+        ("--concurrency-rounds=many", "'many' is not a number"),
+        ("--concurrency-save-baseline=no/such/dir/b.json", "directory no/such/dir does not exist"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(pytester, option, message):
+    pytester.makepyfile(USER_TEST)
+    result = pytester.runpytest_subprocess(option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
