@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from . import backends, measure, records, session_end, settings, watchdog, workloads
@@ -70,12 +68,22 @@ def _marker_kwarg(node, name: str):
     return marker.kwargs.get(name) if marker else None
 
 
-@dataclass(frozen=True)
-class Case:
-    """One workload with one set of parameters: what ``concurrency_case`` hands a test."""
+class Case(dict):
+    """One workload with one set of parameters: what ``concurrency_case`` hands a test.
 
-    workload: str
-    params: dict
+    A dict, so that pytest-benchmark can write it into JSON as one of the test's params.
+    """
+
+    def __init__(self, workload: str, params: dict):
+        super().__init__(workload=workload, params=dict(params))
+
+    @property
+    def workload(self) -> str:
+        return self["workload"]
+
+    @property
+    def params(self) -> dict:
+        return self["params"]
 
     @property
     def id(self) -> str:
@@ -141,7 +149,10 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         if s.isolate:
             from . import isolate
 
-            isolate.bench(request.config, benchmark, concurrency_backend, workload, case.params, rounds, warmup, s.timeout)
+            isolate.bench(
+                request.config, benchmark, concurrency_backend, case.workload, workload, case.params,
+                rounds, warmup, s.timeout,
+            )
         else:
             measure.bench_in_process(
                 benchmark, concurrency_backend, workload, case.params, rounds, warmup,
@@ -194,6 +205,12 @@ def pytest_sessionfinish(session, exitstatus):
     session.config.stash[session_end.OUTCOME] = outcome
     if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config):
+    from . import isolate
+
+    isolate.close(config)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -110,12 +110,7 @@ def show(tr, outcome: SessionOutcome) -> None:
     from .report import terminal
 
     if outcome.records or outcome.gate:
-        terminal.write(tr, outcome.records, outcome.gate)
-    if outcome.gate is not None:
-        from . import gate
-
-        for line in gate.format_lines(outcome.gate):
-            tr.write_line(line)
+        terminal.write(tr, outcome.records, outcome.gate)  # includes the gate's verdicts
     for line in outcome.messages:
         tr.write_line(f"pytest-concurrency: {line}")
     for line in outcome.errors:

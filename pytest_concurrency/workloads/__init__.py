@@ -49,10 +49,16 @@ def names() -> list[str]:
 
 
 def get(name: str):
+    """A seed workload by name, or a user's own as ``"package.module:OBJECT"``."""
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        return getattr(importlib.import_module(module), attr)
     try:
         module = _MODULES[name]
     except KeyError:
-        raise KeyError(f"unknown workload {name!r}; valid: {', '.join(_MODULES)}") from None
+        raise KeyError(
+            f"unknown workload {name!r}; valid: {', '.join(_MODULES)}, or 'module:OBJECT' for your own"
+        ) from None
     return importlib.import_module(f"{__name__}.{module}").WORKLOAD
 
 

@@ -1,0 +1,191 @@
+"""``python -m pytest_concurrency report A.json [B.json]``: re-render saved runs, or compare two.
+
+Reads pytest-benchmark JSON files written by a pytest-concurrency run (``--benchmark-json``,
+``--benchmark-save`` or ``--concurrency-save-baseline``) without running anything.
+Exit status: 0 rendered, 1 the comparison found a regression (or was refused), 2 usage error
+or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+from . import verdicts as V
+from .backends.base import ConcurrencyError
+from .records import Record, from_json
+from .report import tables
+from .report.plot import PlotError
+
+USAGE_ERROR = 2
+
+
+class InputError(Exception):
+    """An input file cannot be used; the message names the file and the problem."""
+
+
+def load_records(path: str) -> tuple[dict, list[Record]]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory; pass a pytest-benchmark JSON file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a JSON file (not UTF-8 text)") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        raise InputError(
+            f"{path}: not pytest-benchmark JSON (no 'benchmarks' list); pass a file written by "
+            "--benchmark-json, --benchmark-save or --concurrency-save-baseline"
+        )
+    try:
+        recs = from_json(doc)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{path}: a benchmark's extra_info is malformed ({exc})") from None
+    if not recs:
+        raise InputError(
+            f"{path}: holds {len(doc['benchmarks'])} benchmarks but none from pytest-concurrency "
+            "(their extra_info lacks 'backend' and 'workload'); was it written by a "
+            "pytest-concurrency run?"
+        )
+    return doc, recs
+
+
+def changes_only(baseline: list[Record], current: list[Record], why: str) -> V.GateResult:
+    """Median change per matched benchmark, with no verdict: used when the gate cannot judge."""
+    base = {r.key: r for r in baseline}
+    now = {r.key: r for r in current}
+    out = []
+    for key, rec in now.items():
+        if key in base:
+            b, c = tables.round_median(base[key]), tables.round_median(rec)
+            out.append(V.Verdict(key, tables.COMPARED, b, c, change=c / b - 1 if b else None))
+        else:
+            out.append(V.Verdict(key, V.NEW, current_median=tables.round_median(rec)))
+    for key, rec in base.items():
+        if key not in now:
+            out.append(V.Verdict(key, V.MISSING, baseline_median=tables.round_median(rec)))
+    return V.GateResult(out, summary=f"changes only, no verdicts: {why}")
+
+
+def compare(a_path: str, a_doc: dict, a_recs, b_doc: dict, b_recs, args) -> V.GateResult:
+    """The gate's verdicts when it can judge these files, else the changes with the reason."""
+    try:
+        from . import baseline, gate
+    except ImportError:
+        return changes_only(a_recs, b_recs, "pytest_concurrency.gate is not available in this build")
+    try:
+        baseline.check(a_doc, a_path)
+    except baseline.BaselineError as exc:
+        return changes_only(a_recs, b_recs, f"the first file is not a baseline the gate can use ({exc})")
+    meta = b_doc.get(baseline.SECTION)
+    if not isinstance(meta, dict):
+        return changes_only(
+            a_recs, b_recs, "the second file has no pytest_concurrency section (Python, versions, "
+            "calibration); save it with --concurrency-save-baseline to get verdicts"
+        )
+    settings = gate.GateSettings(
+        threshold=args.threshold if args.threshold is not None else 0.10,
+        allow_cross_python=args.allow_cross_python,
+    )
+    return gate.compare(a_doc, b_recs, meta, settings)
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; write e.g. 10 or 10%") from None
+    if not 0 < value < 1000:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range; a threshold is above 0, e.g. 10")
+    return value / 100
+
+
+def _width(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of columns") from None
+    if value < 40:
+        raise argparse.ArgumentTypeError(f"{value} columns is too narrow; use 40 or more")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m pytest_concurrency",
+        description="pytest-concurrency tools that work on saved results.",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    r = sub.add_parser(
+        "report",
+        help="re-render saved benchmark JSON, or compare two runs",
+        description="Render the comparison tables from saved pytest-benchmark JSON files written by "
+        "a pytest-concurrency run, without re-running. With two files, B is compared against "
+        "baseline A: change per benchmark, and the gate's verdict when A is a baseline "
+        "(--concurrency-save-baseline). Exit status: 0 rendered, 1 regression found or comparison "
+        "refused, 2 usage error or unreadable file.",
+    )
+    r.add_argument("files", nargs="+", metavar="FILE.json", help="A.json, or A.json B.json (baseline, current)")
+    r.add_argument("--markdown", metavar="PATH", help="also write the tables as markdown to PATH")
+    r.add_argument("--plot", metavar="DIR", help="also write charts (PNG) of the last file into DIR")
+    r.add_argument("--width", type=_width, default=None, help="terminal width (default: this terminal's)")
+    r.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
+    r.add_argument("--threshold", type=_percent, default=None, metavar="PCT",
+                   help="practical threshold for verdicts, e.g. 10 (default: the gate's)")
+    r.add_argument("--allow-cross-python", action="store_true",
+                   help="compare runs from different Python minor versions anyway")
+    return p
+
+
+def report(args) -> int:
+    if len(args.files) > 2:
+        raise InputError(f"report takes one or two files, got {len(args.files)}: A.json [B.json]")
+    loaded = [load_records(path) for path in args.files]
+    doc, recs = loaded[-1]
+    gate = None
+    if len(loaded) == 2:
+        (a_doc, a_recs) = loaded[0]
+        gate = compare(args.files[0], a_doc, a_recs, doc, recs, args)
+    from .report import terminal
+
+    width = args.width or shutil.get_terminal_size((80, 24)).columns
+    print(terminal.render(recs, gate, width=width, color=args.color))
+    if args.markdown:
+        from .report import markdown
+
+        markdown.write(args.markdown, markdown.render(recs, gate))
+        print(f"markdown written to {args.markdown}")
+    if args.plot:
+        from .report import plot
+
+        paths = plot.write(args.plot, recs)
+        print(f"{len(paths)} charts written to {args.plot}")
+    return 1 if gate is not None and gate.failed else 0
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)  # exits 2 on usage errors, 0 on --help
+    try:
+        return report(args)
+    except (InputError, PlotError, ConcurrencyError) as exc:  # each names its file and problem
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except BrokenPipeError:  # output piped into `head`: not an error of ours
+        sys.stdout = open(os.devnull, "w")
+        return 0
+    except OSError as exc:  # an output path that cannot be written
+        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

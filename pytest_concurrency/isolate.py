@@ -1,0 +1,200 @@
+"""Run each backend's cases in a fresh worker process of its own (pyperf's model).
+
+Why: gevent and eventlet hubs, monkey-patching and fork state are process-global, and a
+deadlocked model can only be stopped for certain by killing its process. One worker per
+backend spec is started on first use and reused for that backend's cases; a worker that
+times out or dies is replaced. Workers run in their own process group, so killing one
+also kills the task processes it started.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from . import measure
+
+STDERR_LINES = 20  # how much of a dead worker's stderr the failure shows
+STARTUP_TIMEOUT_S = 60.0  # interpreter start + imports, on a loaded 2-core CI machine
+
+
+class WorkerFailure(Exception):
+    pass
+
+
+class Worker:
+    def __init__(self, spec: str):
+        self.spec = spec
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_concurrency.worker", spec],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=_worker_env(),
+            bufsize=0,
+        )
+        self._pending = b""  # bytes read from stdout past the last complete line
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        # Drain stderr continuously: a chatty worker must never block on a full pipe.
+        self._drain = threading.Thread(target=self._read_stderr, daemon=True)
+        self._drain.start()
+        self._ready = False
+
+    def _read_stderr(self):
+        for line in self.proc.stderr:
+            self.stderr_tail.append(line.decode(errors="replace").rstrip("\n"))
+
+    def request(self, payload: dict, round_timeout: float | None) -> dict:
+        """Send one case; wait at most ``round_timeout`` for each round to report."""
+        if not self._ready:
+            self._receive(STARTUP_TIMEOUT_S, "did not start")
+            self._ready = True
+        try:
+            self.proc.stdin.write((json.dumps(payload) + "\n").encode())
+        except (BrokenPipeError, OSError):
+            raise WorkerFailure(self._death("could not receive the case")) from None
+        while True:
+            message = self._receive(round_timeout, "ended without a reply")
+            if "round" not in message:
+                return message
+
+    def _receive(self, timeout: float | None, death: str) -> dict:
+        line = self._read_line(timeout)
+        if not line:
+            raise WorkerFailure(self._death(death))
+        return json.loads(line)
+
+    def _read_line(self, timeout: float | None) -> bytes:
+        """The next line, or b"" at EOF. Unbuffered reads, so select() sees every byte."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._pending:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not sel.select(left):
+                    self.kill()
+                    raise TimeoutError
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return b""
+                self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line + b"\n"
+
+    def _death(self, what: str) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        self._drain.join(timeout=2)
+        status = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        tail = "\n".join(self.stderr_tail) or "(no output on stderr)"
+        return f"worker for {self.spec} {what}: {status}; last stderr lines:\n{tail}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        self._close_pipes()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(b'{"quit": true}\n')
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def _close_pipes(self):
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        self._drain.join(timeout=2)
+        self.proc.stderr.close()
+
+
+def _worker_env() -> dict:
+    # The worker must import what this session imports (a user's own workload module too).
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+class WorkerPool:
+    def __init__(self):
+        self._workers: dict[str, Worker] = {}
+
+    def run(self, spec: str, payload: dict, timeout: float | None) -> dict:
+        worker = self._workers.get(spec)
+        if worker is None or worker.proc.poll() is not None:
+            worker = self._workers[spec] = Worker(spec)
+        try:
+            return worker.request(payload, timeout)
+        except (TimeoutError, WorkerFailure):
+            self._workers.pop(spec, None)
+            worker.kill()
+            raise
+
+    def close(self) -> None:
+        for worker in self._workers.values():
+            worker.close()
+        self._workers.clear()
+
+
+POOL = pytest.StashKey[WorkerPool]()
+
+
+def pool(config) -> WorkerPool:
+    if POOL not in config.stash:
+        config.stash[POOL] = WorkerPool()
+    return config.stash[POOL]
+
+
+def close(config) -> None:
+    if POOL in config.stash:
+        config.stash[POOL].close()
+
+
+def bench(config, benchmark, backend, workload_ref, workload, params, rounds, warmup, timeout) -> None:
+    """Run the case in ``backend``'s worker and record it as if measured here.
+
+    ``workload_ref`` is what ``workloads.get`` resolves in the worker (a name or module:OBJECT).
+    """
+    what = f"{workload.name}[{', '.join(f'{k}={v}' for k, v in sorted(params.items()))}] on {backend.name}"
+    payload = {"workload": workload_ref, "params": params, "rounds": rounds, "warmup": warmup}
+    started = time.monotonic()
+    try:
+        reply = pool(config).run(backend.name, payload, timeout)
+    except TimeoutError:
+        pytest.fail(
+            f"{what}: a round did not finish within {timeout:g} s; the worker and "
+            "its task processes were killed. Deadlock or stall? Raise --concurrency-timeout "
+            "if the workload is just slow.",
+            pytrace=False,
+        )
+    except WorkerFailure as exc:
+        pytest.fail(f"{what}: {exc}", pytrace=False)
+    if not reply["ok"]:
+        pytest.fail(f"{what} failed in its worker: {reply['error']}\n{reply.get('traceback', '')}", pytrace=False)
+    benchmark._mode = "pytest-concurrency isolated worker"  # tells pytest-benchmark the fixture was used
+    measure.record_external(benchmark, reply["identity"], reply["samples"], reply["extra"])
+    benchmark.extra_info["isolated"] = True
+    benchmark.extra_info["worker_wall_s"] = time.monotonic() - started

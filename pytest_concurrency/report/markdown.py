@@ -1,0 +1,75 @@
+"""The comparison tables in GitHub markdown, for a CI job summary or a pull-request comment."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Iterable
+
+from .. import verdicts as V
+from ..records import Record
+from . import tables
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|") if text else " "
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def render_table(tab: tables.Table) -> list[str]:
+    cols = tab.columns
+    lines = [f"### {_cell(tab.title)}", ""]
+    lines.append("| " + " | ".join(c.header for c in cols) + " |")
+    lines.append("|" + "|".join("---:" if c.numeric else ":---" for c in cols) + "|")
+    for row in tab.rows:
+        cells = [_cell(row.cells.get(c.id, "")) for c in cols]
+        if row.verdict is not None and row.verdict.status == V.REGRESSED:
+            cells = [f"**{c}**" for c in cells]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def render(records: Iterable[Record], gate: V.GateResult | None = None) -> str:
+    """Markdown: the gate's headline (regressions first), its details, then one table per case."""
+    records = list(records)
+    out = ["## Concurrency benchmarks", ""]
+    if gate is not None:
+        mark = ":x:" if gate.failed else ":white_check_mark:"
+        out += [f"**{mark} {tables.headline(gate)}**", ""]
+        for title, items in tables.summary(gate):
+            out.append(f"**{title}**")
+            out.append("")
+            out += [f"- {_cell(item)}" for item in items]
+            out.append("")
+    built = tables.build(records, gate)
+    if not built:
+        out.append("No pytest-concurrency benchmarks in this run.")
+    else:
+        workloads = {t.workload for t in built}
+        out += [f"{_plural(len(records), 'benchmark')}, {_plural(len(workloads), 'workload')}; "
+                "fastest first by median round time.", ""]
+    for tab in built:
+        out += render_table(tab) + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write(path, text: str) -> str:
+    """Write ``text`` to ``path`` atomically (a reader never sees half a report)."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".md.tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path

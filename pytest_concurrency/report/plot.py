@@ -1,0 +1,238 @@
+"""Charts: per workload a bar chart of the models, and scaling curves where a size sweeps.
+
+Needs matplotlib (the ``plot`` extra). A size sweeps when one numeric parameter takes
+several values while the workload's other parameters stay fixed (ring ``n``, io ``tasks``,
+chain ``workers``, spawn ``count``); its curve shows per-op cost against that size on a log
+axis, one line per backend, as seed 001 drew it for threads and goroutines.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import defaultdict
+from typing import Iterable
+
+from ..records import Record, params_id
+from . import tables
+
+INSTALL_HINT = "pip install pytest-concurrency-bench[plot]"
+
+
+class PlotError(RuntimeError):
+    """Charts cannot be drawn or written; the message says why and what to do."""
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise PlotError(f"charts need matplotlib, which is not installed: {INSTALL_HINT}") from exc
+    matplotlib.use("Agg")  # files only; never needs a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "benchmark"
+
+
+def _is_size(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+# -- what to draw ----------------------------------------------------------------------------
+
+def figure_of(records: list[Record]) -> tuple[list[float], str, bool]:
+    """(values, axis label, higher is better) in one unit shared by all ``records``."""
+    if all(tables.is_rate(r) for r in records):
+        unit = records[0].unit
+        values = [tables.rate(r) for r in records]
+        scale, prefix = next(
+            ((s, p) for s, p in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")) if max(values) >= s), (1.0, "")
+        )
+        return [v / scale for v in values], f"{prefix}{unit}s per second (higher is better)", True
+    values = [tables.cost_per_op(r) for r in records]
+    scale, tunit = tables.time_unit(_typical(values))
+    units = sorted({r.unit for r in records})
+    what = "overhead above ideal" if any(tables.io_overhead(r) is not None for r in records) else "time"
+    return [v / scale for v in values], f"{what}, {tunit} per {'/'.join(units)} (lower is better)", False
+
+
+def _typical(values: list[float]) -> float:
+    finite = sorted(v for v in values if math.isfinite(v) and v > 0)
+    return finite[len(finite) // 2] if finite else 1.0
+
+
+def split_params(records: list[Record]) -> tuple[list[str], dict]:
+    """(names that vary across the workload's cases, the fixed ones with their value)."""
+    names = sorted({k for r in records for k in r.params})
+    varying, fixed = [], {}
+    for name in names:
+        values = {repr(r.params.get(name)) for r in records}
+        if len(values) > 1:
+            varying.append(name)
+        else:
+            fixed[name] = records[0].params.get(name)
+    return varying, fixed
+
+
+def sweeps(records: list[Record]) -> list[tuple[str, dict, list[Record]]]:
+    """(size parameter, the other parameters held fixed, records) for each sweep in a workload."""
+    out = []
+    varying, _ = split_params(records)
+    for size in varying:
+        groups: dict[str, list[Record]] = defaultdict(list)
+        for r in records:
+            if _is_size(r.params.get(size)):
+                rest = {k: v for k, v in r.params.items() if k != size}
+                groups[params_id(rest)].append(r)
+        for rest_id, group in groups.items():
+            if len({r.params[size] for r in group}) >= 2:
+                rest = {k: v for k, v in group[0].params.items() if k != size}
+                out.append((size, rest, group))
+    return out
+
+
+# -- drawing ---------------------------------------------------------------------------------
+
+def _colors(records: Iterable[Record]) -> dict[str, object]:
+    plt = _pyplot()
+    cmap = plt.get_cmap("tab10")
+    backends = sorted({r.backend for r in records})
+    return {b: cmap(i % 10) for i, b in enumerate(backends)}
+
+
+def _plain(axis) -> None:
+    """Tick labels as plain numbers ("40", not "4x10^1") so values read straight off the axis."""
+    from matplotlib.ticker import FuncFormatter
+
+    fmt = FuncFormatter(lambda v, _pos: f"{v:g}")
+    axis.set_major_formatter(fmt)
+    # label the 2s and 5s too: a log axis spanning one decade would otherwise show one number
+    axis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+
+
+def _log_if_wide(ax, values) -> None:
+    finite = [v for v in values if math.isfinite(v) and v > 0]
+    if finite and max(finite) / min(finite) > 30:
+        ax.set_yscale("log")
+        _plain(ax.yaxis)
+
+
+def _legend(ax, n: int) -> None:
+    # beside the plot: inside it would cover bars or line ends
+    ax.legend(title="backend", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              borderaxespad=0.0, ncol=1 if n <= 12 else 2)
+
+
+def _case_label(params: dict, varying: list[str]) -> str:
+    return ", ".join(f"{k}={params.get(k)}" for k in varying)
+
+
+def bar_chart(path: str, workload: str, records: list[Record], colors: dict) -> str:
+    plt = _pyplot()
+    varying, fixed = split_params(records)
+    cases: list[str] = []
+    for r in records:
+        pid = params_id(r.params)
+        if pid not in cases:
+            cases.append(pid)
+    backends = sorted({r.backend for r in records},
+                      key=lambda b: min(tables.round_median(r) / r.ops for r in records if r.backend == b))
+    values, label, higher = figure_of(records)
+    value_of = {(params_id(r.params), r.backend): v for r, v in zip(records, values)}
+    width = 0.8 / max(len(backends), 1)
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.3 * len(cases) * max(len(backends), 2) * 0.45 + 2), 4.8))
+    for i, backend in enumerate(backends):
+        xs = [c + (i - (len(backends) - 1) / 2) * width for c in range(len(cases))]
+        ys = [value_of.get((case, backend), float("nan")) for case in cases]
+        ax.bar(xs, ys, width * 0.95, label=backend, color=colors[backend])
+    ax.set_xticks(range(len(cases)))
+    by_pid = {params_id(r.params): r.params for r in records}
+    ax.set_xticklabels([_case_label(by_pid[c], varying) for c in cases])
+    ax.set_ylabel(label)
+    _log_if_wide(ax, values)
+    title = f"{workload}: {'throughput' if higher else 'cost per ' + records[0].unit} by concurrency model"
+    if fixed:
+        title += "\n" + ", ".join(f"{k}={v}" for k, v in fixed.items())
+    ax.set_title(title)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.set_axisbelow(True)
+    _legend(ax, len(backends))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def scaling_chart(path: str, workload: str, size: str, rest: dict, records: list[Record], colors: dict) -> str:
+    plt = _pyplot()
+    values, label, higher = figure_of(records)
+    fig, ax = plt.subplots(figsize=(8.4, 4.8))
+    lines: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r, v in zip(records, values):
+        lines[r.backend].append((float(r.params[size]), v))
+    order = sorted(lines, key=lambda b: min(v for _, v in lines[b]) * (-1 if higher else 1))
+    for backend in order:
+        pts = sorted(lines[backend])
+        ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=backend, color=colors[backend])
+    ax.set_xscale("log")
+    sizes = sorted({float(r.params[size]) for r in records})
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([f"{x:g}" for x in sizes])
+    from matplotlib.ticker import NullLocator
+
+    ax.xaxis.set_minor_locator(NullLocator())  # ticks at the measured sizes only
+    _log_if_wide(ax, values)
+    ax.set_xlabel(f"{size} (log scale)")
+    ax.set_ylabel(label)
+    title = f"{workload}: {'throughput' if higher else 'cost per ' + records[0].unit} as {size} grows"
+    if rest:
+        title += "\n" + ", ".join(f"{k}={v}" for k, v in sorted(rest.items()))
+    ax.set_title(title)
+    ax.grid(which="both", alpha=0.3)
+    _legend(ax, len(order))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write(directory, records: Iterable[Record]) -> list[str]:
+    """Write the charts as PNG files into ``directory``; return their paths."""
+    _pyplot()  # fail with the install hint before creating anything
+    records = [r for r in records if math.isfinite(tables.round_median(r))]
+    directory = os.fspath(directory)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise PlotError(f"cannot create the chart directory {directory!r}: {exc.strerror or exc}; "
+                        "choose a writable path") from exc
+    colors = _colors(records)
+    by_workload: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        by_workload[r.workload].append(r)
+    paths = []
+    for workload, recs in by_workload.items():
+        base = os.path.join(directory, _slug(workload))
+        paths.append(_atomic(f"{base}-models.png", lambda p: bar_chart(p, workload, recs, colors)))
+        found = sweeps(recs)
+        for size, rest, group in found:
+            suffix = f"-{_slug(params_id(rest))}" if rest and len(found) > 1 else ""
+            target = f"{base}-scaling-{_slug(size)}{suffix}.png"
+            paths.append(_atomic(target, lambda p: scaling_chart(p, workload, size, rest, group, colors)))
+    return paths
+
+
+def _atomic(path: str, draw) -> str:
+    tmp = f"{path}.tmp{os.getpid()}.png"
+    try:
+        draw(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path

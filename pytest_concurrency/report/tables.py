@@ -1,0 +1,371 @@
+"""What the terminal and markdown reports share: tables, row order, per-op figures, formatting.
+
+A ``Table`` per (workload, params) with one ``Row`` per backend, fastest first by median
+round time; rows the baseline has but this run lacks come last with no current figures.
+Cells are plain text; renderers only lay them out (and colour the verdict).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .. import verdicts as V
+from ..records import Record, params_id
+
+#: Verdict text as the tables show it.
+VERDICT_TEXT = {
+    V.REGRESSED: "REGRESSED",
+    V.IMPROVED: "improved",
+    V.UNCHANGED: "unchanged",
+    V.INCONCLUSIVE: "inconclusive",
+    V.NEW: "new",
+    V.MISSING: "missing",
+}
+
+#: Status of a changes-only comparison (no gate decided anything): the change is shown, no verdict.
+COMPARED = "compared"
+
+NA = "-"
+
+
+@dataclass(frozen=True)
+class Column:
+    id: str
+    header: str
+    short: str  # header when the terminal is narrow
+    priority: int  # lower survives longer when columns must be dropped
+    numeric: bool = True
+
+
+COLUMNS = (
+    Column("backend", "backend", "backend", 0, numeric=False),
+    Column("median", "median", "median", 1),
+    Column("per_op", "per op", "per op", 2),
+    Column("ideal", "ideal / over", "ideal/over", 4),
+    Column("relative", "x fastest", "rel", 3),
+    Column("change", "change", "chg", 1),
+    Column("verdict", "verdict", "verdict", 0, numeric=False),
+    Column("cpu", "CPU u+s", "CPU", 6),
+    Column("ctx", "ctx vol/inv", "ctx", 7),
+    Column("memory", "memory", "mem", 5),
+)
+
+
+@dataclass
+class Row:
+    backend: str
+    cells: dict  # column id -> text
+    record: Record | None = None
+    verdict: V.Verdict | None = None
+
+
+@dataclass
+class Table:
+    workload: str
+    params_id: str
+    rows: list = field(default_factory=list)
+    columns: tuple = ()
+
+    @property
+    def title(self) -> str:
+        return f"{self.workload} [{self.params_id}]" if self.params_id else self.workload
+
+
+# -- numbers ---------------------------------------------------------------------------------
+
+def round_median(rec: Record) -> float:
+    """Median seconds per round; from ``ns_per_op`` when the file kept no raw samples."""
+    if rec.samples:
+        return rec.median
+    ns = rec.metric("ns_per_op")
+    return float(ns) * rec.ops / 1e9 if ns is not None else float("nan")
+
+
+def time_per_op(rec: Record) -> float:
+    return round_median(rec) / rec.ops
+
+
+def rate(rec: Record) -> float:
+    return rec.ops / round_median(rec)
+
+
+def io_overhead(rec: Record) -> float | None:
+    """The median's excess over the ideal wall time, in seconds (None outside the IO workload)."""
+    ideal = rec.metric("ideal_s")
+    if ideal is not None:
+        return round_median(rec) - float(ideal)
+    over = rec.metric("overhead_s")
+    return float(over) if over is not None else None
+
+
+def is_rate(rec: Record) -> bool:
+    """Throughput units read better as ops/s (seed 002 reported events/s)."""
+    return rec.unit == "event"
+
+
+def cost_per_op(rec: Record) -> float:
+    """Seconds one op costs, the figure a scaling curve plots (IO: overhead per task)."""
+    over = io_overhead(rec)
+    return over / rec.ops if over is not None else time_per_op(rec)
+
+
+_TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+def time_unit(seconds: float) -> tuple[float, str]:
+    """(scale, unit) that shows ``seconds`` as 1..999 of that unit."""
+    mag = abs(seconds)
+    for scale, unit in _TIME_UNITS:
+        if mag >= scale * 0.9995:
+            return scale, unit
+    return _TIME_UNITS[-1]
+
+
+def _sig3(x: float) -> str:
+    if not math.isfinite(x):
+        return NA
+    a = abs(x)
+    return f"{x:.0f}" if a >= 99.95 else f"{x:.1f}" if a >= 9.995 else f"{x:.2f}"
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return NA
+    scale, unit = time_unit(seconds)
+    return f"{_sig3(seconds / scale)} {unit}"
+
+
+def fmt_rate(per_s: float, unit: str) -> str:
+    if not math.isfinite(per_s):
+        return NA
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_s >= scale * 0.9995:
+            return f"{_sig3(per_s / scale)} {prefix}{unit}s/s"
+    return f"{_sig3(per_s)} {unit}s/s"
+
+
+def fmt_count(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return NA
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale * 0.9995:
+            return f"{_sig3(x / scale)}{suffix}"
+    return f"{x:.0f}" if x == int(x) or abs(x) >= 10 else f"{x:.1f}"
+
+
+def fmt_kib(kib: float) -> str:
+    if kib >= 1024 * 0.9995:
+        return f"{_sig3(kib / 1024)} MiB"
+    return f"{_sig3(kib)} KiB"
+
+
+def fmt_change(change: float | None) -> str:
+    return NA if change is None or not math.isfinite(change) else f"{change * 100:+.1f}%"
+
+
+def per_op_text(rec: Record) -> str:
+    if is_rate(rec):
+        return fmt_rate(rate(rec), rec.unit)
+    over = io_overhead(rec)
+    if over is not None:
+        return f"{fmt_time(over / rec.ops)}/{rec.unit}"
+    return f"{fmt_time(time_per_op(rec))}/{rec.unit}"
+
+
+def _num(rec: Record, key: str) -> float | None:
+    value = rec.metric(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def cpu_text(rec: Record) -> str:
+    user, sys_ = _num(rec, "cpu_user_s"), _num(rec, "cpu_sys_s")
+    if user is None and sys_ is None:
+        return NA
+    user, sys_ = user or 0.0, sys_ or 0.0
+    # one unit for both halves so "u+s" reads as a sum
+    scale, unit = time_unit(max(user, sys_))
+    return f"{_sig3(user / scale)}+{_sig3(sys_ / scale)} {unit}"
+
+
+def ctx_text(rec: Record) -> str:
+    vol, invol = _num(rec, "ctx_voluntary"), _num(rec, "ctx_involuntary")
+    if vol is None and invol is None:
+        return NA
+    return f"{fmt_count(vol)}/{fmt_count(invol)}"
+
+
+def memory_text(rec: Record) -> str:
+    per_task = _num(rec, "kib_per_task")
+    if per_task is not None:
+        return f"{fmt_kib(per_task)}/task"
+    rss = _num(rec, "peak_rss_kib")
+    return f"{fmt_kib(rss)} rss" if rss is not None else NA
+
+
+def ideal_text(rec: Record) -> str:
+    ideal, over = _num(rec, "ideal_s"), io_overhead(rec)
+    if ideal is None:
+        return NA
+    return f"{fmt_time(ideal)} / +{fmt_time(over)}"
+
+
+# -- tables ----------------------------------------------------------------------------------
+
+def _verdict_cells(verdict: V.Verdict | None) -> dict:
+    if verdict is None:
+        return {"change": NA, "verdict": NA}
+    status = VERDICT_TEXT.get(verdict.status, "" if verdict.status == COMPARED else verdict.status)
+    return {"change": fmt_change(verdict.change), "verdict": status or NA}
+
+
+def build(records: Iterable[Record], gate: V.GateResult | None = None) -> list[Table]:
+    """Tables in order of first appearance of each workload, then of each params case."""
+    records = list(records)
+    verdicts = {tuple(v.key): v for v in gate.verdicts} if gate is not None else {}
+    tables: dict[tuple[str, str], Table] = {}
+    order: list[str] = []  # workloads, first appearance
+
+    def table(workload: str, pid: str) -> Table:
+        if workload not in order:
+            order.append(workload)
+        return tables.setdefault((workload, pid), Table(workload, pid))
+
+    for rec in records:
+        table(rec.workload, params_id(rec.params)).rows.append(
+            Row(rec.backend, {}, record=rec, verdict=verdicts.get(rec.key))
+        )
+    present = {rec.key for rec in records}
+    for key, verdict in verdicts.items():
+        if key not in present:  # in the baseline only: a row with no current figures
+            table(key[0], key[1]).rows.append(Row(key[2], {}, verdict=verdict))
+
+    out = []
+    for workload in order:
+        for (w, _), tab in tables.items():
+            if w == workload:
+                _fill(tab, with_gate=gate is not None)
+                out.append(tab)
+    return out
+
+
+def _sort_key(row: Row):
+    med = round_median(row.record) if row.record is not None else math.inf
+    return (math.isnan(med), med, row.backend)
+
+
+def _fill(tab: Table, *, with_gate: bool) -> None:
+    tab.rows.sort(key=_sort_key)
+    measured = [r.record for r in tab.rows if r.record is not None]
+    meds = [round_median(r) for r in measured if math.isfinite(round_median(r))]
+    fastest = min(meds) if meds else math.nan
+    has_ideal = any(r.metric("ideal_s") is not None for r in measured)
+    for row in tab.rows:
+        rec = row.record
+        cells = {"backend": row.backend}
+        if rec is None:
+            cells.update({c.id: NA for c in COLUMNS if c.id != "backend"})
+            if row.verdict is not None and row.verdict.baseline_median is not None:
+                cells["median"] = f"({fmt_time(row.verdict.baseline_median)})"
+        else:
+            med = round_median(rec)
+            cells.update(
+                median=fmt_time(med),
+                per_op=per_op_text(rec),
+                ideal=ideal_text(rec),
+                relative=f"{_sig3(med / fastest)}x" if math.isfinite(med / fastest) else NA,
+                cpu=cpu_text(rec),
+                ctx=ctx_text(rec),
+                memory=memory_text(rec),
+            )
+        if with_gate:
+            cells.update(_verdict_cells(row.verdict))
+        row.cells = cells
+    tab.columns = tuple(
+        c for c in COLUMNS
+        if (with_gate or c.id not in ("change", "verdict")) and (has_ideal or c.id != "ideal")
+    )
+
+
+# -- gate summary ----------------------------------------------------------------------------
+
+def _label(key) -> str:
+    workload, pid, backend = key
+    return f"{workload}[{pid}] on {backend}" if pid else f"{workload} on {backend}"
+
+
+def verdict_line(v: V.Verdict) -> str:
+    """One sentence per verdict for the summary block below the tables."""
+    parts = []
+    if v.baseline_median is not None and v.current_median is not None:
+        parts.append(f"{fmt_time(v.baseline_median)} -> {fmt_time(v.current_median)}")
+    elif v.baseline_median is not None:
+        parts.append(f"baseline {fmt_time(v.baseline_median)}")
+    elif v.current_median is not None:
+        parts.append(f"now {fmt_time(v.current_median)}")
+    if v.change is not None:
+        parts.append(fmt_change(v.change))
+    if v.p_value is not None:
+        parts.append(f"p={v.p_value:.2g}")
+    if v.threshold is not None:
+        parts.append(f"threshold {v.threshold * 100:g}%")
+    if v.raw_change is not None and v.normalized_change is not None:
+        parts.append(
+            f"raw {fmt_change(v.raw_change)}, normalized {fmt_change(v.normalized_change)}, "
+            f"decided by {v.decided_by}"
+        )
+    line = _label(v.key)
+    if parts:
+        line += ": " + ", ".join(parts)
+    if v.versions_changed:
+        changed = ", ".join(f"{lib} {old} -> {new}" for lib, (old, new) in sorted(v.versions_changed.items()))
+        line += f"; versions changed: {changed}"
+    if v.note:
+        line += f" ({v.note})"
+    return line
+
+
+#: Summary sections, most important first, with what each means for the reader.
+SECTIONS = (
+    (V.REGRESSED, "Regressions (fail the build)"),
+    (V.IMPROVED, "Faster than the baseline (baseline is stale; refresh it)"),
+    (V.INCONCLUSIVE, "Inconclusive (beyond the threshold, not significant)"),
+    (V.NEW, "New since the baseline"),
+    (V.MISSING, "Missing from this run"),
+)
+
+
+def headline(gate: V.GateResult) -> str:
+    if gate.refused:
+        return f"Comparison refused: {gate.refused}"
+    n = len(gate.by_status(V.REGRESSED))
+    counts = [f"{n} regression{'s' if n != 1 else ''}"]
+    for status, word in ((V.IMPROVED, "improved"), (V.INCONCLUSIVE, "inconclusive"), (V.NEW, "new"),
+                         (V.MISSING, "missing"), (V.UNCHANGED, "unchanged")):
+        k = len(gate.by_status(status))
+        if k:
+            counts.append(f"{k} {word}")
+    compared = len(gate.by_status(COMPARED))
+    if compared:
+        counts.append(f"{compared} compared without verdict")
+    return ", ".join(counts)
+
+
+def summary(gate: V.GateResult) -> list[tuple[str, list[str]]]:
+    """(section title, lines) of the gate block; empty sections are left out."""
+    out = []
+    if gate.refused:
+        out.append(("Comparison refused", [gate.refused]))
+    for status, title in SECTIONS:
+        lines = [verdict_line(v) for v in gate.by_status(status)]
+        if lines:
+            out.append((title, lines))
+    notes = []
+    if gate.calibration_ratio is not None:
+        notes.append(f"machine speed vs baseline: {gate.calibration_ratio:.3f} (>1 = slower now)")
+    if gate.summary:
+        notes.append(gate.summary)
+    if notes:
+        out.append(("Notes", notes))
+    return out

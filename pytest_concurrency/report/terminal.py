@@ -1,0 +1,128 @@
+"""The comparison tables as plain text for a terminal or an 80-column CI log.
+
+Rows never wrap: when the table is wider than ``width``, headers are abbreviated first,
+then the least important columns are dropped, then the backend name is shortened.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Iterable
+
+from .. import verdicts as V
+from ..records import Record
+from . import tables
+
+_RESET = "\x1b[0m"
+_STYLE = {
+    "bold": "\x1b[1m",
+    V.REGRESSED: "\x1b[1;31m",
+    V.IMPROVED: "\x1b[32m",
+    V.INCONCLUSIVE: "\x1b[33m",
+    V.NEW: "\x1b[36m",
+    V.MISSING: "\x1b[35m",
+}
+_GAP = 2
+_MIN_BACKEND = 8
+
+
+def _paint(text: str, style: str | None, color: bool) -> str:
+    return f"{_STYLE[style]}{text}{_RESET}" if color and style in _STYLE else text
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "~"
+
+
+#: Shorter backend names for narrow terminals, tried before any column is dropped.
+_ABBREV = (("multiprocessing", "mp"),)
+
+
+def _text(row: tables.Row, col: tables.Column, abbrev: bool) -> str:
+    text = row.cells.get(col.id, "")
+    if abbrev and col.id == "backend":
+        for long, short in _ABBREV:
+            text = text.replace(long, short)
+    return text
+
+
+def _layout(tab: tables.Table, width: int):
+    """(columns, headers, widths, abbreviate) that fit ``width``, dropping columns as needed."""
+    cols = list(tab.columns)
+    short = abbrev = False
+
+    def measure():
+        heads = [c.short if short else c.header for c in cols]
+        widths = [max([len(h)] + [len(_text(r, c, abbrev)) for r in tab.rows]) for c, h in zip(cols, heads)]
+        return heads, widths, sum(widths) + _GAP * (len(widths) - 1)
+
+    heads, widths, total = measure()
+    while total > width:
+        if not short:
+            short = True
+        elif not abbrev:
+            abbrev = True
+        else:
+            droppable = [c for c in cols if c.priority > 0 and c.id != "median"]
+            if not droppable:
+                break
+            cols.remove(max(droppable, key=lambda c: c.priority))
+        heads, widths, total = measure()
+    if total > width:  # only backend, median and the verdict are left: shorten the backend names
+        widths[0] = max(widths[0] - (total - width), _MIN_BACKEND)
+    return cols, heads, widths, abbrev
+
+
+def _line(texts, cols, widths, width) -> str:
+    cells = [
+        _clip(t, w).rjust(w) if c.numeric else _clip(t, w).ljust(w)
+        for t, c, w in zip(texts, cols, widths)
+    ]
+    return _clip((" " * _GAP).join(cells).rstrip(), width)
+
+
+def render_table(tab: tables.Table, *, width: int = 80, color: bool = False) -> list[str]:
+    cols, heads, widths, abbrev = _layout(tab, width)
+    lines = [_paint(_clip(tab.title, width), "bold", color)]
+    lines.append(_paint(_line(heads, cols, widths, width), "bold", color))
+    for row in tab.rows:
+        text = _line([_text(row, c, abbrev) for c in cols], cols, widths, width)
+        status = row.verdict.status if row.verdict is not None else None
+        lines.append(_paint(text, status, color) if status in (V.REGRESSED, V.MISSING) else text)
+    return lines
+
+
+def render_summary(gate: V.GateResult, *, width: int = 80, color: bool = False) -> list[str]:
+    status = V.REGRESSED if gate.failed else None
+    lines = [_paint(_clip(f"Gate: {tables.headline(gate)}", width), status, color)]
+    for title, items in tables.summary(gate):
+        lines.append(_clip(f"{title}:", width))
+        for item in items:
+            lines.extend(textwrap.wrap(item, width, initial_indent="  ", subsequent_indent="    ",
+                                       break_on_hyphens=False))
+    return lines
+
+
+def render(records: Iterable[Record], gate: V.GateResult | None = None, *, width: int = 80,
+           color: bool = False) -> str:
+    """All tables (and the gate block when a gate ran), every line at most ``width`` columns."""
+    width = max(int(width), 40)
+    blocks = [render_table(t, width=width, color=color) for t in tables.build(records, gate)]
+    if gate is not None:
+        blocks.append(render_summary(gate, width=width, color=color))
+    if not blocks:
+        return "no pytest-concurrency benchmarks to report"
+    return "\n\n".join("\n".join(b) for b in blocks)
+
+
+def write(terminalreporter, records: Iterable[Record], gate: V.GateResult | None = None) -> None:
+    """Write the report into pytest's terminal summary (call from ``pytest_terminal_summary``)."""
+    records = list(records)
+    if not records and gate is None:
+        return
+    tr = terminalreporter
+    width = getattr(getattr(tr, "_tw", None), "fullwidth", 80) or 80
+    tr.write_sep("-", "concurrency benchmarks")
+    text = render(records, gate, width=width, color=bool(getattr(tr, "hasmarkup", False)))
+    for line in text.splitlines():
+        tr.write_line(line)

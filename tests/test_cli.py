@@ -1,0 +1,125 @@
+"""``python -m pytest_concurrency report``: re-render and compare saved runs, fail clearly on bad files."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_concurrency.__main__ import main
+from pytest_concurrency.records import from_json, load_json_file
+
+DATA = Path(__file__).parent / "data"
+A, B = str(DATA / "run_a.json"), str(DATA / "run_b.json")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _gate_available() -> bool:
+    try:
+        from pytest_concurrency import gate  # noqa: F401  (written beside this module)
+    except ImportError:
+        return False
+    return True
+
+
+def _row(text: str, title: str, backend: str) -> str:
+    block = text.split(title + "\n", 1)[1].split("\n\n", 1)[0]
+    (line,) = [line for line in block.splitlines() if line.split()[0] == backend]
+    return line
+
+
+def test_renders_one_file(capsys):
+    assert main(["report", B, "--width", "80"]) == 0
+    out = capsys.readouterr().out
+    for rec in from_json(load_json_file(B)):
+        assert rec.workload in out
+    assert "ring [m=1000,n=100]" in out and "Gate:" not in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_compares_two_files(capsys):
+    rc = main(["report", A, B, "--width", "100"])
+    out = capsys.readouterr().out
+    base = {r.key: r for r in from_json(load_json_file(A))}
+    cur = {r.key: r for r in from_json(load_json_file(B))}
+    key = ("ring", "m=1000,n=100", "gevent")
+    change = statistics.median(cur[key].samples) / statistics.median(base[key].samples) - 1
+    line = _row(out, "ring [m=1000,n=100]", "gevent")
+    assert f"{change * 100:+.1f}%" in line
+    assert "missing" in _row(out, "ring [m=1000,n=10]", "eventlet")
+    assert "new" in _row(out, "switch [switches=100000]", "uvloop")
+    if _gate_available():
+        assert "REGRESSED" in line and rc == 1  # the gate judged: a 20% slowdown on 9 samples
+    else:
+        assert "changes only" in out and rc == 0
+
+
+def test_changes_only_when_the_first_file_is_no_baseline(tmp_path, capsys):
+    doc = json.loads(Path(A).read_text())
+    doc.pop("pytest_concurrency")  # a plain --benchmark-json file
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(doc))
+    assert main(["report", str(plain), B, "--width", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "changes only, no verdicts" in out
+    assert "+20.0%" in _row(out, "ring [m=1000,n=100]", "gevent")
+    assert "REGRESSED" not in out
+
+
+def test_writes_markdown_and_charts(tmp_path, capsys):
+    md = tmp_path / "out" / "report.md"
+    args = ["report", A, B, "--markdown", str(md)]
+    has_mpl = True
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        has_mpl = False
+    if has_mpl:
+        args += ["--plot", str(tmp_path / "charts")]
+    main(args)
+    text = md.read_text(encoding="utf-8")
+    assert text.startswith("## Concurrency benchmarks") and "| backend |" in text
+    if has_mpl:
+        assert (tmp_path / "charts" / "ring-scaling-n.png").is_file()
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (None, "no such file"),
+        ("{not json", "invalid JSON"),
+        ("[1, 2]", "not pytest-benchmark JSON"),
+        ('{"benchmarks": [{"name": "t", "extra_info": {}, "stats": {"data": [1]}}]}', "none from pytest-concurrency"),
+    ],
+)
+def test_bad_file_names_the_file_and_the_problem(tmp_path, capsys, content, problem):
+    bad = tmp_path / "bad-run.json"
+    if content is not None:
+        bad.write_text(content)
+    assert main(["report", A, str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and problem in err
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["report"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["report", A, "--width", "10"])
+    assert exc.value.code == 2 and "too narrow" in capsys.readouterr().err
+    assert main(["report", A, B, A]) == 2
+    assert "one or two files" in capsys.readouterr().err
+
+
+def test_module_entry_point_help_and_exit_status():
+    run = lambda *a: subprocess.run([sys.executable, "-m", "pytest_concurrency", *a], cwd=ROOT,
+                                    capture_output=True, text=True)
+    helped = run("report", "--help")
+    assert helped.returncode == 0 and "A.json" in helped.stdout and "--markdown" in helped.stdout
+    missing = run("report", "does-not-exist.json")
+    assert missing.returncode == 2 and "does-not-exist.json: no such file" in missing.stderr

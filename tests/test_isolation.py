@@ -1,0 +1,214 @@
+"""Isolated workers, timeouts, crashes and leaks, through real pytest runs of real backends."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psutil
+import pytest
+
+from pytest_concurrency import backends
+
+# A user's own workloads, importable by the worker as "misbehaving:HANG" etc.
+MISBEHAVING = '''
+import os, sys
+from pytest_concurrency.workloads import Outcome
+
+
+class _Base:
+    unit = "call"
+
+    def cases(self, scale):
+        return [{"size": 1}]
+
+    def rounds(self, scale):
+        return 3, 0
+
+    def unsupported(self, backend, params):
+        return None
+
+
+class Hang(_Base):
+    """Waits on a rendezvous channel nobody ever puts to: a real deadlock."""
+    name = "hang"
+
+    def run(self, backend, params):
+        if backend.family == "async":
+            async def main():
+                await backend.channel(0).get()
+        else:
+            def main():
+                backend.channel(0).get()
+        backend.run(main)
+        return Outcome(1)
+
+
+class Crash(_Base):
+    name = "crash"
+
+    def run(self, backend, params):
+        print("about to die", file=sys.stderr, flush=True)
+        os._exit(3)
+
+
+class Segfault(_Base):
+    name = "segfault"
+
+    def run(self, backend, params):
+        import ctypes
+        ctypes.string_at(0)
+
+
+class Fine(_Base):
+    name = "fine"
+
+    def run(self, backend, params):
+        return Outcome(1)
+
+
+HANG, CRASH, SEGFAULT, FINE = Hang(), Crash(), Segfault(), Fine()
+'''
+
+CASES_TEST = """
+import pytest
+
+@pytest.mark.concurrency(workloads={workloads!r})
+def test_case(concurrency_case, concurrency_benchmark):
+    concurrency_benchmark(concurrency_case)
+"""
+
+
+def _suite(pytester, *workloads):
+    pytester.makepyfile(misbehaving=MISBEHAVING)
+    pytester.makepyfile(test_cases=CASES_TEST.format(workloads=list(workloads)))
+
+
+def test_isolated_hang_fails_that_benchmark_and_the_session_goes_on(pytester):
+    _suite(pytester, "misbehaving:HANG", "misbehaving:FINE")
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-isolate", "--concurrency-timeout=1",
+        "--concurrency-backends=threading,asyncio", "-p", "no:randomly",
+    )
+    result.assert_outcomes(failed=2, passed=2)
+    result.stdout.fnmatch_lines([
+        "*hang[[]size=1] on threading: a round did not finish within 1 s; the worker and its task processes were killed*",
+        "*hang[[]size=1] on asyncio: a round did not finish within 1 s*",
+    ])
+
+
+@pytest.mark.parametrize("spec", ["asyncio", "gevent", "greenlet"])
+def test_in_process_deadlock_fails_instead_of_hanging(pytester, spec):
+    if backends.unavailable_reason(spec):
+        pytest.skip(backends.unavailable_reason(spec))
+    _suite(pytester, "misbehaving:HANG")
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-timeout=2", f"--concurrency-backends={spec}"
+    )
+    result.assert_outcomes(failed=1)
+    # gevent and our greenlet scheduler see the deadlock themselves; asyncio needs the watchdog
+    assert any(
+        marker in result.stdout.str()
+        for marker in ("did not finish a round within 2 s", "LoopExit", "Deadlock")
+    ), result.stdout.str()
+
+
+def test_worker_crash_reports_exit_status_and_stderr(pytester):
+    _suite(pytester, "misbehaving:CRASH", "misbehaving:SEGFAULT", "misbehaving:FINE")
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-isolate", "--concurrency-backends=asyncio"
+    )
+    result.assert_outcomes(failed=2, passed=1)
+    result.stdout.fnmatch_lines([
+        "*crash[[]size=1] on asyncio: worker for asyncio ended without a reply: exit status 3*",
+        "about to die",
+        "*segfault[[]size=1] on asyncio: worker for asyncio ended without a reply: killed by signal 11*",
+    ])
+
+
+def test_isolated_records_match_in_process_records(pytester, tmp_path):
+    pytester.makepyfile(test_cases=CASES_TEST.format(workloads=["ring", "spawn"]))
+    docs = {}
+    for mode in ("in-process", "isolated"):
+        out = tmp_path / f"{mode}.json"
+        args = ["--benchmark-only", "--concurrency-scale=smoke", "--concurrency-backends=threading,asyncio",
+                f"--benchmark-json={out}"]
+        if mode == "isolated":
+            args.append("--concurrency-isolate")
+        pytester.runpytest_subprocess(*args).assert_outcomes(passed=6)  # ring x2 cases, spawn
+        docs[mode] = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
+    assert docs["in-process"].keys() == docs["isolated"].keys()
+    for name, local in docs["in-process"].items():
+        remote = docs["isolated"][name]
+        assert remote["extra_info"].pop("isolated") is True
+        remote["extra_info"].pop("worker_wall_s")
+        assert local["extra_info"].keys() == remote["extra_info"].keys()
+        for key in ("backend", "workload", "params", "ops", "unit"):
+            assert local["extra_info"][key] == remote["extra_info"][key]
+        assert local["stats"]["rounds"] == remote["stats"]["rounds"]
+        assert local["group"] == remote["group"]
+
+
+def test_patched_variants_run_the_io_workload_on_stdlib_sockets(pytester):
+    specs = [s for s in ("gevent[patched]", "eventlet[patched]") if not backends.unavailable_reason(s)]
+    if not specs:
+        pytest.skip("neither gevent nor eventlet installed")
+    pytester.makepyfile(test_cases=CASES_TEST.format(workloads=["io"]))
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-scale=smoke", "--concurrency-isolate", "-rs",
+        f"--concurrency-backends={','.join(specs)}",
+    )
+    result.assert_outcomes(passed=2 * len(specs))  # the timer and the tcp case
+    without = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-scale=smoke", "-rs",
+                                            f"--concurrency-backends={specs[0]}")
+    without.assert_outcomes(skipped=2)
+    without.stdout.fnmatch_lines(["*monkey-patches the whole process: run it with --concurrency-isolate*"])
+
+
+LEAK_CONFTEST = """
+import atexit, json, os, threading
+import psutil
+
+_me = psutil.Process()
+_before = {"fds": _me.num_fds()}
+
+@atexit.register
+def _report():
+    after = {
+        "fds": _me.num_fds(),
+        "threads": threading.active_count(),
+        "children": [c.cmdline() for c in _me.children(recursive=True)],
+        "sockets": len(_me.net_connections(kind="inet")),
+    }
+    with open(os.environ["LEAK_REPORT"], "w") as fh:
+        json.dump({"before": _before, "after": after}, fh)
+"""
+
+
+@pytest.mark.parametrize("isolate", [True, False], ids=["isolated", "in-process"])
+def test_no_leaked_threads_processes_sockets_or_fds(pytester, tmp_path, isolate, monkeypatch):
+    tag = uuid.uuid4().hex
+    report = tmp_path / "leaks.json"
+    monkeypatch.setenv("LEAK_REPORT", str(report))
+    monkeypatch.setenv("PYTEST_CONCURRENCY_LEAK_TAG", tag)
+    pytester.makeconftest(LEAK_CONFTEST)
+    pytester.makepyfile(test_cases=CASES_TEST.format(workloads=["ring", "io", "spawn"]))
+    specs = "threading,multiprocessing[fork],asyncio"
+    args = ["--benchmark-only", "--concurrency-scale=smoke", f"--concurrency-backends={specs}"]
+    if isolate:
+        args.append("--concurrency-isolate")
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == 0, result.stdout.str()
+    data = json.loads(report.read_text())
+    assert data["after"]["children"] == []
+    assert data["after"]["threads"] == 1
+    assert data["after"]["sockets"] == 0
+    assert data["after"]["fds"] <= data["before"]["fds"]
+    survivors = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get("PYTEST_CONCURRENCY_LEAK_TAG") == tag:
+                survivors.append(proc.cmdline())
+        except (psutil.Error, OSError):
+            continue
+    assert survivors == []
