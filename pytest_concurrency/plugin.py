@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from . import backends, measure, records, session_end, settings, watchdog, workloads
+from .gate import DEFAULT_THRESHOLD
 
 SETTINGS = pytest.StashKey[settings.Settings]()
 MARKER = "concurrency"
@@ -23,7 +24,7 @@ def pytest_addoption(parser):
         help="run each model's workloads in a fresh worker process of its own")
     add("--concurrency-save-baseline", metavar="PATH", help="after the run, write a baseline with raw samples (atomically)")
     add("--concurrency-baseline", metavar="PATH", help="compare against this baseline; a regression fails the session")
-    add("--concurrency-threshold", metavar="PCT", help="practical threshold for a regression, percent (default: 10)")
+    add("--concurrency-threshold", metavar="PCT", help=f"practical threshold for a regression, percent (default: {DEFAULT_THRESHOLD * 100:g})")
     add("--concurrency-allow-cross-python", action="store_true", default=False,
         help="compare against a baseline recorded on another Python version (normally refused)")
     add("--concurrency-report-md", metavar="PATH", help="write the comparison tables as markdown (CI job summary)")

@@ -6,8 +6,6 @@ them does to the session, is in one readable place.
 
 from __future__ import annotations
 
-import os
-import platform
 from dataclasses import dataclass, field
 
 import pytest
@@ -31,21 +29,6 @@ class SessionOutcome:
 OUTCOME = pytest.StashKey[SessionOutcome]()
 
 
-def environment(recs: list, calibration: dict | None) -> dict:
-    """What a comparison must know about the run besides its samples."""
-    return {
-        "schema_version": 1,
-        "python": {
-            "version": platform.python_version(),
-            "implementation": platform.python_implementation(),
-            "minor": ".".join(platform.python_version_tuple()[:2]),
-        },
-        "backends": {r.backend: r.backend_version for r in recs},
-        "cpu_count": os.cpu_count(),
-        "calibration": calibration,
-    }
-
-
 def finish(config, bs, s) -> SessionOutcome:
     recs = records.from_session(bs.benchmarks)
     outcome = SessionOutcome(recs)
@@ -54,7 +37,7 @@ def finish(config, bs, s) -> SessionOutcome:
     if s.save_baseline or s.baseline:
         from . import baseline, calibrate, gate
 
-        meta = environment(recs, calibrate.measure())
+        meta = baseline.current_meta({r.backend: r.backend_version for r in recs}, calibrate.measure())
     if s.save_baseline:
         if recs:
             baseline.save(s.save_baseline, _session_document(config, bs, meta))

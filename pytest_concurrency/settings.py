@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import backends
+from .gate import DEFAULT_THRESHOLD
 from .workloads import SCALES
 
 
@@ -27,7 +28,7 @@ class Settings:
     isolate: bool = False
     baseline: Path | None = None
     save_baseline: Path | None = None
-    threshold: float = 0.10
+    threshold: float = DEFAULT_THRESHOLD
     thresholds: dict = field(default_factory=dict)  # "gevent" / "ring" / "ring:gevent" -> fraction
     allow_cross_python: bool = False
     report_md: Path | None = None
@@ -84,13 +85,13 @@ def parse_positive(text, origin: str, kind=float):
 def writable_target(path: str, origin: str) -> Path:
     """Fail before the run, not after it, when a file could not be written."""
     target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise SettingsError(f"{origin}: {path} is a directory; give a file path, e.g. {target / 'baseline.json'}")
-    if not parent.is_dir():
-        raise SettingsError(f"{origin}: directory {parent} does not exist; create it first")
-    if not os.access(parent, os.W_OK):
-        raise SettingsError(f"{origin}: directory {parent} is not writable; choose another path")
+    existing = target.absolute().parent
+    while not existing.exists():  # missing directories are created when the file is written
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise SettingsError(f"{origin}: cannot create {path}: {existing} is not a writable directory; choose another path")
     return target
 
 

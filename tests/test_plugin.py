@@ -147,7 +147,9 @@ def test_xdist_is_refused_for_benchmarks(pytester):
         ("--concurrency-threshold=-5", "out of range"),
         ("--concurrency-timeout=0", "must be above 0"),
         ("--concurrency-rounds=many", "'many' is not a number"),
-        ("--concurrency-save-baseline=no/such/dir/b.json", "directory no/such/dir does not exist"),
+        # the parent "directory" is the test file itself (root may write anywhere else)
+        ("--concurrency-save-baseline=test_bad_option_values_are_usage_errors.py/b.json", "is not a writable directory"),
+        ("--concurrency-report-md=.", "is a directory; give a file path"),
     ],
 )
 def test_bad_option_values_are_usage_errors(pytester, option, message):

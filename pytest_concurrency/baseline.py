@@ -1,0 +1,281 @@
+"""Baseline files: what a run is compared against.
+
+A baseline is a pytest-benchmark JSON document (``machine_info``, ``commit_info``,
+``benchmarks`` with raw samples in ``stats.data``, ``datetime``, ``version``), so every
+pytest-benchmark tool reads it, plus a top-level ``pytest_concurrency`` section with what
+comparison needs::
+
+    {"schema_version": 1,
+     "python": {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"},
+     "backends": {"gevent": "25.1.0", ...},      # spec -> version of the library behind it
+     "libraries": {"greenlet": "3.1.1", ...},    # installed concurrency libraries
+     "cpu_count": 2,
+     "calibration": {...}}                       # calibrate.measure()
+
+Files are written atomically (temp file in the same directory, fsync, ``os.replace``), so
+an interrupted or failed save leaves the previous baseline as it was.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import tempfile
+from importlib import metadata
+from typing import Any, Iterable, Mapping
+
+from .backends.base import ConcurrencyError
+from .records import SCHEMA as RECORD_SCHEMA
+from .records import Record
+
+SECTION = "pytest_concurrency"
+SCHEMA_VERSION = 1
+LIBRARIES = ("greenlet", "gevent", "eventlet", "uvloop")  # versions recorded when installed
+
+_SAVE_HOW = "pytest --benchmark-only --concurrency-save-baseline={path}"
+
+
+class BaselineError(ConcurrencyError):
+    """A baseline file cannot be read or written; the message names the problem and the fix."""
+
+
+def python_info() -> dict:
+    version = platform.python_version()
+    return {
+        "version": version,
+        "implementation": platform.python_implementation(),
+        "minor": ".".join(version.split(".")[:2]),
+    }
+
+
+def library_versions(names: Iterable[str] = LIBRARIES) -> dict:
+    """Installed versions, read from package metadata (nothing is imported)."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def current_meta(backend_versions: Mapping[str, str], calibration: Mapping | None) -> dict:
+    """This run's ``pytest_concurrency`` section.
+
+    ``backend_versions``: spec -> ``Backend.version`` for the backends that ran;
+    ``calibration``: ``calibrate.measure()`` taken in this run (``None`` if skipped).
+    """
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "python": python_info(),
+        "backends": dict(backend_versions),
+        "libraries": library_versions(),
+        "cpu_count": os.cpu_count(),
+        "calibration": dict(calibration) if calibration else None,
+    }
+
+
+def _document(
+    benchmarks: list[dict],
+    meta: Mapping,
+    machine_info: Mapping | None = None,
+    commit_info: Mapping | None = None,
+) -> dict:
+    import pytest_benchmark
+
+    return {
+        "machine_info": dict(machine_info) if machine_info else _machine_info(),
+        "commit_info": dict(commit_info) if commit_info else {},
+        "benchmarks": list(benchmarks),
+        "datetime": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+        "version": pytest_benchmark.__version__,
+        SECTION: dict(meta),
+    }
+
+
+def document_from_records(
+    records: Iterable[Record],
+    meta: Mapping,
+    machine_info: Mapping | None = None,
+    commit_info: Mapping | None = None,
+) -> dict:
+    """A baseline document from ``Record``s (stats computed the way pytest-benchmark does)."""
+    from pytest_benchmark.stats import Stats
+
+    benchmarks = []
+    for rec in records:
+        stats = Stats()
+        for sample in rec.samples:
+            stats.update(sample)
+        extra = dict(rec.extra)
+        extra.update(
+            workload=rec.workload, params=dict(rec.params), backend=rec.backend,
+            backend_version=rec.backend_version, ops=rec.ops, unit=rec.unit,
+            concurrency_schema=RECORD_SCHEMA,
+        )
+        name = rec.name or rec.label
+        benchmarks.append({
+            "group": rec.group, "name": name, "fullname": name, "params": None, "param": None,
+            "extra_info": extra, "options": {},
+            "stats": {**stats.as_dict(), "data": list(rec.samples), "iterations": 1},
+        })
+    return _document(benchmarks, meta, machine_info, commit_info)
+
+
+def _machine_info() -> dict:
+    uname = platform.uname()
+    return {
+        "node": uname.node, "processor": uname.processor, "machine": uname.machine,
+        "python_implementation": platform.python_implementation(),
+        "python_version": platform.python_version(), "release": uname.release,
+        "system": uname.system, "cpu": {"count": os.cpu_count()},
+    }
+
+
+def save(path, doc: Mapping) -> None:
+    """Write ``doc`` to ``path`` atomically; on failure the old file is left untouched."""
+    from pytest_benchmark.utils import safe_dumps  # its encoder: odd params become text, as in its files
+
+    path = os.fspath(path)
+    text = safe_dumps(doc, indent=2)  # serialize first: a bad document never touches the disk
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+        tmp = None
+        _fsync_dir(directory)
+    except OSError as exc:
+        raise BaselineError(
+            f"cannot write the baseline {path!r}: {exc.strerror or exc}; "
+            f"choose a path in a writable directory (--concurrency-save-baseline=PATH) "
+            f"or fix the permissions of {directory!r}; any previous baseline there is unchanged"
+        ) from exc
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _mode_for(path: str) -> int:
+    try:
+        return os.stat(path).st_mode & 0o777  # keep the mode of the file we replace
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _fsync_dir(directory: str) -> None:
+    # makes the rename itself durable; not possible on every platform, harmless to skip
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def load(path) -> dict:
+    """Read and check a baseline; ``BaselineError`` says what is wrong and how to fix it."""
+    path = os.fspath(path)
+    remake = f"re-create it with `{_SAVE_HOW.format(path=path)}`"
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise BaselineError(
+            f"baseline {path!r} does not exist; check the path, or create it on the code to "
+            f"compare against with `{_SAVE_HOW.format(path=path)}`"
+        ) from None
+    except IsADirectoryError:
+        raise BaselineError(f"baseline {path!r} is a directory; pass the baseline's JSON file") from None
+    except OSError as exc:
+        raise BaselineError(f"cannot read baseline {path!r}: {exc.strerror or exc}; fix its permissions") from exc
+    if not raw.strip():
+        raise BaselineError(f"baseline {path!r} is empty (an interrupted copy?); {remake}")
+    try:
+        text = raw.decode("utf-8")
+        doc = json.loads(text)
+    except UnicodeDecodeError:
+        raise BaselineError(f"baseline {path!r} is not JSON (not even UTF-8 text); {remake}") from None
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(text.rstrip()):
+            raise BaselineError(
+                f"baseline {path!r} is truncated (the JSON stops at byte {exc.pos} of an "
+                f"unfinished document: an interrupted copy or download?); {remake}"
+            ) from None
+        raise BaselineError(
+            f"baseline {path!r} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {remake}"
+        ) from None
+    check(doc, path)
+    return doc
+
+
+def check(doc: Any, path: str = "<baseline>") -> None:
+    """Raise ``BaselineError`` unless ``doc`` is a baseline this version can compare against."""
+    remake = f"re-create it with `{_SAVE_HOW.format(path=path)}`"
+    if not isinstance(doc, dict):
+        raise BaselineError(
+            f"baseline {path!r} holds a JSON {type(doc).__name__}, not a baseline document; {remake}"
+        )
+    meta = doc.get(SECTION)
+    if meta is None:
+        if "benchmarks" in doc and "machine_info" in doc:
+            raise BaselineError(
+                f"{path!r} is a plain pytest-benchmark file (from --benchmark-json or "
+                f"--benchmark-save), not a pytest-concurrency baseline: it lacks the Python, "
+                f"library versions and calibration the comparison needs; {remake} "
+                f"(a baseline is still valid pytest-benchmark JSON)"
+            )
+        raise BaselineError(
+            f"{path!r} is JSON from another tool (no {SECTION!r} section, no benchmarks); "
+            f"pass a baseline written by --concurrency-save-baseline, or {remake}"
+        )
+    version = meta.get("schema_version") if isinstance(meta, dict) else None
+    if version != SCHEMA_VERSION:
+        hint = (
+            "it was written by a newer pytest-concurrency-bench: upgrade this one, or "
+            if isinstance(version, int) and version > SCHEMA_VERSION else ""
+        )
+        raise BaselineError(
+            f"baseline {path!r} has schema version {version!r}; this pytest-concurrency-bench "
+            f"reads version {SCHEMA_VERSION}; {hint}{remake}"
+        )
+    python = meta.get("python")
+    if not isinstance(python, dict) or not {"version", "implementation", "minor"} <= set(python):
+        raise BaselineError(
+            f"baseline {path!r} lacks the Python version it was recorded with "
+            f"({SECTION}.python); {remake}"
+        )
+    benchmarks = doc.get("benchmarks")
+    if not isinstance(benchmarks, list) or not benchmarks:
+        raise BaselineError(
+            f"baseline {path!r} contains no benchmarks; {remake} from a run that measured some"
+        )
+    bare = [b.get("name", "?") for b in benchmarks if not ((b.get("stats") or {}).get("data"))]
+    if bare:
+        shown = ", ".join(bare[:3]) + (f" and {len(bare) - 3} more" if len(bare) > 3 else "")
+        raise BaselineError(
+            f"baseline {path!r} has benchmarks without raw samples ({shown}): the gate decides "
+            f"on the samples, not on summary figures; {remake} (it always stores them)"
+        )
+
+
+def meta(doc: Mapping) -> dict:
+    """The ``pytest_concurrency`` section of a checked baseline."""
+    return doc[SECTION]

@@ -1,0 +1,248 @@
+"""The regression gate: this run's records against a baseline document, one verdict each.
+
+Pure logic (no pytest): ``compare`` decides, ``format_lines`` says it. The statistics are
+in ``stats``; this module matches benchmarks, picks thresholds, corrects for machine
+speed, refuses comparisons that would mislead, and names the library versions that moved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from . import calibrate, stats
+from .records import Record, from_json
+from .verdicts import (
+    IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED, GateResult, Verdict,
+)
+
+#: Practical threshold: the change a verdict needs before statistics are asked at all.
+#: Below 10% on purpose: a real 10% slowdown is observed as 10% +- the run-to-run drift, so
+#: a 10% threshold would catch it only half the time. It must sit ~1.65 sigma of that drift
+#: below 10% (95% caught) and ~3.5 sigma above 0 (no false alarm among a run's dozens of
+#: benchmarks): 7% meets both while the drift's sigma is <= ~1.8%, which quiet sessions of
+#: ring on asyncio, uvloop and threading showed here. scripts/gate_evidence.py checks it.
+DEFAULT_THRESHOLD = 0.07
+#: Calibration ratios within this of 1 are the same machine: decide on raw times.
+DEFAULT_MACHINE_TOLERANCE = 0.05
+ALLOW_CROSS_PYTHON_FLAG = "--concurrency-allow-cross-python"
+SAVE_FLAG = "--concurrency-save-baseline"
+
+# Libraries whose version changes a backend's numbers besides its own (all run on Python).
+_RUNS_ON = {"gevent": ("greenlet",), "eventlet": ("greenlet",)}
+_ORDER = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, NEW: 3, MISSING: 4, UNCHANGED: 5}
+
+
+@dataclass
+class GateSettings:
+    """How strict the gate is. Thresholds are fractions (0.10 = 10%).
+
+    ``overrides`` keys: a backend (``gevent``, or a full spec ``multiprocessing[fork]``), a
+    workload (``ring``), or ``workload:backend`` (``ring:uvloop``). A test's own threshold
+    (``tests``, by ``Record.key``, or the record's ``extra_info["threshold"]`` from the
+    ``concurrency`` marker) beats ``workload:backend``, which beats the rest. When both a
+    workload and a backend override apply, the larger wins: each says "this is noisy",
+    and the gate must honour the noisier one or it will cry wolf.
+    """
+
+    threshold: float = DEFAULT_THRESHOLD
+    alpha: float = stats.DEFAULT_ALPHA
+    overrides: dict = field(default_factory=dict)
+    tests: dict = field(default_factory=dict)  # Record.key -> threshold
+    allow_cross_python: bool = False
+    machine_tolerance: float = DEFAULT_MACHINE_TOLERANCE
+    confidence: float = stats.DEFAULT_CONFIDENCE
+    resamples: int = stats.DEFAULT_RESAMPLES
+    seed: int = stats.DEFAULT_SEED
+
+    def __post_init__(self):
+        for name, value in [("threshold", self.threshold), *self.overrides.items(), *self.tests.items()]:
+            if not isinstance(value, (int, float)) or not 0 <= value < 10:
+                raise ValueError(f"threshold {name}: {value!r} is not a fraction in [0, 10); write 0.10 for 10%")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha {self.alpha!r} must be between 0 and 1, e.g. 0.01")
+
+    def threshold_for(self, rec: Record) -> float:
+        own = self.tests.get(rec.key, rec.extra.get("threshold"))
+        if own is not None:
+            return float(own)
+        base = rec.backend.partition("[")[0]
+        for key in (f"{rec.workload}:{rec.backend}", f"{rec.workload}:{base}"):
+            if key in self.overrides:
+                return self.overrides[key]
+        found = [self.overrides[k] for k in (rec.backend, base, rec.workload) if k in self.overrides]
+        return max(found) if found else self.threshold
+
+
+def compare(
+    baseline_doc: Mapping, current: Iterable[Record], current_meta: Mapping, settings: GateSettings | None = None
+) -> GateResult:
+    """Judge ``current`` against a baseline checked by ``baseline.load``."""
+    settings = settings or GateSettings()
+    base_meta = baseline_doc.get("pytest_concurrency") or {}
+    mismatch = _python_mismatch(base_meta, current_meta)
+    if mismatch and not settings.allow_cross_python:
+        return GateResult(refused=mismatch, summary=f"comparison refused: {mismatch}")
+    notes = [f"compared across Python versions as asked ({ALLOW_CROSS_PYTHON_FLAG}): {mismatch}"] if mismatch else []
+
+    cal = calibrate.ratio(current_meta.get("calibration"), base_meta.get("calibration"))
+    normalize = cal is not None and abs(cal - 1) > settings.machine_tolerance
+    if normalize and mismatch:
+        # the loop's time then mixes machine and interpreter speed: normalizing would cancel
+        # the very change a cross-Python comparison looks for
+        normalize = False
+        notes.append(f"calibration ratio {cal:.2f} not applied across Python versions: changes are raw")
+    elif normalize:
+        notes.append(
+            f"this machine runs the calibration loop {cal:.2f}x the baseline's time: "
+            f"changes are judged after scaling the baseline by it (normalized)"
+        )
+    elif cal is None:
+        notes.append("no comparable calibration on both sides: changes are raw")
+    cpus = (base_meta.get("cpu_count"), current_meta.get("cpu_count"))
+    if cpus[0] != cpus[1]:
+        notes.append(f"CPU count differs ({cpus[0]} in the baseline, {cpus[1]} now): threaded models may scale differently")
+
+    base_records: dict[tuple, Record] = {}
+    for rec in from_json(baseline_doc):
+        if rec.key in base_records:
+            notes.append(f"baseline has {rec.label} twice; the first one is used")
+        else:
+            base_records[rec.key] = rec
+    seen = set()
+    verdicts = []
+    for rec in current:
+        seen.add(rec.key)
+        base = base_records.get(rec.key)
+        if base is None:
+            verdicts.append(Verdict(rec.key, NEW, current_median=rec.median,
+                                    note=f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it"))
+            continue
+        verdicts.append(_judge(base, rec, base_meta, current_meta, cal, normalize, settings))
+    for key, base in base_records.items():
+        if key not in seen:
+            verdicts.append(Verdict(key, MISSING, baseline_median=base.median,
+                                    note="in the baseline but not run now: deselected, skipped, failed or renamed?"))
+    verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
+    result = GateResult(verdicts=verdicts, calibration_ratio=cal, notes=notes)
+    result.summary = _summary(result, settings)
+    return result
+
+
+def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
+    b, c = base_meta.get("python") or {}, current_meta.get("python") or {}
+    if (b.get("implementation"), b.get("minor")) == (c.get("implementation"), c.get("minor")):
+        return None
+    return (
+        f"the baseline was recorded on {b.get('implementation')} {b.get('version')} and this run is "
+        f"{c.get('implementation')} {c.get('version')}; timings differ between Python versions by "
+        f"design, so keep one baseline per Python (e.g. per tox environment), or pass "
+        f"{ALLOW_CROSS_PYTHON_FLAG} to compare anyway"
+    )
+
+
+def _judge(base: Record, cur: Record, base_meta, cur_meta, cal: float | None, normalize: bool,
+           settings: GateSettings) -> Verdict:
+    threshold = settings.threshold_for(cur)
+    verdict = Verdict(
+        cur.key, UNCHANGED, baseline_median=base.median, current_median=cur.median, threshold=threshold,
+        versions_changed=versions_changed(base, cur, base_meta, cur_meta),
+        rounds=(len(base.samples), len(cur.samples)),
+    )
+    if not (base.median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
+        verdict.status = INCONCLUSIVE
+        verdict.note = "no usable raw samples on one side: nothing to compare"
+        return verdict
+    verdict.raw_change = cur.median / base.median - 1
+    if cal:
+        verdict.normalized_change = cur.median / (base.median * cal) - 1
+    # normalized: the baseline's samples as they would have run on this machine
+    reference = [x * cal for x in base.samples] if normalize else base.samples
+    c = stats.decide(reference, cur.samples, threshold, settings.alpha, settings.confidence, settings.resamples, settings.seed)
+    verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, c.note
+    verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
+    verdict.decided_by = "normalized" if normalize else "raw"
+    return verdict
+
+
+def versions_changed(base: Record, cur: Record, base_meta: Mapping, cur_meta: Mapping) -> dict:
+    """Library -> (baseline version, current version) for what this benchmark runs on."""
+    out = {}
+    b_py, c_py = (base_meta.get("python") or {}).get("version"), (cur_meta.get("python") or {}).get("version")
+    name = cur.backend.partition("[")[0]
+    if base.backend_version != cur.backend_version and base.backend_version not in ("", b_py):
+        out[name] = (base.backend_version, cur.backend_version)
+    b_libs, c_libs = base_meta.get("libraries") or {}, cur_meta.get("libraries") or {}
+    for lib in _RUNS_ON.get(name, ()):
+        if lib in b_libs and lib in c_libs and b_libs[lib] != c_libs[lib]:
+            out[lib] = (b_libs[lib], c_libs[lib])
+    if b_py and c_py and b_py != c_py:
+        out["python"] = (b_py, c_py)
+    return out
+
+
+def _summary(result: GateResult, settings: GateSettings) -> str:
+    counts = [f"{len(result.by_status(s))} {s}" for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)]
+    scale = "normalized" if any(v.decided_by == "normalized" for v in result.verdicts) else "raw"
+    text = (f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
+            f"(threshold {settings.threshold:.0%}, alpha {settings.alpha:g}, {scale})")
+    if result.by_status(IMPROVED):
+        text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
+    return text
+
+
+def _label(key: tuple) -> str:
+    workload, params, backend = key
+    return f"{backend} {workload}[{params}]" if params else f"{backend} {workload}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _change(v: Verdict) -> str:
+    change = v.change if v.change is not None else v.raw_change
+    if change is None:
+        return ""
+    word = "slower" if change >= 0 else "faster"
+    figures = f"median {_duration(v.baseline_median)} -> {_duration(v.current_median)}"
+    if v.p_value is not None:
+        figures += f", p={v.p_value:.2g}"
+    figures += f", {v.decided_by}"
+    if v.decided_by == "normalized" and v.raw_change is not None:
+        figures += f"; raw {v.raw_change:+.1%}"
+    elif v.normalized_change is not None and abs(v.normalized_change - (v.raw_change or 0)) >= 0.005:
+        figures += f"; normalized {v.normalized_change:+.1%}"
+    return f"{abs(change):.1%} {word} ({figures})"
+
+
+_HEAD = {REGRESSED: "REGRESSION", IMPROVED: "IMPROVED", INCONCLUSIVE: "INCONCLUSIVE",
+         NEW: "NEW", MISSING: "MISSING", UNCHANGED: "unchanged"}
+
+
+def format_lines(result: GateResult, verbose: bool = False) -> list[str]:
+    """The gate's terminal text: a headline, notes, then one line per verdict worth reading."""
+    if result.refused:
+        return [f"concurrency gate: REFUSED: {result.refused}"]
+    lines = [f"concurrency gate: {result.summary}"]
+    lines += [f"  note: {n}" for n in result.notes]
+    for v in result.verdicts:
+        if v.status == UNCHANGED and not verbose:
+            continue
+        line = f"{_HEAD[v.status]} {_label(v.key)}"
+        detail = _change(v) if v.status not in (NEW, MISSING) else ""
+        if detail:
+            line += f": {detail}"
+        if v.versions_changed:
+            line += "; " + ", ".join(f"{lib} {a} -> {b}" for lib, (a, b) in v.versions_changed.items())
+        if v.status == IMPROVED:
+            line += f" - baseline is stale; refresh it ({SAVE_FLAG})"
+        if v.note:
+            line += f" - {v.note}" if detail else f": {v.note}"
+        lines.append(line)
+    return lines

@@ -1,0 +1,150 @@
+"""The statistics behind the gate: is this run slower than the baseline, and how sure are we?
+
+A verdict needs three things to agree (see ``decide``):
+
+* the practical size: the ratio of medians is beyond the threshold. This is what keeps a
+  noisy machine from crying wolf: run-to-run drift (CPU frequency, a neighbour's load)
+  moves every sample of a run together, which no within-run test can see;
+* significance: Mann-Whitney U on the raw samples (two-sided, so the same ``alpha`` guards
+  both "regressed" and "improved"); rank-based, so one descheduled round cannot swing it;
+* consistency: the bootstrap confidence interval of the ratio of medians clears half the
+  threshold (lower bound above ``1 + threshold/2`` for a regression). U answers "do the
+  samples differ?", not "did the median move by about this much?": when some rounds hit a
+  slow path, U is significant and the median may sit on the slow mode by a hair, while
+  resampling shows it could as well sit on the old one. Merely excluding 1 would add
+  nothing to U (the interval's end then sits just above 1); half the threshold asks for
+  a shift of practical size that resampling cannot undo.
+
+With few rounds significance is impossible whatever the data (the exact U test with 3 rounds
+per side cannot go below p = 0.1): such cases are ``inconclusive`` with the number of
+rounds needed, never a silent pass or a coin-flip failure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from .verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
+
+DEFAULT_ALPHA = 0.01
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 20100419  # fixed: the same samples always give the same interval and verdict
+
+
+def median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    if not n:
+        raise ValueError("median of no samples")
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def mann_whitney_p(baseline: Sequence[float], current: Sequence[float]) -> float:
+    """Two-sided Mann-Whitney U p-value (exact for small samples without ties)."""
+    from scipy.stats import mannwhitneyu  # lazy: scipy costs ~0.3 s to import
+
+    if len(baseline) < 1 or len(current) < 1:
+        return 1.0
+    if len(set(baseline) | set(current)) == 1:
+        return 1.0  # all equal: scipy would warn and return nan
+    return float(mannwhitneyu(current, baseline, alternative="two-sided").pvalue)
+
+
+def smallest_p(n_baseline: int, n_current: int) -> float:
+    """The lowest two-sided p the exact U test can give with these sample sizes."""
+    if n_baseline < 1 or n_current < 1:
+        return 1.0
+    return min(1.0, 2 / math.comb(n_baseline + n_current, n_current))
+
+
+def rounds_needed(alpha: float, n_other: int | None = None) -> int:
+    """Fewest rounds per side for which significance at ``alpha`` is at all possible.
+
+    With ``n_other`` given, the rounds needed on one side when the other has ``n_other``.
+    That is the floor for complete separation; noisy samples need more.
+    """
+    for n in range(1, 1000):
+        if smallest_p(n_other or n, n) < alpha:
+            return n
+    return 1000
+
+
+def bootstrap_ratio_ci(
+    baseline: Sequence[float],
+    current: Sequence[float],
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(current) / median(baseline)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    b = np.asarray(baseline, dtype=float)
+    c = np.asarray(current, dtype=float)
+    mb = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
+    mc = np.median(c[rng.integers(0, len(c), (resamples, len(c)))], axis=1)
+    ratios = mc / mb
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+@dataclass
+class Comparison:
+    status: str  # one of verdicts' REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE
+    ratio: float  # median(current) / median(baseline)
+    p_value: float
+    ci: tuple[float, float]  # bootstrap interval of ``ratio``
+    note: str = ""
+
+    @property
+    def change(self) -> float:
+        return self.ratio - 1
+
+
+def decide(
+    baseline: Sequence[float],
+    current: Sequence[float],
+    threshold: float,
+    alpha: float = DEFAULT_ALPHA,
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Comparison:
+    """Judge ``current`` against ``baseline`` (seconds per round; lower is better)."""
+    if not baseline or not current:
+        raise ValueError("decide() needs samples on both sides")
+    ratio = median(current) / median(baseline)
+    p = mann_whitney_p(baseline, current)
+    ci = bootstrap_ratio_ci(baseline, current, confidence, resamples, seed)
+    slower, faster = ratio > 1 + threshold, ratio < 1 - threshold
+    if not (slower or faster):
+        return Comparison(UNCHANGED, ratio, p, ci)
+    floor = smallest_p(len(baseline), len(current))
+    if floor >= alpha:
+        need = rounds_needed(alpha)
+        return Comparison(
+            INCONCLUSIVE, ratio, p, ci,
+            f"too few rounds to decide ({len(baseline)} baseline, {len(current)} current: "
+            f"p cannot go below {floor:.3g} > alpha {alpha:g}); "
+            f"run at least {need} rounds on each side, more on a noisy machine",
+        )
+    if p >= alpha:
+        return Comparison(
+            INCONCLUSIVE, ratio, p, ci,
+            f"beyond the threshold but not significant (p={p:.3g} >= alpha {alpha:g}); "
+            f"more rounds (now {len(baseline)} baseline, {len(current)} current) would settle it",
+        )
+    margin = threshold / 2
+    if (slower and ci[0] <= 1 + margin) or (faster and ci[1] >= 1 - margin):
+        return Comparison(
+            INCONCLUSIVE, ratio, p, ci,
+            f"the samples differ (p={p:.3g}) but the {confidence:.0%} interval of the change "
+            f"[{ci[0] - 1:+.1%}, {ci[1] - 1:+.1%}] reaches within half the threshold of no change: "
+            f"the median is unstable (a bimodal run?); more rounds would settle it",
+        )
+    return Comparison(REGRESSED if slower else IMPROVED, ratio, p, ci)

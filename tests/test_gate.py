@@ -1,0 +1,206 @@
+"""The gate on synthetic records: matching, verdicts, thresholds, machines, Pythons, text."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_concurrency import baseline, gate
+from pytest_concurrency.gate import GateSettings
+from pytest_concurrency.records import Record
+from pytest_concurrency.verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED
+
+CASES = [("ring", {"n": 50, "m": 1000}), ("switch", {"n": 1000})]
+BACKENDS = {"gevent": "25.1.0", "uvloop": "0.21.0", "threading": "3.11.7"}
+PY = {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"}
+
+
+def run(seed: int, rounds: int = 20, slower: dict | None = None, versions: dict | None = None,
+        speed: float = 1.0) -> list[Record]:
+    """One synthetic session: every case on every backend, 3% lognormal noise."""
+    rng = random.Random(seed)
+    out = []
+    for workload, params in CASES:
+        for i, (backend, version) in enumerate(sorted((versions or BACKENDS).items())):
+            scale = (1 + i) * 1e-3 * speed * (slower or {}).get(backend, 1.0)
+            samples = [scale * rng.lognormvariate(0, 0.03) for _ in range(rounds)]
+            out.append(Record(workload, dict(params), backend, samples, backend_version=version))
+    return out
+
+
+def meta(python=PY, ns=270.0, libraries=None) -> dict:
+    return {"schema_version": 1, "python": dict(python), "backends": dict(BACKENDS),
+            "libraries": libraries or {"greenlet": "3.1.1", "gevent": "25.1.0"},
+            "cpu_count": 2, "calibration": {"version": 1, "ns_per_iteration": ns}}
+
+
+def base_doc(seed: int = 1, **kw) -> dict:
+    return baseline.document_from_records(run(seed, **kw), meta())
+
+
+def statuses(result) -> dict:
+    return {v.key: v.status for v in result.verdicts}
+
+
+def test_a_a_passes():
+    result = gate.compare(base_doc(1), run(2), meta())
+    assert not result.failed
+    assert set(statuses(result).values()) == {UNCHANGED}
+    assert "passed" in result.summary
+
+
+def test_slowdown_in_one_backend_regresses_only_that_backend():
+    result = gate.compare(base_doc(1), run(2, slower={"uvloop": 1.15}), meta())
+    assert result.failed
+    regressed = result.by_status(REGRESSED)
+    assert {v.key[2] for v in regressed} == {"uvloop"}
+    assert len(regressed) == len(CASES)
+    v = regressed[0]
+    assert 0.10 < v.change < 0.20 and v.p_value < 0.01 and v.decided_by == "raw"
+    assert v.ci[0] > 0
+    lines = gate.format_lines(result)
+    assert lines[0].startswith("concurrency gate: FAILED")
+    line = next(l for l in lines if l.startswith("REGRESSION uvloop ring[m=1000,n=50]"))
+    assert "% slower (median" in line and "p=" in line and " ms -> " in line
+
+
+def test_same_slowdown_with_three_rounds_is_inconclusive_not_a_failure():
+    result = gate.compare(base_doc(1, rounds=3), run(2, rounds=3, slower={"uvloop": 1.15}), meta())
+    assert not result.failed
+    inconclusive = result.by_status(INCONCLUSIVE)
+    assert {v.key[2] for v in inconclusive} == {"uvloop"}
+    assert "run at least 5 rounds" in inconclusive[0].note
+
+
+def test_faster_run_is_reported_as_stale_baseline():
+    result = gate.compare(base_doc(1), run(2, slower={"gevent": 0.8}), meta())
+    assert not result.failed
+    assert {v.key[2] for v in result.by_status(IMPROVED)} == {"gevent"}
+    assert "baseline is stale" in result.summary
+    assert any(l.startswith("IMPROVED gevent") and "refresh it" in l for l in gate.format_lines(result))
+
+
+def test_new_and_missing_are_listed():
+    current = [r for r in run(2) if r.backend != "threading"]
+    current.append(Record("spawn", {"n": 10}, "gevent", [1e-3] * 20, backend_version="25.1.0"))
+    result = gate.compare(base_doc(1), current, meta())
+    assert [v.key for v in result.by_status(NEW)] == [("spawn", "n=10", "gevent")]
+    assert {v.key for v in result.by_status(MISSING)} == {(w, ",".join(f"{k}={p[k]}" for k in sorted(p)), "threading") for w, p in CASES}
+    lines = gate.format_lines(result)
+    assert "NEW gevent spawn[n=10]: not in the baseline: refresh it (--concurrency-save-baseline) to gate it" in lines
+    assert any(l.startswith("MISSING threading ring[m=1000,n=50]") for l in lines)
+    assert "1 new, 2 missing" in result.summary
+
+
+def test_other_python_minor_is_refused_with_the_opt_in_flag():
+    py310 = {"version": "3.10.13", "implementation": "CPython", "minor": "3.10"}
+    result = gate.compare(base_doc(1), run(2), meta(python=py310))
+    assert result.failed and not result.verdicts
+    assert "3.10.13" in result.refused and "3.11.7" in result.refused
+    assert gate.ALLOW_CROSS_PYTHON_FLAG in result.refused
+    assert gate.format_lines(result)[0].startswith("concurrency gate: REFUSED")
+
+
+def test_other_implementation_is_refused():
+    pypy = {"version": "3.11.7", "implementation": "PyPy", "minor": "3.11"}
+    assert gate.compare(base_doc(1), run(2), meta(python=pypy)).refused
+
+
+def test_cross_python_when_allowed_compares_and_says_so():
+    py310 = {"version": "3.10.13", "implementation": "CPython", "minor": "3.10"}
+    result = gate.compare(base_doc(1), run(2), meta(python=py310), GateSettings(allow_cross_python=True))
+    assert result.refused is None and not result.failed
+    assert any(gate.ALLOW_CROSS_PYTHON_FLAG in n for n in result.notes)
+    assert all(v.versions_changed.get("python") == ("3.11.7", "3.10.13") for v in result.verdicts)
+
+
+def test_cross_python_is_never_normalized():
+    py312 = {"version": "3.12.1", "implementation": "CPython", "minor": "3.12"}
+    result = gate.compare(base_doc(1), run(2, speed=1.3), meta(python=py312, ns=351.0),
+                          GateSettings(allow_cross_python=True))
+    assert all(v.decided_by == "raw" for v in result.verdicts)
+    assert {v.status for v in result.verdicts} == {REGRESSED}  # a slower interpreter is what was asked about
+
+
+def test_versions_that_moved_are_named_per_benchmark():
+    bumped = dict(BACKENDS, gevent="26.9.0")
+    cur_meta = meta(libraries={"greenlet": "3.2.0", "gevent": "26.9.0"})
+    result = gate.compare(base_doc(1), run(2, versions=bumped, slower={"gevent": 1.15}), cur_meta)
+    by_backend = {v.key[2]: v.versions_changed for v in result.verdicts if v.key[0] == "ring"}
+    assert by_backend["gevent"] == {"gevent": ("25.1.0", "26.9.0"), "greenlet": ("3.1.1", "3.2.0")}
+    assert by_backend["uvloop"] == {} and by_backend["threading"] == {}
+    line = next(l for l in gate.format_lines(result) if l.startswith("REGRESSION gevent ring"))
+    assert line.endswith("gevent 25.1.0 -> 26.9.0, greenlet 3.1.1 -> 3.2.0")
+
+
+ALL_SLOW = {("ring", "uvloop"), ("ring", "gevent"), ("switch", "uvloop"), ("switch", "gevent")}
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({}, ALL_SLOW),
+    ({"uvloop": 0.20}, {("ring", "gevent"), ("switch", "gevent")}),  # backend
+    ({"ring": 0.20}, {("switch", "uvloop"), ("switch", "gevent")}),  # workload
+    ({"switch": 0.20, "gevent": 0.20}, {("ring", "uvloop")}),
+    ({"ring": 0.20, "uvloop": 0.03}, {("switch", "uvloop"), ("switch", "gevent")}),  # the larger applies
+    ({"uvloop": 0.20, "ring:uvloop": 0.05}, ALL_SLOW - {("switch", "uvloop")}),  # workload:backend first
+])
+def test_threshold_overrides(overrides, expected):
+    result = gate.compare(base_doc(1), run(2, slower={"uvloop": 1.12, "gevent": 1.12}), meta(),
+                          GateSettings(threshold=0.05, overrides=overrides))
+    assert {(v.key[0], v.key[2]) for v in result.by_status(REGRESSED)} == expected
+
+
+def test_per_test_threshold_beats_everything():
+    current = run(2, slower={"uvloop": 1.12})
+    key = ("ring", "m=1000,n=50", "uvloop")
+    settings = GateSettings(threshold=0.05, overrides={"ring:uvloop": 0.05}, tests={key: 0.30})
+    result = gate.compare(base_doc(1), current, meta(), settings)
+    assert key not in {v.key for v in result.by_status(REGRESSED)}
+    assert next(v for v in result.verdicts if v.key == key).threshold == 0.30
+    for rec in current:  # the marker's threshold travels in the record's extra_info
+        if rec.key == key:
+            rec.extra["threshold"] = 0.30
+    result = gate.compare(base_doc(1), current, meta(), GateSettings(threshold=0.05))
+    assert [v.key for v in result.by_status(REGRESSED)] == [("switch", "n=1000", "uvloop")]
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="0.10 for 10%"):
+        GateSettings(threshold=-0.1)
+    with pytest.raises(ValueError, match="gevent"):
+        GateSettings(overrides={"gevent": "10"})
+    with pytest.raises(ValueError, match="alpha"):
+        GateSettings(alpha=5)
+
+
+def test_slower_machine_is_judged_normalized():
+    # the same code on a machine 30% slower: raw says regression, normalized says no
+    result = gate.compare(base_doc(1), run(2, speed=1.3), meta(ns=351.0))
+    assert not result.failed
+    assert result.calibration_ratio == pytest.approx(1.3)
+    v = result.verdicts[0]
+    assert v.decided_by == "normalized" and v.raw_change > 0.25 and abs(v.normalized_change) < 0.05
+    assert any("normalized" in n for n in result.notes)
+
+
+def test_slower_machine_still_catches_a_real_regression():
+    result = gate.compare(base_doc(1), run(2, speed=1.3, slower={"gevent": 1.15}), meta(ns=351.0))
+    assert {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
+    line = next(l for l in gate.format_lines(result) if l.startswith("REGRESSION gevent"))
+    assert "normalized; raw +" in line
+
+
+def test_same_machine_within_tolerance_is_judged_raw():
+    result = gate.compare(base_doc(1), run(2, slower={"uvloop": 1.15}), meta(ns=275.0))
+    v = result.by_status(REGRESSED)[0]
+    assert v.decided_by == "raw"
+    assert v.normalized_change == pytest.approx((1 + v.raw_change) / (275 / 270) - 1)
+
+
+def test_missing_calibration_falls_back_to_raw():
+    cur = meta()
+    cur["calibration"] = None
+    result = gate.compare(base_doc(1), run(2), cur)
+    assert all(v.decided_by == "raw" for v in result.verdicts)
+    assert any("raw" in n for n in result.notes)

@@ -1,0 +1,101 @@
+"""The gate's statistics on synthetic samples (seeded, so every run sees the same numbers)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_concurrency import stats
+from pytest_concurrency.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
+
+
+def noisy(seed: int, n: int, scale: float = 1e-3, sigma: float = 0.03) -> list[float]:
+    rng = random.Random(seed)
+    return [scale * rng.lognormvariate(0, sigma) for _ in range(n)]
+
+
+def test_same_code_is_unchanged():
+    c = stats.decide(noisy(1, 20), noisy(2, 20), threshold=0.05)
+    assert c.status == UNCHANGED
+    assert abs(c.change) < 0.05
+
+
+def test_slowdown_with_enough_rounds_regresses():
+    c = stats.decide(noisy(1, 20), noisy(2, 20, scale=1.15e-3), threshold=0.05)
+    assert c.status == REGRESSED
+    assert 0.10 < c.change < 0.20
+    assert c.p_value < stats.DEFAULT_ALPHA
+    assert c.ci[0] > 1 + 0.05 / 2
+
+
+def test_same_slowdown_with_three_rounds_is_inconclusive_and_says_how_many():
+    c = stats.decide(noisy(1, 3), noisy(2, 3, scale=1.15e-3), threshold=0.05)
+    assert c.status == INCONCLUSIVE
+    assert c.change > 0.05
+    assert f"at least {stats.rounds_needed(stats.DEFAULT_ALPHA)} rounds" in c.note
+
+
+def test_speedup_is_improved():
+    c = stats.decide(noisy(1, 20), noisy(2, 20, scale=0.85e-3), threshold=0.05)
+    assert c.status == IMPROVED
+    assert c.change < -0.05
+
+
+def test_change_inside_threshold_is_unchanged_even_if_significant():
+    c = stats.decide(noisy(1, 50, sigma=0.002), noisy(2, 50, scale=1.03e-3, sigma=0.002), threshold=0.05)
+    assert c.p_value < 1e-6  # clearly different...
+    assert c.status == UNCHANGED  # ...but below the practical threshold
+
+
+def test_shape_change_without_a_reliable_median_shift_is_inconclusive():
+    # 11 of 20 current rounds hit a slow path: U is significant, but the median flips
+    # between the two modes under resampling, so its interval includes no change
+    base = noisy(1, 20, sigma=0.005)
+    cur = noisy(2, 9, sigma=0.005) + [1.3e-3] * 11
+    c = stats.decide(base, cur, threshold=0.05)
+    assert c.p_value < stats.DEFAULT_ALPHA
+    assert c.ci[0] < 1.025  # the low end of the interval is the old median
+    assert c.status == INCONCLUSIVE
+    assert "unstable" in c.note
+
+
+def test_equal_samples_give_p_one():
+    assert stats.mann_whitney_p([1.0] * 5, [1.0] * 5) == 1.0
+    assert stats.decide([1.0] * 5, [1.0] * 5, threshold=0.05).status == UNCHANGED
+
+
+def test_smallest_p_is_what_the_exact_test_gives_for_complete_separation():
+    for n in (3, 4, 5):
+        base = [float(i) for i in range(n)]
+        cur = [float(i + 100) for i in range(n)]
+        assert stats.mann_whitney_p(base, cur) == pytest.approx(stats.smallest_p(n, n))
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 0.001])
+def test_rounds_needed_is_the_first_size_that_can_reach_alpha(alpha):
+    n = stats.rounds_needed(alpha)
+    assert stats.smallest_p(n, n) < alpha <= stats.smallest_p(n - 1, n - 1)
+
+
+def test_bootstrap_is_reproducible_and_brackets_the_ratio():
+    base, cur = noisy(1, 15), noisy(2, 15, scale=1.1e-3)
+    ci = stats.bootstrap_ratio_ci(base, cur)
+    assert ci == stats.bootstrap_ratio_ci(base, cur)
+    assert ci[0] < stats.median(cur) / stats.median(base) < ci[1]
+    assert ci != stats.bootstrap_ratio_ci(base, cur, seed=7)
+
+
+def test_decide_needs_samples():
+    with pytest.raises(ValueError):
+        stats.decide([], [1.0], threshold=0.05)
+
+
+def test_large_but_noisy_change_is_inconclusive_not_significant():
+    base = [i * 1e-3 for i in range(1, 9)]
+    cur = [(i + 0.5) * 1e-3 for i in range(1, 9)]  # median +11%, but the samples overlap
+    c = stats.decide(base, cur, threshold=0.05)
+    assert c.change > 0.10
+    assert c.p_value > 0.3
+    assert c.status == INCONCLUSIVE
+    assert "not significant" in c.note
