@@ -33,6 +33,7 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, progre
     """
     from . import measure
 
+    workload.prepare(params)
     outcomes = []
     for _ in range(warmup):
         outcomes.append(workload.run(backend, params))

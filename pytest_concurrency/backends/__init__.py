@@ -111,7 +111,7 @@ def unavailable_reason(spec: str) -> str | None:
 
 def load(spec: str) -> Backend:
     """Import the model and return a fresh backend instance."""
-    name, variant = _split(spec)
+    name, variant = _split(canonical(spec))
     reason = unavailable_reason(spec)
     if reason:
         raise Unsupported(reason)

@@ -10,6 +10,10 @@ Each workload module defines one ``Workload`` object with:
     ``(rounds, warmup_rounds)`` for pytest-benchmark's pedantic mode at that scale.
 ``unsupported(backend, params)``
     ``None``, or the reason this backend cannot run this case (it is skipped with it).
+``prepare(params)``
+    Untimed set-up the case needs once per process before its rounds (the latency
+    server for IO over TCP); called in the session's process before workers start, so
+    they inherit it.
 ``run(backend, params)``
     One timed round: enter ``backend.run`` with the family's implementation, check the
     result (raise ``WorkloadError`` naming what is wrong), return an ``Outcome``.

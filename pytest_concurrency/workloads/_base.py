@@ -1,0 +1,92 @@
+"""What the five workloads share: case tables, parameter checks, family dispatch, task limits."""
+
+from __future__ import annotations
+
+from ..backends import base
+from . import Outcome, WorkloadError, check_scale
+
+
+class TableWorkload:
+    """A workload whose cases and rounds are fixed tables per scale.
+
+    Subclasses set ``name``, ``unit``, ``PARAMS`` (the parameter names), ``CASES`` (per
+    scale) and may override ``ROUNDS``; they implement ``sync_main``/``async_main`` (run
+    inside ``backend.run`` as ``main(backend, *params in PARAMS order)``) and
+    ``check(params, result)`` (raise ``WorkloadError`` or return the ``Outcome``).
+    """
+
+    name = ""
+    unit = ""
+    PARAMS: tuple[str, ...] = ()
+    CASES: dict[str, list[dict]] = {}
+    # (rounds, warmup rounds): sized with CASES so that the whole suite, every workload on
+    # every model, takes ~30 s at smoke and ~3 min at default on a 2-core machine.
+    ROUNDS: dict[str, tuple[int, int]] = {"smoke": (3, 0), "default": (5, 1), "seed": (3, 1)}
+
+    def cases(self, scale: str) -> list[dict]:
+        return [dict(case) for case in self.CASES[check_scale(scale)]]
+
+    def rounds(self, scale: str) -> tuple[int, int]:
+        return self.ROUNDS[check_scale(scale)]
+
+    def unsupported(self, backend, params: dict) -> str | None:
+        return None
+
+    def prepare(self, params: dict) -> None:
+        return None
+
+    def run(self, backend, params: dict) -> Outcome:
+        self.check_params(params)
+        main = self.async_main if backend.family == "async" else self.sync_main
+        result = backend.run(main, backend, *(params[k] for k in self.PARAMS))
+        return self.check(params, result)
+
+    def check_params(self, params: dict) -> None:
+        missing = [k for k in self.PARAMS if k not in params]
+        unknown = [k for k in params if k not in self.PARAMS]
+        if missing or unknown:
+            raise ValueError(
+                f"{self.name} workload: bad parameters (missing {missing}, unknown {unknown}); "
+                f"give exactly {list(self.PARAMS)}"
+            )
+
+    def fail(self, params: dict, what: str) -> WorkloadError:
+        return WorkloadError(f"{self.name}({_describe(params)}) gave a wrong result: {what}")
+
+    def __repr__(self) -> str:
+        return f"<Workload {self.name}>"
+
+
+def _describe(params: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in params.items())
+
+
+def task_kind(backend) -> str:
+    """``"process"``, ``"thread"`` or ``"light"``: what one spawned task costs the machine.
+
+    Backends whose tasks are cheap say so with ``max_parallel = None``; of the others,
+    only multiprocessing runs tasks in processes.
+    """
+    if backend.max_parallel is None:
+        return "light"
+    return "process" if backend.name.startswith("multiprocessing") else "thread"
+
+
+def too_many_tasks(backend, tasks: int, limits: dict[str, int], why: str) -> str | None:
+    """The skip reason when a case needs more live tasks than this kind of task allows."""
+    kind = task_kind(backend)
+    limit = limits.get(kind)
+    if limit is not None and tasks > limit:
+        return f"{backend.name}: {tasks} live {kind} tasks exceed {limit} ({why})"
+    return None
+
+
+def has_sockets(backend) -> bool:
+    """Whether ``open_connection`` can work on this backend (raw greenlet has no IO)."""
+    flag = getattr(backend, "has_sockets", None)
+    if flag is not None:
+        return bool(flag)
+    # Until backends declare it: greenlet overrides open_connection only to refuse.
+    family = base.AsyncBackend if backend.family == "async" else base.SyncBackend
+    overridden = type(backend).open_connection is not family.open_connection
+    return overridden and backend.name != "greenlet"

@@ -1,0 +1,103 @@
+"""Seed 003, tasks as light threads: create and join ``count`` tasks, and memory per live task.
+
+Each task reports itself on a ``ready`` channel and parks on a ``release`` channel, so
+all ``count`` are alive at once when memory is read; then main releases them all and
+joins each, checking it returned its own id. One op is one task (spawn + park + join).
+
+Memory per task = growth of (this process's RSS + the USS of multiprocessing children)
+between before spawning and all tasks parked, divided by ``count``. USS for children
+because forked processes share their parent's pages: only what is unique to a child is
+its cost. The figure is noisy at small counts (allocator reuse can even make it negative).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import psutil
+
+from . import Outcome
+from ._base import TableWorkload, too_many_tasks
+
+_SELF = psutil.Process()
+
+
+def _memory_bytes() -> int:
+    total = _SELF.memory_info().rss
+    mp = sys.modules.get("multiprocessing")  # only a model that imported it can have children
+    if mp is not None:
+        for child in mp.active_children():
+            try:
+                total += psutil.Process(child.pid).memory_full_info().uss
+            except psutil.Error:  # exited between listing and reading
+                pass
+    return total
+
+
+def _parked(ready, release, ident):
+    ready.put(ident)
+    release.get()
+    return ident
+
+
+async def _aparked(ready, release, ident):
+    await ready.put(ident)
+    await release.get()
+    return ident
+
+
+class Spawn(TableWorkload):
+    name = "spawn"
+    unit = "task"
+    PARAMS = ("count",)
+    CASES = {
+        "smoke": [{"count": 10}],
+        # Two counts: how the cost per task grows with the number alive (seed 001).
+        "default": [{"count": 30}, {"count": 3_000}],
+        "seed": [{"count": 100_000}],
+    }
+
+    def unsupported(self, backend, params):
+        return too_many_tasks(
+            backend, params["count"], {"process": 100, "thread": 5_000},
+            "all alive at once: beyond that the round measures the kernel's memory and "
+            "process limits, and takes minutes",
+        )
+
+    def sync_main(self, backend, count):
+        ready, release = backend.channel(None), backend.channel(None)
+        before = _memory_bytes()
+        tasks = [backend.spawn(_parked, ready, release, i) for i in range(count)]
+        seen = {ready.get() for _ in range(count)}
+        grown = _memory_bytes() - before
+        for _ in range(count):
+            release.put(True)
+        return [task.join() for task in tasks], seen, grown
+
+    async def async_main(self, backend, count):
+        ready, release = backend.channel(None), backend.channel(None)
+        before = _memory_bytes()
+        tasks = [backend.spawn(_aparked, ready, release, i) for i in range(count)]
+        seen = {await ready.get() for _ in range(count)}
+        grown = _memory_bytes() - before
+        for _ in range(count):
+            await release.put(True)
+        return [await task.join() for task in tasks], seen, grown
+
+    def check_params(self, params):
+        super().check_params(params)
+        if params["count"] < 1:
+            raise ValueError(f"spawn needs count >= 1, got {params['count']}")
+
+    def check(self, params, result):
+        returned, seen, grown = result
+        count = params["count"]
+        if seen != set(range(count)):
+            raise self.fail(params, f"{len(seen)} distinct tasks of {count} reported alive")
+        wrong = [(i, r) for i, r in enumerate(returned) if r != i]
+        if len(returned) != count or wrong:
+            raise self.fail(params, f"{len(wrong)} task(s) returned another id, first {wrong[:1]}")
+        return Outcome(ops=count, extra={"kib_per_task": grown / 1024 / count})
+
+
+WORKLOAD = Spawn()
