@@ -1,0 +1,129 @@
+"""gevent greenlets on the libev/libuv hub, with gevent's own queues and sockets.
+
+Channel choice (measured with a 100-node ring and a ping-pong, see the issue 2 note):
+``Channel`` is the only gevent type with rendezvous semantics (gevent's ``Queue(0)`` is
+*unbounded*, like the stdlib's). On a ring it is ~25x slower per hop than a buffered
+queue, not because it is badly made but because a rendezvous forces one switch through the
+hub per message per hop, while a buffered queue lets each node drain a batch per switch;
+on a ping-pong, where every hand-off must switch anyway, all gevent queues cost the same.
+``SimpleQueue`` (no ``task_done`` bookkeeping) was the fastest for bounded and unbounded.
+"""
+
+from __future__ import annotations
+
+import gevent
+import gevent.queue
+import gevent.socket
+from gevent.exceptions import LoopExit
+
+from . import base
+from ._sockets import SocketStream
+
+
+class GeventTask:
+    def __init__(self, backend: "Backend", fn, args):
+        self._backend = backend
+        self._fn = fn
+        self.name = base.task_name(fn)
+        self._error: BaseException | None = None
+        self._glet = gevent.spawn(self._main, *args)
+
+    def _main(self, *args):
+        # Catching here (not in gevent) keeps the hub from printing the traceback: the
+        # failure is reported once, by join() or run(), naming the backend.
+        try:
+            return self._fn(*args)
+        except Exception as exc:  # noqa: BLE001 - handed to join() or run()
+            self._error = exc
+            self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self.name, exc))
+            return None
+        finally:
+            self._backend._live.discard(self)
+
+    @property
+    def alive(self) -> bool:
+        return not self._glet.dead
+
+    def kill(self) -> None:
+        self._glet.kill(block=False)
+
+    def join(self):
+        self._glet.join()
+        self._backend._failures.joined(self)
+        if self._error is not None:
+            raise base.TaskFailed(self._backend.name, self.name, self._error) from self._error
+        return self._glet.value
+
+
+class Backend(base.SyncBackend):
+    library = "gevent"
+
+    def __init__(self, variant: str = ""):
+        if variant not in ("", "patched"):
+            raise ValueError(f"gevent variant must be '' or 'patched', got {variant!r}")
+        self.variant = variant
+        self.name = "gevent[patched]" if variant else "gevent"
+        self.isolation_only = variant == "patched"
+        self._failures = base.FailureTracker(self.name)
+        self._live: set[GeventTask] = set()  # spawned and not finished
+        self._socket_module = gevent.socket
+
+    def run(self, main, *args):
+        if gevent.getcurrent().parent is not None:
+            raise base.ConcurrencyError(
+                f"[{self.name}] run() must be entered from the main greenlet, not from a task"
+            )
+        if self.variant == "patched":
+            self._patch()
+        self._failures = base.FailureTracker(self.name)
+        try:
+            result = main(*args)
+        except LoopExit as exc:
+            try:
+                raise base.Deadlock(
+                    f"[{self.name}] deadlock: every greenlet is blocked and the hub has "
+                    f"nothing left to wait for"
+                ) from exc
+            except base.Deadlock:
+                self._failures.raise_first()  # a crashed task is the likelier cause: name it
+                raise
+        finally:
+            self._kill_remaining()
+        self._failures.raise_first()
+        return result
+
+    def _patch(self) -> None:
+        from gevent import monkey
+
+        if not monkey.is_module_patched("socket"):
+            monkey.patch_all()
+        import socket
+
+        self._socket_module = socket  # patched: the stdlib module is gevent's now
+
+    def _kill_remaining(self) -> None:
+        # Leftover greenlets would otherwise wake in the next run on this hub.
+        alive = [t for t in self._live if t.alive]
+        for task in alive:
+            task.kill()
+        if alive:
+            gevent.joinall([t._glet for t in alive])
+        self._live.clear()
+
+    def spawn(self, fn, *args):
+        task = GeventTask(self, fn, args)
+        self._live.add(task)
+        return task
+
+    def channel(self, capacity=None):
+        if capacity == 0:
+            return gevent.queue.Channel()
+        if capacity is not None and capacity < 0:
+            raise ValueError(f"channel capacity must be None or >= 0, got {capacity}")
+        return gevent.queue.SimpleQueue(capacity)
+
+    def sleep(self, seconds):
+        gevent.sleep(seconds)
+
+    def open_connection(self, host, port):
+        return SocketStream.connect(self._socket_module, host, port)

@@ -1,0 +1,219 @@
+"""One OS process per task, with ``multiprocessing`` queues between them.
+
+The start method is always explicit (``get_context(method)``): the global default differs
+across Python versions and platforms (3.14 moved Linux to forkserver), and a benchmark
+must say what it measured. Tasks run ``fn(*args)`` in a child, so ``fn`` and its
+arguments must be picklable (module-level functions). Each child sends back its result
+together with its own ``getrusage`` figures: forkserver/spawn children are not our
+direct children, so ``RUSAGE_CHILDREN`` would miss their CPU time.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+import socket
+import time
+import traceback
+from multiprocessing.connection import wait
+
+from . import base
+from ._sockets import SocketStream
+
+#: How long ``run`` lets still-running children finish after ``main`` returned, before
+#: terminating them. Terminating a child mid-``put`` can corrupt a queue; a short grace
+#: also lets a task that failed just after main's last get report its failure.
+EXIT_GRACE_S = 1.0
+
+_USAGE_KEYS = ("cpu_user_s", "cpu_sys_s", "ctx_voluntary", "ctx_involuntary")
+
+
+class ChildDied(base.ConcurrencyError):
+    """The child process ended (``os._exit``, a signal) without sending a result."""
+
+
+class RemoteTraceback(Exception):
+    """Carries the child's formatted traceback as the cause of its re-raised error."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class Rendezvous:
+    """Unbuffered channel across processes: ``put`` returns after a ``get`` took the item.
+
+    Senders take turns (``_send_lock``), so each ``_taken`` release answers the sender
+    currently waiting on it.
+    """
+
+    def __init__(self, ctx):
+        self._items = ctx.Queue()
+        self._taken = ctx.Semaphore(0)
+        self._send_lock = ctx.Lock()
+
+    def put(self, item) -> None:
+        with self._send_lock:
+            self._items.put(item)
+            self._taken.acquire()
+
+    def get(self):
+        item = self._items.get()
+        self._taken.release()
+        return item
+
+
+def _own_usage() -> tuple[float, float, int, int]:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return (ru.ru_utime, ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw)
+
+
+def _child_main(conn, fn, args) -> None:
+    """Runs in the child: call ``fn``, send ``(ok, value, usage)`` once, exit."""
+    try:
+        message = (True, fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - everything goes back to join()
+        message = (False, (exc, traceback.format_exc()))
+    try:
+        conn.send((*message, _own_usage()))
+    except Exception as exc:  # noqa: BLE001 - the result or error would not pickle
+        ok, value = message
+        what, shown, remote_tb = ("result", value, "") if ok else ("exception", *value)
+        error = TypeError(f"the task's {what} {shown!r} cannot be sent to the parent: {exc}")
+        conn.send((False, (error, remote_tb), _own_usage()))
+    finally:
+        conn.close()
+
+
+class ProcessTask:
+    def __init__(self, backend: "Backend", fn, args):
+        self._backend = backend
+        self.name = base.task_name(fn)
+        self._outcome: tuple | None = None  # (ok, value) once received
+        reader, writer = backend._ctx.Pipe(duplex=False)
+        self._conn = reader
+        self.process = backend._ctx.Process(
+            target=_child_main, args=(writer, fn, args), name=self.name, daemon=True
+        )
+        self.process.start()
+        writer.close()  # the child holds the only write end: its death means EOF here
+
+    def _receive(self) -> tuple:
+        if self._outcome is None:
+            try:
+                ok, value, usage = self._conn.recv()
+            except EOFError:
+                self.process.join()
+                ok, value = False, (ChildDied(self._death()), "")
+            except Exception as exc:  # noqa: BLE001 - pickled in the child, won't unpickle here
+                self.process.join()
+                error = TypeError(f"the task's outcome cannot be unpickled in the parent: {exc!r}")
+                ok, value = False, (error, "")
+            else:
+                self._backend._add_usage(usage)
+                self.process.join()
+            self._conn.close()
+            self._outcome = (ok, value)
+        return self._outcome
+
+    def _death(self) -> str:
+        code = self.process.exitcode
+        how = f"exit code {code}" if code is None or code >= 0 else f"signal {-code}"
+        return f"process {self.process.pid} ended with {how} before sending a result"
+
+    def _error(self) -> base.TaskFailed | None:
+        ok, value = self._receive()
+        if ok:
+            return None
+        error, remote_tb = value
+        if remote_tb:
+            error.__cause__ = RemoteTraceback(remote_tb)
+        return base.TaskFailed(self._backend.name, self.name, error)
+
+    def settle(self) -> None:
+        """After main returned and the child ended: note its failure, if any."""
+        failure = self._error()
+        if failure is not None:
+            self._backend._failures.failed(self, failure)
+
+    def join(self):
+        failure = self._error()
+        self._backend._failures.joined(self)
+        self._backend._tasks.discard(self)
+        if failure is not None:
+            raise failure from failure.error
+        return self._outcome[1]
+
+
+class Backend(base.SyncBackend):
+    library = ""  # part of CPython
+
+    def __init__(self, variant: str = "forkserver"):
+        methods = ("forkserver", "fork", "spawn")
+        if variant not in methods:
+            raise ValueError(f"multiprocessing start method must be one of {methods}, got {variant!r}")
+        self.variant = variant
+        self.name = f"multiprocessing[{variant}]"
+        self.max_parallel = os.cpu_count() or 1  # ProcessPoolExecutor's default
+        self._ctx = multiprocessing.get_context(variant)
+        self._failures = base.FailureTracker(self.name)
+        self._tasks: set[ProcessTask] = set()  # spawned in this run, not joined
+        self._usage = dict.fromkeys(_USAGE_KEYS, 0)
+
+    def __reduce__(self):
+        # Children get a fresh backend (sleep, channel, open_connection work there).
+        return (type(self), (self.variant,))
+
+    def run(self, main, *args):
+        self._failures = base.FailureTracker(self.name)
+        try:
+            result = main(*args)
+        except BaseException:
+            self._stop_children(grace=0.0)
+            raise
+        self._stop_children(grace=EXIT_GRACE_S)
+        self._failures.raise_first()
+        return result
+
+    def _stop_children(self, grace: float) -> None:
+        tasks, self._tasks = self._tasks, set()
+        pending = {task._conn: task for task in tasks}
+        deadline = time.monotonic() + grace
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            # readable = a result arrived or the child died (EOF): either way it ended
+            for conn in wait(list(pending), remaining):
+                pending.pop(conn).settle()
+        for task in pending.values():
+            task.process.terminate()
+            task.process.join()
+            task._conn.close()
+
+    def spawn(self, fn, *args):
+        task = ProcessTask(self, fn, args)
+        self._tasks.add(task)
+        return task
+
+    def channel(self, capacity=None):
+        if capacity == 0:
+            return Rendezvous(self._ctx)
+        if capacity is not None and capacity < 0:
+            raise ValueError(f"channel capacity must be None or >= 0, got {capacity}")
+        return self._ctx.Queue(capacity or 0)
+
+    def sleep(self, seconds):
+        time.sleep(seconds)
+
+    def open_connection(self, host, port):
+        return SocketStream.connect(socket, host, port)
+
+    def _add_usage(self, usage) -> None:
+        for key, value in zip(_USAGE_KEYS, usage):
+            self._usage[key] += value
+
+    def take_child_usage(self) -> dict:
+        """CPU and context switches of the children joined since the last call; resets."""
+        usage, self._usage = self._usage, dict.fromkeys(_USAGE_KEYS, 0)
+        return usage
