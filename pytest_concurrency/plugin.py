@@ -143,7 +143,7 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         reason = workload.unsupported(concurrency_backend, case.params)
         if reason:
             pytest.skip(f"{concurrency_backend.name}: {reason}")
-        workload.prepare(case.params)
+        workloads.prepare(workload, case.params)
         rounds, warmup = workload.rounds(s.scale)
         rounds = s.rounds or rounds
         benchmark.group = f"{case.workload}[{records.params_id(case.params)}]"

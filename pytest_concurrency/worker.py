@@ -31,9 +31,9 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, progre
 
     ``progress`` is called after every round: the parent's per-round deadline restarts on it.
     """
-    from . import measure
+    from . import measure, workloads
 
-    workload.prepare(params)
+    workloads.prepare(workload, params)
     outcomes = []
     for _ in range(warmup):
         outcomes.append(workload.run(backend, params))

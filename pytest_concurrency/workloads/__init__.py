@@ -10,7 +10,7 @@ Each workload module defines one ``Workload`` object with:
     ``(rounds, warmup_rounds)`` for pytest-benchmark's pedantic mode at that scale.
 ``unsupported(backend, params)``
     ``None``, or the reason this backend cannot run this case (it is skipped with it).
-``prepare(params)``
+``prepare(params)`` (optional)
     Untimed set-up the case needs once per process before its rounds (the latency
     server for IO over TCP); called in the session's process before workers start, so
     they inherit it.
@@ -64,6 +64,13 @@ def get(name: str):
             f"unknown workload {name!r}; valid: {', '.join(_MODULES)}, or 'module:OBJECT' for your own"
         ) from None
     return importlib.import_module(f"{__name__}.{module}").WORKLOAD
+
+
+def prepare(workload, params: dict) -> None:
+    """Run the workload's optional untimed set-up (users' own workloads may have none)."""
+    hook = getattr(workload, "prepare", None)
+    if hook is not None:
+        hook(params)
 
 
 def check_scale(scale: str) -> str:
