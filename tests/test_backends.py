@@ -502,3 +502,25 @@ def test_deadlock_after_a_crash_names_the_crashed_task(spec):
     with pytest.raises(base.TaskFailed, match="worker crashed") as info:
         b.run(main, b)
     assert isinstance(info.value.__context__, base.Deadlock)
+
+
+def test_greenlet_many_tasks_blocking_at_once_do_not_nest_stacks():
+    # Regression: tasks started from inside other tasks nested their stacks until RecursionError.
+    if backends.unavailable_reason("greenlet"):
+        pytest.skip("greenlet not installed")
+    b = backends.load("greenlet")
+
+    def task(i, ready, release):
+        ready.put(i)
+        release.get()
+        return i
+
+    def main():
+        ready, release = b.channel(None), b.channel(None)
+        tasks = [b.spawn(task, i, ready, release) for i in range(5000)]
+        seen = sorted(ready.get() for _ in tasks)
+        for _ in tasks:
+            release.put(None)
+        return seen == list(range(5000)) and [t.join() for t in tasks] == list(range(5000))
+
+    assert b.run(main) is True

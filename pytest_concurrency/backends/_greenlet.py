@@ -46,7 +46,10 @@ class Scheduler:
             )
         if self.timers:
             self._fire_due(time.monotonic())
-        if self.ready:
+        # Only running tasks are switched to directly: a new greenlet takes on the stack
+        # depth of whoever starts it, so starting one from a task would nest task in task
+        # until RecursionError (3000 spawned tasks do it). The hub starts new ones.
+        if self.ready and self.ready[0][1] is not _NEW:
             glet, value = self.ready.popleft()
             return glet.switch(value)
         return self.hub.switch()
