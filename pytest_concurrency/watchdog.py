@@ -8,6 +8,7 @@ parent kills the worker process (see ``isolate``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import threading
@@ -33,16 +34,33 @@ def deadline(seconds: float | None, what: str):
             yield
             return
 
+        message = (
+            f"{what} did not finish a round within {seconds:g} s "
+            "(deadlock or stall?); raise --concurrency-timeout if it is just slow"
+        )
+        fired = []
+
         def on_alarm(signum, frame):
-            raise WorkloadTimeout(
-                f"{what} did not finish a round within {seconds:g} s "
-                "(deadlock or stall?); raise --concurrency-timeout if it is just slow"
-            )
+            fired.append(True)
+            loop = asyncio.events._get_running_loop()
+            if loop is not None:
+                # uvloop logs and swallows exceptions raised by signal handlers, so stop
+                # the loop instead (threadsafe: it must wake a selector blocked forever);
+                # the error that causes becomes the timeout below.
+                loop.call_soon_threadsafe(loop.stop)
+                return
+            raise WorkloadTimeout(message)
 
         previous = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
             yield
+        except WorkloadTimeout:
+            raise
+        except BaseException as exc:
+            if fired:
+                raise WorkloadTimeout(message) from exc
+            raise
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
