@@ -137,6 +137,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("files", nargs="+", metavar="FILE.json", help="A.json, or A.json B.json (baseline, current)")
     r.add_argument("--markdown", metavar="PATH", help="also write the tables as markdown to PATH")
     r.add_argument("--plot", metavar="DIR", help="also write charts (PNG) of the last file into DIR")
+    r.add_argument("--matrix", action="store_true",
+                   help="print one markdown table instead: a line per case, a column per model (per-op figure)")
     r.add_argument("--width", type=_width, default=None, help="terminal width (default: this terminal's)")
     r.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
     r.add_argument("--threshold", type=_percent, default=None, metavar="PCT",
@@ -157,6 +159,11 @@ def report(args) -> int:
         gate = compare(args.files[0], a_doc, a_recs, doc, recs, args)
     from .report import terminal
 
+    if args.matrix:
+        from .report import markdown
+
+        print(markdown.render_matrix(recs), end="")
+        return 1 if gate is not None and gate.failed else 0
     width = args.width or shutil.get_terminal_size((80, 24)).columns
     print(terminal.render(recs, gate, width=width, color=args.color))
     if args.markdown:

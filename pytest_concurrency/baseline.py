@@ -22,10 +22,10 @@ import datetime as _dt
 import json
 import os
 import platform
-import tempfile
 from importlib import metadata
 from typing import Any, Iterable, Mapping
 
+from . import atomic
 from .backends.base import ConcurrencyError
 from .records import SCHEMA as RECORD_SCHEMA
 from .records import Record
@@ -140,54 +140,15 @@ def save(path, doc: Mapping) -> None:
 
     path = os.fspath(path)
     text = safe_dumps(doc, indent=2)  # serialize first: a bad document never touches the disk
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
-        tmp = None
-        _fsync_dir(directory)
+        atomic.write_text(path, text)
     except OSError as exc:
+        directory = os.path.dirname(os.path.abspath(path))
         raise BaselineError(
             f"cannot write the baseline {path!r}: {exc.strerror or exc}; "
             f"choose a path in a writable directory (--concurrency-save-baseline=PATH) "
             f"or fix the permissions of {directory!r}; any previous baseline there is unchanged"
         ) from exc
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
-
-def _mode_for(path: str) -> int:
-    try:
-        return os.stat(path).st_mode & 0o777  # keep the mode of the file we replace
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def _fsync_dir(directory: str) -> None:
-    # makes the rename itself durable; not possible on every platform, harmless to skip
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def load(path) -> dict:

@@ -173,12 +173,12 @@ def close(config) -> None:
         config.stash[POOL].close()
 
 
-def bench(config, benchmark, backend, workload_ref, workload, params, rounds, warmup, timeout) -> None:
+def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, timeout, what: str) -> None:
     """Run the case in ``backend``'s worker and record it as if measured here.
 
-    ``workload_ref`` is what ``workloads.get`` resolves in the worker (a name or module:OBJECT).
+    ``workload_ref`` is what ``workloads.get`` resolves in the worker (a name or module:OBJECT);
+    ``what`` names the benchmark in failure messages.
     """
-    what = f"{workload.name}[{', '.join(f'{k}={v}' for k, v in sorted(params.items()))}] on {backend.name}"
     payload = {"workload": workload_ref, "params": params, "rounds": rounds, "warmup": warmup}
     started = time.monotonic()
     try:

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from .records import SCHEMA
+from . import workloads
 from .workloads import Outcome, WorkloadError
 
 
@@ -110,6 +111,8 @@ def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, wa
     samples = _samples(benchmark)
     if samples:  # None under --benchmark-disable: the workload still ran and checked itself
         benchmark.extra_info.update(figures(samples, outcomes, used, len(outcomes)))
+        with guard():
+            benchmark.extra_info.update(workloads.memory(workload, backend, params))
 
 
 def record_external(benchmark, backend_identity: dict, samples: list[float], extra: dict) -> None:

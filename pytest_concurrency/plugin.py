@@ -48,6 +48,13 @@ def pytest_configure(config):
         config.stash[SETTINGS] = settings.from_config(config)
     except settings.SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if config.stash[SETTINGS].baseline is not None:
+        from . import baseline
+
+        try:  # read it now: a bad baseline must not cost a whole benchmark run first
+            config.stash[session_end.BASELINE] = baseline.load(config.stash[SETTINGS].baseline)
+        except baseline.BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if _xdist_active(config) and not config.getoption("benchmark_disable", False):
         raise pytest.UsageError(
             "pytest-concurrency: benchmarks running in parallel under pytest-xdist measure each "
@@ -96,7 +103,12 @@ def pytest_generate_tests(metafunc):
     if "concurrency_case" in metafunc.fixturenames:
         chosen = _marker_kwarg(metafunc.definition, "workloads") or workloads.names()
         scale = _settings(config).scale
-        cases = [Case(name, params) for name in chosen for params in workloads.get(name).cases(scale)]
+        try:
+            cases = [Case(name, params) for name in chosen for params in workloads.get(name).cases(scale)]
+        except (KeyError, ImportError, AttributeError) as exc:
+            raise pytest.UsageError(
+                f"@pytest.mark.{MARKER}(workloads=...) on {metafunc.definition.nodeid}: {exc.args[0]}"
+            ) from None
         metafunc.parametrize("concurrency_case", [pytest.param(c, id=c.id) for c in cases])
     if "concurrency_backend" in metafunc.fixturenames:
         specs = _selected_backends(metafunc.definition, _settings(config))
@@ -146,14 +158,14 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         workloads.prepare(workload, case.params)
         rounds, warmup = workload.rounds(s.scale)
         rounds = s.rounds or rounds
-        benchmark.group = f"{case.workload}[{records.params_id(case.params)}]"
-        what = f"{case.workload}[{records.params_id(case.params)}] on {concurrency_backend.name}"
+        benchmark.group = f"{workload.name}[{records.params_id(case.params)}]"
+        what = records.label(workload.name, case.params, concurrency_backend.name)
         if s.isolate:
             from . import isolate
 
             isolate.bench(
-                request.config, benchmark, concurrency_backend, case.workload, workload, case.params,
-                rounds, warmup, s.timeout,
+                request.config, benchmark, concurrency_backend, case.workload, case.params,
+                rounds, warmup, s.timeout, what,
             )
         else:
             measure.bench_in_process(
@@ -203,8 +215,9 @@ def pytest_sessionfinish(session, exitstatus):
     bs = getattr(session.config, "_benchmarksession", None)
     if bs is None:
         return
-    outcome = session_end.finish(session.config, bs, _settings(session.config))
-    session.config.stash[session_end.OUTCOME] = outcome
+    config = session.config
+    outcome = session_end.finish(config, bs, _settings(config), config.stash.get(session_end.BASELINE, None))
+    config.stash[session_end.OUTCOME] = outcome
     if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

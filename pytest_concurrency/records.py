@@ -41,6 +41,12 @@ def params_id(params: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={params[k]}" for k in sorted(params)) if params else ""
 
 
+def label(workload: str, params: Mapping[str, Any], backend: str) -> str:
+    """How messages name one benchmark: ``ring[capacity=0,m=1000,n=20] on gevent``."""
+    pid = params_id(params)
+    return f"{workload}[{pid}] on {backend}" if pid else f"{workload} on {backend}"
+
+
 @dataclass
 class Record:
     workload: str
@@ -60,8 +66,7 @@ class Record:
 
     @property
     def label(self) -> str:
-        pid = params_id(self.params)
-        return f"{self.workload}[{pid}] on {self.backend}" if pid else f"{self.workload} on {self.backend}"
+        return label(self.workload, self.params, self.backend)
 
     @property
     def median(self) -> float:

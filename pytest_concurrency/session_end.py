@@ -27,9 +27,10 @@ class SessionOutcome:
 
 
 OUTCOME = pytest.StashKey[SessionOutcome]()
+BASELINE = pytest.StashKey[dict]()  # the --concurrency-baseline document, read at start-up
 
 
-def finish(config, bs, s) -> SessionOutcome:
+def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
     recs = records.from_session(bs.benchmarks)
     outcome = SessionOutcome(recs)
     if not (s.save_baseline or s.baseline or s.report_md or s.plot_dir):
@@ -47,13 +48,8 @@ def finish(config, bs, s) -> SessionOutcome:
                 f"no concurrency benchmark ran, so no baseline was written to {s.save_baseline} "
                 "(run with --benchmark-only, and check that the models were not all skipped)"
             )
-    if s.baseline:
-        try:
-            doc = baseline.load(s.baseline)
-        except baseline.BaselineError as exc:
-            outcome.errors.append(str(exc))
-        else:
-            outcome.gate = gate.compare(doc, recs, meta, _gate_settings(config, s, gate))
+    if baseline_doc is not None:
+        outcome.gate = gate.compare(baseline_doc, recs, meta, _gate_settings(s, gate))
     if s.report_md:
         from .report import markdown
 
@@ -84,7 +80,7 @@ def _session_document(config, bs, meta: dict) -> dict:
     return doc
 
 
-def _gate_settings(config, s, gate):
+def _gate_settings(s, gate):
     # A test's own @pytest.mark.concurrency(threshold=...) travels in its record (extra "threshold").
     return gate.GateSettings(threshold=s.threshold, overrides=s.thresholds, allow_cross_python=s.allow_cross_python)
 

@@ -48,7 +48,10 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, progre
         outcomes.append(outcome)
         progress()
     used = measure.self_usage() - before + measure.task_process_usage(backend)
-    return samples, measure.figures(samples, outcomes, used, len(outcomes))
+    extra = measure.figures(samples, outcomes, used, len(outcomes))
+    extra.update(workloads.memory(workload, backend, params))
+    progress()
+    return samples, extra
 
 
 def serve(spec: str, requests, replies) -> None:

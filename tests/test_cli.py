@@ -18,14 +18,6 @@ A, B = str(DATA / "run_a.json"), str(DATA / "run_b.json")
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _gate_available() -> bool:
-    try:
-        from pytest_concurrency import gate  # noqa: F401  (written beside this module)
-    except ImportError:
-        return False
-    return True
-
-
 def _row(text: str, title: str, backend: str) -> str:
     block = text.split(title + "\n", 1)[1].split("\n\n", 1)[0]
     (line,) = [line for line in block.splitlines() if line.split()[0] == backend]
@@ -52,10 +44,7 @@ def test_compares_two_files(capsys):
     assert f"{change * 100:+.1f}%" in line
     assert "missing" in _row(out, "ring [m=1000,n=10]", "eventlet")
     assert "new" in _row(out, "switch [switches=100000]", "uvloop")
-    if _gate_available():
-        assert "REGRESSED" in line and rc == 1  # the gate judged: a 20% slowdown on 9 samples
-    else:
-        assert "changes only" in out and rc == 0
+    assert "REGRESSED" in line and rc == 1  # the gate judged: a 20% slowdown on 9 samples
 
 
 def test_changes_only_when_the_first_file_is_no_baseline(tmp_path, capsys):
@@ -123,3 +112,22 @@ def test_module_entry_point_help_and_exit_status():
     assert helped.returncode == 0 and "A.json" in helped.stdout and "--markdown" in helped.stdout
     missing = run("report", "does-not-exist.json")
     assert missing.returncode == 2 and "does-not-exist.json: no such file" in missing.stderr
+
+
+def test_matrix_has_a_line_per_case_and_bolds_the_fastest(capsys):
+    from pytest_concurrency.report import tables
+
+    recs = from_json(load_json_file(A))
+    assert main(["report", A, "--matrix"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    backends = sorted({r.backend for r in recs})
+    assert header == ["case"] + backends
+    cases = {r.key[:2] for r in recs}
+    assert len(lines) == 2 + len(cases)
+    ring = [r for r in recs if r.workload == "ring" and r.params.get("n") == 100]
+    fastest = min(ring, key=lambda r: r.median)
+    (line,) = [ln for ln in lines if ln.startswith("| ring [m=1000,n=100]")]
+    cells = [c.strip() for c in line.strip("|").split("|")][1:]
+    assert cells[backends.index(fastest.backend)] == f"**{tables.per_op_text(fastest)}**"
+    assert sum(c.startswith("**") for c in cells) == 1

@@ -157,3 +157,18 @@ def test_bad_option_values_are_usage_errors(pytester, option, message):
     result = pytester.runpytest_subprocess(option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
+
+
+def test_unknown_workload_in_marker_names_the_valid_ones(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.concurrency(workloads=["rnig"])
+        def test_case(concurrency_case, concurrency_benchmark):
+            concurrency_benchmark(concurrency_case)
+        """
+    )
+    result = pytester.runpytest_subprocess("--benchmark-only")
+    assert result.ret != 0
+    assert "unknown workload 'rnig'; valid: ring, chain, io, spawn, switch" in result.stdout.str() + result.stderr.str()

@@ -56,7 +56,7 @@ def test_workload_runs_and_verifies(spec, name, params):
     if name == "io":
         assert outcome.extra == {"ideal_s": params["latency"]}
     if name == "spawn":
-        assert isinstance(outcome.extra["kib_per_task"], float)
+        assert outcome.extra == {}  # memory is measured apart, untimed (test_spawn_memory_*)
 
 
 # -- the wrong runs ------------------------------------------------------------------
@@ -293,3 +293,18 @@ def test_case_tables_are_json_scalars_for_every_scale():
             for params in cases:
                 assert set(params) == set(wl.PARAMS)
                 assert all(v is None or isinstance(v, (int, float, str)) for v in params.values())
+
+
+@pytest.mark.parametrize("spec", ["asyncio", "greenlet", "threading"])
+def test_spawn_memory_per_live_task_is_seen_however_the_model_allocates(spec):
+    # asyncio/greenlet tasks live in Python's heap (arena reuse hides them from RSS),
+    # threads mostly in their stacks (invisible to tracemalloc): both must show.
+    if backends.unavailable_reason(spec):
+        pytest.skip(backends.unavailable_reason(spec))
+    be = backends.load(spec)
+    wl = workloads.get("spawn")
+    wl.run(be, {"count": 300})  # a round first: its freed memory is what later rounds reuse
+    figures = wl.memory(be, {"count": 300})
+    assert figures["kib_per_task"] == max(figures["rss_kib_per_task"], figures["heap_kib_per_task"])
+    assert figures["kib_per_task"] > 0.25  # no model keeps a live task in under 256 bytes
+    assert figures["heap_kib_per_task"] > 0.1  # every model allocates Python objects per task

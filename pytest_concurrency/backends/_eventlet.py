@@ -25,22 +25,15 @@ from . import base
 from ._sockets import SocketStream
 
 
-class EventletTask:
+class EventletTask(base.CapturedTask):
+    # Catching in _body keeps the hub from printing the traceback; join() or run() report it.
     def __init__(self, backend: "Backend", fn, args):
-        self._backend = backend
-        self._fn = fn
-        self.name = base.task_name(fn)
-        self._error: BaseException | None = None
-        self._gt = eventlet.spawn(self._main, *args)
+        super().__init__(backend, fn)
+        self._gt = eventlet.spawn(self._run, *args)
 
-    def _main(self, *args):
-        # Catching here keeps the hub from printing the traceback; join() or run() report it.
+    def _run(self, *args):
         try:
-            return self._fn(*args)
-        except Exception as exc:  # noqa: BLE001 - handed to join() or run()
-            self._error = exc
-            self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self.name, exc))
-            return None
+            return self._body(*args)
         finally:
             self._backend._live.discard(self)
 
@@ -48,11 +41,7 @@ class EventletTask:
         self._gt.kill()
 
     def join(self):
-        result = self._gt.wait()
-        self._backend._failures.joined(self)
-        if self._error is not None:
-            raise base.TaskFailed(self._backend.name, self.name, self._error) from self._error
-        return result
+        return self._outcome(self._gt.wait())
 
 
 class Backend(base.SyncBackend):

@@ -20,23 +20,16 @@ from . import base
 from ._sockets import SocketStream
 
 
-class GeventTask:
+class GeventTask(base.CapturedTask):
+    # Catching in _body (not in gevent) keeps the hub from printing the traceback: the
+    # failure is reported once, by join() or run(), naming the backend.
     def __init__(self, backend: "Backend", fn, args):
-        self._backend = backend
-        self._fn = fn
-        self.name = base.task_name(fn)
-        self._error: BaseException | None = None
-        self._glet = gevent.spawn(self._main, *args)
+        super().__init__(backend, fn)
+        self._glet = gevent.spawn(self._run, *args)
 
-    def _main(self, *args):
-        # Catching here (not in gevent) keeps the hub from printing the traceback: the
-        # failure is reported once, by join() or run(), naming the backend.
+    def _run(self, *args):
         try:
-            return self._fn(*args)
-        except Exception as exc:  # noqa: BLE001 - handed to join() or run()
-            self._error = exc
-            self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self.name, exc))
-            return None
+            return self._body(*args)
         finally:
             self._backend._live.discard(self)
 
@@ -49,10 +42,7 @@ class GeventTask:
 
     def join(self):
         self._glet.join()
-        self._backend._failures.joined(self)
-        if self._error is not None:
-            raise base.TaskFailed(self._backend.name, self.name, self._error) from self._error
-        return self._glet.value
+        return self._outcome(self._glet.value)
 
 
 class Backend(base.SyncBackend):

@@ -40,29 +40,6 @@ class RemoteTraceback(Exception):
         return self.args[0]
 
 
-class Rendezvous:
-    """Unbuffered channel across processes: ``put`` returns after a ``get`` took the item.
-
-    Senders take turns (``_send_lock``), so each ``_taken`` release answers the sender
-    currently waiting on it.
-    """
-
-    def __init__(self, ctx):
-        self._items = ctx.Queue()
-        self._taken = ctx.Semaphore(0)
-        self._send_lock = ctx.Lock()
-
-    def put(self, item) -> None:
-        with self._send_lock:
-            self._items.put(item)
-            self._taken.acquire()
-
-    def get(self):
-        item = self._items.get()
-        self._taken.release()
-        return item
-
-
 def _own_usage() -> tuple[float, float, int, int]:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return (ru.ru_utime, ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw)
@@ -198,7 +175,7 @@ class Backend(base.SyncBackend):
 
     def channel(self, capacity=None):
         if capacity == 0:
-            return Rendezvous(self._ctx)
+            return base.Handoff(self._ctx.Queue(), self._ctx.Semaphore(0), self._ctx.Lock())
         if capacity is not None and capacity < 0:
             raise ValueError(f"channel capacity must be None or >= 0, got {capacity}")
         return self._ctx.Queue(capacity or 0)

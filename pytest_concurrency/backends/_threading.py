@@ -11,53 +11,19 @@ from . import base
 from ._sockets import SocketStream
 
 
-class Rendezvous:
-    """Unbuffered channel: ``put`` returns only after a ``get`` has taken the item.
-
-    Senders take turns (``_send_lock``), so the single ``_taken`` release always belongs to
-    the sender currently waiting on it.
-    """
-
-    def __init__(self):
-        self._items = queue.SimpleQueue()
-        self._taken = threading.Semaphore(0)
-        self._send_lock = threading.Lock()
-
-    def put(self, item) -> None:
-        with self._send_lock:
-            self._items.put(item)
-            self._taken.acquire()
-
-    def get(self):
-        item = self._items.get()
-        self._taken.release()
-        return item
-
-
-class ThreadTask:
+class ThreadTask(base.CapturedTask):
     def __init__(self, backend: "Backend", fn, args):
-        self._backend = backend
-        self._fn = fn
+        super().__init__(backend, fn)
         self._result = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._main, args=args, name=base.task_name(fn), daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=args, name=self.name, daemon=True)
         self._thread.start()
 
-    def _main(self, *args):
-        try:
-            self._result = self._fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to join()
-            self._error = exc
-            self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self._thread.name, exc))
+    def _run(self, *args):
+        self._result = self._body(*args)
 
     def join(self):
         self._thread.join()
-        self._backend._failures.joined(self)
-        if self._error is not None:
-            raise base.TaskFailed(self._backend.name, self._thread.name, self._error) from self._error
-        return self._result
+        return self._outcome(self._result)
 
 
 class Backend(base.SyncBackend):
@@ -79,7 +45,7 @@ class Backend(base.SyncBackend):
 
     def channel(self, capacity=None):
         if capacity == 0:
-            return Rendezvous()
+            return base.Handoff(queue.SimpleQueue(), threading.Semaphore(0), threading.Lock())
         if capacity is None:
             return queue.SimpleQueue()
         return queue.Queue(maxsize=capacity)

@@ -136,6 +136,58 @@ class AsyncBackend(Backend):
         raise Unsupported(f"{self.name} has no sockets")
 
 
+class Handoff:
+    """Unbuffered channel for blocking primitives: ``put`` returns after a ``get`` took the item.
+
+    Built from the model's own FIFO queue, counting semaphore (starting at 0) and lock,
+    so threads and processes share the algorithm. Senders take turns (``send_lock``), so
+    the single ``taken`` release always answers the sender currently waiting on it.
+    """
+
+    def __init__(self, items, taken, send_lock):
+        self._items = items
+        self._taken = taken
+        self._send_lock = send_lock
+
+    def put(self, item) -> None:
+        with self._send_lock:
+            self._items.put(item)
+            self._taken.acquire()
+
+    def get(self):
+        item = self._items.get()
+        self._taken.release()
+        return item
+
+
+class CapturedTask:
+    """What tasks run by a library (threads, gevent, eventlet) share: a task's exception is
+    kept for ``join`` and, until joined, reported to ``run`` through the FailureTracker,
+    instead of being printed and lost by the library. Subclasses start ``self._body``.
+    """
+
+    def __init__(self, backend, fn):
+        self._backend = backend
+        self._fn = fn
+        self.name = task_name(fn)
+        self._error: BaseException | None = None
+
+    def _body(self, *args):
+        try:
+            return self._fn(*args)
+        except Exception as exc:  # noqa: BLE001 - handed to join() or run()
+            self._error = exc
+            self._backend._failures.failed(self, TaskFailed(self._backend.name, self.name, exc))
+            return None
+
+    def _outcome(self, result):
+        """Call once the task ended: its result, or its error as ``TaskFailed``."""
+        self._backend._failures.joined(self)
+        if self._error is not None:
+            raise TaskFailed(self._backend.name, self.name, self._error) from self._error
+        return result
+
+
 class FailureTracker:
     """Remembers tasks that raised and were never joined, so ``run`` can report them.
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Iterable
 
+from .. import atomic
 from .. import verdicts as V
 from ..records import Record
 from . import tables
@@ -56,20 +55,23 @@ def render(records: Iterable[Record], gate: V.GateResult | None = None) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def render_matrix(records: Iterable[Record]) -> str:
+    """One line per case, one column per backend: the per-op figure, fastest in bold."""
+    built = tables.build(records)
+    backends = sorted({row.backend for tab in built for row in tab.rows})
+    lines = ["| case | " + " | ".join(backends) + " |", "|:---|" + "---:|" * len(backends)]
+    for tab in built:
+        by_backend = {row.backend: row for row in tab.rows if row.record is not None}
+        fastest = tab.rows[0].backend if tab.rows else None
+        cells = []
+        for backend in backends:
+            row = by_backend.get(backend)
+            text = tables.per_op_text(row.record) if row else tables.NA
+            cells.append(f"**{_cell(text)}**" if backend == fastest else _cell(text))
+        lines.append(f"| {_cell(tab.title)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write(path, text: str) -> str:
     """Write ``text`` to ``path`` atomically (a reader never sees half a report)."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".md.tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    return atomic.write_text(path, text)

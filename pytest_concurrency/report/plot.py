@@ -14,6 +14,7 @@ import re
 from collections import defaultdict
 from typing import Iterable
 
+from .. import atomic
 from ..records import Record, params_id
 from . import tables
 
@@ -218,21 +219,10 @@ def write(directory, records: Iterable[Record]) -> list[str]:
     paths = []
     for workload, recs in by_workload.items():
         base = os.path.join(directory, _slug(workload))
-        paths.append(_atomic(f"{base}-models.png", lambda p: bar_chart(p, workload, recs, colors)))
+        paths.append(atomic.replace_with(f"{base}-models.png", lambda p: bar_chart(p, workload, recs, colors)))
         found = sweeps(recs)
         for size, rest, group in found:
             suffix = f"-{_slug(params_id(rest))}" if rest and len(found) > 1 else ""
             target = f"{base}-scaling-{_slug(size)}{suffix}.png"
-            paths.append(_atomic(target, lambda p: scaling_chart(p, workload, size, rest, group, colors)))
+            paths.append(atomic.replace_with(target, lambda p: scaling_chart(p, workload, size, rest, group, colors)))
     return paths
-
-
-def _atomic(path: str, draw) -> str:
-    tmp = f"{path}.tmp{os.getpid()}.png"
-    try:
-        draw(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path

@@ -14,6 +14,9 @@ Each workload module defines one ``Workload`` object with:
     Untimed set-up the case needs once per process before its rounds (the latency
     server for IO over TCP); called in the session's process before workers start, so
     they inherit it.
+``memory(backend, params)`` (optional)
+    Untimed figures measured once after the timed rounds (spawn: KiB per live task),
+    merged into the benchmark's extra_info.
 ``run(backend, params)``
     One timed round: enter ``backend.run`` with the family's implementation, check the
     result (raise ``WorkloadError`` naming what is wrong), return an ``Outcome``.
@@ -45,7 +48,7 @@ class WorkloadError(AssertionError):
 @dataclass
 class Outcome:
     ops: int  # operations done in this round
-    extra: dict = field(default_factory=dict)  # e.g. {"kib_per_task": 3.1} or {"ideal_s": 0.1}
+    extra: dict = field(default_factory=dict)  # e.g. {"ideal_s": 0.1}
 
 
 def names() -> list[str]:
@@ -71,6 +74,12 @@ def prepare(workload, params: dict) -> None:
     hook = getattr(workload, "prepare", None)
     if hook is not None:
         hook(params)
+
+
+def memory(workload, backend, params: dict) -> dict:
+    """The workload's optional untimed memory figures, or ``{}``."""
+    hook = getattr(workload, "memory", None)
+    return hook(backend, params) if hook is not None else {}
 
 
 def check_scale(scale: str) -> str:

@@ -61,7 +61,7 @@ class Switch(TableWorkload):
     PARAMS = ("rounds",)
     CASES = {
         "smoke": [{"rounds": 500}],
-        "default": [{"rounds": 20_000}],
+        "default": [{"rounds": 10_000}],
         "seed": [{"rounds": 100_000}],
     }
 

@@ -1,0 +1,158 @@
+"""The regression gate through real pytest sessions: save, compare, fail, report.
+
+The workload is timer-dominated (each round sleeps on the model's own timer) so that an
+A/A comparison is steady on a noisy machine, and the injected slowdown (+60% on one
+backend, chosen by an environment variable) is unmistakable. Statistics on realistic
+noise are measured by scripts/gate_evidence.py, not here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+NAP = '''
+import os
+from pytest_concurrency.workloads import Outcome
+
+
+class Nap:
+    """Two tasks each sleep `ms` on the model's timer, joined: one real run per round."""
+    name = "nap"
+    unit = "task"
+
+    def cases(self, scale):
+        return [{"ms": 5}]
+
+    def rounds(self, scale):
+        return 10, 1
+
+    def unsupported(self, backend, params):
+        return None
+
+    def run(self, backend, params):
+        seconds = params["ms"] / 1000
+        if backend.name == os.environ.get("SLOW_BACKEND"):
+            seconds *= 1.6
+        if backend.family == "async":
+            async def main():
+                tasks = [backend.spawn(backend.sleep, seconds) for _ in range(2)]
+                for t in tasks:
+                    await t.join()
+        else:
+            def main():
+                tasks = [backend.spawn(backend.sleep, seconds) for _ in range(2)]
+                for t in tasks:
+                    t.join()
+        backend.run(main)
+        return Outcome(2)
+
+
+NAP = Nap()
+'''
+
+TEST = """
+import pytest
+
+@pytest.mark.concurrency(workloads=["naps:NAP"])
+def test_nap(concurrency_case, concurrency_benchmark):
+    concurrency_benchmark(concurrency_case)
+"""
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(naps=NAP, test_naps=TEST)
+    return pytester
+
+
+def run(suite, *args, backends="asyncio,threading,greenlet"):
+    return suite.runpytest_subprocess("--benchmark-only", f"--concurrency-backends={backends}", *args)
+
+
+def test_aa_passes_and_slowdown_fails_naming_the_backend(suite, monkeypatch):
+    base = suite.path / "base.json"
+    run(suite, f"--concurrency-save-baseline={base}").assert_outcomes(passed=3)
+    doc = json.loads(base.read_text())
+    assert doc["pytest_concurrency"]["python"]["minor"]
+    assert all(b["stats"]["data"] for b in doc["benchmarks"])  # raw samples kept
+
+    same = run(suite, f"--concurrency-baseline={base}")
+    assert same.ret == 0, same.stdout.str()
+    same.stdout.fnmatch_lines(["*Gate: 0 regressions*"])
+
+    monkeypatch.setenv("SLOW_BACKEND", "greenlet")
+    slow = run(suite, f"--concurrency-baseline={base}")
+    assert slow.ret == pytest.ExitCode.TESTS_FAILED
+    slow.stdout.fnmatch_lines(["*Gate: 1 regression*", "*nap[[]ms=5] on greenlet*+*%*p=*"])
+    out = slow.stdout.str()
+    assert "on asyncio: " not in out.split("Regressions")[1].split("\n\n")[0]
+
+
+def test_faster_run_is_reported_as_stale_baseline(suite, monkeypatch):
+    base = suite.path / "base.json"
+    monkeypatch.setenv("SLOW_BACKEND", "asyncio")
+    run(suite, f"--concurrency-save-baseline={base}").assert_outcomes(passed=3)
+    monkeypatch.delenv("SLOW_BACKEND")
+    result = run(suite, f"--concurrency-baseline={base}")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*1 improved*", "*baseline is stale*refresh*"])
+
+
+def test_new_and_missing_benchmarks_are_listed(suite):
+    base = suite.path / "base.json"
+    run(suite, f"--concurrency-save-baseline={base}", backends="asyncio,threading").assert_outcomes(passed=2)
+    result = run(suite, f"--concurrency-baseline={base}", backends="asyncio,greenlet")
+    out = result.stdout.str()
+    assert "1 new" in out and "1 missing" in out, out
+    result.stdout.fnmatch_lines(["*nap[[]ms=5] on greenlet*", "*nap[[]ms=5] on threading*"])
+
+
+def test_baseline_from_another_python_is_refused_unless_allowed(suite):
+    base = suite.path / "base.json"
+    run(suite, f"--concurrency-save-baseline={base}", backends="asyncio").assert_outcomes(passed=1)
+    doc = json.loads(base.read_text())
+    doc["pytest_concurrency"]["python"]["minor"] = "3.9"
+    doc["pytest_concurrency"]["python"]["version"] = "3.9.18"
+    base.write_text(json.dumps(doc))
+    refused = run(suite, f"--concurrency-baseline={base}", backends="asyncio")
+    assert refused.ret != 0
+    out = " ".join(refused.stdout.str().split())  # the explanation wraps at 80 columns
+    assert "recorded on CPython 3.9.18 and this run is CPython 3." in out
+    assert "--concurrency-allow-cross-python" in out
+    allowed = run(suite, f"--concurrency-baseline={base}", "--concurrency-allow-cross-python", backends="asyncio")
+    assert allowed.ret == 0, allowed.stdout.str()
+
+
+def test_markdown_report_is_written(suite, monkeypatch):
+    base, md = suite.path / "base.json", suite.path / "out" / "report.md"
+    md.parent.mkdir()
+    run(suite, f"--concurrency-save-baseline={base}").assert_outcomes(passed=3)
+    monkeypatch.setenv("SLOW_BACKEND", "threading")
+    run(suite, f"--concurrency-baseline={base}", f"--concurrency-report-md={md}")
+    text = md.read_text()
+    assert "| backend |" in text
+    regressed_rows = [line for line in text.splitlines() if line.startswith("|") and "REGRESSED" in line]
+    assert len(regressed_rows) == 1 and "threading" in regressed_rows[0], text
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "does not exist"),
+        ("", "empty"),
+        ('{"benchmarks": [', "is truncated"),
+        ('{"benchmarks": [], "machine_info": {}}', "is a plain pytest-benchmark file"),
+        ('{"results": []}', "JSON from another tool"),
+    ],
+    ids=["missing", "empty", "truncated", "pytest-benchmark", "other-tool"],
+)
+def test_bad_baseline_is_a_usage_error_before_any_benchmark_runs(suite, content, message):
+    base = suite.path / "base.json"
+    if content is not None:
+        base.write_text(content)
+    result = run(suite, f"--concurrency-baseline={base}", backends="asyncio")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str(), result.stderr.str()
+    assert "passed" not in result.stdout.str()  # refused up front, not after a long run
