@@ -129,6 +129,45 @@ def compare(
     return result
 
 
+def suspects(result: GateResult) -> list[tuple]:
+    """Keys a second session must reproduce before they fail the build: the regressions."""
+    return [v.key for v in result.by_status(REGRESSED)]
+
+
+def faster_sessions(current: Iterable[Record], reruns: Mapping[tuple, Record]) -> list[Record]:
+    """Each re-measured benchmark, as the faster of its two sessions.
+
+    Interference on a shared machine only ever slows code down, and comes in bursts that
+    can cover every round of one benchmark: the faster session is the one nearer the
+    code's own speed, and a real slowdown shows in both.
+    """
+    return [reruns[r.key] if r.key in reruns and reruns[r.key].median < r.median else r for r in current]
+
+
+def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Record]) -> GateResult:
+    """``second`` (judged on ``faster_sessions``), saying which suspects were reproduced."""
+    before = {v.key: v for v in first.verdicts}
+    confirmed = 0
+    for v in second.verdicts:
+        if v.key not in reruns:
+            continue
+        old = before[v.key]
+        if v.status == REGRESSED:
+            confirmed += 1
+            v.note = _join(v.note, f"reproduced by a second session (first {old.change:+.1%})")
+        else:
+            v.note = _join(v.note, f"not reproduced: the first session measured {old.change:+.1%} "
+                                   f"(p={old.p_value:.2g}), a second one did not confirm it")
+            second.notes.append(f"{reruns[v.key].label}: {v.note}")
+    second.notes.insert(0, f"{len(reruns)} suspected regression(s) re-measured in a second session, "
+                           f"{confirmed} reproduced")
+    return second
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
 def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
     b, c = base_meta.get("python") or {}, current_meta.get("python") or {}
     if (b.get("implementation"), b.get("minor")) == (c.get("implementation"), c.get("minor")):

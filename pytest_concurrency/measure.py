@@ -8,9 +8,11 @@ divide by the number of rounds run (warm-up included, since they also ran).
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import statistics
 import sys
+import time
 from dataclasses import dataclass
 
 from .records import SCHEMA
@@ -113,6 +115,39 @@ def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, wa
         benchmark.extra_info.update(figures(samples, outcomes, used, len(outcomes)))
         with guard():
             benchmark.extra_info.update(workloads.memory(workload, backend, params))
+
+
+def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, *,
+               progress=lambda: None, guard=contextlib.nullcontext, with_memory=True):
+    """Time each round with the same clock pytest-benchmark uses; return samples + figures.
+
+    For isolated workers and for re-measuring a suspect, where pytest-benchmark's fixture
+    is not the one timing. ``progress`` is called after every round (an isolated worker's
+    per-round deadline restarts on it); ``guard`` bounds each round in-process.
+    """
+    workloads.prepare(workload, params)
+
+    def timed_round() -> float:
+        with guard():
+            start = time.perf_counter()
+            outcomes.append(workload.run(backend, params))
+            elapsed = time.perf_counter() - start
+        progress()
+        return elapsed
+
+    outcomes: list[Outcome] = []
+    for _ in range(warmup):
+        timed_round()
+    task_process_usage(backend)
+    before = self_usage()
+    samples = [timed_round() for _ in range(rounds)]
+    used = self_usage() - before + task_process_usage(backend)
+    extra = figures(samples, outcomes, used, len(outcomes))
+    if with_memory:
+        with guard():
+            extra.update(workloads.memory(workload, backend, params))
+        progress()
+    return samples, extra
 
 
 def record_external(benchmark, backend_identity: dict, samples: list[float], extra: dict) -> None:

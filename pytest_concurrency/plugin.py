@@ -159,6 +159,8 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         rounds, warmup = workload.rounds(s.scale)
         rounds = s.rounds or rounds
         benchmark.group = f"{workload.name}[{records.params_id(case.params)}]"
+        if case.workload != workload.name:  # a user's "module:OBJECT": lets the gate re-run it
+            benchmark.extra_info["workload_ref"] = case.workload
         what = records.label(workload.name, case.params, concurrency_backend.name)
         if s.isolate:
             from . import isolate

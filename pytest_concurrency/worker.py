@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import traceback
 
 
@@ -24,34 +23,6 @@ def _claim_stdout():
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     return os.fdopen(reply_fd, "w", buffering=1, encoding="utf-8")
-
-
-def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, progress=lambda: None):
-    """Time each round with the same clock pytest-benchmark uses; return samples + figures.
-
-    ``progress`` is called after every round: the parent's per-round deadline restarts on it.
-    """
-    from . import measure, workloads
-
-    workloads.prepare(workload, params)
-    outcomes = []
-    for _ in range(warmup):
-        outcomes.append(workload.run(backend, params))
-        progress()
-    measure.task_process_usage(backend)
-    before = measure.self_usage()
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        outcome = workload.run(backend, params)
-        samples.append(time.perf_counter() - start)
-        outcomes.append(outcome)
-        progress()
-    used = measure.self_usage() - before + measure.task_process_usage(backend)
-    extra = measure.figures(samples, outcomes, used, len(outcomes))
-    extra.update(workloads.memory(workload, backend, params))
-    progress()
-    return samples, extra
 
 
 def serve(spec: str, requests, replies) -> None:
@@ -72,8 +43,9 @@ def serve(spec: str, requests, replies) -> None:
         try:
             workload = workloads.get(request["workload"])
             params = request["params"]
-            samples, figures = run_rounds(
-                backend, workload, params, request["rounds"], request["warmup"], lambda: send({"round": True})
+            samples, figures = measure.run_rounds(
+                backend, workload, params, request["rounds"], request["warmup"],
+                progress=lambda: send({"round": True}), with_memory=request.get("with_memory", True),
             )
             reply = {"ok": True, "samples": samples, "identity": measure.identity(backend, workload, params), "extra": figures}
         except Exception as exc:  # reported to the parent as this benchmark's failure

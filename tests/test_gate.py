@@ -204,3 +204,30 @@ def test_missing_calibration_falls_back_to_raw():
     result = gate.compare(base_doc(1), run(2), cur)
     assert all(v.decided_by == "raw" for v in result.verdicts)
     assert any("raw" in n for n in result.notes)
+
+
+def test_a_burst_that_a_second_session_does_not_reproduce_is_not_a_regression():
+    doc = base_doc(1)
+    burst = run(2, slower={"gevent": 1.3})  # every round of one session hit by interference
+    first = gate.compare(doc, burst, meta())
+    suspects = gate.suspects(first)
+    assert {k[2] for k in suspects} == {"gevent"}
+    second_session = {r.key: r for r in run(3) if r.key in suspects}
+    judged = gate.faster_sessions(burst, second_session)
+    assert all(r is second_session[r.key] for r in judged if r.key in suspects)  # the faster one
+    result = gate.reproduce(first, gate.compare(doc, judged, meta()), second_session)
+    assert not result.failed
+    notes = [v.note for v in result.verdicts if v.key in suspects]
+    assert notes and all(n.startswith("not reproduced: the first session measured +") for n in notes)
+    assert f"{len(suspects)} suspected regression(s) re-measured in a second session, 0 reproduced" in result.notes
+
+
+def test_a_real_slowdown_reproduces_and_still_fails():
+    doc = base_doc(1)
+    slow = run(2, slower={"gevent": 1.15})
+    first = gate.compare(doc, slow, meta())
+    suspects = gate.suspects(first)
+    again = {r.key: r for r in run(3, slower={"gevent": 1.15}) if r.key in suspects}
+    result = gate.reproduce(first, gate.compare(doc, gate.faster_sessions(slow, again), meta()), again)
+    assert result.failed and {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
+    assert all("reproduced by a second session" in v.note for v in result.by_status(REGRESSED))

@@ -364,6 +364,7 @@ def summary(gate: V.GateResult) -> list[tuple[str, list[str]]]:
     notes = []
     if gate.calibration_ratio is not None:
         notes.append(f"machine speed vs baseline: {gate.calibration_ratio:.3f} (>1 = slower now)")
+    notes.extend(gate.notes)
     if gate.summary:
         notes.append(gate.summary)
     if notes:
