@@ -25,6 +25,9 @@ def pytest_addoption(parser):
     add("--concurrency-save-baseline", metavar="PATH", help="after the run, write a baseline with raw samples (atomically)")
     add("--concurrency-baseline", metavar="PATH", help="compare against this baseline; a regression fails the session")
     add("--concurrency-threshold", metavar="PCT", help=f"practical threshold for a regression, percent (default: {DEFAULT_THRESHOLD * 100:g})")
+    add("--concurrency-machine-tolerance", metavar="PCT",
+        help="judge times normalized by the machine-speed calibration only when this machine's speed "
+        "differs from the baseline's by more than PCT (default: 5; a large value never normalizes)")
     add("--concurrency-allow-cross-python", action="store_true", default=False,
         help="compare against a baseline recorded on another Python version (normally refused)")
     add("--concurrency-report-md", metavar="PATH", help="write the comparison tables as markdown (CI job summary)")
@@ -34,6 +37,8 @@ def pytest_addoption(parser):
     parser.addini("concurrency_timeout", "longest a round may take, seconds", default="")
     parser.addini("concurrency_isolate", "run each model in a worker process", type="bool", default=False)
     parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
+    parser.addini("concurrency_machine_tolerance", "normalize only beyond this machine-speed difference, percent",
+                  default="")
     parser.addini("concurrency_thresholds", "overrides, one per line: KEY = PCT with KEY a backend, "
                   "a workload or workload:backend", type="linelist", default=[])
 
@@ -55,6 +60,10 @@ def pytest_configure(config):
             config.stash[session_end.BASELINE] = baseline.load(config.stash[SETTINGS].baseline)
         except baseline.BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
+    if config.stash[SETTINGS].baseline or config.stash[SETTINGS].save_baseline:
+        from . import calibrate
+
+        config.stash[session_end.CALIBRATION] = calibrate.measure()
     if _xdist_active(config) and not config.getoption("benchmark_disable", False):
         raise pytest.UsageError(
             "pytest-concurrency: benchmarks running in parallel under pytest-xdist measure each "

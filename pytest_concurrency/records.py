@@ -33,6 +33,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from . import stats
+
 SCHEMA = 1
 
 
@@ -70,11 +72,7 @@ class Record:
 
     @property
     def median(self) -> float:
-        s = sorted(self.samples)
-        n = len(s)
-        if not n:
-            return float("nan")
-        return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+        return stats.median(self.samples) if self.samples else float("nan")
 
     def metric(self, name: str, default=None):
         return self.extra.get(name, default)

@@ -29,6 +29,7 @@ class SessionOutcome:
 
 OUTCOME = pytest.StashKey[SessionOutcome]()
 BASELINE = pytest.StashKey[dict]()  # the --concurrency-baseline document, read at start-up
+CALIBRATION = pytest.StashKey[dict]()  # machine speed measured at start-up (see calibrate.fastest)
 
 
 def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
@@ -39,7 +40,8 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
     if s.save_baseline or s.baseline:
         from . import baseline, calibrate, gate
 
-        meta = baseline.current_meta({r.backend: r.backend_version for r in recs}, calibrate.measure())
+        calibration = calibrate.fastest(config.stash.get(CALIBRATION, None), calibrate.measure())
+        meta = baseline.current_meta({r.backend: r.backend_version for r in recs}, calibration)
     if s.save_baseline:
         if recs:
             baseline.save(s.save_baseline, _session_document(config, bs, meta))
@@ -129,7 +131,8 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
 
 def _gate_settings(s, gate):
     # A test's own @pytest.mark.concurrency(threshold=...) travels in its record (extra "threshold").
-    return gate.GateSettings(threshold=s.threshold, overrides=s.thresholds, allow_cross_python=s.allow_cross_python)
+    return gate.GateSettings(threshold=s.threshold, overrides=s.thresholds, allow_cross_python=s.allow_cross_python,
+                             machine_tolerance=s.machine_tolerance)
 
 
 def show(tr, outcome: SessionOutcome) -> None:

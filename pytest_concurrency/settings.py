@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import backends
-from .gate import DEFAULT_THRESHOLD
+from .gate import DEFAULT_MACHINE_TOLERANCE, DEFAULT_THRESHOLD
 from .workloads import SCALES
 
 
@@ -31,6 +31,7 @@ class Settings:
     threshold: float = DEFAULT_THRESHOLD
     thresholds: dict = field(default_factory=dict)  # "gevent" / "ring" / "ring:gevent" -> fraction
     allow_cross_python: bool = False
+    machine_tolerance: float = DEFAULT_MACHINE_TOLERANCE
     report_md: Path | None = None
     plot_dir: Path | None = None
 
@@ -113,6 +114,9 @@ def from_config(config) -> Settings:
         s.threshold = parse_percent(threshold, "--concurrency-threshold")
     s.thresholds = parse_thresholds(config.getini("concurrency_thresholds"), "ini concurrency_thresholds")
     s.allow_cross_python = bool(opt("concurrency_allow_cross_python"))
+    tolerance = opt("concurrency_machine_tolerance") or config.getini("concurrency_machine_tolerance")
+    if tolerance:
+        s.machine_tolerance = parse_percent(tolerance, "--concurrency-machine-tolerance")
     if opt("concurrency_baseline"):
         s.baseline = Path(opt("concurrency_baseline"))
     if opt("concurrency_save_baseline"):

@@ -12,6 +12,9 @@ Every figure comes from real runs of a real workload on real backends on this ma
 * the same sessions judged by pytest-benchmark's ``--benchmark-compare-fail=mean:5%``
   (its own ``PercentageRegressionCheck``), side by side.
 
+Each suspect is re-measured once, as the plugin does at session end ("gate"); the
+verdict the first session alone would have given is reported beside it ("gate, 1 session").
+
 A fresh baseline is recorded every ``--baseline-every`` repeats: one baseline's luck must
 not decide the whole false-alarm figure. Quick check:
 

@@ -231,3 +231,12 @@ def test_a_real_slowdown_reproduces_and_still_fails():
     result = gate.reproduce(first, gate.compare(doc, gate.faster_sessions(slow, again), meta()), again)
     assert result.failed and {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
     assert all("reproduced by a second session" in v.note for v in result.by_status(REGRESSED))
+
+
+def test_the_least_disturbed_calibration_counts():
+    from pytest_concurrency import calibrate
+
+    start, end = {"version": 1, "ns_per_iteration": 480.0}, {"version": 1, "ns_per_iteration": 260.0}
+    assert calibrate.fastest(start, end) is end
+    assert calibrate.fastest(None, start) is start
+    assert calibrate.fastest(None, None) is None
