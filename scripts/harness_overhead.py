@@ -48,7 +48,7 @@ def through_plugin(workload, params, spec, rounds):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run.json")
         subprocess.run(
-            [sys.executable, "-m", "pytest", str(ROOT / "benchmarks"), "--benchmark-only", "-q",
+            [sys.executable, "-m", "pytest", "--benchmark-only", "-q",
              "-p", "no:cacheprovider", f"--concurrency-rounds={rounds}", f"--concurrency-backends={spec}",
              f"--benchmark-json={out}", f"benchmarks/test_seeds.py::test_seed_workload[{test_id}]"],
             cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
