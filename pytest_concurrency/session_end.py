@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from . import records
+from . import baseline, calibrate, gate, records
 from .verdicts import GateResult
 
 
@@ -38,21 +38,23 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
     if not (s.save_baseline or s.baseline or s.report_md or s.plot_dir):
         return outcome
     if s.save_baseline or s.baseline:
-        from . import baseline, calibrate, gate
-
         calibration = calibrate.fastest(config.stash.get(CALIBRATION, None), calibrate.measure())
         meta = baseline.current_meta({r.backend: r.backend_version for r in recs}, calibration)
     if s.save_baseline:
         if recs:
-            baseline.save(s.save_baseline, _session_document(config, bs, meta))
-            outcome.messages.append(f"baseline with {len(recs)} benchmarks written to {s.save_baseline}")
+            try:
+                baseline.save(s.save_baseline, _session_document(config, bs, meta))
+            except baseline.BaselineError as exc:
+                outcome.errors.append(str(exc))
+            else:
+                outcome.messages.append(f"baseline with {len(recs)} benchmarks written to {s.save_baseline}")
         else:
             outcome.errors.append(
                 f"no concurrency benchmark ran, so no baseline was written to {s.save_baseline} "
                 "(run with --benchmark-only, and check that the models were not all skipped)"
             )
     if baseline_doc is not None:
-        settings = _gate_settings(s, gate)
+        settings = _gate_settings(s)
         result = gate.compare(baseline_doc, recs, meta, settings)
         reruns = _remeasure(config, s, recs, gate.suspects(result), outcome.messages)
         if reruns:
@@ -129,7 +131,7 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
     return reruns
 
 
-def _gate_settings(s, gate):
+def _gate_settings(s) -> gate.GateSettings:
     # A test's own @pytest.mark.concurrency(threshold=...) travels in its record (extra "threshold").
     return gate.GateSettings(threshold=s.threshold, overrides=s.thresholds, allow_cross_python=s.allow_cross_python,
                              machine_tolerance=s.machine_tolerance)

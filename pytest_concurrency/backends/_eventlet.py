@@ -28,14 +28,8 @@ from ._sockets import SocketStream
 class EventletTask(base.CapturedTask):
     # Catching in _body keeps the hub from printing the traceback; join() or run() report it.
     def __init__(self, backend: "Backend", fn, args):
-        super().__init__(backend, fn)
-        self._gt = eventlet.spawn(self._run, *args)
-
-    def _run(self, *args):
-        try:
-            return self._body(*args)
-        finally:
-            self._backend._live.discard(self)
+        super().__init__(backend, fn, backend._live)
+        self._gt = eventlet.spawn(self._body, *args)
 
     def kill(self) -> None:
         self._gt.kill()
@@ -88,9 +82,7 @@ class Backend(base.SyncBackend):
         self._live.clear()
 
     def spawn(self, fn, *args):
-        task = EventletTask(self, fn, args)
-        self._live.add(task)
-        return task
+        return EventletTask(self, fn, args)
 
     def channel(self, capacity=None):
         if capacity is not None and capacity < 0:

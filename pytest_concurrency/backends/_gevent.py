@@ -24,14 +24,8 @@ class GeventTask(base.CapturedTask):
     # Catching in _body (not in gevent) keeps the hub from printing the traceback: the
     # failure is reported once, by join() or run(), naming the backend.
     def __init__(self, backend: "Backend", fn, args):
-        super().__init__(backend, fn)
-        self._glet = gevent.spawn(self._run, *args)
-
-    def _run(self, *args):
-        try:
-            return self._body(*args)
-        finally:
-            self._backend._live.discard(self)
+        super().__init__(backend, fn, backend._live)
+        self._glet = gevent.spawn(self._body, *args)
 
     @property
     def alive(self) -> bool:
@@ -101,9 +95,7 @@ class Backend(base.SyncBackend):
         self._live.clear()
 
     def spawn(self, fn, *args):
-        task = GeventTask(self, fn, args)
-        self._live.add(task)
-        return task
+        return GeventTask(self, fn, args)
 
     def channel(self, capacity=None):
         if capacity == 0:

@@ -163,14 +163,18 @@ class Handoff:
 class CapturedTask:
     """What tasks run by a library (threads, gevent, eventlet) share: a task's exception is
     kept for ``join`` and, until joined, reported to ``run`` through the FailureTracker,
-    instead of being printed and lost by the library. Subclasses start ``self._body``.
+    instead of being printed and lost by the library. Subclasses start ``self._body``; with
+    ``live`` (the backend's set of running tasks) the task leaves it when it ends.
     """
 
-    def __init__(self, backend, fn):
+    def __init__(self, backend, fn, live: set | None = None):
         self._backend = backend
         self._fn = fn
+        self._live = live
         self.name = task_name(fn)
         self._error: BaseException | None = None
+        if live is not None:
+            live.add(self)
 
     def _body(self, *args):
         try:
@@ -179,6 +183,9 @@ class CapturedTask:
             self._error = exc
             self._backend._failures.failed(self, TaskFailed(self._backend.name, self.name, exc))
             return None
+        finally:
+            if self._live is not None:
+                self._live.discard(self)
 
     def _outcome(self, result):
         """Call once the task ended: its result, or its error as ``TaskFailed``."""
