@@ -78,10 +78,8 @@ def changes_only(baseline: list[Record], current: list[Record], why: str) -> V.G
 
 def compare(a_path: str, a_doc: dict, a_recs, b_doc: dict, b_recs, args) -> V.GateResult:
     """The gate's verdicts when it can judge these files, else the changes with the reason."""
-    try:
-        from . import baseline, gate
-    except ImportError:
-        return changes_only(a_recs, b_recs, "pytest_concurrency.gate is not available in this build")
+    from . import baseline, gate
+
     try:
         baseline.check(a_doc, a_path)
     except baseline.BaselineError as exc:
@@ -93,20 +91,19 @@ def compare(a_path: str, a_doc: dict, a_recs, b_doc: dict, b_recs, args) -> V.Ga
             "calibration); save it with --concurrency-save-baseline to get verdicts"
         )
     settings = gate.GateSettings(
-        threshold=args.threshold if args.threshold is not None else 0.10,
+        threshold=args.threshold if args.threshold is not None else gate.DEFAULT_THRESHOLD,
         allow_cross_python=args.allow_cross_python,
     )
     return gate.compare(a_doc, b_recs, meta, settings)
 
 
 def _percent(text: str) -> float:
+    from .settings import SettingsError, parse_percent
+
     try:
-        value = float(text.strip().rstrip("%"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; write e.g. 10 or 10%") from None
-    if not 0 < value < 1000:
-        raise argparse.ArgumentTypeError(f"{text!r} is out of range; a threshold is above 0, e.g. 10")
-    return value / 100
+        return parse_percent(text, "--threshold")
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None  # argparse names the option
 
 
 def _width(text: str) -> int:

@@ -169,6 +169,7 @@ class Channel:
 class Backend(base.SyncBackend):
     name = "greenlet"
     library = "greenlet"
+    has_sockets = False
 
     def __init__(self):
         self._failures = base.FailureTracker(self.name)

@@ -124,6 +124,7 @@ class ProcessTask:
 
 class Backend(base.SyncBackend):
     library = ""  # part of CPython
+    task_kind = "process"
 
     def __init__(self, variant: str = "forkserver"):
         methods = ("forkserver", "fork", "spawn")

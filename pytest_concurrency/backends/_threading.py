@@ -30,6 +30,7 @@ class Backend(base.SyncBackend):
     name = "threading"
     library = ""  # part of CPython: the Python version is what matters
     max_parallel = base.stdlib_pool_size()
+    task_kind = "thread"
 
     def __init__(self):
         self._failures = base.FailureTracker(self.name)

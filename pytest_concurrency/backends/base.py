@@ -32,7 +32,8 @@ Primitives (same names in both families):
 Attributes: ``name`` (the id used on the command line and in records), ``family``,
 ``library`` and ``version`` (what produced the numbers), ``max_parallel`` (``None`` when
 tasks are cheap enough to start one per job, else the stdlib pool default the IO workload
-should cap concurrency at), and ``isolation_only`` (monkey-patching variants).
+should cap concurrency at), ``task_kind`` (``"light"``, ``"thread"`` or ``"process"``: what
+one task costs the machine), ``has_sockets`` and ``isolation_only`` (monkey-patching variants).
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class Backend:
     family: str = ""  # "sync" or "async"
     library: str = ""  # the distribution whose version is recorded
     max_parallel: int | None = None
+    task_kind: str = "light"
+    has_sockets: bool = True
     isolation_only: bool = False
 
     @property

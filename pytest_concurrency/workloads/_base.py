@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..backends import base
 from . import Outcome, WorkloadError, check_scale
 
 
@@ -63,32 +62,9 @@ def _describe(params: dict) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in params.items())
 
 
-def task_kind(backend) -> str:
-    """``"process"``, ``"thread"`` or ``"light"``: what one spawned task costs the machine.
-
-    Backends whose tasks are cheap say so with ``max_parallel = None``; of the others,
-    only multiprocessing runs tasks in processes.
-    """
-    if backend.max_parallel is None:
-        return "light"
-    return "process" if backend.name.startswith("multiprocessing") else "thread"
-
-
 def too_many_tasks(backend, tasks: int, limits: dict[str, int], why: str) -> str | None:
     """The skip reason when a case needs more live tasks than this kind of task allows."""
-    kind = task_kind(backend)
-    limit = limits.get(kind)
+    limit = limits.get(backend.task_kind)
     if limit is not None and tasks > limit:
-        return f"{backend.name}: {tasks} live {kind} tasks exceed {limit} ({why})"
+        return f"{backend.name}: {tasks} live {backend.task_kind} tasks exceed {limit} ({why})"
     return None
-
-
-def has_sockets(backend) -> bool:
-    """Whether ``open_connection`` can work on this backend (raw greenlet has no IO)."""
-    flag = getattr(backend, "has_sockets", None)
-    if flag is not None:
-        return bool(flag)
-    # Until backends declare it: greenlet overrides open_connection only to refuse.
-    family = base.AsyncBackend if backend.family == "async" else base.SyncBackend
-    overridden = type(backend).open_connection is not family.open_connection
-    return overridden and backend.name != "greenlet"

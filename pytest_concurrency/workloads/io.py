@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from . import Outcome, latency_server
-from ._base import TableWorkload, has_sockets
+from ._base import TableWorkload
 
 TRANSPORTS = ("timer", "tcp")
 REQUEST = latency_server.REQUEST
@@ -88,7 +88,7 @@ class IO(TableWorkload):
     }
 
     def unsupported(self, backend, params):
-        if params["transport"] == "tcp" and not has_sockets(backend):
+        if params["transport"] == "tcp" and not backend.has_sockets:
             return f"{backend.name} has no sockets: the tcp transport needs real IO"
         return None
 
