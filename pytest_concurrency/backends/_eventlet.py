@@ -19,10 +19,8 @@ with warnings.catch_warnings():
     import eventlet.green.socket
     import eventlet.queue
 
-import greenlet
-
 from . import base
-from ._sockets import SocketStream
+from ._hub import HubBackend
 
 
 class EventletTask(base.CapturedTask):
@@ -38,45 +36,19 @@ class EventletTask(base.CapturedTask):
         return self._outcome(self._gt.wait())
 
 
-class Backend(base.SyncBackend):
+class Backend(HubBackend):
     library = "eventlet"
 
-    def __init__(self, variant: str = ""):
-        if variant not in ("", "patched"):
-            raise ValueError(f"eventlet variant must be '' or 'patched', got {variant!r}")
-        self.variant = variant
-        self.name = "eventlet[patched]" if variant else "eventlet"
-        self.isolation_only = variant == "patched"
-        self._failures = base.FailureTracker(self.name)
-        self._live: set[EventletTask] = set()  # spawned and not finished
-        self._socket_module = eventlet.green.socket
+    def _green_socket_module(self):
+        return eventlet.green.socket
 
-    def run(self, main, *args):
-        if greenlet.getcurrent().parent is not None:
-            raise base.ConcurrencyError(
-                f"[{self.name}] run() must be entered from the main greenlet, not from a task"
-            )
-        if self.variant == "patched":
-            self._patch()
-        self._failures = base.FailureTracker(self.name)
-        try:
-            result = main(*args)
-        finally:
-            self._kill_remaining()
-        self._failures.raise_first()
-        return result
-
-    def _patch(self) -> None:
+    def _monkey_patch(self) -> None:
         if not eventlet.patcher.is_monkey_patched("socket"):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 eventlet.monkey_patch()
-        import socket
-
-        self._socket_module = socket  # patched: the stdlib module is eventlet's now
 
     def _kill_remaining(self) -> None:
-        # Leftover green threads would otherwise wake in the next run on this hub.
         for task in list(self._live):
             task.kill()
         self._live.clear()
@@ -91,6 +63,3 @@ class Backend(base.SyncBackend):
 
     def sleep(self, seconds):
         eventlet.sleep(seconds)
-
-    def open_connection(self, host, port):
-        return SocketStream.connect(self._socket_module, host, port)

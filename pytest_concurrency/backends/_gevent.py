@@ -17,7 +17,7 @@ import gevent.socket
 from gevent.exceptions import LoopExit
 
 from . import base
-from ._sockets import SocketStream
+from ._hub import HubBackend
 
 
 class GeventTask(base.CapturedTask):
@@ -39,29 +39,21 @@ class GeventTask(base.CapturedTask):
         return self._outcome(self._glet.value)
 
 
-class Backend(base.SyncBackend):
+class Backend(HubBackend):
     library = "gevent"
 
-    def __init__(self, variant: str = ""):
-        if variant not in ("", "patched"):
-            raise ValueError(f"gevent variant must be '' or 'patched', got {variant!r}")
-        self.variant = variant
-        self.name = "gevent[patched]" if variant else "gevent"
-        self.isolation_only = variant == "patched"
-        self._failures = base.FailureTracker(self.name)
-        self._live: set[GeventTask] = set()  # spawned and not finished
-        self._socket_module = gevent.socket
+    def _green_socket_module(self):
+        return gevent.socket
 
-    def run(self, main, *args):
-        if gevent.getcurrent().parent is not None:
-            raise base.ConcurrencyError(
-                f"[{self.name}] run() must be entered from the main greenlet, not from a task"
-            )
-        if self.variant == "patched":
-            self._patch()
-        self._failures = base.FailureTracker(self.name)
+    def _monkey_patch(self) -> None:
+        from gevent import monkey
+
+        if not monkey.is_module_patched("socket"):
+            monkey.patch_all()
+
+    def _call_main(self, main, args):
         try:
-            result = main(*args)
+            return main(*args)
         except LoopExit as exc:
             try:
                 raise base.Deadlock(
@@ -71,22 +63,8 @@ class Backend(base.SyncBackend):
             except base.Deadlock:
                 self._failures.raise_first()  # a crashed task is the likelier cause: name it
                 raise
-        finally:
-            self._kill_remaining()
-        self._failures.raise_first()
-        return result
-
-    def _patch(self) -> None:
-        from gevent import monkey
-
-        if not monkey.is_module_patched("socket"):
-            monkey.patch_all()
-        import socket
-
-        self._socket_module = socket  # patched: the stdlib module is gevent's now
 
     def _kill_remaining(self) -> None:
-        # Leftover greenlets would otherwise wake in the next run on this hub.
         alive = [t for t in self._live if t.alive]
         for task in alive:
             task.kill()
@@ -106,6 +84,3 @@ class Backend(base.SyncBackend):
 
     def sleep(self, seconds):
         gevent.sleep(seconds)
-
-    def open_connection(self, host, port):
-        return SocketStream.connect(self._socket_module, host, port)
