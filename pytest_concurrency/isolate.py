@@ -173,16 +173,26 @@ def close(config) -> None:
         config.stash[POOL].close()
 
 
+def run_rounds(config, spec: str, workload_ref: str, params: dict, rounds: int, warmup: int,
+               timeout: float | None, with_memory: bool = True) -> dict:
+    """Rounds of a case in ``spec``'s worker: its reply (``ok``, ``samples``, ...).
+
+    Raises ``TimeoutError`` (the worker was killed) or ``WorkerFailure`` (it died).
+    """
+    payload = {"workload": workload_ref, "params": params, "rounds": rounds, "warmup": warmup,
+               "with_memory": with_memory}
+    return pool(config).run(spec, payload, timeout)
+
+
 def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, timeout, what: str) -> None:
     """Run the case in ``backend``'s worker and record it as if measured here.
 
     ``workload_ref`` is what ``workloads.get`` resolves in the worker (a name or module:OBJECT);
     ``what`` names the benchmark in failure messages.
     """
-    payload = {"workload": workload_ref, "params": params, "rounds": rounds, "warmup": warmup}
     started = time.monotonic()
     try:
-        reply = pool(config).run(backend.name, payload, timeout)
+        reply = run_rounds(config, backend.name, workload_ref, params, rounds, warmup, timeout)
     except TimeoutError:
         pytest.fail(
             f"{what}: a round did not finish within {timeout:g} s; the worker and "

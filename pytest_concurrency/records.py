@@ -18,8 +18,12 @@ pytest-benchmark JSON viewer):
 ``cpu_user_s``/``cpu_sys_s``  CPU seconds per round, this process and its task processes
 ``ctx_voluntary``/``ctx_involuntary``  context switches per round, likewise
 ``peak_rss_kib``            the process's peak RSS after the benchmark (ru_maxrss)
-``kib_per_task``            memory per live task (spawn workload only)
+``kib_per_task``            memory per live task (spawn workload only), the larger of
+``rss_kib_per_task``/``heap_kib_per_task``  RSS growth and tracemalloc-traced growth
 ``ideal_s``/``overhead_s``  IO workload: the ideal wall time and the median's excess over it
+``workload_ref``            a user's ``module:OBJECT`` workload, so the gate can re-run it
+``threshold``               the test's own threshold from the ``concurrency`` marker
+``isolated``/``worker_wall_s``  measured in a worker process, and its wall time
 ``concurrency_schema``      ``SCHEMA``; marks a benchmark as ours
 ==========================  ===========================================================
 

@@ -113,9 +113,8 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
             if s.isolate:
                 from . import isolate
 
-                payload = {"workload": ref, "params": rec.params, "rounds": len(rec.samples),
-                           "warmup": warmup, "with_memory": False}
-                reply = isolate.pool(config).run(rec.backend, payload, s.timeout)
+                reply = isolate.run_rounds(config, rec.backend, ref, rec.params, len(rec.samples),
+                                           warmup, s.timeout, with_memory=False)
                 if not reply.get("ok"):
                     raise RuntimeError(reply.get("error"))
                 samples = reply["samples"]
