@@ -10,7 +10,8 @@ comparison needs::
      "backends": {"gevent": "25.1.0", ...},      # spec -> version of the library behind it
      "libraries": {"greenlet": "3.1.1", ...},    # installed concurrency libraries
      "cpu_count": 2,
-     "calibration": {...}}                       # calibrate.measure()
+     "calibration": {...},                       # calibrate.measure()
+     "history": [...]}                           # earlier sessions (see history.py)
 
 Files are written atomically (temp file in the same directory, fsync, ``os.replace``), so
 an interrupted or failed save leaves the previous baseline as it was.
@@ -25,13 +26,14 @@ import platform
 from importlib import metadata
 from typing import Any, Iterable, Mapping
 
-from . import atomic
+from . import atomic, history
 from .backends.base import ConcurrencyError
 from .records import SCHEMA as RECORD_SCHEMA
 from .records import Record
 
 SECTION = "pytest_concurrency"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added ``history``
+READABLE_SCHEMAS = (1, 2)
 LIBRARIES = ("greenlet", "gevent", "eventlet", "uvloop")  # versions recorded when installed
 
 _SAVE_HOW = "pytest --benchmark-only --concurrency-save-baseline={path}"
@@ -187,6 +189,24 @@ def load(path) -> dict:
     return doc
 
 
+def load_previous(path) -> dict | None:
+    """The baseline a save adds its session to: ``None`` when ``path`` is absent or empty.
+
+    Anything else that is not a readable baseline is refused, never overwritten: it may be
+    a file of value given by mistake.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path) or (os.path.isfile(path) and os.path.getsize(path) == 0):
+        return None
+    try:
+        return load(path)
+    except BaselineError as exc:
+        raise BaselineError(
+            f"--concurrency-save-baseline: {path!r} exists and is not a baseline this version can add "
+            f"a session to, so it is left untouched; remove it or choose another path ({exc})"
+        ) from None
+
+
 def check(doc: Any, path: str = "<baseline>") -> None:
     """Raise ``BaselineError`` unless ``doc`` is a baseline this version can compare against."""
     remake = f"re-create it with `{_SAVE_HOW.format(path=path)}`"
@@ -208,14 +228,14 @@ def check(doc: Any, path: str = "<baseline>") -> None:
             f"pass a baseline written by --concurrency-save-baseline, or {remake}"
         )
     version = meta.get("schema_version") if isinstance(meta, dict) else None
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_SCHEMAS:
         hint = (
             "it was written by a newer pytest-concurrency-bench: upgrade this one, or "
-            if isinstance(version, int) and version > SCHEMA_VERSION else ""
+            if isinstance(version, int) and version > max(READABLE_SCHEMAS) else ""
         )
         raise BaselineError(
             f"baseline {path!r} has schema version {version!r}; this pytest-concurrency-bench "
-            f"reads version {SCHEMA_VERSION}; {hint}{remake}"
+            f"reads versions {', '.join(map(str, READABLE_SCHEMAS))}; {hint}{remake}"
         )
     python = meta.get("python")
     if not isinstance(python, dict) or not {"version", "implementation", "minor"} <= set(python):
@@ -228,6 +248,9 @@ def check(doc: Any, path: str = "<baseline>") -> None:
         raise BaselineError(
             f"baseline {path!r} contains no benchmarks; {remake} from a run that measured some"
         )
+    wrong = history.problem(meta.get("history"))
+    if wrong:
+        raise BaselineError(f"baseline {path!r} is damaged: {wrong}; {remake}")
     bare = [b.get("name", "?") for b in benchmarks if not ((b.get("stats") or {}).get("data"))]
     if bare:
         shown = ", ".join(bare[:3]) + (f" and {len(bare) - 3} more" if len(bare) > 3 else "")

@@ -70,6 +70,14 @@ def fastest(*measurements: dict | None) -> dict | None:
     return min(usable, key=lambda m: m["ns_per_iteration"]) if usable else None
 
 
+def typical(measurements) -> dict | None:
+    """The median of several sessions' measurements (those of this loop version): the
+    speed a baseline of many sessions stands for."""
+    usable = sorted((m for m in measurements if m and m.get("version") == VERSION),
+                    key=lambda m: m["ns_per_iteration"])
+    return usable[(len(usable) - 1) // 2] if usable else None
+
+
 def ratio(current: dict | None, baseline: dict | None) -> float | None:
     """Current machine's time per iteration over the baseline's (> 1: this machine is slower).
 

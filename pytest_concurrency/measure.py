@@ -3,7 +3,10 @@
 Wall time per round is pytest-benchmark's (``pedantic``, ``iterations=1``, so the raw
 samples are round times). Around the rounds we take CPU time and context switches from
 ``getrusage`` for this process plus whatever task processes the backend reports, and
-divide by the number of rounds run (warm-up included, since they also ran).
+divide by the number of rounds run (warm-up included, since they also ran). We also take
+the whole machine's CPU time, so the gate knows how busy other processes kept the cores
+(``foreign_cpu``): threads and processes need free cores, and a busy neighbour slows them
+without any change in the code.
 """
 
 from __future__ import annotations
@@ -55,6 +58,31 @@ def task_process_usage(backend) -> Usage:
     return Usage(**take()) if take else Usage()
 
 
+def machine_busy_s() -> float:
+    """CPU seconds all processes on the machine have used since boot (``/proc/stat``)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    idle = t.idle + sum(getattr(t, name, 0.0) for name in ("iowait", "guest", "guest_nice"))
+    return sum(t) - idle  # guest time is already counted in user time
+
+
+class Window:
+    """A stretch of rounds: our CPU usage over it, and other processes' load on the machine."""
+
+    def __init__(self, backend):
+        self._backend = backend
+        task_process_usage(backend)  # drop anything left from before
+        self._usage, self._busy, self._start = self_usage(), machine_busy_s(), time.perf_counter()
+
+    def close(self) -> tuple[Usage, dict]:
+        """(our usage, the machine's conditions as ``extra_info`` keys: see records.py)."""
+        wall = time.perf_counter() - self._start
+        used = self_usage() - self._usage + task_process_usage(self._backend)
+        foreign = machine_busy_s() - self._busy - used.cpu_user_s - used.cpu_sys_s
+        return used, {"foreign_cpu": round(max(0.0, foreign / wall) if wall > 0 else 0.0, 3)}
+
+
 def peak_rss_kib() -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak // 1024 if sys.platform == "darwin" else peak  # macOS reports bytes
@@ -69,10 +97,11 @@ def identity(backend, workload, params: dict) -> dict:
         "workload": workload.name,
         "params": dict(params),
         "unit": workload.unit,
+        "task_kind": backend.task_kind,
     }
 
 
-def figures(samples: list[float], outcomes: list[Outcome], usage: Usage, calls: int) -> dict:
+def figures(samples: list[float], outcomes: list[Outcome], usage: Usage, calls: int, machine: dict) -> dict:
     """Per-op figures and per-round usage from the rounds' samples and outcomes."""
     ops = _consistent_ops(outcomes)
     median = statistics.median(samples)
@@ -81,6 +110,7 @@ def figures(samples: list[float], outcomes: list[Outcome], usage: Usage, calls: 
         "ns_per_op": median / ops * 1e9,
         "ops_per_s": ops / median if median > 0 else float("inf"),
         "peak_rss_kib": peak_rss_kib(),
+        **machine,
         **usage.per(max(calls, 1)),
     }
     for key in sorted({k for o in outcomes for k in o.extra}):
@@ -106,13 +136,12 @@ def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, wa
             outcomes.append(workload.run(backend, params))
 
     benchmark.extra_info.update(identity(backend, workload, params))
-    task_process_usage(backend)  # drop anything left from before
-    before = self_usage()
+    window = Window(backend)
     benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=warmup, iterations=1)
-    used = self_usage() - before + task_process_usage(backend)
+    used, machine = window.close()
     samples = _samples(benchmark)
     if samples:  # None under --benchmark-disable: the workload still ran and checked itself
-        benchmark.extra_info.update(figures(samples, outcomes, used, len(outcomes)))
+        benchmark.extra_info.update(figures(samples, outcomes, used, len(outcomes), machine))
         with guard():
             benchmark.extra_info.update(workloads.memory(workload, backend, params))
 
@@ -138,11 +167,10 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, *,
     outcomes: list[Outcome] = []
     for _ in range(warmup):
         timed_round()
-    task_process_usage(backend)
-    before = self_usage()
+    window = Window(backend)
     samples = [timed_round() for _ in range(rounds)]
-    used = self_usage() - before + task_process_usage(backend)
-    extra = figures(samples, outcomes, used, len(outcomes))
+    used, machine = window.close()
+    extra = figures(samples, outcomes, used, rounds, machine)  # the window saw the timed rounds only
     if with_memory:
         with guard():
             extra.update(workloads.memory(workload, backend, params))

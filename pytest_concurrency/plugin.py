@@ -6,6 +6,7 @@ import pytest
 
 from . import backends, measure, records, session_end, settings, watchdog, workloads
 from .gate import DEFAULT_THRESHOLD
+from .history import DEFAULT_KEEP
 
 SETTINGS = pytest.StashKey[settings.Settings]()
 MARKER = "concurrency"
@@ -23,11 +24,14 @@ def pytest_addoption(parser):
     add("--concurrency-isolate", action="store_true", default=None,
         help="run each model's workloads in a fresh worker process of its own")
     add("--concurrency-save-baseline", metavar="PATH", help="after the run, write a baseline with raw samples (atomically)")
+    add("--concurrency-baseline-sessions", metavar="K",
+        help="sessions a saved baseline keeps: saving to an existing baseline adds this run's session "
+        f"and drops the oldest beyond K; 1 replaces it (default: {DEFAULT_KEEP})")
     add("--concurrency-baseline", metavar="PATH", help="compare against this baseline; a regression fails the session")
     add("--concurrency-threshold", metavar="PCT", help=f"practical threshold for a regression, percent (default: {DEFAULT_THRESHOLD * 100:g})")
     add("--concurrency-machine-tolerance", metavar="PCT",
         help="judge times normalized by the machine-speed calibration only when this machine's speed "
-        "differs from the baseline's by more than PCT (default: 5; a large value never normalizes)")
+        "differs from the baseline's by more than PCT (default: 10; a large value never normalizes)")
     add("--concurrency-allow-cross-python", action="store_true", default=False,
         help="compare against a baseline recorded on another Python version (normally refused)")
     add("--concurrency-report-md", metavar="PATH", help="write the comparison tables as markdown (CI job summary)")
@@ -39,6 +43,7 @@ def pytest_addoption(parser):
     parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
     parser.addini("concurrency_machine_tolerance", "normalize only beyond this machine-speed difference, percent",
                   default="")
+    parser.addini("concurrency_baseline_sessions", "sessions a saved baseline keeps", default="")
     parser.addini("concurrency_thresholds", "overrides, one per line: KEY = PCT with KEY a backend, "
                   "a workload or workload:backend", type="linelist", default=[])
 
@@ -53,14 +58,18 @@ def pytest_configure(config):
         config.stash[SETTINGS] = settings.from_config(config)
     except settings.SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if config.stash[SETTINGS].baseline is not None:
+    s = config.stash[SETTINGS]
+    if s.baseline is not None or s.save_baseline is not None:
         from . import baseline
 
-        try:  # read it now: a bad baseline must not cost a whole benchmark run first
-            config.stash[session_end.BASELINE] = baseline.load(config.stash[SETTINGS].baseline)
+        try:  # read them now: a bad baseline must not cost a whole benchmark run first
+            if s.baseline is not None:
+                config.stash[session_end.BASELINE] = baseline.load(s.baseline)
+            if s.save_baseline is not None:
+                baseline.load_previous(s.save_baseline)  # a file the save would refuse to replace
         except baseline.BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
-    if config.stash[SETTINGS].baseline or config.stash[SETTINGS].save_baseline:
+    if s.baseline or s.save_baseline:
         from . import calibrate
 
         config.stash[session_end.CALIBRATION] = calibrate.measure()

@@ -18,6 +18,9 @@ pytest-benchmark JSON viewer):
 ``cpu_user_s``/``cpu_sys_s``  CPU seconds per round, this process and its task processes
 ``ctx_voluntary``/``ctx_involuntary``  context switches per round, likewise
 ``peak_rss_kib``            the process's peak RSS after the benchmark (ru_maxrss)
+``foreign_cpu``             CPU cores other processes kept busy during the rounds, on
+                            average (the gate distrusts changes a rise of it explains)
+``task_kind``               what one task is: ``light``, ``thread`` or ``process``
 ``kib_per_task``            memory per live task (spawn workload only), the larger of
 ``rss_kib_per_task``/``heap_kib_per_task``  RSS growth and tracemalloc-traced growth
 ``ideal_s``/``overhead_s``  IO workload: the ideal wall time and the median's excess over it
@@ -49,7 +52,12 @@ def params_id(params: Mapping[str, Any]) -> str:
 
 def label(workload: str, params: Mapping[str, Any], backend: str) -> str:
     """How messages name one benchmark: ``ring[capacity=0,m=1000,n=20] on gevent``."""
-    pid = params_id(params)
+    return key_label((workload, params_id(params), backend))
+
+
+def key_label(key: tuple[str, str, str]) -> str:
+    """``label`` for a ``Record.key``."""
+    workload, pid, backend = key
     return f"{workload}[{pid}] on {backend}" if pid else f"{workload} on {backend}"
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from . import baseline, calibrate, gate, records
+from . import baseline, calibrate, gate, history, records
 from .verdicts import GateResult
 
 
@@ -43,11 +43,9 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
     if s.save_baseline:
         if recs:
             try:
-                baseline.save(s.save_baseline, _session_document(config, bs, meta))
+                _save(config, bs, s, recs, meta, outcome.messages)
             except baseline.BaselineError as exc:
                 outcome.errors.append(str(exc))
-            else:
-                outcome.messages.append(f"baseline with {len(recs)} benchmarks written to {s.save_baseline}")
         else:
             outcome.errors.append(
                 f"no concurrency benchmark ran, so no baseline was written to {s.save_baseline} "
@@ -78,6 +76,25 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
     return outcome
 
 
+def _save(config, bs, s, recs: list, meta: dict, messages: list) -> None:
+    """Write this session as the baseline's latest, in front of the sessions already there."""
+    previous = baseline.load_previous(s.save_baseline)
+    if previous is not None:
+        reason = history.incompatible(previous, meta)
+        if reason:
+            messages.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
+            previous = None
+    changed = []
+    if previous is not None and s.baseline_sessions > 1:
+        changed = gate.speed_changes(previous, recs, meta, _gate_settings(s))
+        messages += [f"{records.key_label(v.key)} changed speed ({v.change:+.1%}): its earlier baseline sessions "
+                     f"were dropped, they measured other code" for v in changed]
+    doc = history.merge(_session_document(config, bs, meta), previous, s.baseline_sessions, [v.key for v in changed])
+    baseline.save(s.save_baseline, doc)
+    messages.append(f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
+                    f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)")
+
+
 def _session_document(config, bs, meta: dict) -> dict:
     """pytest-benchmark's own JSON for this run, with raw samples, plus our section."""
     doc = config.hook.pytest_benchmark_generate_json(
@@ -87,7 +104,7 @@ def _session_document(config, bs, meta: dict) -> dict:
         machine_info=bs.get_machine_info(),
         commit_info=config.hook.pytest_benchmark_generate_commit_info(config=config),
     )
-    doc["pytest_concurrency"] = meta
+    doc["pytest_concurrency"] = dict(meta)  # history is added to the copy, not to this run's meta
     return doc
 
 
@@ -117,16 +134,17 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
                                            warmup, s.timeout, with_memory=False)
                 if not reply.get("ok"):
                     raise RuntimeError(reply.get("error"))
-                samples = reply["samples"]
+                samples, extra = reply["samples"], reply.get("extra") or {}
             else:
                 guard = watchdog.deadline(s.timeout, rec.label)
-                samples, _ = measure.run_rounds(backends.load(rec.backend), workload, rec.params,
-                                                len(rec.samples), warmup, guard=guard, with_memory=False)
+                samples, extra = measure.run_rounds(backends.load(rec.backend), workload, rec.params,
+                                                    len(rec.samples), warmup, guard=guard, with_memory=False)
         except Exception as exc:  # the first verdict stands: it is the conservative one
             messages.append(f"{rec.label} could not be re-measured ({type(exc).__name__}: {exc}); "
                             "its first verdict stands")
             continue
-        reruns[key] = dataclasses.replace(rec, samples=samples)
+        # the second session's own load: the gate must judge it by the machine as it was then
+        reruns[key] = dataclasses.replace(rec, samples=samples, extra={**rec.extra, "foreign_cpu": extra.get("foreign_cpu")})
     return reruns
 
 

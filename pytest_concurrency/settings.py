@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import backends
 from .gate import DEFAULT_MACHINE_TOLERANCE, DEFAULT_THRESHOLD
+from .history import DEFAULT_KEEP
 from .workloads import SCALES
 
 
@@ -28,6 +29,7 @@ class Settings:
     isolate: bool = False
     baseline: Path | None = None
     save_baseline: Path | None = None
+    baseline_sessions: int = DEFAULT_KEEP  # sessions a saved baseline keeps
     threshold: float = DEFAULT_THRESHOLD
     thresholds: dict = field(default_factory=dict)  # "gevent" / "ring" / "ring:gevent" -> fraction
     allow_cross_python: bool = False
@@ -121,6 +123,9 @@ def from_config(config) -> Settings:
         s.baseline = Path(opt("concurrency_baseline"))
     if opt("concurrency_save_baseline"):
         s.save_baseline = writable_target(opt("concurrency_save_baseline"), "--concurrency-save-baseline")
+    sessions = opt("concurrency_baseline_sessions") or config.getini("concurrency_baseline_sessions")
+    if sessions:
+        s.baseline_sessions = parse_positive(sessions, "--concurrency-baseline-sessions", int)
     if opt("concurrency_report_md"):
         s.report_md = writable_target(opt("concurrency_report_md"), "--concurrency-report-md")
     if opt("concurrency_plot"):

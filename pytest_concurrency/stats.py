@@ -32,6 +32,16 @@ DEFAULT_ALPHA = 0.01
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20100419  # fixed: the same samples always give the same interval and verdict
+#: Fewest baseline sessions from which a benchmark's between-session drift is estimated:
+#: with two, the prediction interval's t factor (12.7 at 95%) makes any estimate useless.
+MIN_SESSIONS_FOR_DRIFT = 3
+#: From this many sessions on, the one farthest from the others is left out of the drift:
+#: one disturbed baseline session (a neighbour on the host for a minute) must not widen a
+#: threshold for the next five sessions; here one such session once widened one past 250%.
+TRIM_FROM_SESSIONS = 4
+#: Coverage of the drift's prediction interval. Looser than the U test's alpha on purpose: a
+#: regression must also reproduce in a second session, so noise has to land beyond it twice.
+DRIFT_COVERAGE = 0.95
 
 
 def median(values: Sequence[float]) -> float:
@@ -91,6 +101,33 @@ def bootstrap_ratio_ci(
     tail = (1 - confidence) / 2 * 100
     lo, hi = np.percentile(ratios, [tail, 100 - tail])
     return float(lo), float(hi)
+
+
+def session_drift(medians: Sequence[float]) -> tuple[float, int] | None:
+    """How much a benchmark's median moves from session to session, and how many sessions
+    that rests on: the standard deviation of the log medians (0.03 ~ 3%), after leaving out
+    the farthest one from ``TRIM_FROM_SESSIONS`` on; ``None`` below ``MIN_SESSIONS_FOR_DRIFT``."""
+    if len(medians) < MIN_SESSIONS_FOR_DRIFT or min(medians) <= 0:
+        return None
+    logs = [math.log(m) for m in medians]
+    if len(logs) >= TRIM_FROM_SESSIONS:
+        center = median(logs)
+        logs.remove(max(logs, key=lambda x: abs(x - center)))
+    mean = sum(logs) / len(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)), len(logs)
+
+
+def drift_allowance(drift: float, sessions: int, coverage: float = DRIFT_COVERAGE) -> float:
+    """The change one more session of unchanged code stays within, at ``coverage``.
+
+    The two-sided prediction interval for a new session's log median, from ``sessions``
+    earlier ones (Student's t with sessions-1 degrees of freedom: with few sessions the
+    drift itself is uncertain, and the interval says so by being wide).
+    """
+    from scipy.stats import t
+
+    factor = float(t.ppf(1 - (1 - coverage) / 2, sessions - 1))
+    return math.exp(factor * drift * math.sqrt(1 + 1 / sessions)) - 1
 
 
 @dataclass

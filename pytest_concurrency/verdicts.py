@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 REGRESSED = "regressed"  # slower beyond the threshold and significant: fails the session
 IMPROVED = "improved"  # faster beyond the threshold and significant: baseline is stale
 UNCHANGED = "unchanged"  # within the threshold, or not significant
-INCONCLUSIVE = "inconclusive"  # beyond the threshold but not significant (too few/noisy samples)
+INCONCLUSIVE = "inconclusive"  # beyond the threshold but not significant, or explained by the machine's load
 NEW = "new"  # in this run, not in the baseline
 MISSING = "missing"  # in the baseline, not in this run
 
@@ -23,11 +23,14 @@ class Verdict:
     normalized_change: float | None = None  # after the machine-speed calibration
     decided_by: str = "raw"  # "raw" or "normalized"
     p_value: float | None = None
-    threshold: float | None = None  # the practical threshold that applied (0.10 = 10%)
+    threshold: float | None = None  # the practical threshold that applied (0.10 = 10%), drift included
     versions_changed: dict = field(default_factory=dict)  # library -> (baseline, current)
     note: str = ""
     ci: tuple | None = None  # bootstrap interval of ``change`` (confidence per GateSettings)
     rounds: tuple | None = None  # (baseline samples, current samples)
+    sessions: int | None = None  # baseline sessions behind this verdict (see history.py)
+    drift: float | None = None  # between-session drift of the baseline's medians (0.03 ~ 3%)
+    interference: str = ""  # why the machine, not the code, may explain the change (then inconclusive)
 
 
 @dataclass

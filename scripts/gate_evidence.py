@@ -12,24 +12,30 @@ Every figure comes from real runs of a real workload on real backends on this ma
 * the same sessions judged by pytest-benchmark's ``--benchmark-compare-fail=mean:5%``
   (its own ``PercentageRegressionCheck``), side by side.
 
-Each suspect is re-measured once, as the plugin does at session end ("gate"); the
-verdict the first session alone would have given is reported beside it ("gate, 1 session").
+Every session runs in a process of its own, as separate pytest sessions do (a process's
+memory layout and hash seed are part of what differs between sessions). Each suspect is
+re-measured once in that process, as the plugin does at session end ("gate"); the verdict
+the first session alone would have given is reported beside it ("gate, 1 session").
 
 A fresh baseline is recorded every ``--baseline-every`` repeats: one baseline's luck must
-not decide the whole false-alarm figure. Quick check:
+not decide the whole false-alarm figure. Each baseline holds ``--baseline-sessions``
+sessions, saved one after the other to the same file as the plugin saves them (the default
+is the plugin's; ``--baseline-sessions 1`` measures the single-session gate). Quick check:
 
     python3 scripts/gate_evidence.py --repeats 3
 
-The full run for the figures (about 10-15 minutes on 2 cores; run it with nothing else running):
+The full run for the README's figures (about 35 minutes on 2 cores; run it with nothing
+else running):
 
-    python3 scripts/gate_evidence.py --repeats 100 --json gate-evidence.json
+    python3 scripts/gate_evidence.py --repeats 100 --target asyncio --case '{"n": 20, "m": 1000, "capacity": 10}'
+
+(``--case`` there is the ring's default size; the script's own default is 5x smaller.)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import statistics
@@ -43,9 +49,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pytest_benchmark.stats import Stats  # noqa: E402
 from pytest_benchmark.utils import PercentageRegressionCheck  # noqa: E402
 
-from pytest_concurrency import backends, baseline, calibrate, gate, workloads  # noqa: E402
-from pytest_concurrency.records import Record  # noqa: E402
-from pytest_concurrency.verdicts import REGRESSED  # noqa: E402
+from pytest_concurrency import backends, baseline, calibrate, gate, history, measure, workloads  # noqa: E402
+from pytest_concurrency.records import Record, from_json  # noqa: E402
+from pytest_concurrency.verdicts import INCONCLUSIVE, REGRESSED  # noqa: E402
 
 DEFAULT_BACKENDS = "threading,greenlet,gevent,asyncio,uvloop"
 DEFAULT_CASE = {"n": 20, "m": 200, "capacity": 10}
@@ -104,7 +110,7 @@ class SlowBackend:
 
 # -- measuring ------------------------------------------------------------------------
 
-def measure(backend, workload, case: dict, rounds: int, warmup: int) -> list[float]:
+def timed(backend, workload, case: dict, rounds: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         workload.run(backend, case)
     samples = []
@@ -120,22 +126,35 @@ def _runner(spec: str, backend, slow: dict | None, args):
     return SlowBackend(backend, spin, args.wrap_every) if spin is not None else backend
 
 
+def benchmark(spec: str, backend, workload, case, args, slow: dict | None) -> Record:
+    """One benchmark as the plugin records it: raw samples plus its metrics (foreign load...)."""
+    runner = _runner(spec, backend, slow, args)
+    samples, extra = measure.run_rounds(runner, workload, case, args.rounds, args.warmup, with_memory=False)
+    extra.update(measure.identity(backend, workload, case))
+    return Record(workload.name, dict(case), spec, samples, backend_version=backend.version, extra=extra)
+
+
 def session(loaded: dict, workload, case, args, slow: dict | None = None) -> tuple[list[Record], dict]:
     """One run of every backend, like one pytest session; ``slow``: spec -> spin count."""
-    recs = []
-    for spec, backend in loaded.items():
-        samples = measure(_runner(spec, backend, slow, args), workload, case, args.rounds, args.warmup)
-        recs.append(Record(workload.name, dict(case), spec, samples, backend_version=backend.version))
+    recs = [benchmark(spec, backend, workload, case, args, slow) for spec, backend in loaded.items()]
     meta = baseline.current_meta({r.backend: r.backend_version for r in recs}, calibrate.measure())
     return recs, meta
+
+
+def save_session(path: str, recs: list[Record], meta: dict, settings, keep: int) -> None:
+    """Add a session to the baseline at ``path`` as ``--concurrency-save-baseline`` does."""
+    previous = baseline.load_previous(path)
+    changed = gate.speed_changes(previous, recs, meta, settings) if previous else []
+    doc = history.merge(baseline.document_from_records(recs, meta), previous, keep, [v.key for v in changed])
+    baseline.save(path, doc)
 
 
 def paired_change(plain, slowed, workload, case, rounds: int) -> float:
     """Median of slowed/plain over alternating rounds: drift hits both alike."""
     ratios = []
     for _ in range(rounds):
-        a = measure(plain, workload, case, 1, 0)[0]
-        ratios.append(measure(slowed, workload, case, 1, 0)[0] / a)
+        a = timed(plain, workload, case, 1, 0)[0]
+        ratios.append(timed(slowed, workload, case, 1, 0)[0] / a)
     return statistics.median(ratios) - 1
 
 
@@ -155,7 +174,7 @@ def injected_spin(backend, workload, case, args, fraction: float) -> int:
         raise SystemExit(f"the channel wrapper alone slows {backend.name} by {overhead:.1%}, more than "
                          f"{fraction:.0%}: choose another --target or a bigger --case (n >= --wrap-every)")
     calls = counting.calls[0] / rounds
-    round_s = statistics.median(measure(backend, workload, case, rounds, 0))
+    round_s = statistics.median(timed(backend, workload, case, rounds, 0))
     spin = max(1, round((fraction - overhead) * round_s / calls * 1e9 / _spin_ns_per_iteration()))
     for _ in range(2):
         got = paired_change(backend, SlowBackend(backend, spin, args.wrap_every), workload, case, rounds)
@@ -181,21 +200,24 @@ class Hog:
 def judge(base_doc, recs, meta, settings, remeasure) -> tuple[set, set, dict]:
     """What the plugin does at session end: compare; re-measure each suspect once (the
     faster of its two sessions decides). Returns the backends flagged after one session,
-    after reproduction, and every backend's first-session change."""
+    after reproduction, and every backend's first-session change, threshold (drift included)
+    and whether the machine's load made its verdict inconclusive."""
     first = gate.compare(base_doc, recs, meta, settings)
     if first.refused:
         raise SystemExit(f"gate refused: {first.refused}")
-    reruns = {key: dataclasses.replace(next(r for r in recs if r.key == key), samples=remeasure(key[2]))
-              for key in gate.suspects(first)}
+    reruns = {key: remeasure(key[2]) for key in gate.suspects(first)}
     final = first
     if reruns:
         final = gate.reproduce(first, gate.compare(base_doc, gate.faster_sessions(recs, reruns), meta, settings), reruns)
     changes = {v.key[2]: v.change for v in first.verdicts if v.change is not None}
+    thresholds = {v.key[2]: v.threshold for v in first.verdicts if v.threshold is not None}
+    busy = sorted(v.key[2] for v in final.by_status(INCONCLUSIVE) if v.interference)
     flagged = lambda result: {v.key[2] for v in result.by_status(REGRESSED)}  # noqa: E731
-    return flagged(first), flagged(final), changes
+    return flagged(first), flagged(final), {"changes": changes, "thresholds": thresholds, "load_inconclusive": busy}
 
 
 def pytest_benchmark_flags(base_recs, recs, rule: str) -> set:
+    """What ``--benchmark-compare-fail=RULE`` says against the baseline's latest session."""
     field, _, pct = rule.partition(":")
     check = PercentageRegressionCheck(field, float(pct.rstrip("%")))
     base = {r.key: _stats(r.samples) for r in base_recs}
@@ -214,10 +236,44 @@ def _quantile(values, q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+def child(job: dict) -> dict:
+    """One session in a process of its own, as one pytest session: a baseline session saved
+    to ``job["path"]``, or a session judged against it (suspects re-measured in this process)."""
+    args = argparse.Namespace(**job["args"])
+    workload, case = workloads.get("ring"), json.loads(args.case)
+    loaded = {spec: backends.load(spec) for spec in backends.parse_list(args.backends)}
+    if job["mode"] == "spin":  # calibrated in a fresh process, like the sessions it slows down
+        return {"spins": {str(f): injected_spin(loaded[args.target], workload, case, args, f)
+                          for f in SLOWDOWNS.values()}}
+    settings = gate.GateSettings(threshold=args.threshold, alpha=args.alpha)
+    slow = job.get("slow")
+    recs, meta = session(loaded, workload, case, args, slow)
+    if job["mode"] == "baseline":
+        save_session(job["path"], recs, meta, settings, args.baseline_sessions)
+        return {}
+    base_doc = baseline.load(job["path"])
+    single, flagged, seen = judge(base_doc, recs, meta, settings,
+                                  lambda spec: benchmark(spec, loaded[spec], workload, case, args, slow))
+    pb = pytest_benchmark_flags(from_json(base_doc), recs, args.pytest_benchmark_rule)
+    return {"gate": sorted(flagged), "gate_one_session": sorted(single), "pytest_benchmark": sorted(pb), **seen,
+            "foreign_cpu": {r.backend: r.extra["foreign_cpu"] for r in recs}}
+
+
+def run_session(job: dict, hog: bool = False) -> dict:
+    with Hog() if hog else contextlib.nullcontext():
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(job)],
+                              capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"a {job['mode']} session failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=20, help="comparisons per condition (default 20)")
     ap.add_argument("--baseline-every", type=int, default=10, help="record a fresh baseline every N repeats")
+    ap.add_argument("--baseline-sessions", type=int, default=history.DEFAULT_KEEP,
+                    help=f"sessions per baseline (default {history.DEFAULT_KEEP}, the plugin's)")
     ap.add_argument("--backends", default=DEFAULT_BACKENDS)
     ap.add_argument("--target", default="gevent", help="the backend that gets the injected slowdown")
     ap.add_argument("--rounds", type=int, default=15, help="timed rounds per benchmark (default 15)")
@@ -230,45 +286,38 @@ def main(argv=None) -> int:
     ap.add_argument("--pytest-benchmark-rule", default="mean:5%")
     ap.add_argument("--no-hog", action="store_true", help="skip the CPU-hog A/A condition")
     ap.add_argument("--json", help="write every comparison's outcome here")
+    ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: one session, see child()
     args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
 
-    workload, case = workloads.get("ring"), json.loads(args.case)
-    loaded = {spec: backends.load(spec) for spec in backends.parse_list(args.backends)}
+    case = json.loads(args.case)
+    loaded = backends.parse_list(args.backends)
     if args.target not in loaded:
         raise SystemExit(f"--target {args.target!r} is not among --backends {', '.join(loaded)}")
-    settings = gate.GateSettings(threshold=args.threshold, alpha=args.alpha)
     conditions = ["A/A quiet"] + ([] if args.no_hog else ["A/A hog"]) + list(SLOWDOWNS)
     outcomes = {c: [] for c in conditions}
     tmpdir = tempfile.TemporaryDirectory(prefix="gate-evidence-")  # removed at exit
+    job_args = {k: v for k, v in vars(args).items() if k not in ("child", "json")}
     started = time.perf_counter()
 
     for i in range(args.repeats):
         if i % args.baseline_every == 0:
-            base_recs, base_meta = session(loaded, workload, case, args)
-            path = os.path.join(tmpdir.name, "baseline.json")
-            baseline.save(path, baseline.document_from_records(base_recs, base_meta))
-            base_doc = baseline.load(path)
-            target = loaded[args.target]
-            spins = {f: injected_spin(target, workload, case, args, f) for f in SLOWDOWNS.values()}
+            path = os.path.join(tmpdir.name, f"baseline-{i}.json")
+            for _ in range(args.baseline_sessions):
+                run_session({"mode": "baseline", "path": path, "args": job_args})
+            spins = {float(f): n for f, n in run_session({"mode": "spin", "args": job_args})["spins"].items()}
         for cond in conditions:
             slow = {args.target: spins[SLOWDOWNS[cond]]} if cond in SLOWDOWNS else None
-            context = Hog if cond == "A/A hog" else contextlib.nullcontext
-            with context():
-                recs, meta = session(loaded, workload, case, args, slow)
-
-            def remeasure(spec):
-                with context():
-                    return measure(_runner(spec, loaded[spec], slow, args), workload, case, args.rounds, args.warmup)
-
-            single, flagged, changes = judge(base_doc, recs, meta, settings, remeasure)
-            pb = pytest_benchmark_flags(base_recs, recs, args.pytest_benchmark_rule)
-            outcomes[cond].append({"gate": sorted(flagged), "gate_one_session": sorted(single),
-                                   "pytest_benchmark": sorted(pb), "changes": changes})
+            job = {"mode": "compare", "path": path, "slow": slow, "args": job_args}
+            outcomes[cond].append(run_session(job, hog=cond == "A/A hog"))
         print(f"repeat {i + 1}/{args.repeats} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
     print(f"ring {case} on {', '.join(loaded)}; {args.rounds} rounds per benchmark; "
           f"gate threshold {args.threshold:.0%} alpha {args.alpha:g}; target {args.target}; "
-          f"{args.repeats} comparisons per condition, a fresh baseline every {args.baseline_every}")
+          f"{args.repeats} comparisons per condition, a fresh {args.baseline_sessions}-session baseline "
+          f"every {args.baseline_every}")
     judges = [("gate", "gate"), ("gate_one_session", "gate, 1 session"),
               ("pytest_benchmark", f"pb {args.pytest_benchmark_rule}")]
     print(f"{'condition':<11}" + "".join(f" {name + ' fails':>22} {'only target':>11}" for _, name in judges)
@@ -287,6 +336,16 @@ def main(argv=None) -> int:
     for spec in loaded:
         aa = [abs(r["changes"][spec]) for c, rows in outcomes.items() if c.startswith("A/A") for r in rows]
         print(f"  {spec:<28} {_quantile(aa, 0.5):6.1%} / {_quantile(aa, 0.95):6.1%} / {max(aa):6.1%}")
+    print("per backend: threshold applied (median, drift included) / A/A verdicts left inconclusive "
+          "by the machine's load, quiet and hog / other processes' CPU cores, quiet "
+          "and hog (median):")
+    for spec in loaded:
+        applied = [r["thresholds"][spec] for rows in outcomes.values() for r in rows if spec in r["thresholds"]]
+        load = {c: sum(spec in r["load_inconclusive"] for r in outcomes[c]) for c in ("A/A quiet", "A/A hog") if c in outcomes}
+        cores = {c: statistics.median(r["foreign_cpu"][spec] for r in outcomes[c]) for c in load}
+        print(f"  {spec:<28} {statistics.median(applied):6.1%} / "
+              + ", ".join(f"{load[c]}/{len(outcomes[c])}" for c in load) + " / "
+              + ", ".join(f"{cores[c]:.2f}" for c in cores))
     for key, name in judges:
         wrong = {}
         for cond, rows in outcomes.items():

@@ -98,7 +98,7 @@ def test_json_from_another_tool(tmp_path):
     expect(write(tmp_path, json.dumps({"name": "pkg", "version": "1.0"})), "another tool", "--concurrency-save-baseline")
 
 
-@pytest.mark.parametrize("version, extra", [(2, "newer"), (0, ""), (None, "")])
+@pytest.mark.parametrize("version, extra", [(3, "newer"), (0, ""), (None, "")])
 def test_wrong_schema_version(tmp_path, version, extra):
     doc = sample_doc()
     doc[baseline.SECTION]["schema_version"] = version

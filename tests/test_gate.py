@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pytest_concurrency import baseline, gate
+from pytest_concurrency import baseline, gate, history
 from pytest_concurrency.gate import GateSettings
 from pytest_concurrency.records import Record
 from pytest_concurrency.verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED
@@ -240,3 +240,94 @@ def test_the_least_disturbed_calibration_counts():
     assert calibrate.fastest(start, end) is end
     assert calibrate.fastest(None, start) is start
     assert calibrate.fastest(None, None) is None
+
+
+# -- baselines of several sessions (history.py) -------------------------------------------
+
+def sessions_doc(speeds, first_seed: int = 10, ns=None) -> dict:
+    """A baseline saved once per entry of ``speeds`` (oldest first), as repeated saves do."""
+    doc = None
+    for i, speed in enumerate(speeds):
+        session_meta = meta(ns=ns[i] if ns else 270.0)
+        recs = run(first_seed + i, speed=speed)
+        doc = history.merge(baseline.document_from_records(recs, session_meta), doc, keep=len(speeds))
+    return doc
+
+
+def test_one_unlucky_baseline_session_is_outvoted_by_the_others():
+    # the latest session ran 9% fast (a quiet spell); the four before it ran at the usual speed
+    lucky = sessions_doc([1.0, 1.0, 1.0, 1.0, 0.91])
+    assert history.count(lucky) == 5
+    assert not gate.compare(lucky, run(2), meta()).failed
+    alone = baseline.document_from_records(run(14, speed=0.91), meta())
+    assert gate.compare(alone, run(2), meta()).failed  # what a single-session baseline says
+
+
+def test_drift_between_sessions_widens_that_benchmarks_threshold():
+    drifting = sessions_doc([1.0, 1.12, 0.9, 1.08, 0.95])
+    result = gate.compare(drifting, run(2, slower={"gevent": 1.3}), meta())
+    v = next(v for v in result.verdicts if v.key[2] == "gevent")
+    assert v.status == UNCHANGED and v.sessions == 5
+    assert 0.05 < v.drift < 0.15 and v.threshold > 0.3
+    assert "threshold widened from 7% to" in v.note and "between the baseline's 5 sessions" in v.note
+
+    steady = gate.compare(sessions_doc([1.0] * 5), run(2, slower={"gevent": 1.3}), meta())
+    v = next(v for v in steady.verdicts if v.key[2] == "gevent")
+    assert v.status == REGRESSED and v.threshold == pytest.approx(0.07) and v.drift < 0.02
+
+
+def test_fewer_than_three_sessions_learn_no_drift_and_say_how_to_get_it():
+    result = gate.compare(sessions_doc([1.0, 1.0]), run(2), meta())
+    assert all(v.drift is None and v.sessions == 2 for v in result.verdicts)
+    assert any("holds 2 session(s): save 1 more" in n for n in result.notes)
+
+
+def test_machine_speed_is_the_typical_sessions_not_the_latest():
+    # the latest session's calibration was disturbed (400 ns); the other two say 270 ns
+    doc = sessions_doc([1.0, 1.0, 1.0], ns=[270.0, 270.0, 400.0])
+    result = gate.compare(doc, run(2), meta(ns=270.0))
+    assert result.calibration_ratio == pytest.approx(1.0)
+    assert all(v.decided_by == "raw" for v in result.verdicts) and not result.failed
+
+
+# -- other processes' load ----------------------------------------------------------------
+
+def loaded(recs, foreign: float, kind: str = "light") -> list[Record]:
+    for r in recs:
+        r.extra.update(foreign_cpu=foreign, task_kind=kind)
+    return recs
+
+
+def load_case(kind: str, then: float, now: float, cpus: int):
+    doc = baseline.document_from_records(loaded(run(1), then, kind), meta())
+    current = meta()
+    current["cpu_count"] = cpus
+    return gate.compare(doc, loaded(run(2, slower={"gevent": 1.3}), now, kind), current)
+
+
+def test_a_busier_machine_makes_thread_and_process_slowdowns_inconclusive():
+    for kind in ("thread", "process"):
+        result = load_case(kind, then=0.02, now=1.0, cpus=16)
+        assert not result.failed
+        v = next(v for v in result.verdicts if v.key[2] == "gevent")
+        assert v.status == INCONCLUSIVE
+        assert "machine was busier than for the baseline" in v.note and f"{kind}s need free cores" in v.note
+        assert v.key in gate.suspects(result)  # a second session, maybe quieter, decides
+
+
+def test_a_busier_machine_spares_light_tasks_unless_it_leaves_them_no_free_core():
+    assert load_case("light", then=0.02, now=1.0, cpus=16).failed  # 15 cores were still free
+    starved = load_case("light", then=0.02, now=1.0, cpus=2)
+    assert not starved.failed
+    assert any("less than one free core of 2" in v.note for v in starved.verdicts)
+
+
+def test_the_same_load_on_both_sides_is_judged_normally():
+    assert load_case("thread", then=1.0, now=1.05, cpus=2).failed
+
+
+def test_one_outlying_session_does_not_widen_the_threshold():
+    # one session 60% slow with no sign of why: left out of the drift, not of the center
+    result = gate.compare(sessions_doc([1.0, 1.0, 1.6, 1.0, 1.0]), run(2, slower={"gevent": 1.3}), meta())
+    v = next(v for v in result.verdicts if v.key[2] == "gevent")
+    assert v.status == REGRESSED and v.threshold == pytest.approx(0.07)

@@ -178,3 +178,69 @@ def test_bad_baseline_is_a_usage_error_before_any_benchmark_runs(suite, content,
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str(), result.stderr.str()
     assert "passed" not in result.stdout.str()  # refused up front, not after a long run
+
+
+def sessions_in(path) -> dict:
+    """backend -> how many sessions of it the baseline file holds."""
+    doc = json.loads(path.read_text())
+    counts = {b["extra_info"]["backend"]: 1 for b in doc["benchmarks"]}
+    for entry in doc["pytest_concurrency"]["history"]:
+        for b in entry["benchmarks"]:
+            counts[b["backend"]] += 1
+    return counts
+
+
+def test_saving_again_adds_a_session_and_a_speed_change_restarts_that_benchmark(suite, monkeypatch):
+    base = suite.path / "base.json"
+    for n in (1, 2, 3):
+        result = run(suite, f"--concurrency-save-baseline={base}")
+        result.stdout.fnmatch_lines([f"*baseline with 3 benchmarks written to*({n} session(s), at most 5 kept)*"])
+    assert sessions_in(base) == {"asyncio": 3, "threading": 3, "greenlet": 3}
+
+    monkeypatch.setenv("SLOW_BACKEND", "greenlet")  # the code changed: greenlet is 60% slower now
+    result = run(suite, f"--concurrency-save-baseline={base}")
+    out = " ".join(result.stdout.str().split())
+    assert "nap[ms=20] on greenlet changed speed (+" in out and "earlier baseline sessions were dropped" in out
+    assert sessions_in(base) == {"asyncio": 4, "threading": 4, "greenlet": 1}
+
+    run(suite, f"--concurrency-save-baseline={base}", "--concurrency-baseline-sessions=1")
+    assert sessions_in(base) == {"asyncio": 1, "threading": 1, "greenlet": 1}
+
+
+def test_a_baseline_of_several_sessions_gates_like_one(suite, monkeypatch):
+    base = suite.path / "base.json"
+    for _ in range(3):
+        run(suite, f"--concurrency-save-baseline={base}", backends="asyncio,greenlet").assert_outcomes(passed=2)
+    same = run(suite, f"--concurrency-baseline={base}", backends="asyncio,greenlet")
+    assert same.ret == 0, same.stdout.str()
+    monkeypatch.setenv("SLOW_BACKEND", "asyncio")
+    slow = run(suite, f"--concurrency-baseline={base}", backends="asyncio,greenlet")
+    assert slow.ret == pytest.ExitCode.TESTS_FAILED
+    slow.stdout.fnmatch_lines(["*Gate: 1 regression*", "*nap[[]ms=20] on asyncio*+*%*p=*"])
+
+
+def test_save_refuses_to_overwrite_a_file_that_is_not_a_baseline(suite):
+    notes = suite.path / "notes.json"
+    notes.write_text("my notes\n")
+    result = run(suite, f"--concurrency-save-baseline={notes}", backends="asyncio")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "exists and is not a baseline" in result.stderr.str()
+    assert notes.read_text() == "my notes\n"
+
+
+def test_a_busier_machine_makes_a_threading_slowdown_inconclusive(suite, monkeypatch):
+    import subprocess
+    import sys
+
+    base = suite.path / "base.json"
+    run(suite, f"--concurrency-save-baseline={base}", backends="threading").assert_outcomes(passed=1)
+    monkeypatch.setenv("SLOW_BACKEND", "threading")
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # keeps one core busy
+    try:
+        result = run(suite, f"--concurrency-baseline={base}", backends="threading")
+    finally:
+        hog.kill()
+        hog.wait()
+    out = " ".join(result.stdout.str().split())
+    assert result.ret == 0, out
+    assert "the machine was busier than for the baseline" in out and "threads need free cores" in out

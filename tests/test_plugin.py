@@ -172,3 +172,16 @@ def test_unknown_workload_in_marker_names_the_valid_ones(pytester):
     result = pytester.runpytest_subprocess("--benchmark-only")
     assert result.ret != 0
     assert "unknown workload 'rnig'; valid: ring, chain, io, spawn, switch" in result.stdout.str() + result.stderr.str()
+
+
+def test_every_option_the_readme_and_the_ci_recipe_use_exists(pytester):
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    help_text = pytester.runpytest("--help").stdout.str()
+    for doc in (root / "README.md", root / "examples" / "github-actions.yml"):
+        flags = set(re.findall(r"--concurrency-[a-z]+(?:-[a-z]+)*", doc.read_text()))
+        assert flags, doc
+        unknown = sorted(f for f in flags if not re.search(re.escape(f) + r"[=\s]", help_text))
+        assert not unknown, f"{doc.name} uses options the plugin lacks: {unknown}"

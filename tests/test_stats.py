@@ -99,3 +99,17 @@ def test_large_but_noisy_change_is_inconclusive_not_significant():
     assert c.p_value > 0.3
     assert c.status == INCONCLUSIVE
     assert "not significant" in c.note
+
+
+def test_session_drift_needs_three_sessions_and_leaves_out_the_farthest_from_four():
+    assert stats.session_drift([1.0, 1.1]) is None
+    drift, used = stats.session_drift([1.0, 1.1, 0.9])
+    assert used == 3 and 0.08 < drift < 0.12
+    steady, used = stats.session_drift([1.0, 1.01, 0.99, 1.0, 2.0])
+    assert used == 4 and steady < 0.01
+
+
+def test_drift_allowance_shrinks_as_sessions_accumulate():
+    few, many = stats.drift_allowance(0.02, 3), stats.drift_allowance(0.02, 10)
+    assert few > many > 0.02 * 2  # always wider than the drift itself
+    assert stats.drift_allowance(0.0, 5) == 0.0

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .. import verdicts as V
-from ..records import Record, params_id
+from ..records import Record, key_label, params_id
 
 #: Verdict text as the tables show it.
 VERDICT_TEXT = {
@@ -290,11 +290,6 @@ def _fill(tab: Table, *, with_gate: bool) -> None:
 
 # -- gate summary ----------------------------------------------------------------------------
 
-def _label(key) -> str:
-    workload, pid, backend = key
-    return f"{workload}[{pid}] on {backend}" if pid else f"{workload} on {backend}"
-
-
 def verdict_line(v: V.Verdict) -> str:
     """One sentence per verdict for the summary block below the tables."""
     parts = []
@@ -309,13 +304,13 @@ def verdict_line(v: V.Verdict) -> str:
     if v.p_value is not None:
         parts.append(f"p={v.p_value:.2g}")
     if v.threshold is not None:
-        parts.append(f"threshold {v.threshold * 100:g}%")
+        parts.append(f"threshold {v.threshold:.0%}")
     if v.raw_change is not None and v.normalized_change is not None:
         parts.append(
             f"raw {fmt_change(v.raw_change)}, normalized {fmt_change(v.normalized_change)}, "
             f"decided by {v.decided_by}"
         )
-    line = _label(v.key)
+    line = key_label(v.key)
     if parts:
         line += ": " + ", ".join(parts)
     if v.versions_changed:
@@ -330,7 +325,7 @@ def verdict_line(v: V.Verdict) -> str:
 SECTIONS = (
     (V.REGRESSED, "Regressions (fail the build)"),
     (V.IMPROVED, "Faster than the baseline (baseline is stale; refresh it)"),
-    (V.INCONCLUSIVE, "Inconclusive (beyond the threshold, not significant)"),
+    (V.INCONCLUSIVE, "Inconclusive (beyond the threshold, but not significant or the machine's load moved)"),
     (V.NEW, "New since the baseline"),
     (V.MISSING, "Missing from this run"),
 )

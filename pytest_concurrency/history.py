@@ -1,0 +1,142 @@
+"""A baseline's sessions: several runs of the same code, kept so the gate knows how far a
+benchmark's median moves from one session to the next on this machine.
+
+The rounds of one session cannot tell: CPU frequency, a neighbour's load and the process's
+memory layout move every round of a session together. Measured here (ring on five models),
+one baseline session was often 2-4% off the typical session for a whole model, and every
+comparison against it inherited that. A baseline that keeps the last K sessions gives
+
+* a center one lucky or unlucky session barely moves (the gate pools the sessions' samples);
+* each benchmark's between-session drift, which widens that benchmark's threshold when it is
+  noisier than the threshold assumes (see ``stats.drift_allowance``).
+
+Saving to an existing baseline adds the new session in front and keeps ``keep`` in all. The
+earlier sessions live in the baseline's section as ``history``, newest first; the document's
+own ``benchmarks`` stay the latest session, so pytest-benchmark's tools read it as before::
+
+    "history": [{"datetime": "...", "commit": "1a2b3c...", "calibration": {...},
+                 "benchmarks": [{"workload": "ring", "params": {...}, "backend": "gevent",
+                                 "backend_version": "25.1.0", "samples": [...],
+                                 "foreign_cpu": 0.01}, ...]}, ...]
+
+A benchmark whose new session differs from its sessions beyond the threshold (the gate's
+regressed or improved) starts its history again: the code changed speed, and the earlier
+sessions describe other code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from .records import Record, from_json, params_id
+
+SECTION = "pytest_concurrency"
+DEFAULT_KEEP = 5
+
+
+@dataclass
+class Session:
+    """One baseline session of one benchmark."""
+
+    samples: list  # seconds per round
+    calibration: dict | None  # calibrate.measure() of that session
+    foreign_cpu: float | None  # cores other processes kept busy (None: not recorded)
+    backend_version: str = ""
+    when: str = ""
+
+
+def sessions(doc: Mapping) -> tuple[dict, list[str]]:
+    """Each benchmark's sessions, latest first, and the labels the latest session has twice
+    (the first of those is used)."""
+    meta = doc[SECTION]
+    out: dict[tuple, list[Session]] = {}
+    twice = []
+    for rec in from_json(doc):
+        if rec.key in out:
+            twice.append(rec.label)
+            continue
+        out[rec.key] = [Session(rec.samples, meta.get("calibration"), rec.extra.get("foreign_cpu"),
+                                rec.backend_version, doc.get("datetime", ""))]
+    for entry in meta.get("history") or ():
+        for b in entry["benchmarks"]:
+            key = (b["workload"], params_id(b["params"]), b["backend"])
+            out.setdefault(key, []).append(Session(
+                [float(x) for x in b["samples"]], entry.get("calibration"), b.get("foreign_cpu"),
+                b.get("backend_version", ""), entry.get("datetime", "")))
+    return out, twice
+
+
+def calibrations(doc: Mapping) -> list:
+    """Every session's machine-speed calibration, latest first (``None`` where missing)."""
+    meta = doc[SECTION]
+    return [meta.get("calibration")] + [entry.get("calibration") for entry in meta.get("history") or ()]
+
+
+def incompatible(previous: Mapping, meta: Mapping) -> str | None:
+    """Why ``previous`` sessions cannot sit behind a session with ``meta``, if they cannot."""
+    b, c = previous[SECTION].get("python") or {}, meta.get("python") or {}
+    if (b.get("implementation"), b.get("minor")) != (c.get("implementation"), c.get("minor")):
+        return (f"it holds sessions of {b.get('implementation')} {b.get('version')} and this run is "
+                f"{c.get('implementation')} {c.get('version')} (keep one baseline file per Python)")
+    return None
+
+
+def merge(doc: dict, previous: Mapping | None, keep: int, restart: Iterable[tuple] = ()) -> dict:
+    """``doc`` (this session's baseline document) with ``previous``'s sessions behind it.
+
+    At most ``keep`` sessions in all; benchmarks in ``restart`` keep only this session.
+    """
+    earlier = []
+    if previous is not None and keep > 1:
+        earlier = [_entry(previous)] + list(previous[SECTION].get("history") or ())
+    drop = set(restart)
+    kept = []
+    for entry in earlier[: max(keep - 1, 0)]:
+        benchmarks = [b for b in entry["benchmarks"]
+                      if (b["workload"], params_id(b["params"]), b["backend"]) not in drop]
+        if benchmarks:
+            kept.append({**entry, "benchmarks": benchmarks})
+    doc[SECTION]["history"] = kept
+    return doc
+
+
+def count(doc: Mapping) -> int:
+    """Sessions in a baseline document: the latest plus its history."""
+    return 1 + len(doc[SECTION].get("history") or ())
+
+
+def _entry(doc: Mapping) -> dict:
+    """A whole baseline document's latest session, in the compact form of ``history``."""
+    meta = doc[SECTION]
+    return {
+        "datetime": doc.get("datetime", ""),
+        "commit": (doc.get("commit_info") or {}).get("id"),
+        "calibration": meta.get("calibration"),
+        "benchmarks": [_benchmark(rec) for rec in from_json(doc)],
+    }
+
+
+def _benchmark(rec: Record) -> dict:
+    return {"workload": rec.workload, "params": dict(rec.params), "backend": rec.backend,
+            "backend_version": rec.backend_version, "samples": list(rec.samples),
+            "foreign_cpu": rec.extra.get("foreign_cpu")}
+
+
+def problem(history) -> str | None:
+    """What is wrong with a baseline's ``history`` value, if anything (for baseline.check)."""
+    if history is None:
+        return None
+    if not isinstance(history, list):
+        return f"its {SECTION}.history is a JSON {type(history).__name__}, not a list of sessions"
+    for i, entry in enumerate(history):
+        benchmarks = entry.get("benchmarks") if isinstance(entry, dict) else None
+        if not isinstance(benchmarks, list):
+            return f"session {i + 1} of its history has no benchmarks list"
+        for b in benchmarks:
+            if not (isinstance(b, dict) and {"workload", "params", "backend", "samples"} <= set(b)
+                    and isinstance(b["params"], dict) and isinstance(b["samples"], list) and b["samples"]
+                    and all(isinstance(x, (int, float)) for x in b["samples"])):
+                return (f"session {i + 1} of its history has a benchmark without workload, params, "
+                        f"backend and raw samples")
+    return None

@@ -1,0 +1,134 @@
+"""Baselines of several sessions: how saves stack up, what is dropped, what is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_concurrency import baseline, history
+from pytest_concurrency.baseline import BaselineError
+from pytest_concurrency.records import Record
+
+PY = {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"}
+
+
+def meta(python=PY, ns=270.0) -> dict:
+    return {"schema_version": baseline.SCHEMA_VERSION, "python": dict(python), "backends": {},
+            "libraries": {}, "cpu_count": 2, "calibration": {"version": 1, "ns_per_iteration": ns}}
+
+
+def session_doc(tag: float, backends=("asyncio", "gevent"), python=PY) -> dict:
+    """A one-session document whose every sample is ``tag`` (so sessions can be told apart)."""
+    recs = [Record("ring", {"n": 10}, b, [tag] * 5, backend_version="1.0", extra={"foreign_cpu": 0.01})
+            for b in backends]
+    return baseline.document_from_records(recs, meta(python))
+
+
+def stack(tags, keep: int) -> dict:
+    doc = None
+    for tag in tags:
+        doc = history.merge(session_doc(tag), doc, keep)
+    return doc
+
+
+def medians(doc, backend="asyncio") -> list:
+    found, _ = history.sessions(doc)
+    return [s.samples[0] for s in found[("ring", "n=10", backend)]]
+
+
+def test_sessions_stack_newest_first_and_the_oldest_go_beyond_keep():
+    doc = stack([1.0, 2.0, 3.0, 4.0], keep=3)
+    assert history.count(doc) == 3
+    assert medians(doc) == [4.0, 3.0, 2.0]
+    assert doc["benchmarks"][0]["stats"]["data"] == [4.0] * 5  # pytest-benchmark sees the latest
+
+
+def test_keep_one_replaces_the_baseline():
+    doc = stack([1.0, 2.0], keep=1)
+    assert history.count(doc) == 1 and medians(doc) == [2.0]
+
+
+def test_a_restarted_benchmark_keeps_only_the_new_session():
+    doc = stack([1.0, 2.0], keep=5)
+    doc = history.merge(session_doc(3.0), doc, 5, restart=[("ring", "n=10", "gevent")])
+    assert medians(doc, "gevent") == [3.0]
+    assert medians(doc, "asyncio") == [3.0, 2.0, 1.0]
+
+
+def test_an_earlier_session_left_without_benchmarks_is_dropped():
+    doc = history.merge(session_doc(2.0), session_doc(1.0, backends=("gevent",)), 5,
+                        restart=[("ring", "n=10", "gevent")])
+    assert history.count(doc) == 1
+
+
+def test_a_benchmark_only_in_earlier_sessions_is_still_known():
+    doc = history.merge(session_doc(2.0, backends=("asyncio",)), session_doc(1.0), 5)
+    assert medians(doc, "gevent") == [1.0]
+
+
+def test_sessions_carry_their_calibration_and_load():
+    older = session_doc(1.0)
+    older["pytest_concurrency"]["calibration"]["ns_per_iteration"] = 300.0
+    doc = history.merge(session_doc(2.0), older, 5)
+    found, _ = history.sessions(doc)
+    first, second = found[("ring", "n=10", "asyncio")]
+    assert (first.calibration["ns_per_iteration"], second.calibration["ns_per_iteration"]) == (270.0, 300.0)
+    assert first.foreign_cpu == second.foreign_cpu == 0.01
+    assert [c["ns_per_iteration"] for c in history.calibrations(doc)] == [270.0, 300.0]
+
+
+def test_another_python_cannot_sit_behind_this_one():
+    other = session_doc(1.0, python={"version": "3.10.4", "implementation": "CPython", "minor": "3.10"})
+    reason = history.incompatible(other, meta())
+    assert "CPython 3.10.4" in reason and "CPython 3.11.7" in reason and "one baseline file per Python" in reason
+    assert history.incompatible(session_doc(1.0), meta()) is None
+
+
+def test_a_saved_history_reads_back(tmp_path):
+    path = tmp_path / "base.json"
+    baseline.save(path, stack([1.0, 2.0, 3.0], keep=5))
+    assert medians(baseline.load(path)) == [3.0, 2.0, 1.0]
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("not a list", "history is a JSON str"),
+    ([{"datetime": "x"}], "session 1 of its history has no benchmarks list"),
+    ([{"benchmarks": [{"workload": "ring", "params": {}, "backend": "gevent", "samples": []}]}],
+     "without workload, params, backend and raw samples"),
+    ([{"benchmarks": [{"workload": "ring", "params": {}, "backend": "gevent", "samples": ["1"]}]}],
+     "without workload, params, backend and raw samples"),
+])
+def test_a_damaged_history_is_refused_with_the_fix(tmp_path, damage, message):
+    doc = stack([1.0, 2.0], keep=5)
+    doc["pytest_concurrency"]["history"] = damage
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineError) as info:
+        baseline.load(path)
+    assert message in str(info.value) and "re-create it with" in str(info.value)
+
+
+def test_a_version_1_baseline_still_reads(tmp_path):
+    doc = session_doc(1.0)
+    doc["pytest_concurrency"]["schema_version"] = 1
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    assert history.count(baseline.load(path)) == 1
+
+
+def test_a_save_starts_from_nothing_when_there_is_nothing(tmp_path):
+    assert baseline.load_previous(tmp_path / "absent.json") is None
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    assert baseline.load_previous(empty) is None
+
+
+@pytest.mark.parametrize("content", ["my notes, not JSON\n", '{"benchmarks": [], "machine_info": {}}'])
+def test_a_save_never_overwrites_a_file_that_is_not_a_baseline(tmp_path, content):
+    path = tmp_path / "precious.json"
+    path.write_text(content)
+    with pytest.raises(BaselineError) as info:
+        baseline.load_previous(path)
+    assert "exists and is not a baseline" in str(info.value) and "left untouched" in str(info.value)
+    assert path.read_text() == content
