@@ -31,7 +31,7 @@ from .backends.base import ConcurrencyError
 from .records import SCHEMA as RECORD_SCHEMA
 from .records import Record
 
-SECTION = "pytest_concurrency"
+SECTION = history.SECTION
 SCHEMA_VERSION = 2  # 2 added ``history``
 READABLE_SCHEMAS = (1, 2)
 LIBRARIES = ("greenlet", "gevent", "eventlet", "uvloop")  # versions recorded when installed

@@ -40,30 +40,25 @@ class Session:
     """One baseline session of one benchmark."""
 
     samples: list  # seconds per round
-    calibration: dict | None  # calibrate.measure() of that session
     foreign_cpu: float | None  # cores other processes kept busy (None: not recorded)
     backend_version: str = ""
-    when: str = ""
 
 
 def sessions(doc: Mapping) -> tuple[dict, list[str]]:
     """Each benchmark's sessions, latest first, and the labels the latest session has twice
     (the first of those is used)."""
-    meta = doc[SECTION]
     out: dict[tuple, list[Session]] = {}
     twice = []
     for rec in from_json(doc):
         if rec.key in out:
             twice.append(rec.label)
             continue
-        out[rec.key] = [Session(rec.samples, meta.get("calibration"), rec.extra.get("foreign_cpu"),
-                                rec.backend_version, doc.get("datetime", ""))]
-    for entry in meta.get("history") or ():
+        out[rec.key] = [Session(rec.samples, rec.extra.get("foreign_cpu"), rec.backend_version)]
+    for entry in doc[SECTION].get("history") or ():
         for b in entry["benchmarks"]:
             key = (b["workload"], params_id(b["params"]), b["backend"])
             out.setdefault(key, []).append(Session(
-                [float(x) for x in b["samples"]], entry.get("calibration"), b.get("foreign_cpu"),
-                b.get("backend_version", ""), entry.get("datetime", "")))
+                [float(x) for x in b["samples"]], b.get("foreign_cpu"), b.get("backend_version", "")))
     return out, twice
 
 

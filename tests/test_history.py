@@ -67,14 +67,14 @@ def test_a_benchmark_only_in_earlier_sessions_is_still_known():
     assert medians(doc, "gevent") == [1.0]
 
 
-def test_sessions_carry_their_calibration_and_load():
+def test_sessions_keep_their_load_version_and_calibration():
     older = session_doc(1.0)
     older["pytest_concurrency"]["calibration"]["ns_per_iteration"] = 300.0
     doc = history.merge(session_doc(2.0), older, 5)
     found, _ = history.sessions(doc)
     first, second = found[("ring", "n=10", "asyncio")]
-    assert (first.calibration["ns_per_iteration"], second.calibration["ns_per_iteration"]) == (270.0, 300.0)
     assert first.foreign_cpu == second.foreign_cpu == 0.01
+    assert first.backend_version == second.backend_version == "1.0"
     assert [c["ns_per_iteration"] for c in history.calibrations(doc)] == [270.0, 300.0]
 
 
