@@ -91,7 +91,7 @@ def compare(a_path: str, a_doc: dict, a_recs, b_doc: dict, b_recs, args) -> V.Ga
             "calibration); save it with --concurrency-save-baseline to get verdicts"
         )
     settings = gate.GateSettings(
-        threshold=args.threshold if args.threshold is not None else gate.DEFAULT_THRESHOLD,
+        threshold=args.threshold,
         allow_cross_python=args.allow_cross_python,
     )
     return gate.compare(a_doc, b_recs, meta, settings)

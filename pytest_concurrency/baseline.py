@@ -9,8 +9,9 @@ comparison needs::
      "python": {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"},
      "backends": {"gevent": "25.1.0", ...},      # spec -> version of the library behind it
      "libraries": {"greenlet": "3.1.1", ...},    # installed concurrency libraries
-     "cpu_count": 2,
-     "calibration": {...},                       # calibrate.measure()
+     "cpu_count": 2, "cpu_model": "AMD EPYC ...",  # the machine, for normalizing by calibration
+     "measure": "time",                          # the instrument ("instructions": and "valgrind")
+     "calibration": {...},                       # calibrate.measure(), when timing
      "history": [...]}                           # earlier sessions (see history.py)
 
 Files are written atomically (temp file in the same directory, fsync, ``os.replace``), so
@@ -63,11 +64,12 @@ def library_versions(names: Iterable[str] = LIBRARIES) -> dict:
     return out
 
 
-def current_meta(backend_versions: Mapping[str, str], calibration: Mapping | None) -> dict:
+def current_meta(backend_versions: Mapping[str, str], calibration: Mapping | None, instrument=None) -> dict:
     """This run's ``pytest_concurrency`` section.
 
     ``backend_versions``: spec -> ``Backend.version`` for the backends that ran;
-    ``calibration``: ``calibrate.measure()`` taken in this run (``None`` if skipped).
+    ``calibration``: ``calibrate.measure()`` taken in this run (``None`` if skipped);
+    ``instrument``: the session's (``measure.get``; ``None``: time).
     """
     return {
         "schema_version": SCHEMA_VERSION,
@@ -75,8 +77,23 @@ def current_meta(backend_versions: Mapping[str, str], calibration: Mapping | Non
         "backends": dict(backend_versions),
         "libraries": library_versions(),
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "measure": instrument.kind if instrument else "time",
+        **(instrument.session_meta() if instrument else {}),
         "calibration": dict(calibration) if calibration else None,
     }
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _document(

@@ -70,6 +70,16 @@ def fastest(*measurements: dict | None) -> dict | None:
     return min(usable, key=lambda m: m["ns_per_iteration"]) if usable else None
 
 
+def session(start: dict | None, end: dict | None) -> dict | None:
+    """A session's calibration: the faster of its start and end (see ``fastest``), with the
+    ``swing`` between them (0.3 = one was 30% slower): how unsteady the machine was meanwhile."""
+    best = fastest(start, end)
+    if best is not None and start and end:
+        slow, fast = sorted((start["ns_per_iteration"], end["ns_per_iteration"]), reverse=True)
+        best = {**best, "swing": slow / fast - 1}
+    return best
+
+
 def typical(measurements) -> dict | None:
     """The median of several sessions' measurements (those of this loop version): the
     speed a baseline of many sessions stands for."""

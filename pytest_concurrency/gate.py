@@ -5,6 +5,11 @@ in ``stats``; this module matches benchmarks, picks thresholds (widened by a ben
 between-session drift when its baseline has enough sessions, see ``history``), corrects for
 machine speed, refuses comparisons that would mislead, leaves undecided (and re-measures)
 the changes that a busier machine explains, and names the library versions that moved.
+
+Each record's instrument (``measure.get(record.measure)``) says how to judge it: samples
+that move with the machine (time) by statistics, with calibration and the load guard;
+exact ones (instruction counts) by their size alone, once the rounds agree, and a
+regression is explained by the functions whose counts grew.
 """
 
 from __future__ import annotations
@@ -12,22 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from . import calibrate, history, stats
-from .records import Record
+from . import calibrate, history, measure, stats
+from .records import Record, from_json
 from .verdicts import (
     IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED, GateResult, Verdict,
 )
 
-#: Practical threshold: the change a verdict needs before statistics are asked at all.
-#: Below 10% on purpose: a real 10% slowdown is observed as 10% +- the run-to-run drift, so
-#: a 10% threshold would catch it only half the time. It must sit ~1.65 sigma of that drift
-#: below 10% (95% caught) and ~3.5 sigma above 0 (no false alarm among a run's dozens of
-#: benchmarks): 7% meets both while the drift's sigma is <= ~1.8%, which quiet sessions of
-#: ring on asyncio, uvloop and threading showed here. scripts/gate_evidence.py checks it.
-DEFAULT_THRESHOLD = 0.07
-#: Calibration ratios within this of 1 are the same machine: decide on raw times. The
-#: calibration of one quiet machine moved up to 6% between sessions here (281-298 ns per
-#: iteration), so a smaller tolerance would scale baselines by noise.
+#: Calibration ratios within this of 1 are the same speed: decide on raw times. Normalizing
+#: also needs another machine (``machine`` in the meta: CPU model and count): on the same
+#: machine the loop read 213-392 ns per iteration minutes apart, and scaling by that turned
+#: unchanged benchmarks into -40% "improvements".
 DEFAULT_MACHINE_TOLERANCE = 0.10
 #: Other processes' load (in CPU cores) that makes a change unjudgeable once it rose by more
 #: than this since the baseline: for thread and process models always (they need free cores),
@@ -58,7 +57,7 @@ class GateSettings:
     and the gate must honour the noisier one or it will cry wolf.
     """
 
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float | None = None  # None: each record's instrument's default
     alpha: float = stats.DEFAULT_ALPHA
     overrides: dict = field(default_factory=dict)
     tests: dict = field(default_factory=dict)  # Record.key -> threshold
@@ -69,7 +68,8 @@ class GateSettings:
     seed: int = stats.DEFAULT_SEED
 
     def __post_init__(self):
-        for name, value in [("threshold", self.threshold), *self.overrides.items(), *self.tests.items()]:
+        given = [("threshold", self.threshold)] if self.threshold is not None else []
+        for name, value in [*given, *self.overrides.items(), *self.tests.items()]:
             if not isinstance(value, (int, float)) or not 0 <= value < 10:
                 raise ValueError(f"threshold {name}: {value!r} is not a fraction in [0, 10); write 0.10 for 10%")
         if not 0 < self.alpha < 1:
@@ -84,7 +84,9 @@ class GateSettings:
             if key in self.overrides:
                 return self.overrides[key]
         found = [self.overrides[k] for k in (rec.backend, base, rec.workload) if k in self.overrides]
-        return max(found) if found else self.threshold
+        if found:
+            return max(found)
+        return self.threshold if self.threshold is not None else measure.get(rec.measure).default_threshold
 
 
 def compare(
@@ -94,24 +96,17 @@ def compare(
     settings = settings or GateSettings()
     base_meta = baseline_doc.get("pytest_concurrency") or {}
     mismatch = _python_mismatch(base_meta, current_meta)
-    if mismatch and not settings.allow_cross_python:
-        return GateResult(refused=mismatch, summary=f"comparison refused: {mismatch}")
+    refused = _measure_mismatch(base_meta, current_meta) or (mismatch if not settings.allow_cross_python else None)
+    if refused:
+        return GateResult(refused=refused, summary=f"comparison refused: {refused}")
     notes = [f"compared across Python versions as asked ({ALLOW_CROSS_PYTHON_FLAG}): {mismatch}"] if mismatch else []
-
-    cal = calibrate.ratio(current_meta.get("calibration"), calibrate.typical(history.calibrations(baseline_doc)))
-    normalize = cal is not None and abs(cal - 1) > settings.machine_tolerance
-    if normalize and mismatch:
-        # the loop's time then mixes machine and interpreter speed: normalizing would cancel
-        # the very change a cross-Python comparison looks for
-        normalize = False
-        notes.append(f"calibration ratio {cal:.2f} not applied across Python versions: changes are raw")
-    elif normalize:
-        notes.append(
-            f"this machine runs the calibration loop {cal:.2f}x the baseline's time: "
-            f"changes are judged after scaling the baseline by it (normalized)"
-        )
-    elif cal is None:
-        notes.append("no comparable calibration on both sides: changes are raw")
+    instrument = measure.get(current_meta.get("measure"))
+    cal, normalize = None, False
+    if instrument.machine_bound:
+        cal, normalize = _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, notes)
+    else:
+        notes.append(f"{instrument.kind} do not depend on the machine's speed or load: a baseline "
+                     f"from another machine of the same architecture compares as well")
     cpus = (base_meta.get("cpu_count"), current_meta.get("cpu_count"))
     if cpus[0] != cpus[1]:
         notes.append(f"CPU count differs ({cpus[0]} in the baseline, {cpus[1]} now): threaded models may scale differently")
@@ -123,6 +118,7 @@ def compare(
         notes.append(f"the baseline holds {held} session(s): save {stats.MIN_SESSIONS_FOR_DRIFT - held} more "
                      f"to the same file ({SAVE_FLAG}) and the gate also learns how far each benchmark "
                      f"drifts between sessions")
+    explained = {r.key: r for r in from_json(baseline_doc)}  # latest session: what explains a change
     seen = set()
     verdicts = []
     for rec in current:
@@ -132,14 +128,18 @@ def compare(
             verdicts.append(Verdict(rec.key, NEW, current_median=rec.median,
                                     note=f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it"))
             continue
-        verdicts.append(_judge(sessions, rec, base_meta, current_meta, cal, normalize, settings))
+        verdict = _judge(sessions, rec, base_meta, current_meta, cal, normalize, settings)
+        if verdict.status == REGRESSED and rec.key in explained:
+            why = measure.get(rec.measure).explain(explained[rec.key], rec)
+            verdict.note = _join(verdict.note, why or "")
+        verdicts.append(verdict)
     for key, sessions in base_sessions.items():
         if key not in seen:
             verdicts.append(Verdict(key, MISSING, baseline_median=stats.median(sessions[0].samples),
                                     note="in the baseline but not run now: deselected, skipped, failed or renamed?"))
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
     result = GateResult(verdicts=verdicts, calibration_ratio=cal, notes=notes)
-    result.summary = _summary(result, settings)
+    result.summary = _summary(result, settings, instrument)
     return result
 
 
@@ -152,8 +152,10 @@ def speed_changes(previous_doc: Mapping, current: Iterable[Record], current_meta
 
 def suspects(result: GateResult) -> list[tuple]:
     """Keys a second session must judge: the regressions, which must reproduce before they
-    fail the build, and the changes the machine's state left undecided."""
-    return [v.key for v in result.verdicts if v.status == REGRESSED or v.interference]
+    fail the build, and the changes the machine's state left undecided. Exact measures are
+    not re-measured: a second session would repeat the same counts."""
+    return [v.key for v in result.verdicts
+            if (v.status == REGRESSED or v.interference) and not measure.get(v.measure).exact]
 
 
 def faster_sessions(current: Iterable[Record], reruns: Mapping[tuple, Record]) -> list[Record]:
@@ -192,6 +194,49 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
+def _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, notes) -> tuple:
+    """(calibration ratio, whether to judge normalized by it), with the notes that say why.
+
+    Normalize only for another machine: on the same one the calibration loop is as noisy as
+    what it calibrates, so a slow reading would scale good benchmarks into false verdicts.
+    """
+    cal = calibrate.ratio(current_meta.get("calibration"), calibrate.typical(history.calibrations(baseline_doc)))
+    other_machine = _machine(base_meta) != _machine(current_meta)
+    normalize = cal is not None and abs(cal - 1) > settings.machine_tolerance and other_machine
+    if normalize and mismatch:
+        # the loop's time then mixes machine and interpreter speed: normalizing would cancel
+        # the very change a cross-Python comparison looks for
+        normalize = False
+        notes.append(f"calibration ratio {cal:.2f} not applied across Python versions: changes are raw")
+    elif normalize:
+        notes.append(
+            f"another machine ({_machine(current_meta)} now, {_machine(base_meta)} for the baseline) runs "
+            f"the calibration loop {cal:.2f}x the baseline's time: changes are judged after scaling the "
+            f"baseline by it (normalized)"
+        )
+    elif cal is not None and abs(cal - 1) > settings.machine_tolerance:
+        notes.append(
+            f"the calibration loop ran {cal:.2f}x the baseline's time on the same machine: its speed "
+            f"swings, so changes are judged raw, and small ones on a machine this unsteady are unsure"
+        )
+    elif cal is None:
+        notes.append("no comparable calibration on both sides: changes are raw")
+    return cal, normalize
+
+
+def _machine(meta: Mapping):
+    """What identifies a machine's speed: CPU model and count (``None`` parts when unrecorded)."""
+    return (meta.get("cpu_model"), meta.get("cpu_count"))
+
+
+def _measure_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
+    b, c = base_meta.get("measure") or "time", current_meta.get("measure") or "time"
+    if b == c:
+        return None
+    return (f"the baseline measured {b} and this run measures {c}: they do not compare; use "
+            f"--concurrency-measure={b}, or save a baseline of {c} ({SAVE_FLAG})")
+
+
 def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
     b, c = base_meta.get("python") or {}, current_meta.get("python") or {}
     if (b.get("implementation"), b.get("minor")) == (c.get("implementation"), c.get("minor")):
@@ -207,11 +252,12 @@ def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
 def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, normalize: bool,
            settings: GateSettings) -> Verdict:
     threshold = settings.threshold_for(cur)
+    instrument = measure.get(cur.measure)
     raw = [x for s in sessions for x in s.samples]
     verdict = Verdict(
         cur.key, UNCHANGED, baseline_median=stats.median(raw), current_median=cur.median, threshold=threshold,
         versions_changed=versions_changed(sessions[0].backend_version, cur, base_meta, cur_meta),
-        rounds=(len(raw), len(cur.samples)), sessions=len(sessions),
+        rounds=(len(raw), len(cur.samples)), sessions=len(sessions), measure=cur.measure,
     )
     if not (verdict.baseline_median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
         verdict.status = INCONCLUSIVE
@@ -232,12 +278,16 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
             verdict.note = _join(verdict.note, f"threshold widened from {threshold:.0%} to {allowance:.0%}: this "
                                  f"benchmark's median drifts {verdict.drift:.1%} between the baseline's "
                                  f"{len(sessions)} sessions")
-    c = stats.decide(reference, cur.samples, verdict.threshold, settings.alpha, settings.confidence,
-                     settings.resamples, settings.seed)
+    if instrument.exact:
+        c = stats.decide_exact(reference, cur.samples, verdict.threshold)
+    else:
+        c = stats.decide(reference, cur.samples, verdict.threshold, settings.alpha, settings.confidence,
+                         settings.resamples, settings.seed)
     verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
     verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
     verdict.decided_by = "normalized" if normalize else "raw"
-    interference = _load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
+    interference = instrument.machine_bound and (
+        _load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1) or _speed_swing(cur_meta, c))
     if interference:
         verdict.status, verdict.interference = INCONCLUSIVE, interference
         verdict.note = _join(verdict.note, interference)
@@ -264,6 +314,17 @@ def _load_change(sessions: list, cur: Record, status: str, cpus: int) -> str | N
             f"record the baseline under the same load")
 
 
+def _speed_swing(cur_meta: Mapping, c: stats.Comparison) -> str | None:
+    """Why a verdict cannot stand: the machine's own speed moved more than the change within
+    this session (its calibration at start and end disagree), so the change may be the machine's."""
+    swing = (cur_meta.get("calibration") or {}).get("swing")
+    if c.status not in (REGRESSED, IMPROVED) or swing is None or abs(c.change) > swing:
+        return None
+    return (f"this machine's own speed moved {swing:.0%} within the session (the calibration loop at its "
+            f"start and end), more than this {c.change:+.1%}: on a machine this unsteady the run cannot "
+            f"judge a change this small; count instructions (--concurrency-measure=instructions) instead")
+
+
 def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_meta: Mapping) -> dict:
     """Library -> (baseline version, current version) for what this benchmark runs on."""
     out = {}
@@ -280,11 +341,12 @@ def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_met
     return out
 
 
-def _summary(result: GateResult, settings: GateSettings) -> str:
+def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
     counts = [f"{len(result.by_status(s))} {s}" for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)]
     scale = "normalized" if any(v.decided_by == "normalized" for v in result.verdicts) else "raw"
     text = (f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
-            f"(threshold {settings.threshold:.0%}, alpha {settings.alpha:g}, {scale})")
+            f"(threshold {settings.threshold or instrument.default_threshold:.0%}, "
+            + (f"{instrument.kind}, exact)" if instrument.exact else f"alpha {settings.alpha:g}, {scale})"))
     if result.by_status(IMPROVED):
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
     return text
@@ -294,6 +356,14 @@ def _label(key: tuple) -> str:
     """Headline form, backend first: ``REGRESSION uvloop ring[m=1000,n=50]``."""
     workload, params, backend = key
     return f"{backend} {workload}[{params}]" if params else f"{backend} {workload}"
+
+
+def _amount(value: float | None, kind: str) -> str:
+    """A median in its measure's unit: ``12.3 ms`` or ``1,234,567 instr``."""
+    unit = measure.get(kind).unit
+    if unit != "s":
+        return "?" if value is None else f"{value:,.0f} {unit}"
+    return _duration(value)
 
 
 def _duration(seconds: float | None) -> str:
@@ -310,7 +380,7 @@ def _change(v: Verdict) -> str:
     if change is None:
         return ""
     word = "slower" if change >= 0 else "faster"
-    figures = f"median {_duration(v.baseline_median)} -> {_duration(v.current_median)}"
+    figures = f"median {_amount(v.baseline_median, v.measure)} -> {_amount(v.current_median, v.measure)}"
     if v.p_value is not None:
         figures += f", p={v.p_value:.2g}"
     figures += f", {v.decided_by}"

@@ -71,6 +71,9 @@ def calibrations(doc: Mapping) -> list:
 def incompatible(previous: Mapping, meta: Mapping) -> str | None:
     """Why ``previous`` sessions cannot sit behind a session with ``meta``, if they cannot."""
     b, c = previous[SECTION].get("python") or {}, meta.get("python") or {}
+    measured = previous[SECTION].get("measure") or "time", meta.get("measure") or "time"
+    if measured[0] != measured[1]:
+        return f"it holds sessions that measured {measured[0]} and this run measures {measured[1]}"
     if (b.get("implementation"), b.get("minor")) != (c.get("implementation"), c.get("minor")):
         return (f"it holds sessions of {b.get('implementation')} {b.get('version')} and this run is "
                 f"{c.get('implementation')} {c.get('version')} (keep one baseline file per Python)")

@@ -3,7 +3,9 @@
 Why: gevent and eventlet hubs, monkey-patching and fork state are process-global, and a
 deadlocked model can only be stopped for certain by killing its process. One worker per
 backend spec is started on first use and reused for that backend's cases; a worker that
-times out or dies is replaced. Workers run in their own process group, so killing one
+times out or dies is replaced. An instrument whose figures depend on what the process did
+before (``fresh_process``: instruction counts) has the worker fork a new process for every
+case, from the state it had right after loading the backend. Workers run in their own process group, so killing one
 also kills the task processes it started.
 """
 
@@ -21,7 +23,7 @@ import time
 
 import pytest
 
-from . import measure
+from .measure import runner
 
 STDERR_LINES = 20  # how much of a dead worker's stderr the failure shows
 STARTUP_TIMEOUT_S = 60.0  # interpreter start + imports, on a loaded 2-core CI machine
@@ -133,7 +135,8 @@ class Worker:
 
 def _worker_env() -> dict:
     # The worker must import what this session imports (a user's own workload module too).
-    env = dict(os.environ)
+    # Not the test's name: its length would move the stack, and so a counted round's work.
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return env
 
@@ -174,17 +177,18 @@ def close(config) -> None:
 
 
 def run_rounds(config, spec: str, workload_ref: str, params: dict, rounds: int, warmup: int,
-               timeout: float | None, with_memory: bool = True) -> dict:
+               timeout: float | None, instrument, with_memory: bool = True) -> dict:
     """Rounds of a case in ``spec``'s worker: its reply (``ok``, ``samples``, ...).
 
     Raises ``TimeoutError`` (the worker was killed) or ``WorkerFailure`` (it died).
     """
     payload = {"workload": workload_ref, "params": params, "rounds": rounds, "warmup": warmup,
-               "with_memory": with_memory}
+               "with_memory": with_memory, "measure": instrument.kind, "fork": instrument.fresh_process}
     return pool(config).run(spec, payload, timeout)
 
 
-def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, timeout, what: str) -> None:
+def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, timeout, what: str,
+          instrument) -> None:
     """Run the case in ``backend``'s worker and record it as if measured here.
 
     ``workload_ref`` is what ``workloads.get`` resolves in the worker (a name or module:OBJECT);
@@ -192,7 +196,7 @@ def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, time
     """
     started = time.monotonic()
     try:
-        reply = run_rounds(config, backend.name, workload_ref, params, rounds, warmup, timeout)
+        reply = run_rounds(config, backend.name, workload_ref, params, rounds, warmup, timeout, instrument)
     except TimeoutError:
         pytest.fail(
             f"{what}: a round did not finish within {timeout:g} s; the worker and "
@@ -205,6 +209,6 @@ def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, time
     if not reply["ok"]:
         pytest.fail(f"{what} failed in its worker: {reply['error']}\n{reply.get('traceback', '')}", pytrace=False)
     benchmark._mode = "pytest-concurrency isolated worker"  # tells pytest-benchmark the fixture was used
-    measure.record_external(benchmark, reply["identity"], reply["samples"], reply["extra"])
+    runner.record_external(benchmark, reply["identity"], reply["samples"], reply["extra"])
     benchmark.extra_info["isolated"] = True
     benchmark.extra_info["worker_wall_s"] = time.monotonic() - started

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from . import backends, measure, records, session_end, settings, watchdog, workloads
-from .gate import DEFAULT_THRESHOLD
+from . import backends, records, session_end, settings, watchdog, workloads
+from .measure import runner
 from .history import DEFAULT_KEEP
 
 SETTINGS = pytest.StashKey[settings.Settings]()
@@ -19,8 +19,13 @@ def pytest_addoption(parser):
         help="comma-separated models to run, e.g. gevent,asyncio,multiprocessing[fork] "
         f"(default: {','.join(backends.DEFAULT_SPECS)})")
     add("--concurrency-scale", metavar="SCALE", help=f"workload sizes: {', '.join(workloads.SCALES)} (default: default)")
-    add("--concurrency-rounds", metavar="N", help="timed rounds per benchmark (default: the workload's, per scale)")
-    add("--concurrency-timeout", metavar="SECONDS", help="longest a round may take before it fails as stalled (default: 120)")
+    add("--concurrency-measure", metavar="MEASURE",
+        help="what a round's sample is: time (wall-clock seconds, the default) or instructions "
+        "(CPU instructions counted under valgrind: exact, and blind to the machine's speed and load)")
+    add("--concurrency-rounds", metavar="N",
+        help="measured rounds per benchmark (default: the workload's per scale when timing, 3 when counting)")
+    add("--concurrency-timeout", metavar="SECONDS",
+        help="longest a round may take before it fails as stalled (default: 120; 1200 when counting)")
     add("--concurrency-isolate", action="store_true", default=None,
         help="run each model's workloads in a fresh worker process of its own")
     add("--concurrency-save-baseline", metavar="PATH", help="after the run, write a baseline with raw samples (atomically)")
@@ -28,7 +33,8 @@ def pytest_addoption(parser):
         help="sessions a saved baseline keeps: saving to an existing baseline adds this run's session "
         f"and drops the oldest beyond K; 1 replaces it (default: {DEFAULT_KEEP})")
     add("--concurrency-baseline", metavar="PATH", help="compare against this baseline; a regression fails the session")
-    add("--concurrency-threshold", metavar="PCT", help=f"practical threshold for a regression, percent (default: {DEFAULT_THRESHOLD * 100:g})")
+    add("--concurrency-threshold", metavar="PCT",
+        help="practical threshold for a regression, percent (default: 7 for time, 1 for instructions)")
     add("--concurrency-machine-tolerance", metavar="PCT",
         help="judge times normalized by the machine-speed calibration only when this machine's speed "
         "differs from the baseline's by more than PCT (default: 10; a large value never normalizes)")
@@ -38,6 +44,7 @@ def pytest_addoption(parser):
     add("--concurrency-plot", metavar="DIR", help="write charts per workload into DIR (needs matplotlib)")
     parser.addini("concurrency_backends", "comma-separated models to run", default="")
     parser.addini("concurrency_scale", "workload sizes: smoke, default or seed", default="")
+    parser.addini("concurrency_measure", "what a round's sample is: time or instructions", default="")
     parser.addini("concurrency_timeout", "longest a round may take, seconds", default="")
     parser.addini("concurrency_isolate", "run each model in a worker process", type="bool", default=False)
     parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
@@ -48,17 +55,41 @@ def pytest_addoption(parser):
                   "a workload or workload:backend", type="linelist", default=[])
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """An instrument that needs its own process (callgrind) runs the whole session again in it."""
+    s = _read_settings(config)
+    instrument = s.instrument
+    if not instrument.needs_launch or instrument.inside() or _measures_nothing(config):
+        return None
+    params = config.invocation_params
+    print(f"pytest-concurrency: counting {instrument.kind}: the session runs again under valgrind "
+          "(callgrind, about 30-50x slower than timing; only the rounds are counted)", flush=True)
+    return instrument.run_session(["-m", "pytest", *params.args], str(params.dir))
+
+
+def _measures_nothing(config) -> bool:
+    opt = config.option
+    return bool(getattr(opt, "help", False) or getattr(opt, "version", False)
+                or getattr(opt, "collectonly", False) or getattr(opt, "benchmark_disable", False))
+
+
+def _read_settings(config) -> settings.Settings:
+    if SETTINGS not in config.stash:
+        try:
+            config.stash[SETTINGS] = settings.from_config(config)
+        except settings.SettingsError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return config.stash[SETTINGS]
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         f"{MARKER}(backends=None, workloads=None, threshold=None): narrow the models or workloads "
         "a test runs on, or set its regression threshold (percent)",
     )
-    try:
-        config.stash[SETTINGS] = settings.from_config(config)
-    except settings.SettingsError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    s = config.stash[SETTINGS]
+    s = _read_settings(config)
     if s.baseline is not None or s.save_baseline is not None:
         from . import baseline
 
@@ -69,7 +100,7 @@ def pytest_configure(config):
                 baseline.load_previous(s.save_baseline)  # a file the save would refuse to replace
         except baseline.BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
-    if s.baseline or s.save_baseline:
+    if (s.baseline or s.save_baseline) and s.instrument.machine_bound:
         from . import calibrate
 
         config.stash[session_end.CALIBRATION] = calibrate.measure()
@@ -79,6 +110,26 @@ def pytest_configure(config):
             "other; run them without -n (or with -p no:xdist), or add --benchmark-disable to run "
             "them as plain tests"
         )
+
+
+def pytest_sessionstart(session):
+    # after every pytest_configure: pytest-benchmark's made its session in one (trylast)
+    _measure_with(session.config, _settings(session.config).instrument)
+
+
+def _measure_with(config, instrument) -> None:
+    """Make the instrument's counter pytest-benchmark's timer, for every benchmark."""
+    timer = instrument.benchmark_timer()
+    bs = getattr(config, "_benchmarksession", None)
+    if timer is None or bs is None:
+        return
+    from pytest_benchmark.utils import NameWrapper
+
+    bs.options["timer"] = NameWrapper(timer)
+    # its table would print every count as seconds; ours below say what they are
+    bs.display = lambda tr: tr.write_line(
+        f"pytest-benchmark's table left out: the samples are {instrument.kind}, not seconds "
+        "(see the tables below)")
 
 
 def _xdist_active(config) -> bool:
@@ -149,7 +200,7 @@ def _selected_backends(node, s: settings.Settings) -> list[str]:
 
 def _skip_marks(spec: str, s: settings.Settings):
     reason = backends.unavailable_reason(spec)
-    if reason is None and backends.isolation_only(spec) and not s.isolate:
+    if reason is None and backends.isolation_only(spec) and not (s.isolate or s.instrument.fresh_process):
         reason = f"{spec} monkey-patches the whole process: run it with --concurrency-isolate"
     return [pytest.mark.skip(reason=f"{spec}: {reason}")] if reason else []
 
@@ -158,15 +209,21 @@ def _skip_marks(spec: str, s: settings.Settings):
 def concurrency_backend(request):
     """The concurrency model this test runs on (parametrized over the selected models)."""
     try:
-        return backends.load(request.param)
+        backend = backends.load(request.param)
     except backends.Unsupported as exc:
         pytest.skip(f"{request.param}: {exc}")
+    instrument = _settings(request.config).instrument
+    reason = instrument.unsupported(backend)
+    if reason:
+        pytest.skip(f"{backend.name} with --concurrency-measure={instrument.kind}: {reason}")
+    return backend
 
 
 @pytest.fixture
 def concurrency_benchmark(request, benchmark, concurrency_backend):
-    """Call with a ``Case`` to time that workload on this model and record its metrics."""
+    """Call with a ``Case`` to measure that workload on this model and record its metrics."""
     s = _settings(request.config)
+    instrument = s.instrument
 
     def run_case(case: Case) -> None:
         workload = workloads.get(case.workload)
@@ -174,23 +231,23 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         if reason:
             pytest.skip(f"{concurrency_backend.name}: {reason}")
         workloads.prepare(workload, case.params)
-        rounds, warmup = workload.rounds(s.scale)
+        rounds, warmup = instrument.rounds(*workload.rounds(s.scale))
         rounds = s.rounds or rounds
         benchmark.group = f"{workload.name}[{records.params_id(case.params)}]"
         if case.workload != workload.name:  # a user's "module:OBJECT": lets the gate re-run it
             benchmark.extra_info["workload_ref"] = case.workload
         what = records.label(workload.name, case.params, concurrency_backend.name)
-        if s.isolate:
+        if s.isolate or instrument.fresh_process:
             from . import isolate
 
             isolate.bench(
                 request.config, benchmark, concurrency_backend, case.workload, case.params,
-                rounds, warmup, s.timeout, what,
+                rounds, warmup, s.timeout, what, instrument,
             )
         else:
-            measure.bench_in_process(
+            runner.bench_in_process(
                 benchmark, concurrency_backend, workload, case.params, rounds, warmup,
-                watchdog.deadline(s.timeout, what),
+                watchdog.deadline(s.timeout, what), instrument,
             )
 
     return run_case
@@ -219,6 +276,7 @@ def _label_user_benchmark(item) -> None:
         return
     params = {k: v for k, v in getattr(getattr(item, "callspec", None), "params", {}).items()
               if k != "concurrency_backend" and isinstance(v, (str, int, float, bool))}
+    instrument = _settings(item.config).instrument
     bench.extra_info.update({
         "concurrency_schema": records.SCHEMA,
         "backend": backend.name,
@@ -227,7 +285,11 @@ def _label_user_benchmark(item) -> None:
         "params": params,
         "unit": "call",
         "ops": 1,
+        "task_kind": backend.task_kind,
+        "measure": instrument.kind,
     })
+    if getattr(bench, "stats", None) is not None:  # it ran rounds: the last one ended last
+        bench.extra_info.update(instrument.after_rounds())
 
 
 def pytest_sessionfinish(session, exitstatus):

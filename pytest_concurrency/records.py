@@ -13,8 +13,13 @@ pytest-benchmark JSON viewer):
 ``params``                  dict of the workload's parameters (JSON scalars)
 ``ops``                     operations per round (hops, events, tasks, switches)
 ``unit``                    what one op is: ``hop``, ``event``, ``task``, ``switch``, ``call``
-``ns_per_op``               median round time / ops, in ns
-``ops_per_s``               ops / median round time
+``measure``                 the instrument: ``time`` (samples in seconds) or ``instructions``
+                            (samples are CPU instructions per round, counted by callgrind)
+``ns_per_op``               median round time / ops, in ns (time)
+``ops_per_s``               ops / median round time (time)
+``instructions_per_op``     median round count / ops (instructions)
+``profile``                 instructions: the costliest functions of the last round,
+                            ``[[function, library, instructions], ...]``
 ``cpu_user_s``/``cpu_sys_s``  CPU seconds per round, this process and its task processes
 ``ctx_voluntary``/``ctx_involuntary``  context switches per round, likewise
 ``peak_rss_kib``            the process's peak RSS after the benchmark (ru_maxrss)
@@ -30,8 +35,8 @@ pytest-benchmark JSON viewer):
 ``concurrency_schema``      ``SCHEMA``; marks a benchmark as ours
 ==========================  ===========================================================
 
-The raw samples are pytest-benchmark's own ``stats.data`` (seconds per round; we always
-time with ``iterations=1``).
+The raw samples are pytest-benchmark's own ``stats.data`` (one per round: we always measure
+with ``iterations=1``; seconds, or instructions when ``measure`` says so).
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ class Record:
     workload: str
     params: dict
     backend: str
-    samples: list  # seconds per round
+    samples: list  # per round, in the unit of its measure
     ops: int = 1
     unit: str = "call"
     backend_version: str = ""
@@ -81,6 +86,11 @@ class Record:
     @property
     def label(self) -> str:
         return label(self.workload, self.params, self.backend)
+
+    @property
+    def measure(self) -> str:
+        """The instrument that measured it (``measure.get``); older records were timed."""
+        return str(self.extra.get("measure") or "time")
 
     @property
     def median(self) -> float:

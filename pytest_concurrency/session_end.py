@@ -38,8 +38,10 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
     if not (s.save_baseline or s.baseline or s.report_md or s.plot_dir):
         return outcome
     if s.save_baseline or s.baseline:
-        calibration = calibrate.fastest(config.stash.get(CALIBRATION, None), calibrate.measure())
-        meta = baseline.current_meta({r.backend: r.backend_version for r in recs}, calibration)
+        calibration = None
+        if s.instrument.machine_bound:
+            calibration = calibrate.session(config.stash.get(CALIBRATION, None), calibrate.measure())
+        meta = baseline.current_meta({r.backend: r.backend_version for r in recs}, calibration, s.instrument)
     if s.save_baseline:
         if recs:
             try:
@@ -114,7 +116,8 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
     A regression must reproduce before it fails the build (see ``gate.faster_sessions``).
     A user's own benchmark test cannot be re-run from here; its first verdict stands.
     """
-    from . import backends, measure, watchdog, workloads
+    from . import backends, watchdog, workloads
+    from .measure import runner
 
     by_key = {r.key: r for r in recs}
     reruns = {}
@@ -125,20 +128,21 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
             workload = workloads.get(ref)
         except (KeyError, ImportError, AttributeError):
             continue
-        warmup = workload.rounds(s.scale)[1]
+        warmup = s.instrument.rounds(*workload.rounds(s.scale))[1]
         try:
             if s.isolate:
                 from . import isolate
 
                 reply = isolate.run_rounds(config, rec.backend, ref, rec.params, len(rec.samples),
-                                           warmup, s.timeout, with_memory=False)
+                                           warmup, s.timeout, s.instrument, with_memory=False)
                 if not reply.get("ok"):
                     raise RuntimeError(reply.get("error"))
                 samples, extra = reply["samples"], reply.get("extra") or {}
             else:
                 guard = watchdog.deadline(s.timeout, rec.label)
-                samples, extra = measure.run_rounds(backends.load(rec.backend), workload, rec.params,
-                                                    len(rec.samples), warmup, guard=guard, with_memory=False)
+                samples, extra = runner.run_rounds(backends.load(rec.backend), workload, rec.params,
+                                                   len(rec.samples), warmup, s.instrument, guard=guard,
+                                                   with_memory=False)
         except Exception as exc:  # the first verdict stands: it is the conservative one
             messages.append(f"{rec.label} could not be re-measured ({type(exc).__name__}: {exc}); "
                             "its first verdict stands")

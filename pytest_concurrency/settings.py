@@ -10,8 +10,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import backends
-from .gate import DEFAULT_MACHINE_TOLERANCE, DEFAULT_THRESHOLD
+from . import backends, measure
+from .gate import DEFAULT_MACHINE_TOLERANCE
 from .history import DEFAULT_KEEP
 from .workloads import SCALES
 
@@ -24,18 +24,23 @@ class SettingsError(ValueError):
 class Settings:
     backends: list[str] = field(default_factory=lambda: list(backends.DEFAULT_SPECS))
     scale: str = "default"
+    measure: str = "time"  # the instrument: see measure/
     rounds: int | None = None
-    timeout: float | None = 120.0
+    timeout: float | None = None  # None until read: then the given one or the instrument's default
     isolate: bool = False
     baseline: Path | None = None
     save_baseline: Path | None = None
     baseline_sessions: int = DEFAULT_KEEP  # sessions a saved baseline keeps
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float | None = None  # None: each record's instrument's default
     thresholds: dict = field(default_factory=dict)  # "gevent" / "ring" / "ring:gevent" -> fraction
     allow_cross_python: bool = False
     machine_tolerance: float = DEFAULT_MACHINE_TOLERANCE
     report_md: Path | None = None
     plot_dir: Path | None = None
+
+    @property
+    def instrument(self) -> measure.Instrument:
+        return measure.get(self.measure)
 
 
 def parse_backends(text: str, origin: str) -> list[str]:
@@ -48,6 +53,15 @@ def parse_backends(text: str, origin: str) -> list[str]:
 def parse_scale(text: str, origin: str) -> str:
     if text not in SCALES:
         raise SettingsError(f"{origin}: unknown scale {text!r}; use one of {', '.join(SCALES)}")
+    return text
+
+
+def parse_measure(text: str, origin: str) -> str:
+    if text not in measure.names():
+        raise SettingsError(f"{origin}: unknown measure {text!r}; use one of {', '.join(measure.names())}")
+    reason = measure.get(text).unavailable_reason()
+    if reason:
+        raise SettingsError(f"{origin}={text}: {reason}")
     return text
 
 
@@ -105,11 +119,12 @@ def from_config(config) -> Settings:
     if text:
         s.backends = parse_backends(text, "--concurrency-backends")
     s.scale = parse_scale(opt("concurrency_scale") or config.getini("concurrency_scale") or "default", "--concurrency-scale")
+    s.measure = parse_measure(opt("concurrency_measure") or config.getini("concurrency_measure") or "time",
+                              "--concurrency-measure")
     if opt("concurrency_rounds") is not None:
         s.rounds = parse_positive(opt("concurrency_rounds"), "--concurrency-rounds", int)
     timeout = opt("concurrency_timeout") or config.getini("concurrency_timeout")
-    if timeout:
-        s.timeout = parse_positive(timeout, "--concurrency-timeout")
+    s.timeout = parse_positive(timeout, "--concurrency-timeout") if timeout else s.instrument.default_timeout
     s.isolate = bool(opt("concurrency_isolate") or config.getini("concurrency_isolate"))
     threshold = opt("concurrency_threshold") or config.getini("concurrency_threshold")
     if threshold:

@@ -134,13 +134,50 @@ def drift_allowance(drift: float, sessions: int, coverage: float = DRIFT_COVERAG
 class Comparison:
     status: str  # one of verdicts' REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE
     ratio: float  # median(current) / median(baseline)
-    p_value: float
-    ci: tuple[float, float]  # bootstrap interval of ``ratio``
+    p_value: float | None  # None for exact samples (decide_exact)
+    ci: tuple[float, float]  # bootstrap interval of ``ratio`` (exact: its range over pairs of rounds)
     note: str = ""
 
     @property
     def change(self) -> float:
         return self.ratio - 1
+
+
+#: Exact samples (instruction counts) whose rounds spread by more than this fraction of the
+#: threshold are not judged: the count wanders (time-based scheduling, GC timing...), and a
+#: change near the threshold could be that wandering. Light models spread <0.1%, threads 0.13%.
+AGREEMENT = 0.5
+
+
+def spread(samples: Sequence[float]) -> float:
+    """(max - min) / median: how far rounds that should repeat themselves disagree."""
+    m = median(samples)
+    return (max(samples) - min(samples)) / m if m > 0 else math.inf
+
+
+def decide_exact(baseline: Sequence[float], current: Sequence[float], threshold: float) -> Comparison:
+    """Judge samples that repeat themselves (instruction counts) on the size of the change
+    alone; no test pretends they are noisy. When a side's rounds disagree by more than
+    ``AGREEMENT`` of the threshold, the count wanders: the change is judged only if every
+    pairing of rounds lies beyond the threshold, else it is inconclusive, with the spread.
+
+    ``ci`` is the range of the change over every pairing of rounds, ``p_value`` is ``None``.
+    """
+    if not baseline or not current:
+        raise ValueError("decide_exact() needs samples on both sides")
+    ratio = median(current) / median(baseline)
+    ci = (min(current) / max(baseline), max(current) / min(baseline))
+    slower, faster = ratio > 1 + threshold, ratio < 1 - threshold
+    if not (slower or faster):
+        return Comparison(UNCHANGED, ratio, None, ci)
+    wander = max(spread(baseline), spread(current))
+    beyond = ci[0] > 1 + threshold if slower else ci[1] < 1 - threshold
+    if wander > threshold * AGREEMENT and not beyond:
+        return Comparison(INCONCLUSIVE, ratio, None, ci,
+                          f"the rounds disagree by up to {wander:.2%} (baseline {spread(baseline):.2%}, now "
+                          f"{spread(current):.2%}): this count wanders too much to judge a {threshold:.0%} "
+                          f"change; give it a threshold above {wander / AGREEMENT:.1%}")
+    return Comparison(REGRESSED if slower else IMPROVED, ratio, None, ci)
 
 
 def decide(

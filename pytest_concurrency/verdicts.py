@@ -16,7 +16,7 @@ MISSING = "missing"  # in the baseline, not in this run
 class Verdict:
     key: tuple  # records.Record.key: (workload, params_id, backend)
     status: str
-    baseline_median: float | None = None  # seconds per round
+    baseline_median: float | None = None  # per round, in the measure's unit (seconds, instructions)
     current_median: float | None = None
     change: float | None = None  # current/baseline - 1 on the deciding scale (+0.14 = 14% slower)
     raw_change: float | None = None
@@ -31,6 +31,7 @@ class Verdict:
     sessions: int | None = None  # baseline sessions behind this verdict (see history.py)
     drift: float | None = None  # between-session drift of the baseline's medians (0.03 ~ 3%)
     interference: str = ""  # why the machine, not the code, may explain the change (then inconclusive)
+    measure: str = "time"  # the instrument behind both sides (measure.get(...))
 
 
 @dataclass

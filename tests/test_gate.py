@@ -29,10 +29,14 @@ def run(seed: int, rounds: int = 20, slower: dict | None = None, versions: dict 
     return out
 
 
-def meta(python=PY, ns=270.0, libraries=None) -> dict:
+def meta(python=PY, ns=270.0, libraries=None, cpu="AMD EPYC 7B13", swing=None) -> dict:
+    calibration = {"version": 1, "ns_per_iteration": ns, **({"swing": swing} if swing is not None else {})}
     return {"schema_version": 1, "python": dict(python), "backends": dict(BACKENDS),
             "libraries": libraries or {"greenlet": "3.1.1", "gevent": "25.1.0"},
-            "cpu_count": 2, "calibration": {"version": 1, "ns_per_iteration": ns}}
+            "cpu_count": 2, "cpu_model": cpu, "calibration": calibration}
+
+
+OTHER_CPU = "Intel Xeon E5-2680"
 
 
 def base_doc(seed: int = 1, **kw) -> dict:
@@ -117,7 +121,7 @@ def test_cross_python_when_allowed_compares_and_says_so():
 
 def test_cross_python_is_never_normalized():
     py312 = {"version": "3.12.1", "implementation": "CPython", "minor": "3.12"}
-    result = gate.compare(base_doc(1), run(2, speed=1.3), meta(python=py312, ns=351.0),
+    result = gate.compare(base_doc(1), run(2, speed=1.3), meta(python=py312, ns=351.0, cpu=OTHER_CPU),
                           GateSettings(allow_cross_python=True))
     assert all(v.decided_by == "raw" for v in result.verdicts)
     assert {v.status for v in result.verdicts} == {REGRESSED}  # a slower interpreter is what was asked about
@@ -176,7 +180,7 @@ def test_bad_settings_are_refused():
 
 def test_slower_machine_is_judged_normalized():
     # the same code on a machine 30% slower: raw says regression, normalized says no
-    result = gate.compare(base_doc(1), run(2, speed=1.3), meta(ns=351.0))
+    result = gate.compare(base_doc(1), run(2, speed=1.3), meta(ns=351.0, cpu=OTHER_CPU))
     assert not result.failed
     assert result.calibration_ratio == pytest.approx(1.3)
     v = result.verdicts[0]
@@ -185,10 +189,29 @@ def test_slower_machine_is_judged_normalized():
 
 
 def test_slower_machine_still_catches_a_real_regression():
-    result = gate.compare(base_doc(1), run(2, speed=1.3, slower={"gevent": 1.15}), meta(ns=351.0))
+    result = gate.compare(base_doc(1), run(2, speed=1.3, slower={"gevent": 1.15}), meta(ns=351.0, cpu=OTHER_CPU))
     assert {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
     line = next(l for l in gate.format_lines(result) if l.startswith("REGRESSION gevent"))
     assert "normalized; raw +" in line
+
+
+def test_a_slow_calibration_reading_on_the_same_machine_never_normalizes():
+    # the loop read 45% slow on the very machine of the baseline: scaling by it would call
+    # every unchanged benchmark 30% "improved" and hide a real 15% regression
+    result = gate.compare(base_doc(1), run(2, slower={"gevent": 1.15}), meta(ns=392.0))
+    assert all(v.decided_by == "raw" for v in result.verdicts)
+    assert not result.by_status(IMPROVED)
+    assert {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
+    assert any("same machine" in n for n in result.notes)
+
+
+def test_a_machine_whose_speed_swings_within_the_session_cannot_judge_small_changes():
+    # the calibration at the session's start and end differed by 30%: a 15% change is unsure
+    result = gate.compare(base_doc(1), run(2, slower={"gevent": 1.15, "uvloop": 1.6}), meta(swing=0.30))
+    by_backend = {v.key[2]: v for v in result.verdicts if v.key[0] == "ring"}
+    assert by_backend["gevent"].status == INCONCLUSIVE and "moved 30%" in by_backend["gevent"].note
+    assert by_backend["uvloop"].status == REGRESSED  # +60% is beyond what the machine's swing explains
+    assert ("ring", by_backend["gevent"].key[1], "gevent") in gate.suspects(result)
 
 
 def test_same_machine_within_tolerance_is_judged_raw():

@@ -52,6 +52,7 @@ def render(records: Iterable[Record], gate: V.GateResult | None = None) -> str:
                 "fastest first by median round time.", ""]
     for tab in built:
         out += render_table(tab) + [""]
+    out += [f"- {_cell(note)}" for note in tables.measure_notes(records)]
     return "\n".join(out).rstrip() + "\n"
 
 

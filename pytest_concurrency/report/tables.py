@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from .. import measure
 from .. import verdicts as V
 from ..records import Record, key_label, params_id
 
@@ -76,11 +77,26 @@ class Table:
 # -- numbers ---------------------------------------------------------------------------------
 
 def round_median(rec: Record) -> float:
-    """Median seconds per round; from ``ns_per_op`` when the file kept no raw samples."""
+    """Median round in its measure's unit; from the per-op figure when the file kept no samples."""
     if rec.samples:
         return rec.median
-    ns = rec.metric("ns_per_op")
+    ns, count = rec.metric("ns_per_op"), rec.metric("instructions_per_op")
+    if counted(rec):
+        return float(count) * rec.ops if count is not None else float("nan")
     return float(ns) * rec.ops / 1e9 if ns is not None else float("nan")
+
+
+def counted(rec: Record) -> bool:
+    """Whether the record's samples are counts (instructions), not seconds."""
+    return measure.get(rec.measure).unit != "s"
+
+
+def fmt_amount(value: float | None, kind: str) -> str:
+    """A sample-sized figure in the unit of the measure ``kind``: ``12.3 ms``, ``1.23M instr``."""
+    unit = measure.get(kind).unit
+    if unit == "s":
+        return fmt_time(value)
+    return NA if value is None or not math.isfinite(value) else f"{fmt_count(value)} {unit}"
 
 
 def time_per_op(rec: Record) -> float:
@@ -94,15 +110,15 @@ def rate(rec: Record) -> float:
 def io_overhead(rec: Record) -> float | None:
     """The median's excess over the ideal wall time, in seconds (None outside the IO workload)."""
     ideal = rec.metric("ideal_s")
-    if ideal is not None:
+    if ideal is not None and not counted(rec):  # a count has no idle time to subtract
         return round_median(rec) - float(ideal)
     over = rec.metric("overhead_s")
     return float(over) if over is not None else None
 
 
 def is_rate(rec: Record) -> bool:
-    """Throughput units read better as ops/s (seed 002 reported events/s)."""
-    return rec.unit == "event"
+    """Throughput units read better as ops/s (seed 002 reported events/s); counts never do."""
+    return rec.unit == "event" and not counted(rec)
 
 
 def cost_per_op(rec: Record) -> float:
@@ -166,6 +182,8 @@ def fmt_change(change: float | None) -> str:
 
 
 def per_op_text(rec: Record) -> str:
+    if counted(rec):
+        return f"{fmt_amount(time_per_op(rec), rec.measure)}/{rec.unit}"
     if is_rate(rec):
         return fmt_rate(rate(rec), rec.unit)
     over = io_overhead(rec)
@@ -206,7 +224,7 @@ def memory_text(rec: Record) -> str:
 
 def ideal_text(rec: Record) -> str:
     ideal, over = _num(rec, "ideal_s"), io_overhead(rec)
-    if ideal is None:
+    if ideal is None or counted(rec):
         return NA
     return f"{fmt_time(ideal)} / +{fmt_time(over)}"
 
@@ -260,18 +278,18 @@ def _fill(tab: Table, *, with_gate: bool) -> None:
     measured = [r.record for r in tab.rows if r.record is not None]
     meds = [round_median(r) for r in measured if math.isfinite(round_median(r))]
     fastest = min(meds) if meds else math.nan
-    has_ideal = any(r.metric("ideal_s") is not None for r in measured)
+    has_ideal = any(r.metric("ideal_s") is not None and not counted(r) for r in measured)
     for row in tab.rows:
         rec = row.record
         cells = {"backend": row.backend}
         if rec is None:
             cells.update({c.id: NA for c in COLUMNS if c.id != "backend"})
             if row.verdict is not None and row.verdict.baseline_median is not None:
-                cells["median"] = f"({fmt_time(row.verdict.baseline_median)})"
+                cells["median"] = f"({fmt_amount(row.verdict.baseline_median, row.verdict.measure)})"
         else:
             med = round_median(rec)
             cells.update(
-                median=fmt_time(med),
+                median=fmt_amount(med, rec.measure),
                 per_op=per_op_text(rec),
                 ideal=ideal_text(rec),
                 relative=f"{_sig3(med / fastest)}x" if math.isfinite(med / fastest) else NA,
@@ -285,7 +303,23 @@ def _fill(tab: Table, *, with_gate: bool) -> None:
     tab.columns = tuple(
         c for c in COLUMNS
         if (with_gate or c.id not in ("change", "verdict")) and (has_ideal or c.id != "ideal")
+        and (c.id not in _OPTIONAL or any(row.cells.get(c.id, NA) != NA for row in tab.rows))
     )
+
+
+_OPTIONAL = ("cpu", "ctx", "memory")  # left out of a table where no row has them (plain tests, counts)
+
+
+def measure_notes(records: Iterable[Record]) -> list[str]:
+    """What each measure in ``records`` cannot see, one line per kind of model, naming them:
+    ``instructions on gevent, uvloop leave out kernel work (syscalls, IO), waits ...``."""
+    by_line: dict[tuple[str, str], list[str]] = {}
+    for rec in records:
+        text = measure.get(rec.measure).leaves_out(str(rec.metric("task_kind") or "light"))
+        names = by_line.setdefault((rec.measure, text), []) if text else []
+        if text and rec.backend not in names:
+            names.append(rec.backend)
+    return [f"{kind} on {', '.join(sorted(names))} leave out {text}" for (kind, text), names in by_line.items()]
 
 
 # -- gate summary ----------------------------------------------------------------------------
@@ -294,11 +328,11 @@ def verdict_line(v: V.Verdict) -> str:
     """One sentence per verdict for the summary block below the tables."""
     parts = []
     if v.baseline_median is not None and v.current_median is not None:
-        parts.append(f"{fmt_time(v.baseline_median)} -> {fmt_time(v.current_median)}")
+        parts.append(f"{fmt_amount(v.baseline_median, v.measure)} -> {fmt_amount(v.current_median, v.measure)}")
     elif v.baseline_median is not None:
-        parts.append(f"baseline {fmt_time(v.baseline_median)}")
+        parts.append(f"baseline {fmt_amount(v.baseline_median, v.measure)}")
     elif v.current_median is not None:
-        parts.append(f"now {fmt_time(v.current_median)}")
+        parts.append(f"now {fmt_amount(v.current_median, v.measure)}")
     if v.change is not None:
         parts.append(fmt_change(v.change))
     if v.p_value is not None:

@@ -107,7 +107,11 @@ def render(records: Iterable[Record], gate: V.GateResult | None = None, *, width
            color: bool = False) -> str:
     """All tables (and the gate block when a gate ran), every line at most ``width`` columns."""
     width = max(int(width), 40)
+    records = list(records)
     blocks = [render_table(t, width=width, color=color) for t in tables.build(records, gate)]
+    notes = tables.measure_notes(records)
+    if notes:
+        blocks.append([line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")])
     if gate is not None:
         blocks.append(render_summary(gate, width=width, color=color))
     if not blocks:

@@ -1,0 +1,93 @@
+"""How a round is measured: the instruments, one module each, chosen once per session.
+
+``wallclock`` (``time``): seconds per round, pytest-benchmark's clock. ``callgrind``
+(``instructions``): CPU instructions per round, counted under valgrind. Each record says
+which instrument measured it (``extra_info["measure"]``); the gate and the reports ask the
+record's instrument what its figures mean (unit, threshold, whether they are exact or move
+with the machine), never which instrument ran.
+
+``runner`` runs and records rounds with whichever instrument the session uses.
+"""
+
+from __future__ import annotations
+
+
+class Instrument:
+    """What the rest of the plugin may ask of an instrument."""
+
+    kind = ""  # the name users pass to --concurrency-measure
+    unit = ""  # of a sample: "s" or "instr"
+    default_threshold = 0.0  # the gate's practical threshold (fraction) unless one is given
+    exact = False  # samples repeat to the unit: judged on size alone, without statistics
+    machine_bound = True  # figures move with the machine's speed and load (calibration, load guard)
+    needs_launch = False  # the session must run inside the instrument's command
+    with_memory = True  # workloads' untimed memory pass is meaningful under this instrument
+    fresh_process = False  # each workload case runs in a new worker process (isolate.py)
+    default_timeout = 120.0  # longest a round may take, seconds, unless --concurrency-timeout
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def inside(self) -> bool:
+        """Whether this process can measure (for ``needs_launch``: runs inside the command)."""
+        return True
+
+    def run_session(self, argv: list[str], cwd: str) -> int:
+        """Run a pytest command line (``argv`` after the interpreter) inside the instrument's
+        command; return its exit status."""
+        raise NotImplementedError
+
+    def benchmark_timer(self):
+        """The timer pytest-benchmark must use, or ``None`` for its own (``--benchmark-timer``)."""
+        return None
+
+    def unsupported(self, backend) -> str | None:
+        """Why this instrument cannot measure ``backend``, or ``None``."""
+        return None
+
+    def rounds(self, rounds: int, warmup: int) -> tuple[int, int]:
+        """(rounds, warm-up rounds) from the workload's choice for timing."""
+        return rounds, warmup
+
+    def counter(self):
+        """A callable read before and after a round: the difference is the round's sample."""
+        raise NotImplementedError
+
+    def per_op(self, median: float, ops: int) -> dict:
+        """The figures per operation from a median round (``extra_info`` keys)."""
+        raise NotImplementedError
+
+    def after_rounds(self) -> dict:
+        """Extra figures right after the last round (``extra_info`` keys)."""
+        return {}
+
+    def explain(self, base, current) -> str | None:
+        """Where a regression of ``current`` against ``base`` (two records) came from, if known."""
+        return None
+
+    def leaves_out(self, task_kind: str) -> str | None:
+        """What this measure cannot see for a model of ``task_kind`` (shown in reports)."""
+        return None
+
+    def session_meta(self) -> dict:
+        """What a baseline records about how this instrument measured."""
+        return {}
+
+
+def names() -> list[str]:
+    return list(_MODULES)
+
+
+def get(kind: str | None) -> Instrument:
+    """The instrument by its ``kind`` (``None``: time, as records made before instruments)."""
+    import importlib
+
+    kind = kind or "time"
+    try:
+        module, attr = _MODULES[kind]
+    except KeyError:
+        raise KeyError(f"unknown measure {kind!r}; valid: {', '.join(_MODULES)}") from None
+    return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+
+
+_MODULES = {"time": ("wallclock", "WALLCLOCK"), "instructions": ("callgrind", "CALLGRIND")}

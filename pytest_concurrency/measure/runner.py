@@ -1,0 +1,143 @@
+"""Run a workload case's rounds with the session's instrument and attach the per-model figures.
+
+In a test, pytest-benchmark runs the rounds (``pedantic``, ``iterations=1``, so its raw
+samples are rounds) with the instrument's counter as its timer (see plugin.py). Isolated
+workers and re-measured suspects run them here (``run_rounds``) with the same counter.
+
+Around the rounds, an instrument whose figures move with the machine also gets CPU time,
+context switches and other processes' load (``usage.Window``), per round, warm-up included
+since it also ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+
+from .. import workloads
+from ..records import SCHEMA
+from ..workloads import Outcome, WorkloadError
+from .usage import Window, peak_rss_kib
+
+
+def identity(backend, workload, params: dict, instrument) -> dict:
+    """The extra_info keys that say what was measured, and how (see records.py)."""
+    return {
+        "concurrency_schema": SCHEMA,
+        "backend": backend.name,
+        "backend_version": backend.version,
+        "workload": workload.name,
+        "params": dict(params),
+        "unit": workload.unit,
+        "task_kind": backend.task_kind,
+        "measure": instrument.kind,
+    }
+
+
+class _Stretch:
+    """The figures gathered around a stretch of rounds besides the samples themselves."""
+
+    def __init__(self, backend, instrument):
+        self._instrument = instrument
+        self._window = Window(backend) if instrument.machine_bound else None
+
+    def close(self, calls: int) -> dict:
+        out = self._instrument.after_rounds()
+        if self._window is not None:
+            used, machine = self._window.close()
+            out.update(machine, **used.per(max(calls, 1)))
+        if self._instrument.with_memory:
+            out["peak_rss_kib"] = peak_rss_kib()
+        return out
+
+
+def figures(samples: list, outcomes: list[Outcome], instrument, around: dict) -> dict:
+    """Per-op figures from the rounds' samples and outcomes, with ``around`` (``_Stretch``)."""
+    ops = _consistent_ops(outcomes)
+    median = statistics.median(samples)
+    out = {"ops": ops, **instrument.per_op(median, ops), **around}
+    for key in sorted({k for o in outcomes for k in o.extra}):
+        out[key] = statistics.median(o.extra[key] for o in outcomes if key in o.extra)
+    if "ideal_s" in out and instrument.unit == "s":
+        out["overhead_s"] = median - out["ideal_s"]
+    return out
+
+
+def _consistent_ops(outcomes: list[Outcome]) -> int:
+    counts = {o.ops for o in outcomes}
+    if len(counts) != 1:
+        raise WorkloadError(f"rounds did different amounts of work: ops {sorted(counts)}")
+    return counts.pop()
+
+
+def _memory(workload, backend, params, instrument, guard) -> dict:
+    if not instrument.with_memory:
+        return {}
+    with guard():
+        return workloads.memory(workload, backend, params)
+
+
+def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, warmup: int, guard,
+                     instrument) -> None:
+    """Run ``rounds`` rounds here through pytest-benchmark; ``guard`` bounds each (see watchdog)."""
+    outcomes: list[Outcome] = []
+
+    def one_round():
+        with guard():
+            outcomes.append(workload.run(backend, params))
+
+    benchmark.extra_info.update(identity(backend, workload, params, instrument))
+    stretch = _Stretch(backend, instrument)
+    benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    around = stretch.close(len(outcomes))
+    samples = _samples(benchmark)
+    if samples:  # None under --benchmark-disable: the workload still ran and checked itself
+        benchmark.extra_info.update(figures(samples, outcomes, instrument, around))
+        benchmark.extra_info.update(_memory(workload, backend, params, instrument, guard))
+
+
+def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instrument, *,
+               progress=lambda: None, guard=contextlib.nullcontext, with_memory=True):
+    """Measure each round with the instrument's counter; return samples + figures.
+
+    For isolated workers and for re-measuring a suspect, where pytest-benchmark's fixture
+    is not the one measuring. ``progress`` is called after every round (an isolated worker's
+    per-round deadline restarts on it); ``guard`` bounds each round in-process.
+    """
+    workloads.prepare(workload, params)
+    counter = instrument.counter()
+
+    def measured_round() -> float:
+        with guard():
+            start = counter()
+            outcomes.append(workload.run(backend, params))
+            elapsed = counter() - start
+        progress()
+        return elapsed
+
+    outcomes: list[Outcome] = []
+    for _ in range(warmup):
+        measured_round()
+    stretch = _Stretch(backend, instrument)
+    samples = [measured_round() for _ in range(rounds)]
+    extra = figures(samples, outcomes, instrument, stretch.close(rounds))  # the timed rounds only
+    if with_memory:
+        extra.update(_memory(workload, backend, params, instrument, guard))
+        progress()
+    return samples, extra
+
+
+def record_external(benchmark, backend_identity: dict, samples: list[float], extra: dict) -> None:
+    """Feed rounds measured elsewhere (an isolated worker) into pytest-benchmark's records."""
+    benchmark.extra_info.update(backend_identity)
+    benchmark.extra_info.update(extra)
+    if getattr(benchmark, "disabled", False):
+        return
+    stats = benchmark._make_stats(1)  # pytest-benchmark's own record, as pedantic would create
+    for sample in samples:
+        stats.update(sample)
+
+
+def _samples(benchmark) -> list[float]:
+    meta = getattr(benchmark, "stats", None)
+    return list(meta.stats.data) if meta is not None else []

@@ -1,0 +1,80 @@
+"""What a stretch of rounds cost besides its figure: CPU user/sys, context switches, and how
+busy other processes kept the machine meanwhile.
+
+CPU time and context switches come from ``getrusage`` for this process plus whatever task
+processes the backend reports. The whole machine's CPU time minus ours says how many cores
+other processes kept busy (``foreign_cpu``): threads and processes need free cores, and a busy
+neighbour slows them without any change in the code (the gate reads it, see gate.py).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Usage:
+    cpu_user_s: float = 0.0
+    cpu_sys_s: float = 0.0
+    ctx_voluntary: float = 0.0
+    ctx_involuntary: float = 0.0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
+
+    def __sub__(self, other: "Usage") -> "Usage":
+        return Usage(*(a - b for a, b in zip(self.as_tuple(), other.as_tuple())))
+
+    def per(self, n: int) -> dict:
+        return {k: v / n for k, v in zip(self.__dataclass_fields__, self.as_tuple())}
+
+    def as_tuple(self) -> tuple:
+        return (self.cpu_user_s, self.cpu_sys_s, self.ctx_voluntary, self.ctx_involuntary)
+
+
+def self_usage() -> Usage:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return Usage(r.ru_utime, r.ru_stime, r.ru_nvcsw, r.ru_nivcsw)
+
+
+def task_process_usage(backend) -> Usage:
+    """CPU of the backend's own task processes (multiprocessing), reset on each call.
+
+    Forkserver and spawn children are not our direct children, so RUSAGE_CHILDREN
+    would miss them; the backend collects what each child reports when it ends.
+    """
+    take = getattr(backend, "take_child_usage", None)
+    return Usage(**take()) if take else Usage()
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all processes on the machine have used since boot (``/proc/stat``)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    idle = t.idle + sum(getattr(t, name, 0.0) for name in ("iowait", "guest", "guest_nice"))
+    return sum(t) - idle  # guest time is already counted in user time
+
+
+class Window:
+    """A stretch of rounds: our CPU usage over it, and other processes' load on the machine."""
+
+    def __init__(self, backend):
+        self._backend = backend
+        task_process_usage(backend)  # drop anything left from before
+        self._usage, self._busy, self._start = self_usage(), machine_busy_s(), time.perf_counter()
+
+    def close(self) -> tuple[Usage, dict]:
+        """(our usage, the machine's conditions as ``extra_info`` keys: see records.py)."""
+        wall = time.perf_counter() - self._start
+        used = self_usage() - self._usage + task_process_usage(self._backend)
+        foreign = machine_busy_s() - self._busy - used.cpu_user_s - used.cpu_sys_s
+        return used, {"foreign_cpu": round(max(0.0, foreign / wall) if wall > 0 else 0.0, 3)}
+
+
+def peak_rss_kib() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak // 1024 if sys.platform == "darwin" else peak  # macOS reports bytes

@@ -1,0 +1,259 @@
+"""Counting instructions (--concurrency-measure=instructions) through real pytest sessions
+under valgrind, and the pieces it rests on: the callgrind dump reader and the exact rule.
+
+The injected slowdown is a few extra Python calls per message on one backend, chosen by an
+environment variable: a change of a few percent, which only an exact count can gate.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pytest_concurrency import stats
+from pytest_concurrency.measure import callgrind
+from pytest_concurrency.records import Record
+from pytest_concurrency.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
+
+needs_valgrind = pytest.mark.skipif(callgrind.unavailable_reason() is not None,
+                                    reason=f"{callgrind.unavailable_reason()}")
+
+PINGS = '''
+import os
+from pytest_concurrency.workloads import Outcome, WorkloadError
+
+
+def extra_work(n):
+    return sum(range(n))
+
+
+class Pings:
+    """Main sends `m` numbers to one task over a bounded channel; the task sums them."""
+    name = "pings"
+    unit = "msg"
+
+    def cases(self, scale):
+        return [{"m": 400}]
+
+    def rounds(self, scale):
+        return 10, 1
+
+    def unsupported(self, backend, params):
+        return None
+
+    def run(self, backend, params):
+        m = params["m"]
+        slow = int(os.environ.get("SLOW_WORK", "0")) if backend.name == os.environ.get("SLOW_BACKEND") else 0
+
+        def consume(inbox):
+            total = 0
+            for _ in range(m):
+                total += inbox.get()
+                if slow:
+                    extra_work(slow)
+            return total
+
+        async def aconsume(inbox):
+            total = 0
+            for _ in range(m):
+                total += await inbox.get()
+                if slow:
+                    extra_work(slow)
+            return total
+
+        if backend.family == "async":
+            async def main():
+                inbox = backend.channel(8)
+                task = backend.spawn(aconsume, inbox)
+                for i in range(m):
+                    await inbox.put(i)
+                return await task.join()
+        else:
+            def main():
+                inbox = backend.channel(8)
+                task = backend.spawn(consume, inbox)
+                for i in range(m):
+                    inbox.put(i)
+                return task.join()
+        total = backend.run(main)
+        if total != m * (m - 1) // 2:
+            raise WorkloadError(f"pings summed to {total}, expected {m * (m - 1) // 2}")
+        return Outcome(m)
+
+
+PINGS = Pings()
+'''
+
+TEST = """
+import pytest
+
+@pytest.mark.concurrency(workloads=["pings:PINGS"])
+def test_pings(concurrency_case, concurrency_benchmark):
+    concurrency_benchmark(concurrency_case)
+"""
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(pings=PINGS, test_pings=TEST)
+    return pytester
+
+
+def counted(suite, *args, backends="greenlet,asyncio"):
+    return suite.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-measure=instructions", f"--concurrency-backends={backends}", *args,
+        timeout=900,
+    )
+
+
+@needs_valgrind
+def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(suite, monkeypatch):
+    base = suite.path / "base.json"
+    first = counted(suite, f"--concurrency-save-baseline={base}")
+    first.assert_outcomes(passed=2)
+    doc = json.loads(base.read_text())
+    meta = doc["pytest_concurrency"]
+    assert meta["measure"] == "instructions" and meta["calibration"] is None and meta["hash_seed"] == "0"
+    for bench in doc["benchmarks"]:
+        samples = bench["stats"]["data"]
+        assert len(samples) == 3 and min(samples) > 1e5  # instructions, not seconds
+        assert stats.spread(samples) < 0.005, samples  # rounds agree
+        assert bench["extra_info"]["measure"] == "instructions" and bench["extra_info"]["profile"]
+
+    same = counted(suite, f"--concurrency-baseline={base}")
+    assert same.ret == 0, same.stdout.str()
+    same.stdout.fnmatch_lines(["*instructions on asyncio, greenlet leave out*", "*Gate: 0 regressions*"])
+    changes = [v for v in _verdict_changes(same.stdout.str())]
+    assert changes and all(abs(c) < 0.2 for c in changes), changes  # percent: far inside 1%
+
+    monkeypatch.setenv("SLOW_BACKEND", "greenlet")
+    monkeypatch.setenv("SLOW_WORK", "3")
+    slow = counted(suite, f"--concurrency-baseline={base}")
+    out = " ".join(slow.stdout.str().split())
+    assert slow.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "Gate: 1 regression" in out
+    assert "pings[m=400] on greenlet:" in out and "threshold 1%" in out
+    assert "where: +" in out and "instr/msg: extra_work" not in out  # C symbols, not Python names
+    assert "_PyEval_EvalFrameDefault" in out or "libpython" in out
+    assert "on asyncio: " not in out.split("Regressions")[1].split("Notes")[0]
+    assert "re-measured" not in out  # counts repeat: no second session
+
+
+def _verdict_changes(text: str) -> list[float]:
+    """The change column of the tables, in percent."""
+    out = []
+    for line in text.splitlines():
+        for word in line.split():
+            if word.endswith("%") and word[:1] in "+-" and "unchanged" in line:
+                out.append(float(word[:-1]))
+    return out
+
+
+@needs_valgrind
+def test_a_plain_benchmark_test_is_counted_in_the_session(pytester):
+    pytester.makepyfile(test_plain="""
+        def work(backend):
+            tasks = [backend.spawn(sum, range(200)) for _ in range(20)]
+            return [t.join() for t in tasks]
+
+        def test_plain(benchmark, concurrency_backend):
+            result = benchmark.pedantic(concurrency_backend.run, args=(work, concurrency_backend), rounds=3)
+            assert result == [19900] * 20
+    """)
+    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-measure=instructions",
+                                           "--concurrency-backends=greenlet,multiprocessing",
+                                           "--benchmark-json=run.json", "-rs", timeout=900)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*multiprocessing*task processes are not counted*"])
+    bench = json.loads((pytester.path / "run.json").read_text())["benchmarks"][0]
+    assert bench["extra_info"]["measure"] == "instructions"
+    assert all(x > 1e4 and x == int(x) for x in bench["stats"]["data"])
+
+
+def test_without_valgrind_the_run_stops_before_anything_is_measured(pytester, monkeypatch):
+    pytester.makepyfile(test_x="def test_x(concurrency_backend):\n    pass\n")
+    empty = pytester.mkdir("empty-bin")
+    monkeypatch.setenv("PATH", str(empty))
+    result = pytester.runpytest_subprocess("--concurrency-measure=instructions")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--concurrency-measure=instructions*valgrind is not on PATH*apt-get install valgrind*"])
+
+
+def test_an_unknown_measure_is_a_usage_error(pytester):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest("--concurrency-measure=cycles")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown measure 'cycles'; use one of time, instructions*"])
+
+
+@needs_valgrind
+def test_dump_reader_against_a_real_callgrind_run(tmp_path):
+    script = tmp_path / "work.py"
+    script.write_text("import os\n"
+                      "def spin(n):\n    return sum(i * i for i in range(n))\n"
+                      "for n in (10_000, 40_000):\n"
+                      "    os.sched_get_priority_max(os.SCHED_OTHER)\n"
+                      "    spin(n)\n"
+                      "    os.sched_get_priority_min(os.SCHED_OTHER)\n")
+    subprocess.run(callgrind.command([sys.executable, str(script)], str(tmp_path)), check=True, timeout=300)
+    dumps = sorted(p for p in tmp_path.glob("callgrind.*.*"))
+    assert [p.suffix for p in dumps] == [".1", ".2"]
+    small, large = (callgrind.read_total(str(p)) for p in dumps)
+    assert 3.2 < large / small < 4.5  # four times the loop, plus the same fixed costs
+    profile = callgrind.read_profile(str(dumps[1]))
+    counts = [c for _, _, c in profile]
+    assert counts == sorted(counts, reverse=True) and sum(counts) <= large
+    assert any(lib.startswith(("libpython", "python")) for _, lib, _ in profile)
+    assert sum(counts) > 0.8 * large  # the listed functions are where nearly all of it went
+
+
+def test_reading_a_dump_that_is_not_there_says_why(tmp_path):
+    with pytest.raises(callgrind.CountingError, match="not running under pytest-concurrency's counting"):
+        callgrind.read_total(str(tmp_path / "callgrind.1.1"))
+
+
+def test_exact_rule_judges_size_once_rounds_agree():
+    base = [1_000_000, 1_000_400, 999_800]
+    assert stats.decide_exact(base, [1_005_000] * 3, 0.01).status == UNCHANGED
+    slower = stats.decide_exact(base, [1_012_000, 1_012_100, 1_011_900], 0.01)
+    assert slower.status == REGRESSED and slower.p_value is None
+    assert slower.ci[0] > 1.01 > 1.0
+    wandering = [1_000_000, 1_030_000, 990_000]  # 4% apart: cannot judge a 1% change
+    unsure = stats.decide_exact(base, [x * 1.015 for x in wandering], 0.01)
+    assert unsure.status == INCONCLUSIVE and "wanders" in unsure.note
+    big = stats.decide_exact(base, [x * 1.5 for x in wandering], 0.01)
+    assert big.status == REGRESSED  # every pairing of rounds is far beyond the threshold
+
+
+def _rec(median, profile, ops=100):
+    return Record("ring", {}, "gevent", [median] * 3, ops=ops, unit="hop",
+                  extra={"measure": "instructions", "profile": profile})
+
+
+def test_profile_growth_names_the_functions_that_grew():
+    base = _rec(100_000, [["eval", "libpython3.11", 60_000], ["g_switch", "_greenlet", 30_000],
+                          ["malloc", "libc", 5_000]])
+    cur = _rec(112_000, [["eval", "libpython3.11", 61_000], ["g_switch", "_greenlet", 40_000],
+                         ["new_fn", "_gevent", 6_000], ["malloc", "libc", 5_000]])
+    text = callgrind.profile_growth(base, cur)
+    assert text.startswith("where: +120 instr/hop: g_switch (_greenlet) +100")
+    # new to the list: counted from the baseline's smallest listed cost (50/hop), not from 0
+    assert "new_fn (_gevent) +10" in text and "eval (libpython3.11) +10" in text
+    assert callgrind.profile_growth(_rec(1, []), cur) is None
+
+
+def test_counting_outside_a_counted_session_is_refused(monkeypatch):
+    monkeypatch.delenv(callgrind.ENV_DIR, raising=False)
+    with pytest.raises(callgrind.CountingError, match="--concurrency-measure=instructions"):
+        callgrind.Callgrind().counter()
+
+
+def test_counted_command_traces_children_but_not_the_latency_server(tmp_path):
+    argv = callgrind.command(["python", "-m", "pytest"], str(tmp_path))
+    assert argv[-3:] == ["python", "-m", "pytest"]
+    assert "--trace-children=yes" in argv
+    assert any(a.startswith("--trace-children-skip-by-arg=") and "latency_server" in a for a in argv)
+    assert f"--dump-before={callgrind.DUMP_FN}" in argv and f"--zero-before={callgrind.ZERO_FN}" in argv
