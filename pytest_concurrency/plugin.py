@@ -156,11 +156,23 @@ def _skip_marks(spec: str, s: settings.Settings):
 
 @pytest.fixture
 def concurrency_backend(request):
-    """The concurrency model this test runs on (parametrized over the selected models)."""
+    """The concurrency model this test runs on (parametrized over the selected models).
+
+    Its ``run`` is bounded by ``--concurrency-timeout``: a deadlock in a test's own code
+    fails that test, naming it, the backend and where it was blocked, instead of hanging.
+    """
     try:
-        return backends.load(request.param)
+        backend = backends.load(request.param)
     except backends.Unsupported as exc:
         pytest.skip(f"{request.param}: {exc}")
+    watchdog.bound_run(backend, _settings(request.config).timeout, request.node.nodeid, _fail_stalled)
+    return backend
+
+
+def _fail_stalled(exc: watchdog.WorkloadTimeout):
+    # The message says where the code was blocked; pytest's traceback through the timeout's
+    # own machinery (and a stopped event loop's RuntimeError) would only bury it.
+    raise pytest.fail.Exception(str(exc), pytrace=False) from None
 
 
 @pytest.fixture
@@ -188,10 +200,13 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
                 rounds, warmup, s.timeout, what,
             )
         else:
-            measure.bench_in_process(
-                benchmark, concurrency_backend, workload, case.params, rounds, warmup,
-                watchdog.deadline(s.timeout, what),
-            )
+            try:
+                measure.bench_in_process(
+                    benchmark, concurrency_backend, workload, case.params, rounds, warmup,
+                    watchdog.deadline(s.timeout, what),
+                )
+            except watchdog.WorkloadTimeout as exc:
+                _fail_stalled(exc)
 
     return run_case
 
