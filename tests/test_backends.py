@@ -524,3 +524,20 @@ def test_greenlet_many_tasks_blocking_at_once_do_not_nest_stacks():
         return seen == list(range(5000)) and [t.join() for t in tasks] == list(range(5000))
 
     assert b.run(main) is True
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_multiprocessing_task_that_cannot_be_pickled_names_the_fix(method):
+    b = load(f"multiprocessing[{method}]")
+
+    def main(b):
+        def local_task(b):
+            return 1
+
+        return b.spawn(local_task, b).join()
+
+    with pytest.raises(TypeError) as info:  # NotPicklable, a TypeError like pickle's own
+        b.run(main, b)
+    message = str(info.value)
+    assert message.startswith(f"[multiprocessing[{method}]] spawn(test_multiprocessing_task_that_cannot_be_pickled")
+    assert "local_task" in message and "Define the task function at module level" in message

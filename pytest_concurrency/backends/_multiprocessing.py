@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import resource
 import socket
 import time
@@ -31,6 +32,18 @@ _USAGE_KEYS = ("cpu_user_s", "cpu_sys_s", "ctx_voluntary", "ctx_involuntary")
 
 class ChildDied(base.ConcurrencyError):
     """The child process ended (``os._exit``, a signal) without sending a result."""
+
+
+class NotPicklable(base.ConcurrencyError, TypeError):
+    """A task's function or arguments cannot be pickled into its process (forkserver, spawn)."""
+
+    def __init__(self, backend: str, task: str, error: BaseException):
+        super().__init__(
+            f"[{backend}] spawn({task}): a task runs in a new process, which receives its function "
+            f"and arguments by pickling, which failed: {error}. Define the task "
+            f"function at module level (not inside a test or another function, not a lambda) and "
+            f"pass picklable arguments (this backend's channels are fine)"
+        )
 
 
 class RemoteTraceback(Exception):
@@ -72,7 +85,14 @@ class ProcessTask:
         self.process = backend._ctx.Process(
             target=_child_main, args=(writer, fn, args), name=self.name, daemon=True
         )
-        self.process.start()
+        try:
+            self.process.start()
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            reader.close()
+            writer.close()
+            if "pickle" not in str(exc).lower():
+                raise
+            raise NotPicklable(backend.name, self.name, exc) from exc
         writer.close()  # the child holds the only write end: its death means EOF here
 
     def _receive(self) -> tuple:
