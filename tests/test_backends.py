@@ -74,6 +74,12 @@ def report_later(b, status, seconds, word):
     status.put(word)
 
 
+def fail_after_main_returned(b, status, seconds, message):
+    status.put("about to raise")
+    b.sleep(seconds)  # main has returned by now
+    raise ValueError(message)
+
+
 def echo_roundtrip(b, host, port, payload):
     conn = b.open_connection(host, port)
     try:
@@ -541,3 +547,18 @@ def test_multiprocessing_task_that_cannot_be_pickled_names_the_fix(method):
     message = str(info.value)
     assert message.startswith(f"[multiprocessing[{method}]] spawn(test_multiprocessing_task_that_cannot_be_pickled")
     assert "local_task" in message and "Define the task function at module level" in message
+
+
+@pytest.mark.parametrize("spec", ["threading", "multiprocessing[forkserver]"])
+def test_task_failing_just_after_main_returned_still_fails_run(spec):
+    # Tasks of OS threads and processes outlive main; one that raises a moment later must be
+    # reported, not lost because run() happened to return first.
+    b = load(spec)
+
+    def main(b):
+        status = b.channel(None)
+        b.spawn(fail_after_main_returned, b, status, 0.2, "boom-late")
+        return status.get()
+
+    with pytest.raises(base.TaskFailed, match="boom-late"):
+        b.run(main, b)
