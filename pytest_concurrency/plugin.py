@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from . import backends, measure, records, session_end, settings, watchdog, workloads
+from . import backends, measure, progress, records, session_end, settings, watchdog, workloads
 from .gate import DEFAULT_THRESHOLD
 from .history import DEFAULT_KEEP
 
 SETTINGS = pytest.StashKey[settings.Settings]()
+PROGRESS = pytest.StashKey[progress.Progress]()
 MARKER = "concurrency"
 
 
@@ -192,23 +193,39 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         if case.workload != workload.name:  # a user's "module:OBJECT": lets the gate re-run it
             benchmark.extra_info["workload_ref"] = case.workload
         what = records.label(workload.name, case.params, concurrency_backend.name)
-        if s.isolate:
-            from . import isolate
+        status = request.config.stash.get(PROGRESS, None)
+        if status is not None:
+            status.start(concurrency_backend.name, benchmark.group)
+        try:
+            if s.isolate:
+                from . import isolate
 
-            isolate.bench(
-                request.config, benchmark, concurrency_backend, case.workload, case.params,
-                rounds, warmup, s.timeout, what,
-            )
-        else:
-            try:
+                ticks = iter(range(1, 1 << 30))
+                isolate.bench(
+                    request.config, benchmark, concurrency_backend, case.workload, case.params,
+                    rounds, warmup, s.timeout, what,
+                    on_round=status and (lambda: status.round(next(ticks), rounds + warmup)),
+                )
+            else:
                 measure.bench_in_process(
-                    benchmark, concurrency_backend, workload, case.params, rounds, warmup,
+                    progress.Ticking(benchmark, status, rounds + warmup) if status else benchmark,
+                    concurrency_backend, workload, case.params, rounds, warmup,
                     watchdog.deadline(s.timeout, what),
                 )
-            except watchdog.WorkloadTimeout as exc:
-                _fail_stalled(exc)
+        except watchdog.WorkloadTimeout as exc:
+            _fail_stalled(exc)
+        finally:
+            if status is not None:
+                status.end()
 
     return run_case
+
+
+def pytest_collection_finish(session):
+    config = session.config
+    total = sum("concurrency_benchmark" in getattr(item, "fixturenames", ()) for item in session.items)
+    if total and progress.wanted(config):
+        config.stash[PROGRESS] = progress.Progress(config, total)
 
 
 @pytest.hookimpl(hookwrapper=True)
