@@ -419,6 +419,37 @@ def test_multiprocessing_start_method_is_explicit(method):
     assert b.run(lambda: b.spawn(square, b, 5).join()) == 25
 
 
+def test_multiprocessing_fork_works_under_warnings_as_errors(pytester):
+    # Forking a process that imported eventlet, or (3.12+) that runs threads, warns; with
+    # -W error that failed every [fork] benchmark after an eventlet one.
+    pytester.makepyfile(test_fork="""
+        import threading
+        import pytest
+        from pytest_concurrency import backends
+
+        if backends.unavailable_reason("eventlet") is None:
+            backends.load("eventlet")  # as after an eventlet benchmark: its at-fork hook warns
+
+        def square(b, x):
+            return x * x
+
+        @pytest.mark.concurrency(backends=["multiprocessing[fork]"])
+        def test_fork(concurrency_backend):
+            ready, stop = threading.Event(), threading.Event()
+            thread = threading.Thread(target=lambda: (ready.set(), stop.wait()), daemon=True)
+            thread.start()  # a multi-threaded process, as in a real session
+            ready.wait()
+            b = concurrency_backend
+            try:
+                assert b.run(lambda: b.spawn(square, b, 7).join()) == 49
+            finally:
+                stop.set()
+    """)
+    result = pytester.runpytest_subprocess("-W", "error", "-p", "no:cacheprovider",
+                                           "--concurrency-backends=multiprocessing[fork]")
+    result.assert_outcomes(passed=1)
+
+
 def test_gevent_and_eventlet_share_a_process():
     gevent_b, eventlet_b = load("gevent"), load("eventlet")
 
