@@ -1,4 +1,4 @@
-"""The five seed experiments (../shared/SEEDS.md) on every selected concurrency model.
+"""The five seed experiments (docs/seeds.md) on every selected concurrency model.
 
     pytest benchmarks --benchmark-only                          # compare the models
     pytest benchmarks --benchmark-only --concurrency-scale=smoke  # the 30-second version

@@ -218,9 +218,11 @@ def load_previous(path) -> dict | None:
     try:
         return load(path)
     except BaselineError as exc:
+        reason = str(exc).split("; ")[0]  # what is wrong, without load's advice to save here
         raise BaselineError(
             f"--concurrency-save-baseline: {path!r} exists and is not a baseline this version can add "
-            f"a session to, so it is left untouched; remove it or choose another path ({exc})"
+            f"a session to ({reason}), so it is left untouched. Save to another path, e.g. "
+            f"--concurrency-save-baseline=baseline.json, or move that file away first if you no longer need it"
         ) from None
 
 

@@ -56,8 +56,10 @@ class Worker:
         for line in self.proc.stderr:
             self.stderr_tail.append(line.decode(errors="replace").rstrip("\n"))
 
-    def request(self, payload: dict, round_timeout: float | None) -> dict:
-        """Send one case; wait at most ``round_timeout`` for each round to report."""
+    def request(self, payload: dict, round_timeout: float | None, on_round=None) -> dict:
+        """Send one case; wait at most ``round_timeout`` for each round to report.
+
+        ``on_round()`` is called as each round (and the memory step) reports."""
         if not self._ready:
             self._receive(STARTUP_TIMEOUT_S, "did not start")
             self._ready = True
@@ -69,6 +71,8 @@ class Worker:
             message = self._receive(round_timeout, "ended without a reply")
             if "round" not in message:
                 return message
+            if on_round is not None:
+                on_round()
 
     def _receive(self, timeout: float | None, death: str) -> dict:
         line = self._read_line(timeout)
@@ -145,12 +149,12 @@ class WorkerPool:
     def __init__(self):
         self._workers: dict[str, Worker] = {}
 
-    def run(self, spec: str, payload: dict, timeout: float | None) -> dict:
+    def run(self, spec: str, payload: dict, timeout: float | None, on_round=None) -> dict:
         worker = self._workers.get(spec)
         if worker is None or worker.proc.poll() is not None:
             worker = self._workers[spec] = Worker(spec)
         try:
-            return worker.request(payload, timeout)
+            return worker.request(payload, timeout, on_round)
         except (TimeoutError, WorkerFailure):
             self._workers.pop(spec, None)
             worker.kill()
@@ -177,18 +181,18 @@ def close(config) -> None:
 
 
 def run_rounds(config, spec: str, workload_ref: str, params: dict, rounds: int, warmup: int,
-               timeout: float | None, instrument, with_memory: bool = True) -> dict:
+               timeout: float | None, instrument, with_memory: bool = True, on_round=None) -> dict:
     """Rounds of a case in ``spec``'s worker: its reply (``ok``, ``samples``, ...).
 
     Raises ``TimeoutError`` (the worker was killed) or ``WorkerFailure`` (it died).
     """
     payload = {"workload": workload_ref, "params": params, "rounds": rounds, "warmup": warmup,
                "with_memory": with_memory, "measure": instrument.kind, "fork": instrument.fresh_process}
-    return pool(config).run(spec, payload, timeout)
+    return pool(config).run(spec, payload, timeout, on_round)
 
 
 def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, timeout, what: str,
-          instrument) -> None:
+          instrument, on_round=None) -> None:
     """Run the case in ``backend``'s worker and record it as if measured here.
 
     ``workload_ref`` is what ``workloads.get`` resolves in the worker (a name or module:OBJECT);
@@ -196,7 +200,8 @@ def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, time
     """
     started = time.monotonic()
     try:
-        reply = run_rounds(config, backend.name, workload_ref, params, rounds, warmup, timeout, instrument)
+        reply = run_rounds(config, backend.name, workload_ref, params, rounds, warmup, timeout, instrument,
+                           on_round=on_round)
     except TimeoutError:
         pytest.fail(
             f"{what}: a round did not finish within {timeout:g} s; the worker and "

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from . import backends, records, session_end, settings, watchdog, workloads
+from . import backends, progress, records, session_end, settings, watchdog, workloads
 from .measure import runner
 from .history import DEFAULT_KEEP
 
 SETTINGS = pytest.StashKey[settings.Settings]()
+PROGRESS = pytest.StashKey[progress.Progress]()
 MARKER = "concurrency"
 
 
@@ -207,7 +208,11 @@ def _skip_marks(spec: str, s: settings.Settings):
 
 @pytest.fixture
 def concurrency_backend(request):
-    """The concurrency model this test runs on (parametrized over the selected models)."""
+    """The concurrency model this test runs on (parametrized over the selected models).
+
+    Its ``run`` is bounded by ``--concurrency-timeout``: a deadlock in a test's own code
+    fails that test, naming it, the backend and where it was blocked, instead of hanging.
+    """
     try:
         backend = backends.load(request.param)
     except backends.Unsupported as exc:
@@ -216,7 +221,14 @@ def concurrency_backend(request):
     reason = instrument.unsupported(backend)
     if reason:
         pytest.skip(f"{backend.name} with --concurrency-measure={instrument.kind}: {reason}")
+    watchdog.bound_run(backend, _settings(request.config).timeout, request.node.nodeid, _fail_stalled)
     return backend
+
+
+def _fail_stalled(exc: watchdog.WorkloadTimeout):
+    # The message says where the code was blocked; pytest's traceback through the timeout's
+    # own machinery (and a stopped event loop's RuntimeError) would only bury it.
+    raise pytest.fail.Exception(str(exc), pytrace=False) from None
 
 
 @pytest.fixture
@@ -237,20 +249,39 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         if case.workload != workload.name:  # a user's "module:OBJECT": lets the gate re-run it
             benchmark.extra_info["workload_ref"] = case.workload
         what = records.label(workload.name, case.params, concurrency_backend.name)
-        if s.isolate or instrument.fresh_process:
-            from . import isolate
+        status = request.config.stash.get(PROGRESS, None)
+        if status is not None:
+            status.start(concurrency_backend.name, benchmark.group)
+        try:
+            if s.isolate or instrument.fresh_process:
+                from . import isolate
 
-            isolate.bench(
-                request.config, benchmark, concurrency_backend, case.workload, case.params,
-                rounds, warmup, s.timeout, what, instrument,
-            )
-        else:
-            runner.bench_in_process(
-                benchmark, concurrency_backend, workload, case.params, rounds, warmup,
-                watchdog.deadline(s.timeout, what), instrument,
-            )
+                ticks = iter(range(1, 1 << 30))
+                isolate.bench(
+                    request.config, benchmark, concurrency_backend, case.workload, case.params,
+                    rounds, warmup, s.timeout, what, instrument,
+                    on_round=status and (lambda: status.round(next(ticks), rounds + warmup)),
+                )
+            else:
+                runner.bench_in_process(
+                    progress.Ticking(benchmark, status, rounds + warmup) if status else benchmark,
+                    concurrency_backend, workload, case.params, rounds, warmup,
+                    watchdog.deadline(s.timeout, what), instrument,
+                )
+        except watchdog.WorkloadTimeout as exc:
+            _fail_stalled(exc)
+        finally:
+            if status is not None:
+                status.end()
 
     return run_case
+
+
+def pytest_collection_finish(session):
+    config = session.config
+    total = sum("concurrency_benchmark" in getattr(item, "fixturenames", ()) for item in session.items)
+    if total and progress.wanted(config):
+        config.stash[PROGRESS] = progress.Progress(config, total)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,32 +1,63 @@
-"""Bound how long one round may take, so a deadlocked workload cannot hang the session.
+"""Bound how long one round (or one ``backend.run``) may take, so a deadlock cannot hang the session.
 
-In-process this is SIGALRM raising ``WorkloadTimeout`` in the main thread: it interrupts a
-blocked ``get``/``join``/event loop, but cannot stop threads that are stuck elsewhere (they
-are daemon threads and die with the process). Isolated runs get the hard guarantee: the
-parent kills the worker process (see ``isolate``).
+In-process this is SIGALRM, whose handler always runs in the main thread, in whatever
+greenlet and event loop happen to be running there. So the handler interrupts the code
+that entered the deadline, wherever it waits:
+
+* an asyncio/uvloop loop is stopped (uvloop swallows exceptions raised by signal
+  handlers); if the loop does not stop within ``GRACE_S`` (a coroutine blocked it with a
+  synchronous call), the next alarm raises in place;
+* a greenlet other than the one that entered the deadline (gevent's hub, a task) throws
+  the timeout into the entering greenlet: raised in a task, the task's own error handling
+  would swallow it, and gevent's hub prints and ignores errors (eventlet's hub is the
+  exception, see ``_is_eventlet_hub``);
+* otherwise (threads, processes, our greenlet scheduler) it raises right there: blocking
+  lock and queue waits are interruptible by signals.
+
+Threads stuck elsewhere cannot be stopped; they are daemon threads and die with the process.
+Isolated runs get the hard guarantee: the parent kills the worker process (see ``isolate``).
+Deadlines do not nest: an inner one (``backend.run`` inside a timed round) leaves the outer
+one in charge, and an alarm set by someone else (pytest-timeout) is restored on exit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import sys
+import sysconfig
 import threading
+import time
+import traceback
 
 from .backends.base import ConcurrencyError
+
+GRACE_S = 1.0  # how long a stopped event loop gets to return before the timeout is raised in place
+FRAMES = 6  # frames of a blocked stack shown, innermost first up to the first one of user code
+TASKS = 5  # asyncio tasks listed
+
+_active = False  # a deadline is armed (main thread only, so no lock)
 
 
 class WorkloadTimeout(ConcurrencyError):
     pass
 
 
-def deadline(seconds: float | None, what: str):
-    """Context manager factory: ``with deadline(5, "ring on gevent")(): ...``."""
+def deadline(seconds: float | None, what: str, doing: str = "finish a round"):
+    """Context manager factory: ``with deadline(5, "ring on gevent")(): ...``.
+
+    The timeout's message reads "{what} did not {doing} within {seconds} s", then where the
+    code was blocked.
+    """
 
     @contextlib.contextmanager
     def guard():
+        global _active
         usable = (
             seconds
+            and not _active
             and hasattr(signal, "setitimer")
             and threading.current_thread() is threading.main_thread()
         )
@@ -34,35 +65,178 @@ def deadline(seconds: float | None, what: str):
             yield
             return
 
-        message = (
-            f"{what} did not finish a round within {seconds:g} s "
-            "(deadlock or stall?); raise --concurrency-timeout if it is just slow"
-        )
-        fired = []
+        entry = _current_greenlet()
+        older_threads = set(threading.enumerate())  # left by earlier code: not this one's waits
+        fired: list[str] = []  # the message, once the alarm went off
 
         def on_alarm(signum, frame):
-            fired.append(True)
             loop = asyncio.events._get_running_loop()
-            if loop is not None:
-                # uvloop logs and swallows exceptions raised by signal handlers, so stop
-                # the loop instead (threadsafe: it must wake a selector blocked forever);
-                # the error that causes becomes the timeout below.
-                loop.call_soon_threadsafe(loop.stop)
+            if not fired:
+                fired.append(_message(seconds, what, doing, _blocked(frame, entry, loop, older_threads)))
+                if loop is not None:
+                    # The loop's exit (RuntimeError "Event loop stopped before Future
+                    # completed") becomes the timeout below. Threadsafe: it must wake a
+                    # selector blocked forever.
+                    loop.call_soon_threadsafe(loop.stop)
+                    signal.setitimer(signal.ITIMER_REAL, GRACE_S)
+                    return
+            error = WorkloadTimeout(fired[0])
+            current = _current_greenlet()
+            if entry is not None and current is not entry and not entry.dead \
+                    and not (current.parent is entry and _is_eventlet_hub(current)):
+                entry.throw(error)  # resumes here when the hub or task is next switched to
                 return
-            raise WorkloadTimeout(message)
+            raise error
 
+        _active = True
+        started = time.monotonic()
         previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+        outer_left, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
             yield
         except WorkloadTimeout:
             raise
-        except BaseException as exc:
-            if fired:
-                raise WorkloadTimeout(message) from exc
+        except BaseException:
+            if fired:  # what stopping the loop caused: the stall is the news, not the symptom
+                raise WorkloadTimeout(fired[0]) from None
             raise
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+            if outer_left:
+                left = max(outer_left - (time.monotonic() - started), 1e-3)
+                signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
+            _active = False
 
     return guard
+
+
+def _current_greenlet():
+    greenlet = sys.modules.get("greenlet")  # never imported for models that do not use it
+    return greenlet.getcurrent() if greenlet is not None else None
+
+
+def _is_eventlet_hub(glet) -> bool:
+    # Resumed later, eventlet's hub would first finish the wait it was in (up to a minute
+    # with no timer pending). Raised in instead, the error ends the hub and reaches its
+    # parent, the caller, and eventlet starts a fresh hub on next use.
+    hubs = sys.modules.get("eventlet.hubs")
+    return hubs is not None and hubs.get_hub().greenlet is glet
+
+
+def _message(seconds: float, what: str, doing: str, blocked: str) -> str:
+    return (
+        f"{what} did not {doing} within {seconds:g} s (deadlock or stall?). Blocked at:\n"
+        f"{blocked}\n"
+        "Fix the wait that never ends, or raise --concurrency-timeout if the code is just slow."
+    )
+
+
+def _blocked(frame, entry, loop, older_threads) -> str:
+    """Where the code under the deadline waits: the caller's stack, then every other thread,
+    greenlet or asyncio task that is waiting in the user's own code."""
+    if loop is not None:
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        waits = [(f"task {t.get_name()} ({_coro_name(t)})", _coro_summary(t.get_coro())) for t in tasks]
+    else:
+        if entry is not None and entry is not _current_greenlet() and entry.gr_frame is not None:
+            frame = entry.gr_frame  # the signal arrived in a hub or a task: show the caller's wait
+        waits = [("caller", traceback.extract_stack(frame))]
+        frames = sys._current_frames()
+        waits += [(f"thread {t.name}", traceback.extract_stack(frames[t.ident]))
+                  for t in threading.enumerate() if t not in older_threads and t.ident in frames]
+        waits += [(f"greenlet {_users_function(stack)}", stack) for stack in _greenlet_stacks(entry)]
+    shown = [(who, stack) for i, (who, stack) in enumerate(waits) if i == 0 or _users_function(stack)]
+    lines = [f"  {who}:\n{_format(stack)}" for who, stack in shown[:TASKS]]
+    if len(shown) > TASKS:
+        lines.append(f"  ... and {len(shown) - TASKS} more")
+    return "\n".join(lines)
+
+
+def _greenlet_stacks(entry) -> list:
+    """Stacks of the suspended greenlets of this thread, other than the caller's."""
+    greenlet = sys.modules.get("greenlet")
+    if greenlet is None:
+        return []
+    import gc
+
+    current = greenlet.getcurrent()
+    return [traceback.extract_stack(g.gr_frame) for g in gc.get_objects()
+            if isinstance(g, greenlet.greenlet) and g.gr_frame is not None
+            and g is not entry and g is not current]
+
+
+def _users_function(stack) -> str | None:
+    """The innermost function of the user's own code in ``stack``, if any."""
+    return next((fs.name for fs in reversed(stack) if _users(fs.filename)), None)
+
+
+def _coro_name(task) -> str:
+    coro = task.get_coro()
+    return getattr(coro, "__qualname__", None) or repr(coro)
+
+
+def _coro_summary(coro) -> list:
+    frames = []
+    while coro is not None and getattr(coro, "cr_frame", None) is not None:
+        frames.append(coro.cr_frame)
+        coro = coro.cr_await
+    return [traceback.FrameSummary(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) for f in frames]
+
+
+def _format(summary, indent: str = "    ") -> str:
+    """Innermost frames, outermost first, cut after the first frame of the user's own code."""
+    shown = []
+    for fs in reversed(summary):
+        if fs.filename == __file__:
+            continue
+        shown.append(fs)
+        if len(shown) == FRAMES or _users(fs.filename):
+            break
+    return "\n".join(
+        f"{indent}{_short(fs.filename)}:{fs.lineno} in {fs.name}: {(fs.line or '').strip()}"
+        for fs in reversed(shown)
+    ) or f"{indent}(no Python frame)"
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_LIBRARIES = {os.path.abspath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+
+
+def _users(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return not path.startswith(_PACKAGE) and not any(path.startswith(lib) for lib in _LIBRARIES) \
+        and not filename.startswith("<")
+
+
+def _short(filename: str) -> str:
+    for root in sorted(_LIBRARIES | {os.path.dirname(_PACKAGE)}, key=len, reverse=True):
+        if filename.startswith(root + os.sep):
+            return os.path.relpath(filename, root)
+    return filename
+
+
+def bound_run(backend, seconds: float | None, what: str, on_timeout=None) -> None:
+    """Make ``backend.run`` (as a test calls it) end with ``WorkloadTimeout`` after ``seconds``.
+
+    ``what`` names the test; the message adds the backend and the function run.
+    ``on_timeout(error)``, if given, may raise something else instead (pytest's failure).
+    """
+    from .backends.base import task_name
+
+    unbounded = backend.run
+
+    def run(main, *args):
+        if _active:  # inside a timed round, whose deadline is in charge
+            return unbounded(main, *args)
+        guard = deadline(seconds, f"{what}: {backend.name} run({task_name(main)})", "return")
+        try:
+            with guard():
+                return unbounded(main, *args)
+        except WorkloadTimeout as exc:
+            if on_timeout is None:
+                raise
+            on_timeout(exc)
+            raise
+
+    backend.run = run

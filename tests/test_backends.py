@@ -74,6 +74,12 @@ def report_later(b, status, seconds, word):
     status.put(word)
 
 
+def fail_after_main_returned(b, status, seconds, message):
+    status.put("about to raise")
+    b.sleep(seconds)  # main has returned by now
+    raise ValueError(message)
+
+
 def echo_roundtrip(b, host, port, payload):
     conn = b.open_connection(host, port)
     try:
@@ -413,6 +419,37 @@ def test_multiprocessing_start_method_is_explicit(method):
     assert b.run(lambda: b.spawn(square, b, 5).join()) == 25
 
 
+def test_multiprocessing_fork_works_under_warnings_as_errors(pytester):
+    # Forking a process that imported eventlet, or (3.12+) that runs threads, warns; with
+    # -W error that failed every [fork] benchmark after an eventlet one.
+    pytester.makepyfile(test_fork="""
+        import threading
+        import pytest
+        from pytest_concurrency import backends
+
+        if backends.unavailable_reason("eventlet") is None:
+            backends.load("eventlet")  # as after an eventlet benchmark: its at-fork hook warns
+
+        def square(b, x):
+            return x * x
+
+        @pytest.mark.concurrency(backends=["multiprocessing[fork]"])
+        def test_fork(concurrency_backend):
+            ready, stop = threading.Event(), threading.Event()
+            thread = threading.Thread(target=lambda: (ready.set(), stop.wait()), daemon=True)
+            thread.start()  # a multi-threaded process, as in a real session
+            ready.wait()
+            b = concurrency_backend
+            try:
+                assert b.run(lambda: b.spawn(square, b, 7).join()) == 49
+            finally:
+                stop.set()
+    """)
+    result = pytester.runpytest_subprocess("-W", "error", "-p", "no:cacheprovider",
+                                           "--concurrency-backends=multiprocessing[fork]")
+    result.assert_outcomes(passed=1)
+
+
 def test_gevent_and_eventlet_share_a_process():
     gevent_b, eventlet_b = load("gevent"), load("eventlet")
 
@@ -524,3 +561,35 @@ def test_greenlet_many_tasks_blocking_at_once_do_not_nest_stacks():
         return seen == list(range(5000)) and [t.join() for t in tasks] == list(range(5000))
 
     assert b.run(main) is True
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_multiprocessing_task_that_cannot_be_pickled_names_the_fix(method):
+    b = load(f"multiprocessing[{method}]")
+
+    def main(b):
+        def local_task(b):
+            return 1
+
+        return b.spawn(local_task, b).join()
+
+    with pytest.raises(TypeError) as info:  # NotPicklable, a TypeError like pickle's own
+        b.run(main, b)
+    message = str(info.value)
+    assert message.startswith(f"[multiprocessing[{method}]] spawn(test_multiprocessing_task_that_cannot_be_pickled")
+    assert "local_task" in message and "Define the task function at module level" in message
+
+
+@pytest.mark.parametrize("spec", ["threading", "multiprocessing[forkserver]"])
+def test_task_failing_just_after_main_returned_still_fails_run(spec):
+    # Tasks of OS threads and processes outlive main; one that raises a moment later must be
+    # reported, not lost because run() happened to return first.
+    b = load(spec)
+
+    def main(b):
+        status = b.channel(None)
+        b.spawn(fail_after_main_returned, b, status, 0.2, "boom-late")
+        return status.get()
+
+    with pytest.raises(base.TaskFailed, match="boom-late"):
+        b.run(main, b)

@@ -185,3 +185,16 @@ def test_every_option_the_readme_and_the_ci_recipe_use_exists(pytester):
         assert flags, doc
         unknown = sorted(f for f in flags if not re.search(re.escape(f) + r"[=\s]", help_text))
         assert not unknown, f"{doc.name} uses options the plugin lacks: {unknown}"
+
+
+def test_refusing_to_save_over_a_file_says_what_to_do_instead(pytester):
+    pytester.makepyfile(USER_TEST)
+    pytester.path.joinpath("notes.json").write_text("my notes, not JSON\n")
+    result = pytester.runpytest_subprocess("--concurrency-save-baseline=notes.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "'notes.json' exists and is not a baseline" in err and "is not valid JSON" in err
+    assert "Save to another path, e.g. --concurrency-save-baseline=baseline.json, or move that file away" in err
+    # the refused command itself is no advice
+    assert "re-create it with" not in err and "pytest --benchmark-only --concurrency-save-baseline=notes.json" not in err
+    assert pytester.path.joinpath("notes.json").read_text() == "my notes, not JSON\n"

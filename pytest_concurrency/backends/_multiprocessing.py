@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import resource
 import socket
 import time
 import traceback
+import warnings
 from multiprocessing.connection import wait
 
 from . import base
@@ -26,11 +28,32 @@ from ._sockets import SocketStream
 #: also lets a task that failed just after main's last get report its failure.
 EXIT_GRACE_S = 1.0
 
+#: What forking the test process itself warns about. ``[fork]`` is chosen to measure exactly
+#: that, and the child only runs the task: silenced so that ``-W error`` runs work.
+_FORK_WARNINGS = (
+    r"This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks",  # CPython 3.12+
+    # eventlet's at-fork hook, once eventlet was imported (after an eventlet benchmark): under
+    # -W error it failed every [fork] benchmark that followed
+    r"Using fork\(\) is a bad idea",
+)
+
 _USAGE_KEYS = ("cpu_user_s", "cpu_sys_s", "ctx_voluntary", "ctx_involuntary")
 
 
 class ChildDied(base.ConcurrencyError):
     """The child process ended (``os._exit``, a signal) without sending a result."""
+
+
+class NotPicklable(base.ConcurrencyError, TypeError):
+    """A task's function or arguments cannot be pickled into its process (forkserver, spawn)."""
+
+    def __init__(self, backend: str, task: str, error: BaseException):
+        super().__init__(
+            f"[{backend}] spawn({task}): a task runs in a new process, which receives its function "
+            f"and arguments by pickling, which failed: {error}. Define the task "
+            f"function at module level (not inside a test or another function, not a lambda) and "
+            f"pass picklable arguments (this backend's channels are fine)"
+        )
 
 
 class RemoteTraceback(Exception):
@@ -72,8 +95,24 @@ class ProcessTask:
         self.process = backend._ctx.Process(
             target=_child_main, args=(writer, fn, args), name=self.name, daemon=True
         )
-        self.process.start()
+        try:
+            self._start(backend.variant)
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            reader.close()
+            writer.close()
+            if "pickle" not in str(exc).lower():
+                raise
+            raise NotPicklable(backend.name, self.name, exc) from exc
         writer.close()  # the child holds the only write end: its death means EOF here
+
+    def _start(self, method: str) -> None:
+        if method != "fork":
+            self.process.start()
+            return
+        with warnings.catch_warnings():
+            for message in _FORK_WARNINGS:
+                warnings.filterwarnings("ignore", message=message, category=DeprecationWarning)
+            self.process.start()
 
     def _receive(self) -> tuple:
         if self._outcome is None:

@@ -11,8 +11,10 @@ Primitives (same names in both families):
 
 ``run(main, *args)``
     Enter the model's runtime, call ``main(*args)`` in it and return its result.
-    Tasks still alive when ``main`` returns are not waited for; a task that raised and
-    was never joined makes ``run`` raise ``TaskFailed`` after ``main`` returns.
+    Tasks still alive when ``main`` returns are not waited for (threads and processes get
+    up to a second to end first, so that a failure just after main's return is not lost);
+    a task that raised and was never joined makes ``run`` raise ``TaskFailed`` after
+    ``main`` returns.
 ``spawn(fn, *args)``
     Start ``fn(*args)`` as a new task of the model; returns a ``Task``.
 ``Task.join()``

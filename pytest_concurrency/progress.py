@@ -1,0 +1,95 @@
+"""A status line for long benchmark runs: which benchmark runs, on which model, how far.
+
+    benchmarks/test_seeds.py ....... [12/61, round 4/16] gevent: ring[capacity=0,m=1000,n=20]
+
+A multiprocessing case can take 20 s, and pytest's dots say nothing meanwhile. The status
+is drawn after the dots and erased before pytest writes again (the cursor position is saved
+and restored, so pytest's own line and its "[ 37%]" stay as they were). It is updated
+between rounds, never inside one, so it does not add to what is timed. Quiet unless stdout
+is a terminal, and quiet on CI (``CI`` set, as CI services do): a log gets only noise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+SAVE, RESTORE, CLEAR = "\0337", "\0338", "\033[K"  # DEC save/restore cursor, erase to end of line
+
+
+def wanted(config) -> bool:
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        return False
+    stream = sys.__stdout__
+    return (
+        stream is not None and stream.isatty()
+        and config.pluginmanager.getplugin("terminalreporter") is not None
+        and config.getoption("verbose") >= 0  # not under -q
+    )
+
+
+class Progress:
+    """One session's status line; ``total`` benchmarks are expected."""
+
+    def __init__(self, config, total: int):
+        self._config = config
+        self._total = total
+        self._index = 0
+        self._what = ""
+        self._shown = False
+
+    def start(self, backend: str, case: str) -> None:
+        self._index += 1
+        self._what = f"{backend}: {case}"  # the model first: a cut line loses params, not it
+        self._show("")
+
+    def round(self, done: int, total: int) -> None:
+        self._show(f", round {done}/{total}" if done <= total else ", memory per task")
+
+    def end(self) -> None:
+        if self._shown:
+            self._write(RESTORE + CLEAR)
+            self._shown = False
+
+    def _show(self, detail: str) -> None:
+        writer = self._config.get_terminal_writer()
+        room = writer.fullwidth - writer.width_of_current_line - 2  # never wrap: restore would miss
+        text = f" [{self._index}/{self._total}{detail}] {self._what}"
+        if room < 20:
+            return
+        if len(text) > room:
+            text = text[: room - 1] + "…"
+        self._write((RESTORE + CLEAR if self._shown else SAVE) + text)
+        self._shown = True
+
+    def _write(self, text: str) -> None:
+        # During a test, output is captured; the status must reach the terminal itself.
+        capman = self._config.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+            sys.__stdout__.write(text)
+            sys.__stdout__.flush()
+
+
+class Ticking:
+    """``benchmark`` whose ``pedantic`` reports each round to ``progress`` before timing it.
+
+    pytest-benchmark calls ``setup`` before each round (warm-up included), outside the timed
+    call: the one place to report a round without measuring the report.
+    """
+
+    def __init__(self, benchmark, progress: Progress, rounds: int):
+        self._benchmark = benchmark
+        self._progress = progress
+        self._rounds = rounds
+        self._done = 0
+
+    def _setup(self):
+        self._done += 1
+        self._progress.round(self._done, self._rounds)
+
+    def pedantic(self, *args, **kwargs):
+        return self._benchmark.pedantic(*args, setup=self._setup, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._benchmark, name)

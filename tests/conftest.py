@@ -1,0 +1,19 @@
+"""The tests' own pytest settings.
+
+The safety net against a hang (pytest-timeout, from the ``[test]`` extra) is set here and
+not as ``timeout = 600`` in setup.cfg: setup.cfg is also the config of ``pytest benchmarks``,
+where a user with only ``[all]`` installed has no pytest-timeout, and an unknown ini key
+is a warning that ``-W error`` turns into an INTERNALERROR.
+"""
+
+import pytest
+
+TIMEOUT_S = 600  # per test; a test that needs less to prove "no hang" sets its own marker
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TIMEOUT_S))

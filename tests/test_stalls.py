@@ -1,0 +1,194 @@
+"""A deadlock or stall fails its test on every model instead of hanging the session.
+
+Real pytest sessions on real backends with a 2 s ``--concurrency-timeout``; pytest-timeout
+is the safety net that turns a regression (a hang) into a failure of these tests.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from pytest_concurrency import backends, watchdog
+
+pytestmark = pytest.mark.timeout(300)
+
+INSTALLED = [s for s in backends.DEFAULT_SPECS if backends.unavailable_reason(s) is None]
+
+PLAIN_TESTS = '''
+def main_of(b, sync_main, async_main):
+    return async_main if b.family == "async" else sync_main
+
+
+def tick(b):
+    while True:
+        b.sleep(0.01)
+
+
+async def atick(b):
+    while True:
+        await b.sleep(0.01)
+
+
+def test_orphan_get(concurrency_backend):
+    b = concurrency_backend
+
+    def main():
+        b.channel(0).get()
+
+    async def amain():
+        await b.channel(0).get()
+
+    b.run(main_of(b, main, amain))
+
+
+def test_busy_neighbour(concurrency_backend):
+    # A task that keeps sleeping: the model sees no deadlock, only the timeout can end it.
+    b = concurrency_backend
+
+    def main():
+        b.spawn(tick, b)
+        b.channel(0).get()
+
+    async def amain():
+        b.spawn(atick, b)
+        await b.channel(0).get()
+
+    b.run(main_of(b, main, amain))
+
+
+def test_after(concurrency_backend):
+    # The model still works after a timeout in the same process (eventlet's hub, gevent's).
+    b = concurrency_backend
+
+    def main():
+        ch = b.channel(1)
+        b.spawn(ch.put, 41)
+        b.sleep(0.01)
+        return ch.get() + 1
+
+    async def amain():
+        ch = b.channel(1)
+        b.spawn(ch.put, 41)
+        await b.sleep(0.01)
+        return await ch.get() + 1
+
+    assert b.run(main_of(b, main, amain)) == 42
+'''
+
+
+def _lit(text: str) -> str:
+    return text.replace("[", "[[]")
+
+
+def test_plain_test_deadlock_fails_on_every_model(pytester):
+    pytester.makepyfile(test_plain=PLAIN_TESTS)
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        "--concurrency-timeout=2", f"--concurrency-backends={','.join(INSTALLED)}", "-p", "no:randomly",
+        timeout=250,
+    )
+    result.assert_outcomes(failed=2 * len(INSTALLED), passed=len(INSTALLED))
+    out = result.stdout.str()
+    for spec in INSTALLED:
+        # greenlet and gevent see a deadlock with nothing left to run themselves
+        if spec not in ("greenlet", "gevent"):
+            result.stdout.fnmatch_lines([
+                _lit(f"test_plain.py::test_orphan_get[{spec}]: {spec} run(test_orphan_get.<locals>.")
+                + "*main) did not return within 2 s (deadlock or stall?). Blocked at:",
+            ])
+        result.stdout.fnmatch_lines([
+            _lit(f"test_plain.py::test_busy_neighbour[{spec}]: {spec} run(") + "*did not return within 2 s*",
+            "*test_plain.py:* in *main: *b.channel(0).get()",
+        ])
+    assert "raise --concurrency-timeout if the code is just slow" in out
+    assert "RuntimeError" not in out  # a stopped event loop's complaint is not the news
+    # 14 tests, 12 of them stalled for 2 s: far below pytest-timeout's limit, so no hang
+    assert time.monotonic() - started < 250
+
+
+ASYNC = [s for s in ("asyncio", "uvloop") if s in INSTALLED]
+
+
+@pytest.mark.skipif(not ASYNC, reason="no async model installed")
+def test_stalled_round_of_an_async_model_shows_only_the_stall(pytester):
+    pytester.makepyfile(misbehaving='''
+from pytest_concurrency.workloads import Outcome
+
+
+class Hang:
+    name, unit = "hang", "call"
+
+    def cases(self, scale):
+        return [{"size": 1}]
+
+    def rounds(self, scale):
+        return 2, 0
+
+    def unsupported(self, backend, params):
+        return None
+
+    def run(self, backend, params):
+        async def main():
+            await backend.channel(0).get()
+        backend.run(main)
+        return Outcome(1)
+
+
+HANG = Hang()
+''')
+    pytester.makepyfile(test_cases='''
+import pytest
+
+@pytest.mark.concurrency(workloads=["misbehaving:HANG"])
+def test_case(concurrency_case, concurrency_benchmark):
+    concurrency_benchmark(concurrency_case)
+''')
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-timeout=2", f"--concurrency-backends={','.join(ASYNC)}", timeout=120,
+    )
+    result.assert_outcomes(failed=len(ASYNC))
+    for spec in ASYNC:
+        result.stdout.fnmatch_lines([
+            _lit(f"hang[size=1] on {spec} did not finish a round within 2 s (deadlock or stall?). Blocked at:"),
+            "  task * (Hang.run.<locals>.main):",
+            "    *misbehaving.py:* in main: await backend.channel(0).get()",
+        ])
+    out = result.stdout.str()
+    assert "RuntimeError" not in out and "Event loop stopped" not in out, out
+
+
+def test_deadline_gives_back_an_alarm_armed_by_someone_else():
+    # pytest-timeout's signal method arms SIGALRM too; a round must not disarm it.
+    fired = []
+
+    def handler(*args):
+        fired.append(True)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        with watchdog.deadline(5, "outer")():
+            with watchdog.deadline(0.05, "inner, ignored: the outer deadline is in charge")():
+                time.sleep(0.2)
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 25 < left <= 30
+        assert signal.getsignal(signal.SIGALRM) is handler and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_deadline_raises_with_the_blocked_line():
+    import threading
+
+    lock = threading.Lock()
+    lock.acquire()
+    with pytest.raises(watchdog.WorkloadTimeout) as info:
+        with watchdog.deadline(0.2, "the lock test", "get the lock")():
+            lock.acquire()  # never released
+    message = str(info.value)
+    assert message.startswith("the lock test did not get the lock within 0.2 s (deadlock or stall?)")
+    assert "in test_deadline_raises_with_the_blocked_line: lock.acquire()  # never released" in message
