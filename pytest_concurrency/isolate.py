@@ -146,27 +146,67 @@ def _worker_env() -> dict:
 
 
 class WorkerPool:
+    """Workers by backend spec, several per spec when cases run ahead in parallel (``Ahead``)."""
+
     def __init__(self):
-        self._workers: dict[str, Worker] = {}
+        self._idle: dict[str, list[Worker]] = {}
+        self._all: list[Worker] = []
+        self._lock = threading.Lock()
 
     def run(self, spec: str, payload: dict, timeout: float | None, on_round=None) -> dict:
-        worker = self._workers.get(spec)
-        if worker is None or worker.proc.poll() is not None:
-            worker = self._workers[spec] = Worker(spec)
+        worker = self._take(spec)
         try:
-            return worker.request(payload, timeout, on_round)
+            reply = worker.request(payload, timeout, on_round)
         except (TimeoutError, WorkerFailure):
-            self._workers.pop(spec, None)
             worker.kill()
             raise
+        with self._lock:
+            self._idle.setdefault(spec, []).append(worker)
+        return reply
+
+    def _take(self, spec: str) -> Worker:
+        with self._lock:
+            idle = self._idle.setdefault(spec, [])
+            while idle:
+                worker = idle.pop()
+                if worker.proc.poll() is None:
+                    return worker
+            worker = Worker(spec)
+            self._all.append(worker)
+            return worker
 
     def close(self) -> None:
-        for worker in self._workers.values():
+        with self._lock:
+            workers, self._all, self._idle = self._all, [], {}
+        for worker in workers:
             worker.close()
-        self._workers.clear()
+
+
+class Ahead:
+    """Cases measured ahead of their tests, ``jobs`` at a time, for an instrument whose
+    processes do not disturb each other's figures (instruction counts): each case runs in a
+    process of its own, so the session uses every core while pytest runs tests one by one."""
+
+    def __init__(self, workers: WorkerPool, jobs: int):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._workers = workers
+        self._executor = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="pytest-concurrency-ahead")
+        self._futures: dict[tuple, object] = {}
+
+    def submit(self, key: tuple, spec: str, payload: dict, timeout: float | None) -> None:
+        self._futures[key] = self._executor.submit(self._workers.run, spec, payload, timeout)
+
+    def take(self, key: tuple):
+        """The future reply for ``key``, or ``None`` when it was not run ahead."""
+        return self._futures.pop(key, None)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 POOL = pytest.StashKey[WorkerPool]()
+AHEAD = pytest.StashKey[Ahead]()
 
 
 def pool(config) -> WorkerPool:
@@ -175,9 +215,23 @@ def pool(config) -> WorkerPool:
     return config.stash[POOL]
 
 
+def ahead(config, jobs: int) -> Ahead:
+    if AHEAD not in config.stash:
+        config.stash[AHEAD] = Ahead(pool(config), jobs)
+    return config.stash[AHEAD]
+
+
 def close(config) -> None:
+    if AHEAD in config.stash:
+        config.stash[AHEAD].close()
     if POOL in config.stash:
         config.stash[POOL].close()
+
+
+def request(workload_ref: str, params: dict, rounds: int, warmup: int, instrument, with_memory: bool = True) -> dict:
+    """What a worker is sent to measure one case."""
+    return {"workload": workload_ref, "params": params, "rounds": rounds, "warmup": warmup,
+            "with_memory": with_memory, "measure": instrument.kind, "fork": instrument.fresh_process}
 
 
 def run_rounds(config, spec: str, workload_ref: str, params: dict, rounds: int, warmup: int,
@@ -186,22 +240,25 @@ def run_rounds(config, spec: str, workload_ref: str, params: dict, rounds: int, 
 
     Raises ``TimeoutError`` (the worker was killed) or ``WorkerFailure`` (it died).
     """
-    payload = {"workload": workload_ref, "params": params, "rounds": rounds, "warmup": warmup,
-               "with_memory": with_memory, "measure": instrument.kind, "fork": instrument.fresh_process}
+    payload = request(workload_ref, params, rounds, warmup, instrument, with_memory)
     return pool(config).run(spec, payload, timeout, on_round)
 
 
 def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, timeout, what: str,
-          instrument, on_round=None) -> None:
+          instrument, on_round=None, measured=None) -> None:
     """Run the case in ``backend``'s worker and record it as if measured here.
 
     ``workload_ref`` is what ``workloads.get`` resolves in the worker (a name or module:OBJECT);
-    ``what`` names the benchmark in failure messages.
+    ``what`` names the benchmark in failure messages; ``measured``: its reply's future when
+    it ran ahead (``Ahead``).
     """
     started = time.monotonic()
     try:
-        reply = run_rounds(config, backend.name, workload_ref, params, rounds, warmup, timeout, instrument,
-                           on_round=on_round)
+        if measured is not None:
+            reply = measured.result()
+        else:
+            reply = run_rounds(config, backend.name, workload_ref, params, rounds, warmup, timeout, instrument,
+                               on_round=on_round)
     except TimeoutError:
         pytest.fail(
             f"{what}: a round did not finish within {timeout:g} s; the worker and "

@@ -27,6 +27,9 @@ def pytest_addoption(parser):
         help="measured rounds per benchmark (default: the workload's per scale when timing, 3 when counting)")
     add("--concurrency-timeout", metavar="SECONDS",
         help="longest a round may take before it fails as stalled (default: 120; 1200 when counting)")
+    add("--concurrency-jobs", metavar="N",
+        help="with --concurrency-measure=instructions: cases counted at once, each in a process "
+        "of its own (default: one per core)")
     add("--concurrency-isolate", action="store_true", default=None,
         help="run each model's workloads in a fresh worker process of its own")
     add("--concurrency-save-baseline", metavar="PATH", help="after the run, write a baseline with raw samples (atomically)")
@@ -48,6 +51,7 @@ def pytest_addoption(parser):
     parser.addini("concurrency_measure", "what a round's sample is: time or instructions", default="")
     parser.addini("concurrency_timeout", "longest a round may take, seconds", default="")
     parser.addini("concurrency_isolate", "run each model in a worker process", type="bool", default=False)
+    parser.addini("concurrency_jobs", "cases counted at once (instructions only)", default="")
     parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
     parser.addini("concurrency_machine_tolerance", "normalize only beyond this machine-speed difference, percent",
                   default="")
@@ -238,13 +242,10 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
     instrument = s.instrument
 
     def run_case(case: Case) -> None:
-        workload = workloads.get(case.workload)
-        reason = workload.unsupported(concurrency_backend, case.params)
+        workload, reason, rounds, warmup = _plan(case, concurrency_backend, s)
         if reason:
             pytest.skip(f"{concurrency_backend.name}: {reason}")
         workloads.prepare(workload, case.params)
-        rounds, warmup = instrument.rounds(*workload.rounds(s.scale))
-        rounds = s.rounds or rounds
         benchmark.group = f"{workload.name}[{records.params_id(case.params)}]"
         if case.workload != workload.name:  # a user's "module:OBJECT": lets the gate re-run it
             benchmark.extra_info["workload_ref"] = case.workload
@@ -257,10 +258,12 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
                 from . import isolate
 
                 ticks = iter(range(1, 1 << 30))
+                ahead = request.config.stash.get(isolate.AHEAD, None)
                 isolate.bench(
                     request.config, benchmark, concurrency_backend, case.workload, case.params,
                     rounds, warmup, s.timeout, what, instrument,
                     on_round=status and (lambda: status.round(next(ticks), rounds + warmup)),
+                    measured=ahead and ahead.take(_ahead_key(concurrency_backend.name, case)),
                 )
             else:
                 runner.bench_in_process(
@@ -277,11 +280,49 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
     return run_case
 
 
+def _plan(case: Case, backend, s: settings.Settings) -> tuple:
+    """(workload, why this backend cannot run it or None, rounds, warm-up rounds)."""
+    workload = workloads.get(case.workload)
+    rounds, warmup = s.instrument.rounds(*workload.rounds(s.scale))
+    return workload, workload.unsupported(backend, case.params), s.rounds or rounds, warmup
+
+
 def pytest_collection_finish(session):
     config = session.config
     total = sum("concurrency_benchmark" in getattr(item, "fixturenames", ()) for item in session.items)
     if total and progress.wanted(config):
         config.stash[PROGRESS] = progress.Progress(config, total)
+    s = _settings(config)
+    if total and s.jobs > 1 and s.instrument.fresh_process:
+        _measure_ahead(config, session.items, s)
+
+
+def _ahead_key(spec: str, case: Case) -> tuple:
+    return (spec, case.workload, records.params_id(case.params))
+
+
+def _measure_ahead(config, items, s: settings.Settings) -> None:
+    """Submit every selected seed-style case to run ``s.jobs`` at a time; its test picks the
+    result up when pytest reaches it. Anything not plainly runnable is left to its test."""
+    from . import isolate
+
+    ahead = isolate.ahead(config, s.jobs)
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        case, spec = params.get("concurrency_case"), params.get("concurrency_backend")
+        if (not isinstance(case, Case) or spec is None or "concurrency_benchmark" not in item.fixturenames
+                or item.get_closest_marker("skip") or item.get_closest_marker("skipif")):
+            continue
+        try:
+            backend = backends.load(spec)
+        except backends.Unsupported:
+            continue
+        workload, reason, rounds, warmup = _plan(case, backend, s)
+        if reason or s.instrument.unsupported(backend):
+            continue
+        workloads.prepare(workload, case.params)  # in this process, before any worker starts
+        ahead.submit(_ahead_key(spec, case), spec,
+                     isolate.request(case.workload, case.params, rounds, warmup, s.instrument), s.timeout)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -28,6 +28,7 @@ class Settings:
     rounds: int | None = None
     timeout: float | None = None  # None until read: then the given one or the instrument's default
     isolate: bool = False
+    jobs: int = 1  # cases measured at once (instruction counts only: times would disturb each other)
     baseline: Path | None = None
     save_baseline: Path | None = None
     baseline_sessions: int = DEFAULT_KEEP  # sessions a saved baseline keeps
@@ -63,6 +64,19 @@ def parse_measure(text: str, origin: str) -> str:
     if reason:
         raise SettingsError(f"{origin}={text}: {reason}")
     return text
+
+
+def parse_jobs(text, instrument) -> int:
+    """``--concurrency-jobs``: a number, or empty for the default (every core when counting)."""
+    if not text:
+        return (os.cpu_count() or 1) if instrument.fresh_process and not instrument.machine_bound else 1
+    jobs = parse_positive(text, "--concurrency-jobs", int)
+    if jobs > 1 and instrument.machine_bound:
+        raise SettingsError(
+            f"--concurrency-jobs={jobs}: cases measured at the same time slow each other down, so "
+            f"{instrument.kind} measured that way would be wrong; use it with "
+            "--concurrency-measure=instructions, whose counts do not move")
+    return jobs
 
 
 def parse_percent(text, origin: str) -> float:
@@ -126,6 +140,7 @@ def from_config(config) -> Settings:
     timeout = opt("concurrency_timeout") or config.getini("concurrency_timeout")
     s.timeout = parse_positive(timeout, "--concurrency-timeout") if timeout else s.instrument.default_timeout
     s.isolate = bool(opt("concurrency_isolate") or config.getini("concurrency_isolate"))
+    s.jobs = parse_jobs(opt("concurrency_jobs") or config.getini("concurrency_jobs"), s.instrument)
     threshold = opt("concurrency_threshold") or config.getini("concurrency_threshold")
     if threshold:
         s.threshold = parse_percent(threshold, "--concurrency-threshold")

@@ -112,7 +112,7 @@ def counted(suite, *args, backends="greenlet,asyncio"):
 @needs_valgrind
 def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(suite, monkeypatch):
     base = suite.path / "base.json"
-    first = counted(suite, f"--concurrency-save-baseline={base}")
+    first = counted(suite, f"--concurrency-save-baseline={base}", "--concurrency-jobs=1")
     first.assert_outcomes(passed=2)
     doc = json.loads(base.read_text())
     meta = doc["pytest_concurrency"]
@@ -123,7 +123,7 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
         assert stats.spread(samples) < 0.005, samples  # rounds agree
         assert bench["extra_info"]["measure"] == "instructions" and bench["extra_info"]["profile"]
 
-    same = counted(suite, f"--concurrency-baseline={base}")
+    same = counted(suite, f"--concurrency-baseline={base}", "--concurrency-jobs=2")  # both cases at once
     assert same.ret == 0, same.stdout.str()
     same.stdout.fnmatch_lines(["*instructions on asyncio, greenlet leave out*", "*Gate: 0 regressions*"])
     changes = [v for v in _verdict_changes(same.stdout.str())]
@@ -180,6 +180,13 @@ def test_without_valgrind_the_run_stops_before_anything_is_measured(pytester, mo
     result = pytester.runpytest_subprocess("--concurrency-measure=instructions")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--concurrency-measure=instructions*valgrind is not on PATH*apt-get install valgrind*"])
+
+
+def test_parallel_jobs_are_refused_when_timing(pytester):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest("--concurrency-jobs=2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--concurrency-jobs=2: cases measured at the same time slow each other*"])
 
 
 def test_an_unknown_measure_is_a_usage_error(pytester):

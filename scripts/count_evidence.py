@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Measure the instruction gate itself: false alarms and detection, from real counted sessions.
+
+Every session is a real ``pytest benchmarks --benchmark-only --concurrency-measure=instructions``
+run in a process of its own, saved as a one-session baseline. Then, offline, with the gate's
+own ``compare``:
+
+* A/A: every session judged against every other one (ordered pairs: n sessions give
+  n*(n-1) comparisons). Any regressed or improved verdict is a false alarm.
+* detection: sessions with a slowdown injected into ONE backend's channel path, judged
+  against every A/A session. The injection is ``zlib.crc32`` over ``--inject-bytes`` bytes
+  in each ``put`` of that backend's channels (a ``sitecustomize`` wraps ``backends.load``
+  in every process of the session), so the function that grew has a name of its own
+  (``crc32_z``, libz). A comparison catches it when the target's channel workloads regress,
+  no other backend does, and the verdict names crc32.
+* ``--hog``: the A/A sessions with odd numbers run with a busy loop on the other core.
+
+    python3 scripts/count_evidence.py --sessions 3 --scale smoke           # quick check
+    python3 scripts/count_evidence.py --sessions 11 --inject-bytes 160,320  # the README's figures
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from pytest_concurrency import gate  # noqa: E402
+from pytest_concurrency.records import from_json  # noqa: E402
+from pytest_concurrency.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED  # noqa: E402
+
+CHANNEL_WORKLOADS = ("ring", "chain", "switch")  # the ones whose ops go through channel puts
+
+SITECUSTOMIZE = '''
+import os
+_target = os.environ.get("COUNT_INJECT_BACKEND")
+if _target:
+    import zlib
+    import pytest_concurrency.backends as _backends
+
+    _burden = bytes(int(os.environ["COUNT_INJECT_BYTES"]))
+    _load = _backends.load
+
+    class _Slow:
+        def __init__(self, inner):
+            self._inner = inner
+
+        def put(self, item):  # async models: the inner coroutine, awaited by the caller
+            zlib.crc32(_burden)
+            return self._inner.put(item)
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    def load(spec):
+        backend = _load(spec)
+        if backend.name == _target:
+            make = backend.channel
+            backend.channel = lambda capacity=None: _Slow(make(capacity))
+        return backend
+
+    _backends.load = load
+'''
+
+
+def run_session(path: str, args, env_extra: dict, hog: bool) -> float:
+    cmd = [sys.executable, "-m", "pytest", os.path.join(ROOT, "benchmarks"), "--benchmark-only", "-q",
+           "-p", "no:cacheprovider", "--concurrency-measure=instructions",
+           f"--concurrency-backends={args.backends}", f"--concurrency-scale={args.scale}",
+           f"--concurrency-save-baseline={path}", "--concurrency-baseline-sessions=1"]
+    env = {**os.environ, **env_extra}
+    started = time.monotonic()
+    with busy_loop(hog):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=args.workdir)
+    if done.returncode != 0:
+        sys.exit(f"session failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+    return time.monotonic() - started
+
+
+@contextlib.contextmanager
+def busy_loop(on: bool):
+    if not on:
+        yield
+        return
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+def judge(base_doc: dict, doc: dict, threshold: float | None):
+    settings = gate.GateSettings(threshold=threshold)
+    return gate.compare(base_doc, from_json(doc), doc["pytest_concurrency"], settings)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=3, help="A/A sessions (comparisons: n*(n-1))")
+    ap.add_argument("--scale", default="default")
+    ap.add_argument("--backends", default="greenlet,gevent,eventlet,asyncio,uvloop")
+    ap.add_argument("--target", default="gevent", help="the backend whose channels get slower")
+    ap.add_argument("--inject-bytes", default="160,320", help="crc32 bytes per put, one injected session each")
+    ap.add_argument("--threshold", type=float, default=None, help="fraction; default: the gate's (1%%)")
+    ap.add_argument("--hog", action="store_true", help="odd A/A sessions run beside a busy loop")
+    ap.add_argument("--keep", help="directory to keep the session files in")
+    args = ap.parse_args(argv)
+
+    args.workdir = args.keep or tempfile.mkdtemp(prefix="count-evidence-")
+    os.makedirs(args.workdir, exist_ok=True)
+    site = os.path.join(args.workdir, "site")
+    os.makedirs(site, exist_ok=True)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as fh:
+        fh.write(textwrap.dedent(SITECUSTOMIZE))
+    path_env = {"PYTHONPATH": os.pathsep.join([site, ROOT, os.environ.get("PYTHONPATH", "")])}
+
+    aa = []
+    for i in range(args.sessions):
+        path = os.path.join(args.workdir, f"aa{i}.json")
+        hog = args.hog and i % 2 == 1
+        wall = run_session(path, args, path_env, hog)
+        aa.append(path)
+        print(f"A/A session {i + 1}/{args.sessions}{' (hog)' if hog else ''}: {wall:.0f} s", file=sys.stderr)
+    slowed = []
+    for size in [int(x) for x in args.inject_bytes.split(",") if x]:
+        path = os.path.join(args.workdir, f"slow{size}.json")
+        env = {**path_env, "COUNT_INJECT_BACKEND": args.target, "COUNT_INJECT_BYTES": str(size)}
+        wall = run_session(path, args, env, False)
+        slowed.append((size, path))
+        print(f"injected session ({size} bytes per put on {args.target}): {wall:.0f} s", file=sys.stderr)
+
+    docs = {p: json.load(open(p)) for p in aa + [p for _, p in slowed]}
+    alarms, inconclusive, compared = [], {}, 0
+    for a, b in itertools.permutations(aa, 2):
+        result = judge(docs[a], docs[b], args.threshold)
+        compared += 1
+        alarms += [(a, b, v) for v in result.verdicts if v.status in (REGRESSED, IMPROVED)]
+        for v in result.by_status(INCONCLUSIVE):
+            inconclusive[v.key] = inconclusive.get(v.key, 0) + 1
+    print(f"\nA/A: {compared} comparisons, {len(alarms)} false alarms")
+    for a, b, v in alarms:
+        print(f"  {os.path.basename(b)} vs {os.path.basename(a)}: {v.status} {v.key} {v.change:+.2%} {v.note}")
+    for key, n in sorted(inconclusive.items()):
+        print(f"  inconclusive {n}x: {key}")
+
+    for size, path in slowed:
+        caught, changes, lines = 0, {}, []
+        for a in aa:
+            result = judge(docs[a], docs[path], args.threshold)
+            regressed = result.by_status(REGRESSED)
+            target = [v for v in result.verdicts if v.key[2] == args.target and v.key[0] in CHANNEL_WORKLOADS]
+            for v in target:
+                changes.setdefault(v.key, []).append(v.change)
+            only_target = {v.key[2] for v in regressed} == {args.target}
+            all_target = all(v.status == REGRESSED for v in target)
+            named = all("crc32" in v.note for v in regressed)
+            caught += only_target and all_target and named
+            if not (only_target and all_target and named):
+                lines.append(f"  missed vs {os.path.basename(a)}: " + "; ".join(
+                    f"{v.key} {v.status} {v.change:+.2%}" for v in result.verdicts
+                    if v.status != "unchanged" or v.key in [t.key for t in target]))
+        print(f"\n{size} bytes per put on {args.target}: caught {caught} of {len(aa)}")
+        for key, values in sorted(changes.items()):
+            print(f"  {key}: {min(values):+.2%} .. {max(values):+.2%}")
+        print("\n".join(lines))
+    print(f"\nsession files in {args.workdir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
