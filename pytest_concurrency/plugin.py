@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from . import backends, measure, progress, records, session_end, settings, watchdog, workloads
@@ -200,7 +202,7 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
             if s.isolate:
                 from . import isolate
 
-                ticks = iter(range(1, 1 << 30))
+                ticks = itertools.count(1)
                 isolate.bench(
                     request.config, benchmark, concurrency_backend, case.workload, case.params,
                     rounds, warmup, s.timeout, what,
