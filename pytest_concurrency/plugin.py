@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from . import backends, progress, records, session_end, settings, watchdog, workloads
@@ -257,7 +259,7 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
             if s.isolate or instrument.fresh_process:
                 from . import isolate
 
-                ticks = iter(range(1, 1 << 30))
+                ticks = itertools.count(1)
                 ahead = request.config.stash.get(isolate.AHEAD, None)
                 isolate.bench(
                     request.config, benchmark, concurrency_backend, case.workload, case.params,
