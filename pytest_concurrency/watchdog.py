@@ -7,6 +7,10 @@ that entered the deadline, wherever it waits:
 * an asyncio/uvloop loop is stopped (uvloop swallows exceptions raised by signal
   handlers); if the loop does not stop within ``GRACE_S`` (a coroutine blocked it with a
   synchronous call), the next alarm raises in place;
+* a trio or anyio run registered a ``Stopper`` (``stoppable``): it cancels the run's task
+  group from inside the loop, with the same grace. Raised in place instead, the error
+  would land in trio's scheduler, which reports it as a ``TrioInternalError`` and
+  abandons its tasks;
 * a greenlet other than the one that entered the deadline (gevent's hub, a task) throws
   the timeout into the entering greenlet: raised in a task, the task's own error handling
   would swallow it, and gevent's hub prints and ignores errors (eventlet's hub is the
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -32,6 +37,8 @@ import threading
 import time
 import traceback
 
+from typing import Callable
+
 from .backends.base import ConcurrencyError
 
 GRACE_S = 1.0  # how long a stopped event loop gets to return before the timeout is raised in place
@@ -39,6 +46,30 @@ FRAMES = 6  # frames of a blocked stack shown, innermost first up to the first o
 TASKS = 5  # asyncio tasks listed
 
 _active = False  # a deadline is armed (main thread only, so no lock)
+_stoppers: list["Stopper"] = []  # runs of trio/anyio in progress, innermost last
+
+
+@dataclasses.dataclass(frozen=True)
+class Stopper:
+    """How the watchdog ends a run whose loop is not asyncio's own (trio, anyio).
+
+    ``stop()`` must be safe in a signal handler (it only schedules the cancellation);
+    ``waits()`` lists (who, stack) of the run's tasks, or is None where the running asyncio
+    loop's tasks already tell (anyio on asyncio).
+    """
+
+    stop: Callable[[], None]
+    waits: Callable[[], list] | None = None
+
+
+@contextlib.contextmanager
+def stoppable(stopper: Stopper):
+    """Register a run's stopper for as long as its loop runs."""
+    _stoppers.append(stopper)
+    try:
+        yield
+    finally:
+        _stoppers.remove(stopper)
 
 
 class WorkloadTimeout(ConcurrencyError):
@@ -71,8 +102,15 @@ def deadline(seconds: float | None, what: str, doing: str = "finish a round"):
 
         def on_alarm(signum, frame):
             loop = asyncio.events._get_running_loop()
+            stopper = _stoppers[-1] if _stoppers else None
             if not fired:
-                fired.append(_message(seconds, what, doing, _blocked(frame, entry, loop, older_threads)))
+                blocked = _blocked(frame, entry, loop, older_threads, stopper)
+                fired.append(_message(seconds, what, doing, blocked))
+                if stopper is not None:
+                    # The run then raises (Stopped), which becomes the timeout below.
+                    stopper.stop()
+                    signal.setitimer(signal.ITIMER_REAL, GRACE_S)
+                    return
                 if loop is not None:
                     # The loop's exit (RuntimeError "Event loop stopped before Future
                     # completed") becomes the timeout below. Threadsafe: it must wake a
@@ -132,10 +170,12 @@ def _message(seconds: float, what: str, doing: str, blocked: str) -> str:
     )
 
 
-def _blocked(frame, entry, loop, older_threads) -> str:
+def _blocked(frame, entry, loop, older_threads, stopper=None) -> str:
     """Where the code under the deadline waits: the caller's stack, then every other thread,
     greenlet or asyncio task that is waiting in the user's own code."""
-    if loop is not None:
+    if stopper is not None and stopper.waits is not None:
+        waits = stopper.waits()
+    elif loop is not None:
         tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
         waits = [(f"task {t.get_name()} ({_coro_name(t)})", _coro_summary(t.get_coro())) for t in tasks]
     else:
@@ -164,6 +204,16 @@ def _greenlet_stacks(entry) -> list:
     return [traceback.extract_stack(g.gr_frame) for g in gc.get_objects()
             if isinstance(g, greenlet.greenlet) and g.gr_frame is not None
             and g is not entry and g is not current]
+
+
+def coro_stack(coro) -> list:
+    """The frames a suspended coroutine waits in, outermost first (for ``Stopper.waits``)."""
+    return _coro_summary(coro)
+
+
+def users_function(stack) -> str | None:
+    """The innermost function of the user's own code in ``stack``, if any."""
+    return _users_function(stack)
 
 
 def _users_function(stack) -> str | None:

@@ -20,6 +20,7 @@ class _Entry:
     requires: tuple[str, ...]  # top-level modules that must be importable
     variants: tuple[str, ...] = ()  # allowed ``[variant]`` values; first is the default
     isolation_only: tuple[str, ...] = ()  # variants that need a worker process of their own
+    variant_requires: tuple[tuple[str, str], ...] = ()  # (variant, module) it needs besides ``requires``
 
 
 _REGISTRY: dict[str, _Entry] = {
@@ -30,6 +31,11 @@ _REGISTRY: dict[str, _Entry] = {
     "eventlet": _Entry("_eventlet", ("eventlet",), ("", "patched"), ("patched",)),
     "asyncio": _Entry("_asyncio", ()),
     "uvloop": _Entry("_uvloop", ("uvloop",)),
+    "trio": _Entry("_trio", ("trio",)),
+    "anyio": _Entry(
+        "_anyio", ("anyio",), ("asyncio", "trio", "uvloop"),
+        variant_requires=(("trio", "trio"), ("uvloop", "uvloop")),
+    ),
 }
 
 _ALIASES = {"asyncio+uvloop": "uvloop"}
@@ -102,8 +108,9 @@ def isolation_only(spec: str) -> bool:
 
 def unavailable_reason(spec: str) -> str | None:
     """Why ``spec`` cannot run here, or ``None`` if its packages are installed."""
-    name, _ = _split(spec)
-    for module in _REGISTRY[name].requires:
+    name, variant = _split(canonical(spec))
+    entry = _REGISTRY[name]
+    for module in entry.requires + tuple(m for v, m in entry.variant_requires if v == variant):
         if importlib.util.find_spec(module) is None:
             return f"{module} not installed (pip install {module})"
     return None
