@@ -35,7 +35,7 @@ from .records import Record
 SECTION = history.SECTION
 SCHEMA_VERSION = 2  # 2 added ``history``
 READABLE_SCHEMAS = (1, 2)
-LIBRARIES = ("greenlet", "gevent", "eventlet", "uvloop")  # versions recorded when installed
+LIBRARIES = ("greenlet", "gevent", "eventlet", "uvloop", "trio", "anyio")  # versions recorded when installed
 
 _SAVE_HOW = "pytest --benchmark-only --concurrency-save-baseline={path}"
 

@@ -40,7 +40,7 @@ ALLOW_CROSS_PYTHON_FLAG = "--concurrency-allow-cross-python"
 SAVE_FLAG = "--concurrency-save-baseline"
 
 # Libraries whose version changes a backend's numbers besides its own (all run on Python).
-_RUNS_ON = {"gevent": ("greenlet",), "eventlet": ("greenlet",)}
+_RUNS_ON = {"gevent": ("greenlet",), "eventlet": ("greenlet",), "anyio[trio]": ("trio",), "anyio[uvloop]": ("uvloop",)}
 SPEED_CHANGED = (REGRESSED, IMPROVED)  # verdicts that say the code's speed moved
 _ORDER = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, NEW: 3, MISSING: 4, UNCHANGED: 5}
 
@@ -333,7 +333,7 @@ def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_met
     if base_version != cur.backend_version and base_version not in ("", b_py):
         out[name] = (base_version, cur.backend_version)
     b_libs, c_libs = base_meta.get("libraries") or {}, cur_meta.get("libraries") or {}
-    for lib in _RUNS_ON.get(name, ()):
+    for lib in _RUNS_ON.get(cur.backend, _RUNS_ON.get(name, ())):
         if lib in b_libs and lib in c_libs and b_libs[lib] != c_libs[lib]:
             out[lib] = (b_libs[lib], c_libs[lib])
     if b_py and c_py and b_py != c_py:

@@ -24,7 +24,7 @@ import pytest
 from pytest_concurrency import backends
 from pytest_concurrency.backends import base
 
-SPECS = backends.DEFAULT_SPECS
+SPECS = backends.DEFAULT_SPECS + backends.EXTRA_SPECS
 TIMER_S = 0.3  # how long a blocked put is left blocked before main frees it
 
 

@@ -15,7 +15,7 @@ from pytest_concurrency import backends, watchdog
 
 pytestmark = pytest.mark.timeout(300)
 
-INSTALLED = [s for s in backends.DEFAULT_SPECS if backends.unavailable_reason(s) is None]
+INSTALLED = [s for s in backends.DEFAULT_SPECS + backends.EXTRA_SPECS if backends.unavailable_reason(s) is None]
 
 PLAIN_TESTS = '''
 def main_of(b, sync_main, async_main):
@@ -109,7 +109,7 @@ def test_plain_test_deadlock_fails_on_every_model(pytester):
     assert time.monotonic() - started < 250
 
 
-ASYNC = [s for s in ("asyncio", "uvloop") if s in INSTALLED]
+ASYNC = [s for s in ("asyncio", "uvloop", "trio", "anyio[asyncio]", "anyio[trio]") if s in INSTALLED]
 
 
 @pytest.mark.skipif(not ASYNC, reason="no async model installed")
@@ -153,7 +153,7 @@ def test_case(concurrency_case, concurrency_benchmark):
     for spec in ASYNC:
         result.stdout.fnmatch_lines([
             _lit(f"hang[size=1] on {spec} did not finish a round within 2 s (deadlock or stall?). Blocked at:"),
-            "  task * (Hang.run.<locals>.main):",
+            "  task *Hang.run.<locals>.main*:",
             "    *misbehaving.py:* in main: await backend.channel(0).get()",
         ])
     out = result.stdout.str()

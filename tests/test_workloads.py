@@ -36,7 +36,7 @@ def _smoke_cases():
             yield pytest.param(name, params, id=f"{name}{i}")
 
 
-@pytest.mark.parametrize("spec", backends.DEFAULT_SPECS)
+@pytest.mark.parametrize("spec", backends.DEFAULT_SPECS + backends.EXTRA_SPECS)
 @pytest.mark.parametrize(("name", "params"), list(_smoke_cases()))
 def test_workload_runs_and_verifies(spec, name, params):
     wl = workloads.get(name)
@@ -232,7 +232,7 @@ WRONG_RUNS = [
 ]
 
 
-@pytest.mark.parametrize("spec", ["threading", "asyncio"])
+@pytest.mark.parametrize("spec", ["threading", "asyncio", "trio"])
 @pytest.mark.parametrize(
     ("name", "params", "fault", "message"), WRONG_RUNS,
     ids=[f"{w[0]}{i}" for i, w in enumerate(WRONG_RUNS)],
@@ -245,7 +245,7 @@ def test_wrong_run_is_caught(spec, name, params, fault, message):
         wl.run(Faulty(be, **fault()), params)
 
 
-@pytest.mark.parametrize("spec", ["threading", "asyncio"])
+@pytest.mark.parametrize("spec", ["threading", "asyncio", "trio"])
 def test_io_lost_job_is_caught(spec):
     be = backend(spec)
     # How a job goes missing depends on the shape: a pool (threading sets max_parallel)
@@ -295,7 +295,7 @@ def test_case_tables_are_json_scalars_for_every_scale():
                 assert all(v is None or isinstance(v, (int, float, str)) for v in params.values())
 
 
-@pytest.mark.parametrize("spec", ["asyncio", "greenlet", "threading"])
+@pytest.mark.parametrize("spec", ["asyncio", "greenlet", "threading", "trio", "anyio[asyncio]"])
 def test_spawn_memory_per_live_task_is_seen_however_the_model_allocates(spec):
     # asyncio/greenlet tasks live in Python's heap (arena reuse hides them from RSS),
     # threads mostly in their stacks (invisible to tracemalloc): both must show.

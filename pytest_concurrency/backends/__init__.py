@@ -51,6 +51,9 @@ DEFAULT_SPECS = (
     "uvloop",
 )
 
+#: Models beyond the seeds' seven, run when selected (``--concurrency-backends``); see the README.
+EXTRA_SPECS = ("trio", "anyio[asyncio]", "anyio[trio]", "anyio[uvloop]")
+
 
 class UnknownBackend(ConcurrencyError, ValueError):
     pass
@@ -133,6 +136,7 @@ __all__ = [
     "AsyncBackend",
     "Backend",
     "DEFAULT_SPECS",
+    "EXTRA_SPECS",
     "SyncBackend",
     "TaskFailed",
     "UnknownBackend",

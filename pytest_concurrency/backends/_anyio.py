@@ -49,6 +49,12 @@ class Backend(_structured.StructuredBackend):
             return trio.lowlevel.current_trio_token().run_sync_soon
         return asyncio.get_running_loop().call_soon_threadsafe
 
+    def _name_current_task(self, name):
+        if self._anyio_backend == "trio":
+            _structured.name_trio_task(name)
+        else:
+            _structured.name_asyncio_task(name)
+
     def _task_lister(self):
         # On asyncio the watchdog lists the running loop's tasks itself.
         return _structured.trio_tasks_blocked if self._anyio_backend == "trio" else None

@@ -80,7 +80,8 @@ class StructuredTask:
 
 class StructuredBackend(base.AsyncBackend):
     """Subclasses give the library: ``_start`` (enter the loop), ``_task_group``, ``_event``,
-    ``_memory_channel``, ``_call_soon_signal_safe``, ``_connect`` and ``_task_lister``."""
+    ``_memory_channel``, ``_call_soon_signal_safe``, ``_connect``, ``_task_lister`` and
+    ``_name_current_task``."""
 
     def __init__(self):
         self._failures = base.FailureTracker(self.name)
@@ -107,6 +108,7 @@ class StructuredBackend(base.AsyncBackend):
 
     async def _entry(self, main, args):
         outcome: dict = {}
+        self._name_current_task(base.task_name(main))  # the stall report names main, not _entry
         async with self._task_group() as group:
             self._group = group
             with watchdog.stoppable(self._stopper(group)):
@@ -173,6 +175,18 @@ class ByteStream:
 
     async def close(self) -> None:
         await self._aclose()
+
+
+def name_trio_task(name: str) -> None:
+    import trio
+
+    trio.lowlevel.current_task().name = name
+
+
+def name_asyncio_task(name: str) -> None:
+    import asyncio
+
+    asyncio.current_task().set_name(name)
 
 
 def trio_tasks_blocked() -> list:

@@ -27,6 +27,9 @@ class Backend(_structured.StructuredBackend):
         # TrioToken.run_sync_soon is the one trio call documented as safe in a signal handler.
         return trio.lowlevel.current_trio_token().run_sync_soon
 
+    def _name_current_task(self, name):
+        _structured.name_trio_task(name)
+
     def _task_lister(self):
         return _structured.trio_tasks_blocked
 
