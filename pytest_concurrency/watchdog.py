@@ -174,10 +174,10 @@ def _blocked(frame, entry, loop, older_threads, stopper=None) -> str:
     """Where the code under the deadline waits: the caller's stack, then every other thread,
     greenlet or asyncio task that is waiting in the user's own code."""
     if stopper is not None and stopper.waits is not None:
-        waits = stopper.waits()
+        waits = _running(frame) + stopper.waits()
     elif loop is not None:
         tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        waits = [(f"task {t.get_name()} ({_coro_name(t)})", _coro_summary(t.get_coro())) for t in tasks]
+        waits = _running(frame) + [(f"task {t.get_name()} ({_coro_name(t)})", _coro_summary(t.get_coro())) for t in tasks]
     else:
         if entry is not None and entry is not _current_greenlet() and entry.gr_frame is not None:
             frame = entry.gr_frame  # the signal arrived in a hub or a task: show the caller's wait
@@ -191,6 +191,24 @@ def _blocked(frame, entry, loop, older_threads, stopper=None) -> str:
     if len(shown) > TASKS:
         lines.append(f"  ... and {len(shown) - TASKS} more")
     return "\n".join(lines)
+
+
+_LOOPS = ("asyncio", "trio", "anyio", "uvloop")  # packages whose frames run tasks, not user code
+
+
+def _running(frame) -> list:
+    """The task holding the event loop when the alarm came (a synchronous call that never
+    returns), if it is the user's code: a running coroutine has no ``cr_await`` chain to
+    list, so its frames are read from the interrupted stack, down to the loop's own."""
+    inside = []
+    for fs in reversed(traceback.extract_stack(frame)):
+        parts = os.path.normpath(fs.filename).split(os.sep)
+        if os.path.abspath(fs.filename).startswith(_PACKAGE) or any(p in _LOOPS for p in parts[-3:-1]):
+            break
+        inside.append(fs)
+    if not any(_users(fs.filename) for fs in inside):
+        return []
+    return [("running (holding the loop)", list(reversed(inside)))]
 
 
 def _greenlet_stacks(entry) -> list:
