@@ -23,6 +23,7 @@ class SettingsError(ValueError):
 @dataclass
 class Settings:
     backends: list[str] = field(default_factory=lambda: list(backends.DEFAULT_SPECS))
+    backends_chosen: bool = False  # named by option or ini, rather than the default run
     scale: str = "default"
     measure: str = "time"  # the instrument: see measure/
     rounds: int | None = None
@@ -132,6 +133,7 @@ def from_config(config) -> Settings:
     text = opt("concurrency_backends") or config.getini("concurrency_backends")
     if text:
         s.backends = parse_backends(text, "--concurrency-backends")
+        s.backends_chosen = True
     s.scale = parse_scale(opt("concurrency_scale") or config.getini("concurrency_scale") or "default", "--concurrency-scale")
     s.measure = parse_measure(opt("concurrency_measure") or config.getini("concurrency_measure") or "time",
                               "--concurrency-measure")

@@ -329,3 +329,12 @@ def test_every_workload_and_the_recipe_run_clean_under_warnings_as_errors(pytest
     assert outcomes.get("passed", 0) > 2 * len(INSTALLED) and "failed" not in outcomes and "errors" not in outcomes, \
         result.stdout.str()
     assert "Warning" not in result.stdout.str()
+
+
+def test_marker_selects_models_outside_the_default_run_unless_the_command_line_narrows(pytester):
+    pytester.makepyfile(test_library=ANYIO_LIBRARY)
+    plain = pytester.runpytest("-v", "--benchmark-disable")  # no selection: the marker's two models
+    plain.assert_outcomes(passed=2)
+    narrowed = pytester.runpytest("-v", "--benchmark-disable", "--concurrency-backends=asyncio,anyio[trio]")
+    narrowed.assert_outcomes(passed=1)
+    narrowed.stdout.fnmatch_lines(["*test_my_fan_out[[]anyio[[]trio]] PASSED*"])
