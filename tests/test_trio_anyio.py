@@ -165,6 +165,22 @@ def test_tasks_alive_when_main_returns_are_cancelled_not_awaited(spec):
     assert log == ["cancelled"]
 
 
+@pytest.mark.parametrize("spec", SPECS)
+def test_nested_run_is_refused_and_the_outer_run_goes_on(spec):
+    async def inner(b):
+        return "inner"
+
+    async def outer(b):
+        with pytest.raises(RuntimeError, match=r"run\(\) called inside a running .* run\(\); await main instead"):
+            b.run(inner, b)
+        ch = b.channel(0)  # the refused call left the outer run's group and channels alone
+        b.spawn(ch.put, "still running")
+        return await ch.get()
+
+    b = load(spec)
+    assert b.run(outer, b) == "still running"
+
+
 def test_spawn_outside_run_names_the_fix():
     b = load("anyio[asyncio]")
     with pytest.raises(RuntimeError, match=r"anyio\[asyncio\]: spawn\(\) must be called inside anyio\[asyncio\] run\(\)"):

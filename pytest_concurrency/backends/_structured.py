@@ -20,6 +20,7 @@ garbage-collected open.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 
@@ -90,6 +91,8 @@ class StructuredBackend(base.AsyncBackend):
         self._stopped = False
 
     def run(self, main, *args):
+        if self._group is not None:  # checked here: the cleanup below would break the outer run
+            raise RuntimeError(f"{self.name}: run() called inside a running {self.name} run(); await main instead")
         self._failures = base.FailureTracker(self.name)
         self._stopped = False
         try:
@@ -109,16 +112,18 @@ class StructuredBackend(base.AsyncBackend):
     async def _entry(self, main, args):
         outcome: dict = {}
         self._name_current_task(base.task_name(main))  # the stall report names main, not _entry
-        async with self._task_group() as group:
-            self._group = group
-            with watchdog.stoppable(self._stopper(group)):
+        # The stopper stays registered until the group has exited, which waits for its
+        # cancelled tasks: a task stuck there is still this run's stall.
+        with contextlib.ExitStack() as registered:
+            async with self._task_group() as group:
+                self._group = group
+                registered.enter_context(watchdog.stoppable(self._stopper(group)))
                 try:
                     outcome["result"] = await main(*args)
                 except Exception as exc:  # noqa: BLE001 - re-raised below, outside the group
                     outcome["error"] = exc  # (inside, the group would wrap it in an exception group)
                 finally:
                     group.cancel_scope.cancel()  # tasks still alive are not waited for
-        self._group = None
         if self._stopped:
             raise Stopped(f"{self.name} run stopped by the stall watchdog")
         if "error" in outcome:
