@@ -71,6 +71,7 @@ def command(argv: list[str], directory: str) -> list[str]:
         f"--zero-before={ZERO_FN}", f"--dump-before={DUMP_FN}",
         "--dump-instr=no", "--dump-line=no", "--collect-jumps=no",
         "--trace-children=yes", f"--trace-children-skip-by-arg={_NOT_TRACED}",
+        "--max-threads=8192",  # valgrind's default, 500, is less than the spawn workload's 3000 threads
         *argv,
     ]
 
