@@ -212,7 +212,9 @@ def test_dump_reader_against_a_real_callgrind_run(tmp_path):
     assert 3.2 < large / small < 4.5  # four times the loop, plus the same fixed costs
     profile = callgrind.read_profile(str(dumps[1]))
     counts = [c for _, _, c in profile]
-    assert counts == sorted(counts, reverse=True) and sum(counts) <= large
+    # the functions' own costs add up to the dump's total (callgrind's "totals" may exceed its
+    # "summary" by the dump call's own few hundred instructions)
+    assert counts == sorted(counts, reverse=True) and sum(counts) <= large * 1.001
     assert any(lib.startswith(("libpython", "python")) for _, lib, _ in profile)
     assert sum(counts) > 0.8 * large  # the listed functions are where nearly all of it went
 

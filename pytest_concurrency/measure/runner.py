@@ -108,6 +108,7 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instru
     counter = instrument.counter()
 
     def measured_round() -> float:
+        instrument.before_round()
         with guard():
             start = counter()
             outcomes.append(workload.run(backend, params))
