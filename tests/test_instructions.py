@@ -127,7 +127,7 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     assert same.ret == 0, same.stdout.str()
     same.stdout.fnmatch_lines(["*instructions on asyncio, greenlet leave out*", "*Gate: 0 regressions*"])
     changes = [v for v in _verdict_changes(same.stdout.str())]
-    assert changes and all(abs(c) < 0.2 for c in changes), changes  # percent: far inside 1%
+    assert changes and all(abs(c) < 1.0 for c in changes), changes  # percent: inside the 1% threshold
 
     monkeypatch.setenv("SLOW_BACKEND", "greenlet")
     monkeypatch.setenv("SLOW_WORK", "3")
