@@ -160,6 +160,8 @@ class WorkerPool:
         except (TimeoutError, WorkerFailure):
             worker.kill()
             raise
+        if not reply.get("ok"):
+            reply["stderr"] = list(worker.stderr_tail)
         with self._lock:
             self._idle.setdefault(spec, []).append(worker)
         return reply
@@ -269,7 +271,9 @@ def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, time
     except WorkerFailure as exc:
         pytest.fail(f"{what}: {exc}", pytrace=False)
     if not reply["ok"]:
-        pytest.fail(f"{what} failed in its worker: {reply['error']}\n{reply.get('traceback', '')}", pytrace=False)
+        stderr = "\n".join(reply.get("stderr") or ())
+        pytest.fail(f"{what} failed in its worker: {reply['error']}\n{reply.get('traceback', '')}"
+                    + (f"\nthe worker's last stderr lines:\n{stderr}" if stderr else ""), pytrace=False)
     benchmark._mode = "pytest-concurrency isolated worker"  # tells pytest-benchmark the fixture was used
     runner.record_external(benchmark, reply["identity"], reply["samples"], reply["extra"])
     benchmark.extra_info["isolated"] = True

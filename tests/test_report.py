@@ -333,3 +333,27 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, current, monkeypatch)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
     with pytest.raises(plot.PlotError, match=re.escape("pip install pytest-concurrency-bench[plot]")):
         plot.write(tmp_path, current)
+
+
+def test_every_table_of_a_run_uses_the_same_headers():
+    from pytest_concurrency.records import Record
+
+    def rec(workload, backend, extra):
+        return Record(workload, {"n": 1}, backend, [0.01, 0.011, 0.012], ops=10, unit="hop",
+                      extra={"cpu_user_s": 0.01, "cpu_sys_s": 0.001, "ctx_voluntary": 3.0,
+                             "ctx_involuntary": 1.0, "peak_rss_kib": 40000, **extra})
+
+    narrow = [rec("ring", "gevent", {})]
+    wide = [rec("io", "multiprocessing[forkserver]", {"ideal_s": 0.005})]
+    text = terminal.render(narrow + wide, width=95)  # the narrow table would fit long headers alone
+    headers = [line for line in text.splitlines() if line.startswith("backend")]
+    assert len(headers) == 2
+    long_words = [h for h in headers if "x fastest" in h]
+    assert long_words == [] or len(long_words) == 2, headers  # never one of each
+
+
+def test_section_titles_wrap_instead_of_being_cut():
+    gate = V.GateResult(verdicts=[V.Verdict(("ring", "n=1", "gevent"), V.INCONCLUSIVE, 0.01, 0.012, change=0.2)])
+    lines = terminal.render_summary(gate, width=60)
+    assert not any(line.endswith("~") for line in lines)
+    assert any("load" in line for line in lines)

@@ -49,6 +49,13 @@ class Instrument:
         """(rounds, warm-up rounds) from the workload's choice for timing."""
         return rounds, warmup
 
+    def warmed(self, warmup_samples: list) -> bool:
+        """Whether the warm-up rounds so far are enough (they ran ``rounds()``'s warm-up at least)."""
+        return True
+
+    def before_round(self) -> None:
+        """Called before each round, outside what is measured."""
+
     def counter(self):
         """A callable read before and after a round: the difference is the round's sample."""
         raise NotImplementedError

@@ -108,6 +108,7 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instru
     counter = instrument.counter()
 
     def measured_round() -> float:
+        instrument.before_round()
         with guard():
             start = counter()
             outcomes.append(workload.run(backend, params))
@@ -116,8 +117,9 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instru
         return elapsed
 
     outcomes: list[Outcome] = []
-    for _ in range(warmup):
-        measured_round()
+    warm = [measured_round() for _ in range(warmup)]
+    while not instrument.warmed(warm):  # an exact measure warms up until its count repeats
+        warm.append(measured_round())
     stretch = _Stretch(backend, instrument)
     samples = [measured_round() for _ in range(rounds)]
     extra = figures(samples, outcomes, instrument, stretch.close(rounds))  # the timed rounds only

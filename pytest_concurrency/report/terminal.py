@@ -46,10 +46,11 @@ def _text(row: tables.Row, col: tables.Column, abbrev: bool) -> str:
     return text
 
 
-def _layout(tab: tables.Table, width: int):
-    """(columns, headers, widths, abbreviate) that fit ``width``, dropping columns as needed."""
+def _layout(tab: tables.Table, width: int, short: bool = False):
+    """(columns, headers, widths, abbreviate, short headers) that fit ``width``, dropping
+    columns as needed; ``short`` starts with the short headers (one vocabulary for a run)."""
     cols = list(tab.columns)
-    short = abbrev = False
+    abbrev = False
 
     def measure():
         heads = [c.short if short else c.header for c in cols]
@@ -70,7 +71,7 @@ def _layout(tab: tables.Table, width: int):
         heads, widths, total = measure()
     if total > width:  # only backend, median and the verdict are left: shorten the backend names
         widths[0] = max(widths[0] - (total - width), _MIN_BACKEND)
-    return cols, heads, widths, abbrev
+    return cols, heads, widths, abbrev, short
 
 
 def _line(texts, cols, widths, width) -> str:
@@ -81,8 +82,8 @@ def _line(texts, cols, widths, width) -> str:
     return _clip((" " * _GAP).join(cells).rstrip(), width)
 
 
-def render_table(tab: tables.Table, *, width: int = 80, color: bool = False) -> list[str]:
-    cols, heads, widths, abbrev = _layout(tab, width)
+def render_table(tab: tables.Table, *, width: int = 80, color: bool = False, short: bool = False) -> list[str]:
+    cols, heads, widths, abbrev, _ = _layout(tab, width, short)
     lines = [_paint(_clip(tab.title, width), "bold", color)]
     lines.append(_paint(_line(heads, cols, widths, width), "bold", color))
     for row in tab.rows:
@@ -96,7 +97,7 @@ def render_summary(gate: V.GateResult, *, width: int = 80, color: bool = False) 
     status = V.REGRESSED if gate.failed else None
     lines = [_paint(_clip(f"Gate: {tables.headline(gate)}", width), status, color)]
     for title, items in tables.summary(gate):
-        lines.append(_clip(f"{title}:", width))
+        lines.extend(textwrap.wrap(f"{title}:", width, subsequent_indent="  "))
         for item in items:
             lines.extend(textwrap.wrap(item, width, initial_indent="  ", subsequent_indent="    ",
                                        break_on_hyphens=False))
@@ -108,7 +109,9 @@ def render(records: Iterable[Record], gate: V.GateResult | None = None, *, width
     """All tables (and the gate block when a gate ran), every line at most ``width`` columns."""
     width = max(int(width), 40)
     records = list(records)
-    blocks = [render_table(t, width=width, color=color) for t in tables.build(records, gate)]
+    built = tables.build(records, gate)
+    short = any(_layout(t, width)[4] for t in built)  # one table's short headers: every table's
+    blocks = [render_table(t, width=width, color=color, short=short) for t in built]
     notes = tables.measure_notes(records)
     if notes:
         blocks.append([line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")])
