@@ -287,7 +287,8 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
     verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
     verdict.decided_by = "normalized" if normalize else "raw"
     interference = instrument.machine_bound and (
-        _load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1) or _speed_swing(cur_meta, c))
+        _load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
+        or _speed_swing(cur_meta, c, settings.machine_tolerance))
     if interference:
         verdict.status, verdict.interference = INCONCLUSIVE, interference
         verdict.note = _join(verdict.note, interference)
@@ -314,11 +315,12 @@ def _load_change(sessions: list, cur: Record, status: str, cpus: int) -> str | N
             f"record the baseline under the same load")
 
 
-def _speed_swing(cur_meta: Mapping, c: stats.Comparison) -> str | None:
+def _speed_swing(cur_meta: Mapping, c: stats.Comparison, tolerance: float) -> str | None:
     """Why a verdict cannot stand: the machine's own speed moved more than the change within
-    this session (its calibration at start and end disagree), so the change may be the machine's."""
+    this session (its calibration at start and end disagree), so the change may be the machine's.
+    A swing within ``tolerance`` (--concurrency-machine-tolerance) counts as the same speed."""
     swing = (cur_meta.get("calibration") or {}).get("swing")
-    if c.status not in (REGRESSED, IMPROVED) or swing is None or abs(c.change) > swing:
+    if c.status not in (REGRESSED, IMPROVED) or swing is None or swing <= tolerance or abs(c.change) > swing:
         return None
     return (f"this machine's own speed moved {swing:.0%} within the session (the calibration loop at its "
             f"start and end), more than this {c.change:+.1%}: on a machine this unsteady the run cannot "

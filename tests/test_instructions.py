@@ -120,7 +120,7 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     for bench in doc["benchmarks"]:
         samples = bench["stats"]["data"]
         assert len(samples) == 3 and min(samples) > 1e5  # instructions, not seconds
-        assert stats.spread(samples) < 0.005, samples  # rounds agree
+        assert stats.spread(samples) < 0.01, samples  # rounds agree within the threshold
         assert bench["extra_info"]["measure"] == "instructions" and bench["extra_info"]["profile"]
 
     same = counted(suite, f"--concurrency-baseline={base}", "--concurrency-jobs=2")  # both cases at once
