@@ -244,9 +244,12 @@ class Counter:
 class Callgrind(Instrument):
     kind = "instructions"
     unit = "instr"
-    #: A count moves by <0.1% between rounds and processes for the light models, 0.13% for
-    #: threads: 1% is far outside that noise and catches a 1-2% slowdown every time.
-    default_threshold = 0.01
+    #: Rounds of one process agree to <0.1% (threads 0.5%), but sessions differ more: in 56
+    #: A/A comparisons of one-session smoke baselines here (scripts/count_evidence.py), 1% gave
+    #: 28 with a false alarm (eventlet and greenlet moved 1.3-2.5% between sessions), 2% gave 2
+    #: (both eventlet's IO over timers). A baseline of 3+ sessions learns each benchmark's
+    #: drift, so 1% (--concurrency-threshold=1) is for such baselines.
+    default_threshold = 0.02
     exact = True
     machine_bound = False
     needs_launch = True
