@@ -15,8 +15,10 @@ their timer, unchanged.
 
 The whole pytest session runs under valgrind (``command``): start-up, imports, collection
 and set-up are executed but never inside a round, so they are not counted. Children that
-exec are traced too (isolated workers count their own rounds), except the IO workload's
-latency server, whose work is not the measured code's.
+exec are traced too, except the IO workload's latency server, whose work is not the
+measured code's: workload cases run in worker processes (``fresh_process``: a process forked
+per case, see isolate.py and worker.py) and count their own rounds; a plain benchmark test
+is counted in the session's own process.
 """
 
 from __future__ import annotations
