@@ -253,12 +253,18 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
            settings: GateSettings) -> Verdict:
     threshold = settings.threshold_for(cur)
     instrument = measure.get(cur.measure)
+    floor = instrument.threshold_floor(cur)
+    widened = floor is not None and floor[0] > threshold
+    if widened:
+        threshold = floor[0]
     raw = [x for s in sessions for x in s.samples]
     verdict = Verdict(
         cur.key, UNCHANGED, baseline_median=stats.median(raw), current_median=cur.median, threshold=threshold,
         versions_changed=versions_changed(sessions[0].backend_version, cur, base_meta, cur_meta),
         rounds=(len(raw), len(cur.samples)), sessions=len(sessions), measure=cur.measure,
     )
+    if widened:
+        verdict.note = f"threshold {threshold:.0%}: {floor[1]}"
     if not (verdict.baseline_median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
         verdict.status = INCONCLUSIVE
         verdict.note = "no usable raw samples on one side: nothing to compare"

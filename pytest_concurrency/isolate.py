@@ -4,9 +4,10 @@ Why: gevent and eventlet hubs, monkey-patching and fork state are process-global
 deadlocked model can only be stopped for certain by killing its process. One worker per
 backend spec is started on first use and reused for that backend's cases; a worker that
 times out or dies is replaced. An instrument whose figures depend on what the process did
-before (``fresh_process``: instruction counts) has the worker fork a new process for every
-case, from the state it had right after loading the backend. Workers run in their own process group, so killing one
-also kills the task processes it started.
+before (``fresh_process``: instruction counts) has a worker that is a fork server: it
+forks a new process for every case, from the state it had right after loading the backend
+(see worker.py). Workers run in their own process group, so killing one also kills the
+task processes it started.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ class WorkerFailure(Exception):
 
 
 class Worker:
-    def __init__(self, spec: str):
+    def __init__(self, spec: str, fork_each: bool = False):
         self.spec = spec
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_concurrency.worker", spec],
+            [sys.executable, "-m", "pytest_concurrency.worker", *(["--fork-each"] if fork_each else []), spec],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -146,15 +147,17 @@ def _worker_env() -> dict:
 
 
 class WorkerPool:
-    """Workers by backend spec, several per spec when cases run ahead in parallel (``Ahead``)."""
+    """Workers by backend spec (and whether they fork each case: the payload's ``fork``),
+    several per spec when cases run ahead in parallel (``Ahead``)."""
 
     def __init__(self):
-        self._idle: dict[str, list[Worker]] = {}
+        self._idle: dict[tuple[str, bool], list[Worker]] = {}
         self._all: list[Worker] = []
         self._lock = threading.Lock()
 
     def run(self, spec: str, payload: dict, timeout: float | None, on_round=None) -> dict:
-        worker = self._take(spec)
+        kind = (spec, bool(payload.get("fork")))
+        worker = self._take(kind)
         try:
             reply = worker.request(payload, timeout, on_round)
         except (TimeoutError, WorkerFailure):
@@ -163,17 +166,17 @@ class WorkerPool:
         if not reply.get("ok"):
             reply["stderr"] = list(worker.stderr_tail)
         with self._lock:
-            self._idle.setdefault(spec, []).append(worker)
+            self._idle.setdefault(kind, []).append(worker)
         return reply
 
-    def _take(self, spec: str) -> Worker:
+    def _take(self, kind: tuple[str, bool]) -> Worker:
         with self._lock:
-            idle = self._idle.setdefault(spec, [])
+            idle = self._idle.setdefault(kind, [])
             while idle:
                 worker = idle.pop()
                 if worker.proc.poll() is None:
                     return worker
-            worker = Worker(spec)
+            worker = Worker(*kind)
             self._all.append(worker)
             return worker
 

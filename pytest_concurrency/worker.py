@@ -1,15 +1,22 @@
 """A worker process that runs one backend's workload cases for the parent session.
 
-    python -m pytest_concurrency.worker SPEC
+    python -m pytest_concurrency.worker [--fork-each] SPEC
 
 Protocol: one JSON object per line. The parent writes requests on our stdin; we answer
 on the original stdout, which we keep for ourselves: fd 1 is pointed at stderr so that
 anything a library prints cannot corrupt the channel. We say ``{"ready": true}`` once
 the backend is loaded, ``{"round": true}`` after each round (the parent's deadline is per
 round), then ``{"ok": true, "samples": [...], "identity": {...}, "extra": {...}}`` or
-``{"ok": false, "error": "..."}``. A request with ``"fork": true`` runs in a child forked
-for it, so that every case starts from the same process state (see measure.callgrind); the
-child answers on the same channel and exits.
+``{"ok": false, "error": "..."}``.
+
+``--fork-each`` makes the worker a fork server, for instruments whose figures depend on
+what the process did before (instruction counts, see measure.callgrind): after loading
+the backend it only forks, and each child reads one request, answers it and exits. The
+server itself never reads a request, so every case starts from the same process state
+whichever server runs it and whatever it ran before. Reading requests in the server and
+forking after each one left traces that moved counts: type attribute lookups are cached
+by the address of the name and the type's version tag, and eventlet's switch counted
+1.7% more in a session whose case landed on a server that had parsed fewer requests.
 """
 
 from __future__ import annotations
@@ -27,7 +34,10 @@ def _claim_stdout():
     return os.fdopen(reply_fd, "w", buffering=1, encoding="utf-8")
 
 
-def serve(spec: str, requests, replies) -> None:
+QUIT = 3  # a forked child's exit status when its request was to quit
+
+
+def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
     from . import backends, measure, workloads
     from .measure import runner
 
@@ -49,44 +59,72 @@ def serve(spec: str, requests, replies) -> None:
         except Exception as exc:  # reported to the parent as this benchmark's failure
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
 
-    backend = backends.load(spec)
-    send({"ready": True})
-    for line in requests:
-        if not line.strip():
-            continue
+    def answer(line: str) -> bool:
+        """Answer one request line; ``False`` when it asks us to quit."""
         request = json.loads(line)
         if request.get("quit"):
+            return False
+        send(run_case(request))
+        return True
+
+    backend = backends.load(spec)
+    if fork_each:
+        _fork_server(answer, send)
+        return
+    send({"ready": True})
+    for line in requests:
+        if line.strip() and not answer(line):
             return
-        if request.get("fork"):
-            _in_child(lambda: send(run_case(request)), send)
-        else:
-            send(run_case(request))
 
 
-def _in_child(work, send) -> None:
-    """Run ``work`` in a forked child and wait for it; report a child that died without a word."""
+def _fork_server(answer, send) -> None:
+    """Fork a child per request; the child reads it (from fd 0, unbuffered), answers, exits."""
+    _forked(lambda: QUIT, send)  # once before "ready": the loop's first fork then repeats it
+    send({"ready": True})
+    while _forked(lambda: 0 if answer(_read_line(0)) else QUIT, send) != QUIT:
+        pass
+
+
+def _forked(work, send) -> int:
+    """Run ``work`` in a forked child and return its exit status; report a child that died
+    without a word."""
     pid = os.fork()
     if pid == 0:
-        code = 0
+        code = 1
         try:
-            work()
+            code = work()
         except BaseException:
             traceback.print_exc()
-            code = 1
         finally:
-            os._exit(code)  # no atexit handlers: what they clean up is the parent's
+            os._exit(code)  # no atexit handlers: what they clean up is the server's
     _, status = os.waitpid(pid, 0)
-    if status:
-        send({"ok": False, "error": f"the case's forked process ended with wait status {status} "
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, QUIT):
+        send({"ok": False, "error": f"the case's forked process ended with status {code} "
                                     "before it answered (see the worker's stderr)"})
+    return code
+
+
+def _read_line(fd: int) -> str:
+    """One line, read a byte at a time so that nothing past it is taken from the server's
+    other children; EOF reads as a request to quit."""
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            return '{"quit": true}'
+        data += byte
+    return data.decode()
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m pytest_concurrency.worker SPEC", file=sys.stderr)
+    fork_each = argv[:1] == ["--fork-each"]
+    args = argv[1:] if fork_each else argv
+    if len(args) != 1:
+        print("usage: python -m pytest_concurrency.worker [--fork-each] SPEC", file=sys.stderr)
         return 2
     replies = _claim_stdout()
-    serve(argv[0], sys.stdin, replies)
+    serve(args[0], sys.stdin, replies, fork_each)
     return 0
 
 

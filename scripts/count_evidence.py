@@ -9,12 +9,14 @@ own ``compare``:
   n*(n-1) comparisons). Any regressed or improved verdict is a false alarm.
 * detection: sessions with a slowdown injected into ONE backend, judged against every A/A
   session. The injection is ``zlib.crc32`` over a buffer once per ``backend.run`` (every
-  round enters it once; a ``sitecustomize`` wraps ``backends.load`` in every process of the
-  session), sized to ``--inject`` percent of the target's ring[capacity=10] round, so the
-  function that grew has a name of its own (``crc32_z``, libz). A comparison catches it when
-  that reference benchmark regresses, no other backend does, and the verdict names crc32.
-  (A wrapper around each channel ``put`` would itself cost a Python call, 2-6% of a hop:
-  too coarse for a 1% slowdown.)
+  round enters it once), sized to ``--inject`` percent of the target's ring[capacity=10]
+  round, so the function that grew has a name of its own (``crc32_z``, libz). A comparison
+  catches it when that reference benchmark regresses, no other backend does, and the
+  verdict names crc32. (A wrapper around each channel ``put`` would itself cost a Python
+  call, 2-6% of a hop: too coarse for a 1% slowdown.) Every session, A/A included, runs the
+  same ``sitecustomize`` with the same wrapper and an environment of the same size; A/A
+  sessions hash an empty buffer. Only the work differs: an injection that changed what the
+  processes import moved other models' counts by more than itself.
 * ``--hog``: the A/A sessions with odd numbers run with a busy loop on the other core.
 
     python3 scripts/count_evidence.py --sessions 3 --scale smoke           # quick check
@@ -51,7 +53,7 @@ if _target:
     import zlib
     import pytest_concurrency.backends as _backends
 
-    _burden = bytes(int(os.environ["COUNT_INJECT_BYTES"]))
+    _burden = bytes(int(os.environ["COUNT_INJECT_BYTES"]))  # b"" in A/A sessions
     _load = _backends.load
 
     def load(spec):
@@ -99,6 +101,10 @@ def busy_loop(on: bool):
         hog.wait()
 
 
+def _fixed_width(n: int) -> str:
+    return f"{n:012d}"  # the environment's size must not differ between A/A and injected sessions
+
+
 def judge(base_doc: dict, doc: dict, threshold: float | None):
     settings = gate.GateSettings(threshold=threshold)
     return gate.compare(base_doc, from_json(doc), doc["pytest_concurrency"], settings)
@@ -130,7 +136,8 @@ def main(argv=None) -> int:
     os.makedirs(site, exist_ok=True)
     with open(os.path.join(site, "sitecustomize.py"), "w") as fh:
         fh.write(textwrap.dedent(SITECUSTOMIZE))
-    path_env = {"PYTHONPATH": os.pathsep.join([site, ROOT, os.environ.get("PYTHONPATH", "")])}
+    path_env = {"PYTHONPATH": os.pathsep.join([site, ROOT, os.environ.get("PYTHONPATH", "")]),
+                "COUNT_INJECT_BACKEND": args.target, "COUNT_INJECT_BYTES": _fixed_width(0)}
 
     aa = []
     for i in range(args.sessions):
@@ -144,7 +151,7 @@ def main(argv=None) -> int:
     for pct in [float(x) for x in args.inject.split(",") if x]:
         size = int(pct / 100 * reference / CRC32_INSTRUCTIONS_PER_BYTE)
         path = os.path.join(args.workdir, f"slow{pct:g}.json")
-        env = {**path_env, "COUNT_INJECT_BACKEND": args.target, "COUNT_INJECT_BYTES": str(size)}
+        env = {**path_env, "COUNT_INJECT_BYTES": _fixed_width(size)}
         wall = run_session(path, args, env, False)
         slowed.append((f"+{pct:g}% of the reference ({size} bytes of crc32 per round)", path))
         print(f"injected session (+{pct:g}%: {size} bytes per round on {args.target}): {wall:.0f} s", file=sys.stderr)

@@ -68,6 +68,11 @@ class Instrument:
         """Extra figures right after the last round (``extra_info`` keys)."""
         return {}
 
+    def threshold_floor(self, rec) -> tuple[float, str] | None:
+        """The smallest change this measure can judge for ``rec`` (a record), and why, when
+        that is above the gate's threshold; ``None`` when the threshold stands."""
+        return None
+
     def explain(self, base, current) -> str | None:
         """Where a regression of ``current`` against ``base`` (two records) came from, if known."""
         return None

@@ -31,6 +31,7 @@ def identity(backend, workload, params: dict, instrument) -> dict:
         "unit": workload.unit,
         "task_kind": backend.task_kind,
         "measure": instrument.kind,
+        "waits": workloads.waits(workload),
     }
 
 

@@ -14,6 +14,9 @@ Each workload module defines one ``Workload`` object with:
     Untimed set-up the case needs once per process before its rounds (the latency
     server for IO over TCP); called in the session's process before workers start, so
     they inherit it.
+``waits`` (optional, default ``False``)
+    ``True`` when a round waits on timers or sockets: how often its event loop wakes up
+    then depends on timing, and so does an instruction count (see measure.callgrind).
 ``memory(backend, params)`` (optional)
     Untimed figures measured once after the timed rounds (spawn: KiB per live task),
     merged into the benchmark's extra_info.
@@ -80,6 +83,11 @@ def memory(workload, backend, params: dict) -> dict:
     """The workload's optional untimed memory figures, or ``{}``."""
     hook = getattr(workload, "memory", None)
     return hook(backend, params) if hook is not None else {}
+
+
+def waits(workload) -> bool:
+    """Whether the workload's rounds wait on timers or sockets (``waits``, default ``False``)."""
+    return bool(getattr(workload, "waits", False))
 
 
 def check_scale(scale: str) -> str:

@@ -71,6 +71,7 @@ async def _aworker(backend, jobs, latency, address):
 class IO(TableWorkload):
     name = "io"
     unit = "task"
+    waits = True
     PARAMS = ("tasks", "latency", "transport")
     CASES = {
         "smoke": [
