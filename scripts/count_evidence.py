@@ -18,6 +18,10 @@ own ``compare``:
   sessions hash an empty buffer. Only the work differs: an injection that changed what the
   processes import moved other models' counts by more than itself.
 * ``--hog``: the A/A sessions with odd numbers run with a busy loop on the other core.
+* ``--layouts``: each session (A/A and injected) first allocates a different number of
+  objects in every process, as an unrelated change to the code would: it moves the
+  addresses of what is allocated later, and with them the hits and misses of CPython's
+  type attribute cache. Without it, A/A sessions are the same code run again.
 
     python3 scripts/count_evidence.py --sessions 3 --scale smoke           # quick check
     python3 scripts/count_evidence.py --sessions 11 --scale smoke          # the README's figures
@@ -48,6 +52,7 @@ REFERENCE = ("ring", "capacity=10")  # the benchmark the injection is sized agai
 
 SITECUSTOMIZE = '''
 import os
+_layout = [object() for _ in range(int(os.environ.get("COUNT_LAYOUT_PAD", "0")))]
 _target = os.environ.get("COUNT_INJECT_BACKEND")
 if _target:
     import zlib
@@ -126,6 +131,7 @@ def main(argv=None) -> int:
     ap.add_argument("--inject", default="1.3,2", help="percent of the reference round, one injected session each")
     ap.add_argument("--threshold", type=float, default=None, help="fraction; default: the gate's (1%%)")
     ap.add_argument("--hog", action="store_true", help="odd A/A sessions run beside a busy loop")
+    ap.add_argument("--layouts", action="store_true", help="every session with another memory layout")
     ap.add_argument("--keep", help="directory to keep the session files in")
     ap.add_argument("--reuse", action="store_true", help="with --keep: judge the session files already there")
     args = ap.parse_args(argv)
@@ -137,21 +143,23 @@ def main(argv=None) -> int:
     with open(os.path.join(site, "sitecustomize.py"), "w") as fh:
         fh.write(textwrap.dedent(SITECUSTOMIZE))
     path_env = {"PYTHONPATH": os.pathsep.join([site, ROOT, os.environ.get("PYTHONPATH", "")]),
-                "COUNT_INJECT_BACKEND": args.target, "COUNT_INJECT_BYTES": _fixed_width(0)}
+                "COUNT_INJECT_BACKEND": args.target, "COUNT_INJECT_BYTES": _fixed_width(0),
+                "COUNT_LAYOUT_PAD": _fixed_width(0)}
+    layout = (lambda i: {"COUNT_LAYOUT_PAD": _fixed_width(97 * i)}) if args.layouts else (lambda i: {})
 
     aa = []
     for i in range(args.sessions):
         path = os.path.join(args.workdir, f"aa{i}.json")
         hog = args.hog and i % 2 == 1
-        wall = run_session(path, args, path_env, hog)
+        wall = run_session(path, args, {**path_env, **layout(i)}, hog)
         aa.append(path)
         print(f"A/A session {i + 1}/{args.sessions}{' (hog)' if hog else ''}: {wall:.0f} s", file=sys.stderr)
     reference = _reference_count(json.load(open(aa[0])), args.target)
     slowed = []
-    for pct in [float(x) for x in args.inject.split(",") if x]:
+    for n, pct in enumerate([float(x) for x in args.inject.split(",") if x], start=args.sessions):
         size = int(pct / 100 * reference / CRC32_INSTRUCTIONS_PER_BYTE)
         path = os.path.join(args.workdir, f"slow{pct:g}.json")
-        env = {**path_env, "COUNT_INJECT_BYTES": _fixed_width(size)}
+        env = {**path_env, **layout(n), "COUNT_INJECT_BYTES": _fixed_width(size)}
         wall = run_session(path, args, env, False)
         slowed.append((f"+{pct:g}% of the reference ({size} bytes of crc32 per round)", path))
         print(f"injected session (+{pct:g}%: {size} bytes per round on {args.target}): {wall:.0f} s", file=sys.stderr)

@@ -1,0 +1,100 @@
+"""The worker as a fork server (``--fork-each``): every case starts from the state the server
+had right after loading its backend, whatever it ran before, and a case that dies takes only
+its own process with it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pytest_concurrency import isolate, measure
+from pytest_concurrency.measure import callgrind
+
+needs_valgrind = pytest.mark.skipif(callgrind.unavailable_reason() is not None,
+                                    reason=f"{callgrind.unavailable_reason()}")
+
+DYING = """
+import os
+
+
+class Dies:
+    name = "dies"
+    unit = "op"
+
+    def run(self, backend, params):
+        os._exit(7)
+
+
+DIES = Dies()
+"""
+
+RING = ("ring", {"n": 5, "m": 20, "capacity": 0})
+SWITCH = ("switch", {"rounds": 200})
+
+
+def _payload(case, instrument, fork=True):
+    workload, params = case
+    return isolate.request(workload, params, rounds=3, warmup=1, instrument=instrument, with_memory=False) | {
+        "fork": fork}
+
+
+def test_fork_server_answers_in_children_and_outlives_a_case_that_dies(tmp_path, monkeypatch):
+    (tmp_path / "dying.py").write_text(DYING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    wallclock = measure.get("time")
+    worker = isolate.Worker("greenlet", fork_each=True)
+    try:
+        first = worker.request(_payload(RING, wallclock), round_timeout=60)
+        assert first["ok"] and len(first["samples"]) == 3, first
+        dead = worker.request(_payload(("dying:DIES", {}), wallclock), round_timeout=60)
+        assert not dead["ok"] and "ended with status 7 before it answered" in dead["error"], dead
+        again = worker.request(_payload(RING, wallclock), round_timeout=60)
+        assert again["ok"] and again["extra"]["ops"] == 100, again
+    finally:
+        worker.close()
+    assert worker.proc.returncode == 0  # the quit request reached the server through a child
+
+
+def test_pool_keeps_fork_servers_apart_from_plain_workers():
+    pool = isolate.WorkerPool()
+    wallclock = measure.get("time")
+    try:
+        plain = pool.run("greenlet", _payload(SWITCH, wallclock, fork=False), timeout=60)
+        forked = pool.run("greenlet", _payload(SWITCH, wallclock, fork=True), timeout=60)
+        assert plain["ok"] and forked["ok"]
+        assert sorted(pool._idle) == [("greenlet", False), ("greenlet", True)]
+        assert ["--fork-each" in w.proc.args for w in pool._all] == [False, True]
+    finally:
+        pool.close()
+
+
+@needs_valgrind
+def test_a_counted_case_repeats_to_the_instruction_whatever_the_server_ran_before(tmp_path):
+    env = {**os.environ, callgrind.ENV_DIR: str(tmp_path), "PYTHONHASHSEED": callgrind.HASH_SEED}
+    argv = callgrind.command([sys.executable, "-m", "pytest_concurrency.worker", "--fork-each", "eventlet"],
+                             str(tmp_path))
+    counted = measure.get("instructions")
+    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert json.loads(server.stdout.readline()) == {"ready": True}
+        samples = []
+        for case in (SWITCH, RING, SWITCH):
+            server.stdin.write(json.dumps(_payload(case, counted)) + "\n")
+            server.stdin.flush()
+            reply = json.loads(server.stdout.readline())
+            while "round" in reply:
+                reply = json.loads(server.stdout.readline())
+            assert reply["ok"], reply
+            samples.append(reply["samples"])
+        server.stdin.write('{"quit": true}\n')
+        server.stdin.flush()
+        assert server.wait(timeout=120) == 0
+    finally:
+        server.kill()
+        server.wait()
+    assert samples[0] == samples[2]  # the ring case in between left no trace
+    assert all(s > 1e5 for s in samples[0]) and samples[1] != samples[0]
