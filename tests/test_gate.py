@@ -354,3 +354,21 @@ def test_one_outlying_session_does_not_widen_the_threshold():
     result = gate.compare(sessions_doc([1.0, 1.0, 1.6, 1.0, 1.0]), run(2, slower={"gevent": 1.3}), meta())
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
     assert v.status == REGRESSED and v.threshold == pytest.approx(0.07)
+
+
+def _counted(workload: str, count: float, waits: bool) -> Record:
+    return Record(workload, {"tasks": 10}, "gevent", [count, count * 1.0001, count * 0.9999], ops=10,
+                  backend_version="25.1.0", extra={"measure": "instructions", "waits": waits})
+
+
+@pytest.mark.parametrize("change, status", [(1.05, UNCHANGED), (1.15, REGRESSED)])
+def test_counts_of_a_waiting_workload_are_judged_beyond_their_floor(change, status):
+    counted_meta = {**meta(), "measure": "instructions", "calibration": None}
+    base = baseline.document_from_records(
+        [_counted("io", 1e6, waits=True), _counted("ring", 1e6, waits=False)], counted_meta)
+    now = [_counted("io", 1e6 * change, waits=True), _counted("ring", 1e6 * 1.05, waits=False)]
+    result = gate.compare(base, now, counted_meta)
+    io, ring = sorted(result.verdicts, key=lambda v: v.key[0])
+    assert io.status == status and io.threshold == pytest.approx(0.10)
+    assert "this workload waits" in io.note
+    assert ring.status == REGRESSED and ring.threshold == pytest.approx(0.01)  # the measure's default

@@ -120,14 +120,16 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     for bench in doc["benchmarks"]:
         samples = bench["stats"]["data"]
         assert len(samples) == 3 and min(samples) > 1e5  # instructions, not seconds
-        assert stats.spread(samples) < 0.01, samples  # rounds agree within half the threshold
+        assert stats.spread(samples) < 0.005, samples  # rounds agree within half the 1% threshold
         assert bench["extra_info"]["measure"] == "instructions" and bench["extra_info"]["profile"]
 
     same = counted(suite, f"--concurrency-baseline={base}", "--concurrency-jobs=2")  # both cases at once
     assert same.ret == 0, same.stdout.str()
     same.stdout.fnmatch_lines(["*instructions on asyncio, greenlet leave out*", "*Gate: 0 regressions*"])
     changes = [v for v in _verdict_changes(same.stdout.str())]
-    assert changes and all(abs(c) < 2.0 for c in changes), changes  # percent: inside the 2% threshold
+    # percent: cases fork from servers that never read a request, so which server counted a
+    # case (one job, then two at once) leaves its count as it was
+    assert changes and all(abs(c) < 0.1 for c in changes), changes
 
     monkeypatch.setenv("SLOW_BACKEND", "greenlet")
     monkeypatch.setenv("SLOW_WORK", "3")
@@ -135,7 +137,7 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     out = " ".join(slow.stdout.str().split())
     assert slow.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "Gate: 1 regression" in out
-    assert "pings[m=400] on greenlet:" in out and "threshold 2%" in out
+    assert "pings[m=400] on greenlet:" in out and "threshold 1%" in out
     assert "where: +" in out and "instr/msg: extra_work" not in out  # C symbols, not Python names
     assert "_PyEval_EvalFrameDefault" in out or "libpython" in out
     assert "on asyncio: " not in out.split("Regressions")[1].split("Notes")[0]
