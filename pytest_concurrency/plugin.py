@@ -40,7 +40,7 @@ def pytest_addoption(parser):
         f"and drops the oldest beyond K; 1 replaces it (default: {DEFAULT_KEEP})")
     add("--concurrency-baseline", metavar="PATH", help="compare against this baseline; a regression fails the session")
     add("--concurrency-threshold", metavar="PCT",
-        help="practical threshold for a regression, percent (default: 7 for time, 1 for instructions, "
+        help="practical threshold for a regression, percent (default: 7 for time, 2 for instructions, "
         "where counts of workloads that wait, such as IO, are judged beyond 10)")
     add("--concurrency-machine-tolerance", metavar="PCT",
         help="judge times normalized by the machine-speed calibration only when this machine's speed "

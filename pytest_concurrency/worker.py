@@ -69,6 +69,8 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
 
     backend = backends.load(spec)
     if fork_each:
+        for name in workloads.names():  # imported once here, not in every child
+            workloads.get(name)
         _fork_server(answer, send)
         return
     send({"ready": True})

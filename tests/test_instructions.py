@@ -120,7 +120,7 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     for bench in doc["benchmarks"]:
         samples = bench["stats"]["data"]
         assert len(samples) == 3 and min(samples) > 1e5  # instructions, not seconds
-        assert stats.spread(samples) < 0.005, samples  # rounds agree within half the 1% threshold
+        assert stats.spread(samples) < 0.01, samples  # a case this small: within 1% (see README)
         assert bench["extra_info"]["measure"] == "instructions" and bench["extra_info"]["profile"]
 
     same = counted(suite, f"--concurrency-baseline={base}", "--concurrency-jobs=2")  # both cases at once
@@ -137,7 +137,7 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     out = " ".join(slow.stdout.str().split())
     assert slow.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "Gate: 1 regression" in out
-    assert "pings[m=400] on greenlet:" in out and "threshold 1%" in out
+    assert "pings[m=400] on greenlet:" in out and "threshold 2%" in out
     assert "where: +" in out and "instr/msg: extra_work" not in out  # C symbols, not Python names
     assert "_PyEval_EvalFrameDefault" in out or "libpython" in out
     assert "on asyncio: " not in out.split("Regressions")[1].split("Notes")[0]
