@@ -21,7 +21,7 @@ class Toolchain:
     library: str  # what runs the tasks, for the records
     tools: tuple[str, ...]  # executables that must be on PATH
     hint: str  # how to install them
-    min_warmup: int  # warm-up rounds at least (the JVM compiles hot code during its first rounds)
+    min_warmup: int  # warm-up rounds at least (the Kotlin program also warms up for 2 s: the JIT)
 
 
 TOOLCHAINS = {
@@ -29,7 +29,7 @@ TOOLCHAINS = {
     "rust": Toolchain("rust", "tokio tasks + tokio::sync channels", ("cargo", "rustc"),
                       "install Rust with cargo: https://rustup.rs", 0),
     "kotlin": Toolchain("kotlin", "kotlinx.coroutines + Channel", ("mvn", "java"),
-                        "install Maven and a JDK 11 or later, e.g. apt-get install maven openjdk-17-jdk-headless", 5),
+                        "install Maven and a JDK 11 or later, e.g. apt-get install maven openjdk-17-jdk-headless", 1),
 }
 
 

@@ -389,11 +389,24 @@ func request(server string, id int, latency time.Duration) int {
 
 // -- rounds ---------------------------------------------------------------------------------
 
+// peakResidentKiB is VmHWM: getrusage's ru_maxrss keeps the high-water mark of the process
+// that forked us (the Python session) across exec.
+func peakResidentKiB() int64 {
+	data, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(data), "\n") {
+		if value, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 10, 64)
+			return kib
+		}
+	}
+	return 0
+}
+
 func usage() {
 	var r syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
 	emit(`{"usage":{"user_us":%d,"sys_us":%d,"nvcsw":%d,"nivcsw":%d,"maxrss_kib":%d}}`,
-		r.Utime.Sec*1e6+int64(r.Utime.Usec), r.Stime.Sec*1e6+int64(r.Stime.Usec), r.Nvcsw, r.Nivcsw, r.Maxrss)
+		r.Utime.Sec*1e6+int64(r.Utime.Usec), r.Stime.Sec*1e6+int64(r.Stime.Usec), r.Nvcsw, r.Nivcsw, peakResidentKiB())
 }
 
 func main() {

@@ -366,13 +366,24 @@ async fn io(p: Params) -> String {
 
 // -- rounds --------------------------------------------------------------------------------
 
+/// VmHWM: getrusage's ru_maxrss keeps the high-water mark of the process that forked us (the
+/// Python session) across exec.
+fn peak_resident_kib() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn usage() {
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
     let us = |t: libc::timeval| t.tv_sec as i64 * 1_000_000 + t.tv_usec as i64;
     println!(
         r#"{{"usage":{{"user_us":{},"sys_us":{},"nvcsw":{},"nivcsw":{},"maxrss_kib":{}}}}}"#,
-        us(r.ru_utime), us(r.ru_stime), r.ru_nvcsw, r.ru_nivcsw, r.ru_maxrss
+        us(r.ru_utime), us(r.ru_stime), r.ru_nvcsw, r.ru_nivcsw, peak_resident_kib()
     );
 }
 

@@ -20,6 +20,8 @@ import kotlin.time.Duration.Companion.nanoseconds
 import kotlinx.coroutines.*
 import kotlinx.coroutines.channels.Channel
 
+const val WARMUP_NS = 2_000_000_000L
+
 val corrupt = System.getenv("PYTEST_CONCURRENCY_NATIVE_CORRUPT") == "1"
 
 fun fail(message: String): Nothing {
@@ -260,7 +262,8 @@ suspend fun io(p: Params): String = coroutineScope {
 
 // -- rounds ------------------------------------------------------------------------------------
 
-/** getrusage's figures from /proc: the JVM offers no getrusage (CPU times in 100 Hz ticks). */
+/** getrusage's figures from /proc: the JVM offers no getrusage (CPU times in 100 Hz ticks).
+ *  Peak RSS is VmHWM, as the Go and Rust programs report it. */
 fun usage() {
     val stat = File("/proc/self/stat").readText().substringAfterLast(") ").split(" ")
     val tickUs = 10_000L
@@ -304,13 +307,19 @@ fun main(args: Array<String>) {
         runBlocking(Dispatchers.Default) { spawnTasks(p) { rss = residentBytes() - rss0; heap = heapBytes() - heap0 } }
         emit("""{"memory":{"rss_bytes":$rss,"heap_bytes":$heap}}""")
     }
-    for (i in 0 until warmup + rounds) {
-        if (i == warmup) usage()
+    fun round(i: Int, warm: Boolean) {
         val start = System.nanoTime()
         val result = runBlocking(Dispatchers.Default) { run(p) }
         val ns = System.nanoTime() - start
-        emit("""{"round":$i,"warmup":${i < warmup},"ns":$ns,"result":$result}""")
+        emit("""{"round":$i,"warmup":$warm,"ns":$ns,"result":$result}""")
     }
+    // The JIT compiles hot code during the first seconds: warm up for WARMUP rounds and at
+    // least WARMUP_NS, so that small cases are not timed in the interpreter.
+    val warmEnd = System.nanoTime() + WARMUP_NS
+    var i = 0
+    while (i < warmup || System.nanoTime() < warmEnd) round(i++, true)
+    usage()
+    repeat(rounds) { round(i++, false) }
     usage()
     emit("""{"done":true}""")
 }
