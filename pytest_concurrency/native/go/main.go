@@ -280,10 +280,11 @@ func spawn(p params, measure func()) string {
 			defer wg.Done()
 			ready <- id
 			<-release
+			returned := id
 			if corrupt && id == 0 {
-				id = 1
+				returned = 1
 			}
-			results[id] = id
+			results[id] = returned // the task's own slot: a join that hands back its result
 		}(i)
 	}
 	seen := make([]bool, count)
