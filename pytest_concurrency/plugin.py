@@ -266,22 +266,22 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         status = request.config.stash.get(PROGRESS, None)
         if status is not None:
             status.start(concurrency_backend.name, benchmark.group)
+        ticks = itertools.count(1)
+        on_round = status and (lambda: status.round(next(ticks), rounds + warmup))  # rounds measured elsewhere
         try:
             if concurrency_backend.family == "native":
                 from .native import bench as native
 
-                ticks = itertools.count(1)
                 native.bench(benchmark, concurrency_backend, workload, case.params, rounds, warmup, s.timeout, what,
-                             on_round=status and (lambda: status.round(next(ticks), rounds + warmup)))
+                             on_round=on_round)
             elif s.isolate or instrument.fresh_process:
                 from . import isolate
 
-                ticks = itertools.count(1)
                 ahead = request.config.stash.get(isolate.AHEAD, None)
                 isolate.bench(
                     request.config, benchmark, concurrency_backend, case.workload, case.params,
                     rounds, warmup, s.timeout, what, instrument,
-                    on_round=status and (lambda: status.round(next(ticks), rounds + warmup)),
+                    on_round=on_round,
                     measured=ahead and ahead.take(_ahead_key(concurrency_backend.name, case)),
                 )
             else:

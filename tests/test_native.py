@@ -1,13 +1,16 @@
 """The native reference rows (go, rust, kotlin): real builds and runs where the toolchain is
 installed, the skip where it is not, a failed build, a wrong result, a hung program, the gate.
 
-Builds go to one cache per test session (``XDG_CACHE_HOME``), so each program is built once
-however many sessions use it. pytester moves HOME, so the toolchains' own homes (rustup,
-cargo's registry, Go's module cache, Maven's repository) are pinned to the real ones.
+Real runs use the user's own build cache, keyed by source hash and toolchain version and written
+atomically: each program is built once per source change, not once per session or tox env (a
+first tokio or Maven build takes minutes). The build itself is tested on Go, in a cache of its
+own. pytester moves HOME, so the cache and the toolchains' homes (rustup, cargo's registry,
+Go's module cache, Maven's repository) are pinned to the real ones.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
@@ -33,14 +36,12 @@ def test_seed_workload(concurrency_case, concurrency_benchmark):
 SMOKE_CASES = 8  # ring 2, chain 2, io 2, spawn 1, switch 1
 
 
-@pytest.fixture(scope="session")
-def native_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("native-cache")
+REAL_CACHE = os.environ.get("XDG_CACHE_HOME") if os.path.isabs(os.environ.get("XDG_CACHE_HOME", "")) else None
 
 
 @pytest.fixture(autouse=True)
-def toolchain_homes(monkeypatch, native_cache):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(native_cache))
+def toolchain_homes(monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", REAL_CACHE or str(REAL_HOME / ".cache"))
     for var, default in (("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup"), ("GOPATH", "go")):
         monkeypatch.setenv(var, os.environ.get(var, str(REAL_HOME / default)))
     monkeypatch.setenv("MAVEN_OPTS", f"-Dmaven.repo.local={REAL_HOME / '.m2' / 'repository'}")
@@ -105,16 +106,18 @@ def test_a_failed_build_names_the_tool_and_shows_its_output(pytester, monkeypatc
         "*./main.go:3:1: syntax error: a fake compiler refuses*",
     ])
     assert "Traceback" not in result.stdout.str()
-    assert not list(build.cache_root().glob("go-*/prog"))  # nothing half-built is left to reuse
+    assert not build.entry("go").exists()  # nothing half-built is left to reuse
 
 
-def test_a_build_is_cached_per_source_and_toolchain_and_appears_whole(monkeypatch):
+def test_a_build_is_cached_per_source_and_toolchain_and_appears_whole(monkeypatch, tmp_path):
     needs("go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     entry = build.entry("go")
     (entry.parent / f".{entry.name}-killed" / "out").mkdir(parents=True, exist_ok=True)  # a killed build's scratch
     command = build.command("go")
     assert command == [str(entry / "prog")] and os.access(command[0], os.X_OK)
     assert (entry / "toolchain.txt").read_text().strip() == toolchains.version("go")
+    assert sorted(p.name for p in entry.parent.iterdir() if p.is_dir()) == [f".{entry.name}-killed", entry.name]
     monkeypatch.setattr(build, "_run", lambda *a: pytest.fail("built again although cached"))
     assert build.command("go") == command
     monkeypatch.setattr(toolchains, "version", lambda language: "go9.9-another")
@@ -155,6 +158,24 @@ def test_a_hung_program_is_killed_at_the_timeout(pytester, monkeypatch, tmp_path
     result.stdout.fnmatch_lines(["*switch*on go: it reported nothing for 1 s, so it was killed*"])
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
+
+
+def test_native_rows_are_compared_but_gated_only_when_asked(pytester):
+    needs("go")
+    saved = run_seeds(pytester, "go", "-k", "switch", "--concurrency-save-baseline=base.json")
+    saved.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "base.json").read_text())
+    for bench in doc["benchmarks"]:  # the baseline ran twice as fast: a regression of 100%
+        bench["stats"]["data"] = [x / 2 for x in bench["stats"]["data"]]
+    (pytester.path / "base.json").write_text(json.dumps(doc))
+
+    shown = run_seeds(pytester, "go", "-k", "switch", "--concurrency-baseline=base.json")
+    assert shown.ret == 0, shown.stdout.str()
+    shown.stdout.fnmatch_lines(["*1 native reference (not gated)*", "*native reference, not gated: was regressed*"])
+
+    gated = run_seeds(pytester, "go", "-k", "switch", "--concurrency-baseline=base.json", "--concurrency-gate-native")
+    assert gated.ret != 0
+    gated.stdout.fnmatch_lines(["*Regressions (fail the build)*", "*switch[[]rounds=500[]] on go:*reproduced*"])
 
 
 # -- checks, reports and the gate, without a toolchain -----------------------------------------
