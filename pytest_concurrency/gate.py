@@ -20,7 +20,7 @@ from typing import Iterable, Mapping
 from . import calibrate, history, measure, stats
 from .records import Record, from_json
 from .verdicts import (
-    IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED, GateResult, Verdict,
+    IMPROVED, INCONCLUSIVE, MISSING, NEW, REFERENCE, REGRESSED, UNCHANGED, GateResult, Verdict,
 )
 
 #: Calibration ratios within this of 1 are the same speed: decide on raw times. Normalizing
@@ -42,7 +42,7 @@ SAVE_FLAG = "--concurrency-save-baseline"
 # Libraries whose version changes a backend's numbers besides its own (all run on Python).
 _RUNS_ON = {"gevent": ("greenlet",), "eventlet": ("greenlet",), "anyio[trio]": ("trio",), "anyio[uvloop]": ("uvloop",)}
 SPEED_CHANGED = (REGRESSED, IMPROVED)  # verdicts that say the code's speed moved
-_ORDER = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, NEW: 3, MISSING: 4, UNCHANGED: 5}
+_ORDER = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, NEW: 3, MISSING: 4, UNCHANGED: 5, REFERENCE: 6}
 
 
 @dataclass
@@ -148,6 +148,22 @@ def speed_changes(previous_doc: Mapping, current: Iterable[Record], current_meta
     """The benchmarks whose speed moved since ``previous_doc``: when saving a session to a
     baseline, their earlier sessions go (they measured other code; see ``history``)."""
     return [v for v in compare(previous_doc, current, current_meta, settings).verdicts if v.status in SPEED_CHANGED]
+
+
+GATE_NATIVE_FLAG = "--concurrency-gate-native"
+
+
+def set_aside(result: GateResult, is_reference, settings: GateSettings, measure_kind: str | None) -> GateResult:
+    """Reference rows (``is_reference(backend)``: the native programs) keep their comparison but
+    not their verdict: they show how far Python is from the floor, they are not the code under
+    test. Their status becomes ``REFERENCE``, so they neither fail the build nor get re-measured."""
+    for v in result.verdicts:
+        if is_reference(v.key[2]) and v.status != REFERENCE:
+            v.note = _join(v.note, f"native reference, not gated: was {v.status} ({GATE_NATIVE_FLAG} gates it)")
+            v.status, v.interference = REFERENCE, ""
+    if not result.refused:
+        result.summary = _summary(result, settings, measure.get(measure_kind))
+    return result
 
 
 def suspects(result: GateResult) -> list[tuple]:
@@ -351,6 +367,8 @@ def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_met
 
 def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
     counts = [f"{len(result.by_status(s))} {s}" for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)]
+    if result.by_status(REFERENCE):
+        counts.append(f"{len(result.by_status(REFERENCE))} native reference (not gated)")
     scale = "normalized" if any(v.decided_by == "normalized" for v in result.verdicts) else "raw"
     text = (f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
             f"(threshold {settings.threshold or instrument.default_threshold:.0%}, "

@@ -47,6 +47,9 @@ def pytest_addoption(parser):
         "differs from the baseline's by more than PCT (default: 10; a large value never normalizes)")
     add("--concurrency-allow-cross-python", action="store_true", default=False,
         help="compare against a baseline recorded on another Python version (normally refused)")
+    add("--concurrency-gate-native", action="store_true", default=None,
+        help="judge the native reference rows (go, rust, kotlin) in the gate like the Python models "
+        "(by default they are shown and compared, never failing the build)")
     add("--concurrency-report-md", metavar="PATH", help="write the comparison tables as markdown (CI job summary)")
     add("--concurrency-plot", metavar="DIR", help="write charts per workload into DIR (needs matplotlib)")
     parser.addini("concurrency_backends", "comma-separated models to run", default="")
@@ -56,6 +59,8 @@ def pytest_addoption(parser):
     parser.addini("concurrency_isolate", "run each model in a worker process", type="bool", default=False)
     parser.addini("concurrency_jobs", "cases counted at once (instructions only)", default="")
     parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
+    parser.addini("concurrency_gate_native", "judge the native reference rows in the gate", type="bool",
+                  default=False)
     parser.addini("concurrency_machine_tolerance", "normalize only beyond this machine-speed difference, percent",
                   default="")
     parser.addini("concurrency_baseline_sessions", "sessions a saved baseline keeps", default="")
@@ -203,9 +208,9 @@ def _selected_backends(node, s: settings.Settings) -> list[str]:
     if isinstance(narrowed, str):
         narrowed = [narrowed]
     wanted = settings.parse_backends(",".join(narrowed), f"@pytest.mark.{MARKER}(backends=...) on {node.nodeid}")
-    # A marker may name models the default run leaves out (trio, anyio), so a library's own
-    # anyio benchmark runs without a command-line selection; one given still narrows it.
-    allowed = s.backends if s.backends_chosen else [*s.backends, *backends.EXTRA_SPECS]
+    # A marker may name models the default run leaves out (trio, anyio, the native rows), so a
+    # library's own anyio benchmark runs without a command-line selection; one given still narrows it.
+    allowed = s.backends if s.backends_chosen else [*s.backends, *backends.EXTRA_SPECS, *backends.NATIVE_SPECS]
     return [spec for spec in wanted if spec in allowed]
 
 
@@ -228,9 +233,12 @@ def concurrency_backend(request):
     except backends.Unsupported as exc:
         pytest.skip(f"{request.param}: {exc}")
     instrument = _settings(request.config).instrument
-    reason = instrument.unsupported(backend)
+    reason = instrument.unsupported(backend) or backend.unsupported_measure(instrument)
     if reason:
         pytest.skip(f"{backend.name} with --concurrency-measure={instrument.kind}: {reason}")
+    if backend.family == "native" and "concurrency_benchmark" not in request.fixturenames:
+        pytest.skip(f"{backend.name}: a native reference runs the seed workloads through concurrency_benchmark, "
+                    "not Python code")
     watchdog.bound_run(backend, _settings(request.config).timeout, request.node.nodeid, _fail_stalled)
     return backend
 
@@ -259,16 +267,22 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         status = request.config.stash.get(PROGRESS, None)
         if status is not None:
             status.start(concurrency_backend.name, benchmark.group)
+        ticks = itertools.count(1)
+        on_round = status and (lambda: status.round(next(ticks), rounds + warmup))  # rounds measured elsewhere
         try:
-            if s.isolate or instrument.fresh_process:
+            if concurrency_backend.family == "native":
+                from .native import bench as native
+
+                native.bench(benchmark, concurrency_backend, workload, case.params, rounds, warmup, s.timeout, what,
+                             on_round=on_round)
+            elif s.isolate or instrument.fresh_process:
                 from . import isolate
 
-                ticks = itertools.count(1)
                 ahead = request.config.stash.get(isolate.AHEAD, None)
                 isolate.bench(
                     request.config, benchmark, concurrency_backend, case.workload, case.params,
                     rounds, warmup, s.timeout, what, instrument,
-                    on_round=status and (lambda: status.round(next(ticks), rounds + warmup)),
+                    on_round=on_round,
                     measured=ahead and ahead.take(_ahead_key(concurrency_backend.name, case)),
                 )
             else:
@@ -290,7 +304,12 @@ def _plan(case: Case, backend, s: settings.Settings) -> tuple:
     """(workload, why this backend cannot run it or None, rounds, warm-up rounds)."""
     workload = workloads.get(case.workload)
     rounds, warmup = s.instrument.rounds(*workload.rounds(s.scale))
-    return workload, workload.unsupported(backend, case.params), s.rounds or rounds, warmup
+    reason = workload.unsupported(backend, case.params)
+    if backend.family == "native":
+        from .native import bench as native
+
+        reason = reason or native.unsupported(case.workload)
+    return workload, reason, s.rounds or rounds, warmup
 
 
 def pytest_collection_finish(session):
@@ -324,7 +343,7 @@ def _measure_ahead(config, items, s: settings.Settings) -> None:
         except backends.Unsupported:
             continue
         workload, reason, rounds, warmup = _plan(case, backend, s)
-        if reason or s.instrument.unsupported(backend):
+        if reason or s.instrument.unsupported(backend) or backend.unsupported_measure(s.instrument):
             continue
         workloads.prepare(workload, case.params)  # in this process, before any worker starts
         ahead.submit(_ahead_key(spec, case), spec,

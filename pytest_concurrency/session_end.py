@@ -55,11 +55,12 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
             )
     if baseline_doc is not None:
         settings = _gate_settings(s)
-        result = gate.compare(baseline_doc, recs, meta, settings)
+        judge = _judge(baseline_doc, meta, settings, s)
+        result = judge(recs)
         reruns = _remeasure(config, s, recs, gate.suspects(result), outcome.messages)
         if reruns:
             recs = outcome.records = gate.faster_sessions(recs, reruns)
-            result = gate.reproduce(result, gate.compare(baseline_doc, recs, meta, settings), reruns)
+            result = gate.reproduce(result, judge(recs), reruns)
         outcome.gate = result
     if s.report_md:
         from .report import markdown
@@ -76,6 +77,17 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
         else:
             outcome.messages.append(f"{len(paths)} charts written to {s.plot_dir}")
     return outcome
+
+
+def _judge(baseline_doc: dict, meta: dict, settings, s):
+    """The gate over a run's records; native reference rows set aside unless gated (see gate.set_aside)."""
+    from . import backends
+
+    def judge(recs: list):
+        result = gate.compare(baseline_doc, recs, meta, settings)
+        return result if s.gate_native else gate.set_aside(result, backends.is_native, settings, meta.get("measure"))
+
+    return judge
 
 
 def _save(config, bs, s, recs: list, meta: dict, messages: list) -> None:
@@ -130,7 +142,11 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
             continue
         warmup = s.instrument.rounds(*workload.rounds(s.scale))[1]
         try:
-            if s.isolate:
+            if backends.is_native(rec.backend):
+                from .native import child
+
+                samples, extra = child.measure(rec.backend, workload, rec.params, len(rec.samples), warmup, s.timeout)
+            elif s.isolate:
                 from . import isolate
 
                 reply = isolate.run_rounds(config, rec.backend, ref, rec.params, len(rec.samples),

@@ -36,6 +36,7 @@ class Settings:
     threshold: float | None = None  # None: each record's instrument's default
     thresholds: dict = field(default_factory=dict)  # "gevent" / "ring" / "ring:gevent" -> fraction
     allow_cross_python: bool = False
+    gate_native: bool = False  # the native reference rows get verdicts that can fail the build
     machine_tolerance: float = DEFAULT_MACHINE_TOLERANCE
     report_md: Path | None = None
     plot_dir: Path | None = None
@@ -148,6 +149,7 @@ def from_config(config) -> Settings:
         s.threshold = parse_percent(threshold, "--concurrency-threshold")
     s.thresholds = parse_thresholds(config.getini("concurrency_thresholds"), "ini concurrency_thresholds")
     s.allow_cross_python = bool(opt("concurrency_allow_cross_python"))
+    s.gate_native = bool(opt("concurrency_gate_native") or config.getini("concurrency_gate_native"))
     tolerance = opt("concurrency_machine_tolerance") or config.getini("concurrency_machine_tolerance")
     if tolerance:
         s.machine_tolerance = parse_percent(tolerance, "--concurrency-machine-tolerance")

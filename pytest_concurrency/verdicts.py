@@ -10,6 +10,7 @@ UNCHANGED = "unchanged"  # within the threshold, or not significant
 INCONCLUSIVE = "inconclusive"  # beyond the threshold but not significant, or explained by the machine's load
 NEW = "new"  # in this run, not in the baseline
 MISSING = "missing"  # in the baseline, not in this run
+REFERENCE = "reference"  # a native reference row: compared and shown, never failing (unless gated, see gate.py)
 
 
 @dataclass

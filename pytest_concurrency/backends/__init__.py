@@ -21,6 +21,7 @@ class _Entry:
     variants: tuple[str, ...] = ()  # allowed ``[variant]`` values; first is the default
     isolation_only: tuple[str, ...] = ()  # variants that need a worker process of their own
     variant_requires: tuple[tuple[str, str], ...] = ()  # (variant, module) it needs besides ``requires``
+    native: bool = False  # a program in another language (native/): needs its toolchain, not modules
 
 
 _REGISTRY: dict[str, _Entry] = {
@@ -36,6 +37,9 @@ _REGISTRY: dict[str, _Entry] = {
         "_anyio", ("anyio",), ("asyncio", "trio", "uvloop"),
         variant_requires=(("trio", "trio"), ("uvloop", "uvloop")),
     ),
+    "go": _Entry("_native", (), native=True),
+    "rust": _Entry("_native", (), native=True),
+    "kotlin": _Entry("_native", (), native=True),
 }
 
 _ALIASES = {"asyncio+uvloop": "uvloop"}
@@ -53,6 +57,10 @@ DEFAULT_SPECS = (
 
 #: Models beyond the seeds' seven, run when selected (``--concurrency-backends``); see the README.
 EXTRA_SPECS = ("trio", "anyio[asyncio]", "anyio[trio]", "anyio[uvloop]")
+
+#: The seeds' native systems, reference rows run when selected (``native`` names all three).
+NATIVE_SPECS = ("go", "rust", "kotlin")
+NATIVE_ALIAS = "native"
 
 
 class UnknownBackend(ConcurrencyError, ValueError):
@@ -86,14 +94,17 @@ def _split(spec: str) -> tuple[str, str]:
         variant and variant not in entry.variants
     ):
         raise UnknownBackend(
-            f"unknown concurrency backend {spec!r}; valid: {', '.join(valid_specs())}"
+            f"unknown concurrency backend {spec!r}; valid: {', '.join(valid_specs())}, "
+            f"or {NATIVE_ALIAS} (= {','.join(NATIVE_SPECS)})"
         )
     return name, variant
 
 
 def parse_list(text: str) -> list[str]:
     """``"gevent, asyncio"`` -> canonical specs; raises ``UnknownBackend`` naming the bad one."""
-    specs = [canonical(part) for part in _split_commas(text)]
+    parts = [p for part in _split_commas(text)
+             for p in (NATIVE_SPECS if part.lower() == NATIVE_ALIAS else (part,))]
+    specs = [canonical(part) for part in parts]
     if not specs:
         raise UnknownBackend(f"no backend named; valid: {', '.join(valid_specs())}")
     return list(dict.fromkeys(specs))
@@ -102,6 +113,11 @@ def parse_list(text: str) -> list[str]:
 def _split_commas(text: str) -> list[str]:
     # commas inside [...] do not occur in variants, so a plain split is enough
     return [p for p in (s.strip() for s in text.split(",")) if p]
+
+
+def is_native(spec: str) -> bool:
+    """Whether ``spec`` is a native reference row (go, rust, kotlin)."""
+    return spec in NATIVE_SPECS
 
 
 def isolation_only(spec: str) -> bool:
@@ -113,6 +129,10 @@ def unavailable_reason(spec: str) -> str | None:
     """Why ``spec`` cannot run here, or ``None`` if its packages are installed."""
     name, variant = _split(canonical(spec))
     entry = _REGISTRY[name]
+    if entry.native:
+        from ..native import toolchains
+
+        return toolchains.missing(name)
     for module in entry.requires + tuple(m for v, m in entry.variant_requires if v == variant):
         if importlib.util.find_spec(module) is None:
             return f"{module} not installed (pip install {module})"
@@ -129,6 +149,8 @@ def load(spec: str) -> Backend:
         module = importlib.import_module(f"{__name__}.{_REGISTRY[name].module}")
     except ImportError as exc:  # installed but broken (e.g. a wheel for another Python)
         raise Unsupported(f"{name} is installed but failed to import: {exc}") from exc
+    if _REGISTRY[name].native:
+        return module.Backend(name)
     return module.Backend(variant) if _REGISTRY[name].variants else module.Backend()
 
 
@@ -137,11 +159,13 @@ __all__ = [
     "Backend",
     "DEFAULT_SPECS",
     "EXTRA_SPECS",
+    "NATIVE_SPECS",
     "SyncBackend",
     "TaskFailed",
     "UnknownBackend",
     "Unsupported",
     "canonical",
+    "is_native",
     "isolation_only",
     "load",
     "parse_list",

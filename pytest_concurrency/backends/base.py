@@ -96,6 +96,10 @@ class Backend:
         except metadata.PackageNotFoundError:
             return "unknown"
 
+    def unsupported_measure(self, instrument) -> str | None:
+        """Why ``instrument`` cannot measure this model, beyond what the instrument itself says."""
+        return None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
 

@@ -60,7 +60,7 @@ def render_matrix(records: Iterable[Record]) -> str:
     """One line per case, one column per backend: the per-op figure, fastest in bold."""
     built = tables.build(records)
     backends = sorted({row.backend for tab in built for row in tab.rows})
-    lines = ["| case | " + " | ".join(backends) + " |", "|:---|" + "---:|" * len(backends)]
+    lines = ["| case | " + " | ".join(tables.backend_label(b) for b in backends) + " |", "|:---|" + "---:|" * len(backends)]
     for tab in built:
         by_backend = {row.backend: row for row in tab.rows if row.record is not None}
         fastest = tab.rows[0].backend if tab.rows else None

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .. import measure
+from .. import backends, measure
 from .. import verdicts as V
 from ..records import Record, key_label, params_id
 
@@ -23,7 +23,10 @@ VERDICT_TEXT = {
     V.INCONCLUSIVE: "inconclusive",
     V.NEW: "new",
     V.MISSING: "missing",
+    V.REFERENCE: "reference",
 }
+
+NATIVE_LABEL = "native reference"
 
 #: Status of a changes-only comparison (no gate decided anything): the change is shown, no verdict.
 COMPARED = "compared"
@@ -268,6 +271,11 @@ def build(records: Iterable[Record], gate: V.GateResult | None = None) -> list[T
     return out
 
 
+def backend_label(backend: str) -> str:
+    """The backend as a table shows it: native programs are marked, so nobody takes them for Python."""
+    return f"{backend} ({NATIVE_LABEL})" if backends.is_native(backend) else backend
+
+
 def _sort_key(row: Row):
     med = round_median(row.record) if row.record is not None else math.inf
     return (math.isnan(med), med, row.backend)
@@ -281,7 +289,7 @@ def _fill(tab: Table, *, with_gate: bool) -> None:
     has_ideal = any(r.metric("ideal_s") is not None and not counted(r) for r in measured)
     for row in tab.rows:
         rec = row.record
-        cells = {"backend": row.backend}
+        cells = {"backend": backend_label(row.backend)}
         if rec is None:
             cells.update({c.id: NA for c in COLUMNS if c.id != "backend"})
             if row.verdict is not None and row.verdict.baseline_median is not None:
@@ -362,6 +370,7 @@ SECTIONS = (
     (V.INCONCLUSIVE, "Inconclusive (beyond the threshold, but not significant or the machine's load moved)"),
     (V.NEW, "New since the baseline"),
     (V.MISSING, "Missing from this run"),
+    (V.REFERENCE, "Native reference rows (compared, not gated; --concurrency-gate-native gates them)"),
 )
 
 
@@ -371,7 +380,7 @@ def headline(gate: V.GateResult) -> str:
     n = len(gate.by_status(V.REGRESSED))
     counts = [f"{n} regression{'s' if n != 1 else ''}"]
     for status, word in ((V.IMPROVED, "improved"), (V.INCONCLUSIVE, "inconclusive"), (V.NEW, "new"),
-                         (V.MISSING, "missing"), (V.UNCHANGED, "unchanged")):
+                         (V.MISSING, "missing"), (V.UNCHANGED, "unchanged"), (V.REFERENCE, "native reference")):
         k = len(gate.by_status(status))
         if k:
             counts.append(f"{k} {word}")

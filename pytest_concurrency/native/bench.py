@@ -1,0 +1,41 @@
+"""A native reference row as a pytest-benchmark record, beside the Python models' rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from .. import workloads
+from ..measure import runner
+from ..measure.wallclock import WALLCLOCK
+from . import build, checks, child
+
+REFERENCE = "native"  # extra_info["reference"]: the reports label the row, the gate sets it aside
+
+
+def unsupported(workload_ref: str) -> str | None:
+    """Why a native program cannot run this workload: only the seed workloads are written in it."""
+    if workload_ref not in checks.SEEDS:
+        return f"a native reference runs the seed workloads only ({', '.join(checks.SEEDS)}), not {workload_ref}"
+    return None
+
+
+def identity(backend, workload, params: dict) -> dict:
+    return {**runner.identity(backend, workload, params, WALLCLOCK), "reference": REFERENCE}
+
+
+def bench(benchmark, backend, workload, params: dict, rounds: int, warmup: int, timeout: float | None,
+          what: str, on_round=None) -> None:
+    """Build if needed, run the case in the language's program, check it, record it."""
+    try:
+        samples, extra = child.measure(backend.name, workload, params, rounds, warmup, timeout, on_round)
+    except build.BuildError as exc:
+        pytest.fail(f"{what}: {exc}", pytrace=False)
+    except child.NativeTimeout as exc:
+        pytest.fail(f"{what}: {exc}, so it was killed. Deadlock or stall? Raise --concurrency-timeout "
+                    "if the workload is just slow.", pytrace=False)
+    except child.NativeFailure as exc:
+        pytest.fail(f"{what}: the native program failed: {exc}", pytrace=False)
+    except workloads.WorkloadError as exc:
+        pytest.fail(f"{what}: {exc}", pytrace=False)
+    benchmark._mode = "pytest-concurrency native program"  # tells pytest-benchmark the fixture was used
+    runner.record_external(benchmark, identity(backend, workload, params), samples, extra)

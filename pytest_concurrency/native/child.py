@@ -1,0 +1,157 @@
+"""Run one case in a native program and turn its JSON lines into samples and figures.
+
+One child process per benchmark runs the warm-up and measured rounds back to back; round
+times are taken inside the child around each round, so process start-up and the JVM's
+loading are outside every sample, and warm-up rounds (JIT compilation) are dropped as
+Python's are. Every round is checked here, warm-up included (``checks``). A child that goes
+quiet for longer than the round timeout is killed with its process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import tempfile
+import time
+
+from ..measure import usage as machine
+from ..measure.runner import figures
+from ..measure.wallclock import WALLCLOCK
+from ..workloads import latency_server
+from . import build, checks, toolchains
+
+STDERR_CHARS = 4000  # of a failed child's stderr, shown in the failure
+
+
+class NativeFailure(Exception):
+    """The program ended without finishing its rounds (it crashed or refused its arguments)."""
+
+
+class NativeTimeout(Exception):
+    """The program reported nothing for longer than the round timeout; it was killed."""
+
+
+def arguments(workload: str, params: dict, rounds: int, warmup: int) -> list[str]:
+    args = [workload, str(rounds), str(warmup)]
+    args += [f"{key}={'none' if value is None else value}" for key, value in sorted(params.items())]
+    if workload == "io" and params.get("transport") == "tcp":
+        host, port = latency_server.shared_address()  # the Python models' own server
+        args.append(f"server={host}:{port}")
+    return args
+
+
+def measure(language: str, workload, params: dict, rounds: int, warmup: int, timeout: float | None,
+            on_round=None) -> tuple[list[float], dict]:
+    """(measured round times in seconds, figures for ``extra_info``) of one case.
+
+    Builds the program first if needed (``build.BuildError``); raises ``NativeTimeout``,
+    ``NativeFailure`` or the workload's ``WorkloadError``.
+    """
+    command = build.command(language)
+    warmup = max(warmup, toolchains.TOOLCHAINS[language].min_warmup)
+    samples, outcomes, usages, memory, busy = [], [], [], None, []
+    with contextlib.closing(_messages(command + arguments(workload.name, params, rounds, warmup), timeout)) as lines:
+        for message in lines:
+            _take(message, workload, params, samples, outcomes, usages, busy, on_round)
+            memory = message.get("memory", memory)
+    if len(samples) != rounds or len(usages) != 2:
+        raise NativeFailure(f"it reported {len(samples)} of {rounds} measured rounds and {len(usages)} of 2 usage lines")
+    return samples, {**figures(samples, outcomes, WALLCLOCK, _around(usages, busy, rounds)),
+                     **_memory_figures(memory, params)}
+
+
+def _take(message: dict, workload, params, samples, outcomes, usages, busy, on_round) -> None:
+    """One line of the child: a round (checked), or the usage read around the measured rounds."""
+    if "round" in message:
+        outcome = checks.verify(workload, params, message["result"])
+        if not message["warmup"]:
+            samples.append(message["ns"] / 1e9)
+            outcomes.append(outcome)
+        if on_round is not None:
+            on_round()
+    elif "usage" in message:
+        usages.append(message["usage"])
+        busy.append((machine.machine_busy_s(), time.perf_counter()))
+
+
+def _around(usages: list[dict], busy: list[tuple], rounds: int) -> dict:
+    """CPU time and context switches per measured round, the child's peak RSS, and how busy
+    other processes kept the machine meanwhile (as ``usage.Window`` reports for Python)."""
+    first, last = usages
+    user = (last["user_us"] - first["user_us"]) / 1e6
+    sys_ = (last["sys_us"] - first["sys_us"]) / 1e6
+    (busy0, t0), (busy1, t1) = busy
+    foreign = max(0.0, (busy1 - busy0 - user - sys_) / (t1 - t0)) if t1 > t0 else 0.0
+    return {
+        "cpu_user_s": user / rounds,
+        "cpu_sys_s": sys_ / rounds,
+        "ctx_voluntary": (last["nvcsw"] - first["nvcsw"]) / rounds,
+        "ctx_involuntary": (last["nivcsw"] - first["nivcsw"]) / rounds,
+        "peak_rss_kib": last["maxrss_kib"],
+        "foreign_cpu": round(foreign, 3),
+    }
+
+
+def _memory_figures(memory: dict | None, params: dict) -> dict:
+    """KiB per live task (spawn): the larger of RSS growth and the runtime's own heap growth,
+    as the Python models report the larger of RSS and tracemalloc growth."""
+    if not memory:
+        return {}
+    count = params["count"]
+    rss = memory["rss_bytes"] / 1024 / count
+    heap = memory["heap_bytes"] / 1024 / count if memory.get("heap_bytes") is not None else None
+    out = {"kib_per_task": max(rss, heap or 0.0), "rss_kib_per_task": rss}
+    if heap is not None:
+        out["heap_kib_per_task"] = heap
+    return out
+
+
+def _messages(cmd: list[str], timeout: float | None):
+    """The child's JSON lines, each within ``timeout`` of the one before; through its end."""
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+                                start_new_session=True)
+        try:
+            done = False
+            for line in _lines(proc, timeout):
+                message = json.loads(line)
+                done = done or message.get("done", False)
+                yield message
+            code = proc.wait()
+            if code != 0 or not done:
+                stderr.seek(0)
+                text = stderr.read()[-STDERR_CHARS:].decode(errors="replace").strip() or "(no output on stderr)"
+                status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+                raise NativeFailure(f"`{' '.join(cmd)}` ended ({status}) before it finished; its stderr:\n{text}")
+        finally:
+            _kill(proc)
+
+
+def _lines(proc: subprocess.Popen, timeout: float | None):
+    fd, pending = proc.stdout.fileno(), b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            while b"\n" in pending:
+                line, _, pending = pending.partition(b"\n")
+                yield line
+            if not sel.select(timeout):
+                raise NativeTimeout(f"it reported nothing for {timeout:g} s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            pending += chunk
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own group: nothing it started survives
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    proc.stdout.close()

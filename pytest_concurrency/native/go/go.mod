@@ -1,0 +1,3 @@
+module pytestconcurrency/native
+
+go 1.21
