@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pytest_concurrency import baseline, gate, history
+from pytest_concurrency import baseline, gate, history, measure
 from pytest_concurrency.gate import GateSettings
 from pytest_concurrency.records import Record
 from pytest_concurrency.verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED
@@ -371,4 +371,4 @@ def test_counts_of_a_waiting_workload_are_judged_beyond_their_floor(change, stat
     io, ring = sorted(result.verdicts, key=lambda v: v.key[0])
     assert io.status == status and io.threshold == pytest.approx(0.10)
     assert "this workload waits" in io.note
-    assert ring.status == REGRESSED and ring.threshold == pytest.approx(0.01)  # the measure's default
+    assert ring.status == REGRESSED and ring.threshold == pytest.approx(measure.get("instructions").default_threshold)
