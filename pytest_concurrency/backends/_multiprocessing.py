@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import pickle
 import resource
+import signal
 import socket
 import time
 import traceback
@@ -68,10 +69,23 @@ def _own_usage() -> tuple[float, float, int, int]:
     return (ru.ru_utime, ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw)
 
 
+def _cancelled(signum, frame):
+    raise base.Cancel()
+
+
 def _child_main(conn, fn, args) -> None:
-    """Runs in the child: call ``fn``, send ``(ok, value, usage)`` once, exit."""
+    """Runs in the child: call ``fn``, send ``(ok, value, usage)`` once, exit.
+
+    While ``fn`` runs, SIGTERM (``cancel``, or the teardown of a task left running) raises
+    ``Cancel`` where the task is blocked, so its ``finally`` blocks run, as a timeout's
+    cancellation does on the other models; outside ``fn`` it ends the process as usual.
+    """
     try:
-        message = (True, fn(*args))
+        signal.signal(signal.SIGTERM, _cancelled)
+        try:
+            message = (True, fn(*args))
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
     except BaseException as exc:  # noqa: BLE001 - everything goes back to join()
         message = (False, (exc, traceback.format_exc()))
     try:
@@ -90,6 +104,7 @@ class ProcessTask:
         self._backend = backend
         self.name = base.task_name(fn)
         self._outcome: tuple | None = None  # (ok, value) once received
+        self._cancelled = False  # cancel() was called
         reader, writer = backend._ctx.Pipe(duplex=False)
         self._conn = reader
         self.process = backend._ctx.Process(
@@ -152,10 +167,17 @@ class ProcessTask:
         if failure is not None:
             self._backend._failures.failed(self, failure)
 
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._outcome is None and self.process.exitcode is None:
+            self.process.terminate()
+
     def join(self):
         failure = self._error()
         self._backend._failures.joined(self)
         self._backend._tasks.discard(self)
+        if self._cancelled and failure is not None and isinstance(failure.error, (base.Cancel, ChildDied)):
+            raise base.TaskCancelled(self._backend.name, self.name)
         if failure is not None:
             raise failure from failure.error
         return self._outcome[1]
@@ -204,8 +226,11 @@ class Backend(base.SyncBackend):
             for conn in wait(list(pending), remaining):
                 pending.pop(conn).settle()
         for task in pending.values():
-            task.process.terminate()
-            task.process.join()
+            task.process.terminate()  # Cancel in the task: its finally blocks run
+            task.process.join(EXIT_GRACE_S)
+            if task.process.exitcode is None:  # its cleanup blocked: end it for good
+                task.process.kill()
+                task.process.join()
             task._conn.close()
 
     def spawn(self, fn, *args):

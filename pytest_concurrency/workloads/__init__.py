@@ -38,6 +38,7 @@ _MODULES = {
     "io": "io",
     "spawn": "spawn",
     "switch": "switch",
+    "cancel": "cancel",
 }
 
 
