@@ -203,7 +203,7 @@ class Cancel(TableWorkload):
                                     + (f", missing {missing[:3]}" if missing else "")
                                     + (f", {twice} ran twice" if twice else "")
                                     + (" after run() returned" if params["end"] == "abandon" else ""))
-        return Outcome(ops=count, extra={} if grown is None else {"grown": grown})
+        return Outcome(ops=count, extra={} if grown is None else {"grown": grown}, tasks=count)
 
 
 def _cancelled(join) -> bool:

@@ -86,7 +86,7 @@ class Spawn(TableWorkload):
         wrong = [(i, r) for i, r in enumerate(returned) if r != i]
         if len(returned) != count or wrong:
             raise self.fail(params, f"{len(wrong)} task(s) returned another id, first {wrong[:1]}")
-        return Outcome(ops=count, extra={} if grown is None else {"grown": grown})
+        return Outcome(ops=count, extra={} if grown is None else {"grown": grown}, tasks=count)
 
 
 WORKLOAD = Spawn()
