@@ -78,9 +78,11 @@ def judge(baseline_doc: Mapping | None, current: Iterable[Record], threshold: fl
             now = _value(rec.extra, metric)
             if now is not None:
                 verdicts.append(_judge(metric, rec, base.get((rec.key, metric.key)), now, threshold))
-    if base is not None and not base:
-        notes.append("the baseline has no memory figures (written before they were recorded): "
-                     "memory verdicts are new; refresh it (--concurrency-save-baseline) to gate memory")
+    missing = sorted({find(v.metric).what for v in verdicts if v.status == NEW})
+    if missing:
+        notes.append(f"the baseline has no memory figures {' or '.join(missing)} for some benchmarks (written "
+                     f"by an older version): those verdicts are new; refresh it (--concurrency-save-baseline) "
+                     f"to gate them")
     order = {LEAKED: 0, REGRESSED: 1, IMPROVED: 2, NEW: 3, UNCHANGED: 4}
     verdicts.sort(key=lambda v: (order[v.status], v.key, v.metric))
     return MemoryResult(verdicts, threshold, notes)
@@ -132,7 +134,7 @@ def _baseline_values(doc: Mapping) -> dict:
     return out
 
 
-def metric(key: str) -> Metric:
+def find(key: str) -> Metric:
     return next(m for m in (*METRICS, LEAK) if m.key == key)
 
 
@@ -140,7 +142,7 @@ def amount(metric_key: str, value: float | None) -> str:
     """A figure of the metric as bytes, KiB or MiB: ``5.6 KiB``."""
     if value is None:
         return "?"
-    size = value * metric(metric_key).to_bytes
+    size = value * find(metric_key).to_bytes
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(size) >= scale:
             return f"{size / scale:.3g} {unit}"
@@ -150,7 +152,7 @@ def amount(metric_key: str, value: float | None) -> str:
 def line(v: MemoryVerdict) -> str:
     """``spawn[count=3000] on gevent: 5.6 -> 7.9 KiB per task (+41%)``; leaks:
     ``cancel[...] on greenlet: retains 1.9 KiB per task per round (leak)``."""
-    m = metric(v.metric)
+    m = find(v.metric)
     if v.status == LEAKED:
         return f"{key_label(v.key)}: retains {amount(v.metric, v.current)} {m.what} (leak)"
     if v.baseline is None:

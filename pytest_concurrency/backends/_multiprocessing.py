@@ -16,6 +16,7 @@ import pickle
 import resource
 import signal
 import socket
+import threading
 import time
 import traceback
 import warnings
@@ -69,23 +70,46 @@ def _own_usage() -> tuple[float, float, int, int]:
     return (ru.ru_utime, ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw)
 
 
+_RAISED = threading.Event()  # in a task's process: the main thread has raised Cancel
+
+
 def _cancelled(signum, frame):
-    raise base.Cancel()
+    if not _RAISED.is_set():
+        _RAISED.set()
+        raise base.Cancel()
+
+
+def _cancel_on_sigterm() -> None:
+    """Make SIGTERM (``cancel``, or the teardown of a task left running) raise ``Cancel`` in
+    the task, where it is blocked, so its ``finally`` blocks run.
+
+    A process-directed signal goes to any thread that does not block it, and only the main
+    thread runs Python's handlers: delivered to a queue's feeder thread, it would leave the
+    task asleep (seen: a cancelled ``sleep`` that never woke). So SIGTERM is blocked here,
+    before the task starts threads (they inherit the mask), and one thread waits for it and
+    sends SIGUSR1 to the main thread alone, whose handler raises ``Cancel``.
+    """
+    main = threading.get_ident()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    signal.signal(signal.SIGUSR1, _cancelled)
+
+    def forward():
+        signal.sigwait({signal.SIGTERM})
+        while not _RAISED.is_set():  # one SIGUSR1 was seen to get lost: repeat until it raised
+            signal.pthread_kill(main, signal.SIGUSR1)
+            _RAISED.wait(0.05)
+
+    threading.Thread(target=forward, name="cancel-on-sigterm", daemon=True).start()
 
 
 def _child_main(conn, fn, args) -> None:
-    """Runs in the child: call ``fn``, send ``(ok, value, usage)`` once, exit.
-
-    While ``fn`` runs, SIGTERM (``cancel``, or the teardown of a task left running) raises
-    ``Cancel`` where the task is blocked, so its ``finally`` blocks run, as a timeout's
-    cancellation does on the other models; outside ``fn`` it ends the process as usual.
-    """
+    """Runs in the child: call ``fn``, send ``(ok, value, usage)`` once, exit."""
     try:
-        signal.signal(signal.SIGTERM, _cancelled)
+        _cancel_on_sigterm()
         try:
             message = (True, fn(*args))
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a late cancel must not break the send
     except BaseException as exc:  # noqa: BLE001 - everything goes back to join()
         message = (False, (exc, traceback.format_exc()))
     try:

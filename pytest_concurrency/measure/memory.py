@@ -10,12 +10,12 @@ garbage and reads the traced bytes:
     growths after the warm-up, divided by the round's tasks (``Outcome.tasks``). A steady
     leak grows every round by the same amount and shows whole; a one-off cache, a free
     list filled once or a table that doubles now and then grows some rounds, not all, and
-    does not count. Traced bytes repeat from
-    run to run (no allocator reuse, no other process in them), which is why they are used
-    rather than RSS, with one exception: tasks that are threads or processes also keep
-    memory outside Python's heap (stacks, whole processes), so for them RSS plus the
-    children's USS is read too (not under valgrind, whose memory would be in it), and the
-    larger growth counts.
+    does not count. Traced bytes repeat from run to run (no allocator reuse, no other
+    process in them), on every model: a task a model fails to let go of keeps Python
+    objects (its frame, its greenlet, coroutine, ``Thread`` or ``Process`` handle) even
+    where its stack or process lives outside the heap. RSS was tried for threads and
+    processes and cried wolf: chain on threading grew RSS by 1-9 KiB per task in every
+    round with nothing kept (glibc's per-thread malloc arenas fragmenting).
 ``peak_traced_kib``
     The largest growth of the traced heap during one round, above where it started: the
     model's peak Python memory for this case (a repeatable figure, unlike the process's
@@ -36,16 +36,14 @@ from ..workloads import _live_memory
 
 WARMUP = 1  # rounds that fill caches and free lists first (their growth is not counted)
 READINGS = 4  # growths: a leak grows the heap in every one of them
-_OUTSIDE_HEAP = ("thread", "process")  # task kinds whose memory RSS must also show
 
 
-def retained_and_peak(workload, backend, params: dict, guard, with_rss: bool) -> dict:
+def retained_and_peak(workload, backend, params: dict, guard) -> dict:
     """The figures above (keys as in records.py) from ``WARMUP + READINGS`` untimed rounds."""
     rounds = WARMUP + READINGS
-    rss = with_rss and backend.task_kind in _OUTSIDE_HEAP
     # Preallocated arrays of machine integers: the pass's own bookkeeping must not grow the
     # traced heap each round (a list of int objects grew it by 64 bytes per round).
-    heap_after, rss_after, peaks = (array.array("q", bytes(8 * rounds)) for _ in range(3))
+    heap_after, peaks = (array.array("q", bytes(8 * rounds)) for _ in range(2))
     per_task = 1
     tracemalloc.start()
     try:
@@ -59,15 +57,10 @@ def retained_and_peak(workload, backend, params: dict, guard, with_rss: bool) ->
             del outcome
             gc.collect()
             heap_after[i] = _live_memory.traced_bytes()
-            if rss:
-                rss_after[i] = _live_memory.resident_bytes()
     finally:
         tracemalloc.stop()
-    retained = _steady_growth(heap_after)
-    if rss:
-        retained = max(retained, _steady_growth(rss_after))
     return {
-        "retained_b_per_task_round": retained / per_task,
+        "retained_b_per_task_round": _steady_growth(heap_after) / per_task,
         "peak_traced_kib": max(peaks[WARMUP:]) / 1024,
         "memory_rounds": READINGS,
         "tasks_per_round": per_task,

@@ -74,7 +74,7 @@ def _consistent_ops(outcomes: list[Outcome]) -> int:
 def _memory(workload, backend, params, instrument, guard) -> dict:
     """The untimed memory figures, in every measure: after the measured rounds, so that
     ``tracemalloc`` never runs inside one (see ``memory``)."""
-    out = memory.retained_and_peak(workload, backend, params, guard, with_rss=instrument.with_memory)
+    out = memory.retained_and_peak(workload, backend, params, guard)
     with guard():
         out.update(workloads.memory(workload, backend, params))
     return out
