@@ -110,7 +110,7 @@ def summary(result: MemoryResult) -> str:
     """``memory: 1 leak, 2 regressed, 40 unchanged (threshold 10%)``."""
     counts = [f"{len(result.by_status(s))} {s}" for s in (LEAKED, REGRESSED, IMPROVED, NEW, UNCHANGED)
               if result.by_status(s)]
-    return (f"memory {'FAILED' if result.failed else 'passed'}: {', '.join(counts) or 'no figures'} "
+    return (f"memory {'FAILED' if result.failed else 'passed'}: {', '.join(counts) or 'no leak'} "
             f"(threshold {result.threshold:.0%}; leak above {LEAK.floor:.0f} B {LEAK.what})")
 
 
