@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import queue
 
+from ..backends.base import TaskCancelled
 from . import Outcome
 from ._base import TableWorkload, too_many_tasks
 from ._live_memory import per_live_task
@@ -207,8 +208,6 @@ class Cancel(TableWorkload):
 
 
 def _cancelled(join) -> bool:
-    from ..backends.base import TaskCancelled
-
     try:
         join()
     except TaskCancelled:
@@ -217,8 +216,6 @@ def _cancelled(join) -> bool:
 
 
 async def _acancelled(join) -> bool:
-    from ..backends.base import TaskCancelled
-
     try:
         await join()
     except TaskCancelled:
