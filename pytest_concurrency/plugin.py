@@ -43,7 +43,7 @@ def pytest_addoption(parser):
         help="practical threshold for a regression, percent (default: 7 for time, 2 for instructions)")
     add("--concurrency-memory-threshold", metavar="PCT",
         help="how far a memory figure (per task, peak heap) may grow over the baseline's, percent "
-        f"(default: {memory_gate.DEFAULT_THRESHOLD:.0%}); a leak fails without a baseline too")
+        f"(default: {memory_gate.DEFAULT_THRESHOLD * 100:.0f}); a leak fails without a baseline too")
     add("--concurrency-machine-tolerance", metavar="PCT",
         help="judge times normalized by the machine-speed calibration only when this machine's speed "
         "differs from the baseline's by more than PCT (default: 10; a large value never normalizes)")
