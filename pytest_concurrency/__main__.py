@@ -2,8 +2,8 @@
 
 Reads pytest-benchmark JSON files written by a pytest-concurrency run (``--benchmark-json``,
 ``--benchmark-save`` or ``--concurrency-save-baseline``) without running anything.
-Exit status: 0 rendered, 1 the comparison found a regression (or was refused), 2 usage error
-or unreadable input.
+Exit status: 0 rendered, 1 the comparison found a regression (or was refused) or a file's
+benchmarks leak memory (judged without a baseline too), 2 usage error or unreadable input.
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ def compare(a_path: str, a_doc: dict, a_recs, b_doc: dict, b_recs, args) -> V.Ga
     settings = gate.GateSettings(
         threshold=args.threshold,
         allow_cross_python=args.allow_cross_python,
+        memory_threshold=args.memory_threshold,
     )
     return gate.compare(a_doc, b_recs, meta, settings)
 
@@ -128,7 +129,8 @@ def parser() -> argparse.ArgumentParser:
         description="Render the comparison tables from saved pytest-benchmark JSON files written by "
         "a pytest-concurrency run, without re-running. With two files, B is compared against "
         "baseline A: change per benchmark, and the gate's verdict when A is a baseline "
-        "(--concurrency-save-baseline). Exit status: 0 rendered, 1 regression found or comparison "
+        "(--concurrency-save-baseline); memory leaks are reported from one file too. Exit status: 0 rendered, "
+        "1 regression or memory leak found, or comparison "
         "refused, 2 usage error or unreadable file.",
     )
     r.add_argument("files", nargs="+", metavar="FILE.json", help="A.json, or A.json B.json (baseline, current)")
@@ -140,6 +142,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
     r.add_argument("--threshold", type=_percent, default=None, metavar="PCT",
                    help="practical threshold for verdicts, e.g. 10 (default: the gate's)")
+    r.add_argument("--memory-threshold", type=_percent, default=None, metavar="PCT",
+                   help="how far a memory figure may grow over the baseline's, e.g. 10 (default: the gate's)")
     r.add_argument("--allow-cross-python", action="store_true",
                    help="compare runs from different Python minor versions anyway")
     return p
@@ -150,30 +154,36 @@ def report(args) -> int:
         raise InputError(f"report takes one or two files, got {len(args.files)}: A.json [B.json]")
     loaded = [load_records(path) for path in args.files]
     doc, recs = loaded[-1]
+    from . import memory_gate
+
     gate = None
     if len(loaded) == 2:
         (a_doc, a_recs) = loaded[0]
         gate = compare(args.files[0], a_doc, a_recs, doc, recs, args)
+    memory = gate.memory if gate is not None else None
+    if memory is None and memory_gate.has_figures(recs):  # leaks need no baseline
+        memory = memory_gate.judge(None, recs, args.memory_threshold)
+    failed = (gate is not None and gate.failed) or (memory is not None and memory.failed)
     from .report import terminal
 
     if args.matrix:
         from .report import markdown
 
         print(markdown.render_matrix(recs), end="")
-        return 1 if gate is not None and gate.failed else 0
+        return 1 if failed else 0
     width = args.width or shutil.get_terminal_size((80, 24)).columns
-    print(terminal.render(recs, gate, width=width, color=args.color))
+    print(terminal.render(recs, gate, width=width, color=args.color, memory=memory))
     if args.markdown:
         from .report import markdown
 
-        markdown.write(args.markdown, markdown.render(recs, gate))
+        markdown.write(args.markdown, markdown.render(recs, gate, memory))
         print(f"markdown written to {args.markdown}")
     if args.plot:
         from .report import plot
 
         paths = plot.write(args.plot, recs)
         print(f"{len(paths)} charts written to {args.plot}")
-    return 1 if gate is not None and gate.failed else 0
+    return 1 if failed else 0
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from . import calibrate, history, measure, stats
+from . import calibrate, history, measure, memory_gate, stats
 from .records import Record, from_json
 from .verdicts import (
     IMPROVED, INCONCLUSIVE, MISSING, NEW, REFERENCE, REGRESSED, UNCHANGED, GateResult, Verdict,
@@ -66,9 +66,12 @@ class GateSettings:
     confidence: float = stats.DEFAULT_CONFIDENCE
     resamples: int = stats.DEFAULT_RESAMPLES
     seed: int = stats.DEFAULT_SEED
+    memory_threshold: float | None = None  # None: memory_gate.DEFAULT_THRESHOLD
 
     def __post_init__(self):
-        given = [("threshold", self.threshold)] if self.threshold is not None else []
+        given = [(name, value) for name, value in (("threshold", self.threshold),
+                                                     ("memory threshold", self.memory_threshold))
+                 if value is not None]
         for name, value in [*given, *self.overrides.items(), *self.tests.items()]:
             if not isinstance(value, (int, float)) or not 0 <= value < 10:
                 raise ValueError(f"threshold {name}: {value!r} is not a fraction in [0, 10); write 0.10 for 10%")
@@ -94,6 +97,7 @@ def compare(
 ) -> GateResult:
     """Judge ``current`` against a baseline checked by ``baseline.load``."""
     settings = settings or GateSettings()
+    current = list(current)
     base_meta = baseline_doc.get("pytest_concurrency") or {}
     mismatch = _python_mismatch(base_meta, current_meta)
     refused = _measure_mismatch(base_meta, current_meta) or (mismatch if not settings.allow_cross_python else None)
@@ -138,7 +142,8 @@ def compare(
             verdicts.append(Verdict(key, MISSING, baseline_median=stats.median(sessions[0].samples),
                                     note="in the baseline but not run now: deselected, skipped, failed or renamed?"))
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
-    result = GateResult(verdicts=verdicts, calibration_ratio=cal, notes=notes)
+    result = GateResult(verdicts=verdicts, calibration_ratio=cal, notes=notes,
+                        memory=memory_gate.judge(baseline_doc, current, settings.memory_threshold))
     result.summary = _summary(result, settings, instrument)
     return result
 
@@ -375,6 +380,8 @@ def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
             + (f"{instrument.kind}, exact)" if instrument.exact else f"alpha {settings.alpha:g}, {scale})"))
     if result.by_status(IMPROVED):
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
+    if result.memory is not None:
+        text += f"; {memory_gate.summary(result.memory)}"
     return text
 
 
@@ -441,4 +448,7 @@ def format_lines(result: GateResult, verbose: bool = False) -> list[str]:
         if v.note:
             line += f" - {v.note}" if detail else f": {v.note}"
         lines.append(line)
+    if result.memory is not None:
+        lines += [f"MEMORY {v.status.upper()} {memory_gate.line(v)}" for v in result.memory.verdicts
+                  if verbose or v.status != UNCHANGED]
     return lines

@@ -33,6 +33,8 @@ from .records import Record, from_json, params_id
 
 SECTION = "pytest_concurrency"
 DEFAULT_KEEP = 5
+#: The memory figures each session keeps (memory_gate.py judges them against their median).
+MEMORY_KEYS = ("kib_per_task", "peak_traced_kib", "retained_b_per_task_round")
 
 
 @dataclass
@@ -118,7 +120,8 @@ def _entry(doc: Mapping) -> dict:
 def _benchmark(rec: Record) -> dict:
     return {"workload": rec.workload, "params": dict(rec.params), "backend": rec.backend,
             "backend_version": rec.backend_version, "samples": list(rec.samples),
-            "foreign_cpu": rec.extra.get("foreign_cpu")}
+            "foreign_cpu": rec.extra.get("foreign_cpu"),
+            "memory": {k: rec.extra[k] for k in MEMORY_KEYS if k in rec.extra}}
 
 
 def problem(history) -> str | None:

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from . import backends, progress, records, session_end, settings, watchdog, workloads
+from . import backends, memory_gate, progress, records, session_end, settings, watchdog, workloads
 from .measure import runner
 from .history import DEFAULT_KEEP
 
@@ -42,6 +42,9 @@ def pytest_addoption(parser):
     add("--concurrency-threshold", metavar="PCT",
         help="practical threshold for a regression, percent (default: 7 for time, 2 for instructions, "
         "where counts of workloads that wait, such as IO, are judged beyond 10)")
+    add("--concurrency-memory-threshold", metavar="PCT",
+        help="how far a memory figure (per task, peak heap) may grow over the baseline's, percent "
+        f"(default: {memory_gate.DEFAULT_THRESHOLD * 100:.0f}); a leak fails without a baseline too")
     add("--concurrency-machine-tolerance", metavar="PCT",
         help="judge times normalized by the machine-speed calibration only when this machine's speed "
         "differs from the baseline's by more than PCT (default: 10; a large value never normalizes)")
@@ -61,6 +64,7 @@ def pytest_addoption(parser):
     parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
     parser.addini("concurrency_gate_native", "judge the native reference rows in the gate", type="bool",
                   default=False)
+    parser.addini("concurrency_memory_threshold", "memory regression threshold, percent", default="")
     parser.addini("concurrency_machine_tolerance", "normalize only beyond this machine-speed difference, percent",
                   default="")
     parser.addini("concurrency_baseline_sessions", "sessions a saved baseline keeps", default="")

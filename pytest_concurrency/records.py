@@ -26,8 +26,15 @@ pytest-benchmark JSON viewer):
 ``foreign_cpu``             CPU cores other processes kept busy during the rounds, on
                             average (the gate distrusts changes a rise of it explains)
 ``task_kind``               what one task is: ``light``, ``thread`` or ``process``
-``kib_per_task``            memory per live task (spawn workload only), the larger of
-``rss_kib_per_task``/``heap_kib_per_task``  RSS growth and tracemalloc-traced growth
+``kib_per_task``            memory per live task (spawn; cancel: per blocked task), the larger of
+``rss_kib_per_task``/``heap_kib_per_task``  RSS growth and tracemalloc-traced growth (heap
+                            alone under valgrind)
+``retained_b_per_task_round``  every workload, both measures: bytes a round keeps per task it
+                            spawned, the smallest growth over ``memory_rounds`` untimed rounds
+                            after a collection (measure/memory.py); a leak above 256 B fails
+``peak_traced_kib``         every workload, both measures: the traced heap's largest growth
+                            within one round
+``memory_rounds``/``tasks_per_round``  how the two above were read
 ``ideal_s``/``overhead_s``  IO workload: the ideal wall time and the median's excess over it
 ``workload_ref``            a user's ``module:OBJECT`` workload, so the gate can re-run it
 ``threshold``               the test's own threshold from the ``concurrency`` marker

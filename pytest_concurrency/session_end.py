@@ -11,20 +11,22 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from . import baseline, calibrate, gate, history, records
-from .verdicts import GateResult
+from . import baseline, calibrate, gate, history, memory_gate, records
+from .verdicts import GateResult, MemoryResult
 
 
 @dataclass
 class SessionOutcome:
     records: list
     gate: GateResult | None = None
+    memory: MemoryResult | None = None  # the gate's, or leaks alone when there is no baseline
     messages: list = field(default_factory=list)  # shown after the tables
     errors: list = field(default_factory=list)  # each one fails the session
 
     @property
     def failed(self) -> bool:
-        return bool(self.errors) or bool(self.gate and self.gate.failed)
+        return (bool(self.errors) or bool(self.gate and self.gate.failed)
+                or bool(self.memory and self.memory.failed))
 
 
 OUTCOME = pytest.StashKey[SessionOutcome]()
@@ -35,6 +37,8 @@ CALIBRATION = pytest.StashKey[dict]()  # machine speed measured at start-up (see
 def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
     recs = records.from_session(bs.benchmarks)
     outcome = SessionOutcome(recs)
+    if memory_gate.has_figures(recs):  # a leak fails without a baseline (a gate below replaces it)
+        outcome.memory = memory_gate.judge(None, recs, s.memory_threshold)
     if not (s.save_baseline or s.baseline or s.report_md or s.plot_dir):
         return outcome
     if s.save_baseline or s.baseline:
@@ -62,10 +66,12 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
             recs = outcome.records = gate.faster_sessions(recs, reruns)
             result = gate.reproduce(result, judge(recs), reruns)
         outcome.gate = result
+        if result.memory is not None:  # else refused: the leaks found above still stand
+            outcome.memory = result.memory
     if s.report_md:
         from .report import markdown
 
-        markdown.write(s.report_md, markdown.render(recs, outcome.gate))
+        markdown.write(s.report_md, markdown.render(recs, outcome.gate, outcome.memory))
         outcome.messages.append(f"markdown report written to {s.report_md}")
     if s.plot_dir:
         from .report import plot
@@ -171,14 +177,14 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
 def _gate_settings(s) -> gate.GateSettings:
     # A test's own @pytest.mark.concurrency(threshold=...) travels in its record (extra "threshold").
     return gate.GateSettings(threshold=s.threshold, overrides=s.thresholds, allow_cross_python=s.allow_cross_python,
-                             machine_tolerance=s.machine_tolerance)
+                             machine_tolerance=s.machine_tolerance, memory_threshold=s.memory_threshold)
 
 
 def show(tr, outcome: SessionOutcome) -> None:
     from .report import terminal
 
     if outcome.records or outcome.gate:
-        terminal.write(tr, outcome.records, outcome.gate)  # includes the gate's verdicts
+        terminal.write(tr, outcome.records, outcome.gate, outcome.memory)  # includes the verdicts
     for line in outcome.messages:
         tr.write_line(f"pytest-concurrency: {line}")
     for line in outcome.errors:

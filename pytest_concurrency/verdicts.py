@@ -11,6 +11,7 @@ INCONCLUSIVE = "inconclusive"  # beyond the threshold but not significant, or ex
 NEW = "new"  # in this run, not in the baseline
 MISSING = "missing"  # in the baseline, not in this run
 REFERENCE = "reference"  # a native reference row: compared and shown, never failing (unless gated, see gate.py)
+LEAKED = "leak"  # memory: rounds keep what their tasks held (fails, with or without a baseline)
 
 
 @dataclass
@@ -36,16 +37,47 @@ class Verdict:
 
 
 @dataclass
+class MemoryVerdict:
+    """One memory figure of one benchmark (see memory_gate.py): leak, regressed, improved,
+    unchanged or new."""
+
+    key: tuple  # records.Record.key
+    metric: str  # the extra_info key judged (memory_gate.METRICS, memory_gate.LEAK)
+    status: str
+    baseline: float | None = None  # in the metric's stored unit
+    current: float | None = None
+    change: float | None = None  # current/baseline - 1
+    threshold: float | None = None
+    note: str = ""
+
+
+@dataclass
+class MemoryResult:
+    verdicts: list[MemoryVerdict] = field(default_factory=list)
+    threshold: float | None = None  # the relative change a memory verdict needs (0.10 = 10%)
+    notes: list = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(v.status in (REGRESSED, LEAKED) for v in self.verdicts)
+
+    def by_status(self, status: str) -> list[MemoryVerdict]:
+        return [v for v in self.verdicts if v.status == status]
+
+
+@dataclass
 class GateResult:
     verdicts: list[Verdict] = field(default_factory=list)
     refused: str | None = None  # why no comparison was made (e.g. another Python minor version)
     calibration_ratio: float | None = None  # current machine speed / baseline's (>1 = slower now)
     summary: str = ""
     notes: list = field(default_factory=list)  # cross-machine/cross-Python remarks for the report
+    memory: "MemoryResult | None" = None  # memory judged against the same baseline (memory_gate)
 
     def by_status(self, status: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == status]
 
     @property
     def failed(self) -> bool:
-        return self.refused is not None or bool(self.by_status(REGRESSED))
+        return (self.refused is not None or bool(self.by_status(REGRESSED))
+                or bool(self.memory is not None and self.memory.failed))

@@ -51,11 +51,12 @@ def test_workload_runs_and_verifies(spec, name, params):
         "io": lambda p: p["tasks"],
         "spawn": lambda p: p["count"],
         "switch": lambda p: 2 * p["rounds"],
+        "cancel": lambda p: p["tasks"],
     }[name](params)
     assert outcome.ops == expected_ops
     if name == "io":
         assert outcome.extra == {"ideal_s": params["latency"]}
-    if name == "spawn":
+    if name in ("spawn", "cancel"):
         assert outcome.extra == {}  # memory is measured apart, untimed (test_spawn_memory_*)
 
 

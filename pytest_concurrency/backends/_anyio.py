@@ -39,6 +39,9 @@ class Backend(_structured.StructuredBackend):
     def _event(self):
         return anyio.Event()
 
+    def _cancel_scope(self):
+        return anyio.CancelScope()
+
     def _memory_channel(self, size):
         return anyio.create_memory_object_stream(size)
 

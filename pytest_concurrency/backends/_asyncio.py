@@ -48,9 +48,16 @@ class AsyncTask:
             error = task.exception()
             self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self._name, error))
 
+    def cancel(self) -> None:
+        self._task.cancel()
+
     async def join(self):
         try:
             return await self._task
+        except asyncio.CancelledError:
+            if not self._task.cancelled():  # the joiner itself is being cancelled
+                raise
+            raise base.TaskCancelled(self._backend.name, self._name) from None
         except Exception as exc:
             raise base.TaskFailed(self._backend.name, self._name, exc) from exc
         finally:

@@ -19,6 +19,8 @@ with warnings.catch_warnings():
     import eventlet.green.socket
     import eventlet.queue
 
+import greenlet
+
 from . import base
 from ._hub import HubBackend
 
@@ -32,8 +34,18 @@ class EventletTask(base.CapturedTask):
     def kill(self) -> None:
         self._gt.kill()
 
+    def cancel(self) -> None:
+        self._cancelled = True
+        self.kill()  # eventlet throws GreenletExit into it at once, then resumes the caller
+
     def join(self):
-        return self._outcome(self._gt.wait())
+        try:
+            result = self._gt.wait()
+        except greenlet.GreenletExit:  # wait() re-raises how a killed green thread ended
+            if not self._cancelled:
+                raise
+            result = None
+        return self._outcome(result)
 
 
 class Backend(HubBackend):

@@ -34,6 +34,10 @@ class GeventTask(base.CapturedTask):
     def kill(self) -> None:
         self._glet.kill(block=False)
 
+    def cancel(self) -> None:
+        self._cancelled = True
+        self.kill()  # GreenletExit where it blocks; join() waits for it to end
+
     def join(self):
         self._glet.join()
         return self._outcome(self._glet.value)

@@ -18,6 +18,7 @@ import greenlet
 from . import base
 
 _NEW = object()  # the value a task's greenlet is first switched into with
+_CANCEL = object()  # a ready entry that throws base.Cancel into the task instead of switching
 
 
 class Scheduler:
@@ -28,6 +29,10 @@ class Scheduler:
         self.timers: list = []  # heap of (deadline, seq, greenlet)
         self._seq = itertools.count()
         self.tasks: set[greenlet.greenlet] = set()  # started or ready, not finished
+        # What cancel() must unhook a task from, so that nothing wakes it where it no longer waits:
+        self.sleeping: dict = {}  # greenlet -> seq of its live timer (older heap entries are stale)
+        self.joining: dict = {}  # greenlet -> the GreenletTask whose end it waits for
+        self.channels: list = []  # this run's channels (their waiter queues)
 
     def new(self, fn) -> greenlet.greenlet:
         glet = greenlet.greenlet(fn, parent=self.hub)
@@ -49,29 +54,60 @@ class Scheduler:
         # Only running tasks are switched to directly: a new greenlet takes on the stack
         # depth of whoever starts it, so starting one from a task would nest task in task
         # until RecursionError (3000 spawned tasks do it). The hub starts new ones.
-        if self.ready and self.ready[0][1] is not _NEW:
+        if self.ready and self.ready[0][1] is not _NEW and self.ready[0][1] is not _CANCEL:
             glet, value = self.ready.popleft()
             return glet.switch(value)
         return self.hub.switch()
+
+    def cancel(self, glet) -> None:
+        """Unhook ``glet`` from whatever it waits on and queue the throw of ``Cancel`` into it."""
+        self._forget(glet)
+        self.ready.append((glet, _CANCEL))
+
+    def _forget(self, glet) -> None:
+        self.sleeping.pop(glet, None)
+        task = self.joining.pop(glet, None)
+        if task is not None and glet in task._joiners:
+            task._joiners.remove(glet)
+        for channel in self.channels:
+            channel.forget(glet)
+
+    def _throw_cancel(self, glet) -> None:
+        # Queued by cancel(); run from the hub. The task may have ended, or blocked
+        # elsewhere since it was cancelled: unhook it again before the throw.
+        if glet.dead:
+            return
+        self._forget(glet)
+        if glet:
+            glet.throw(base.Cancel())
+        else:  # never started: it starts, sees the value and ends through its finally
+            glet.switch(_CANCEL)
 
     def sleep(self, seconds: float):
         current = greenlet.getcurrent()
         if seconds <= 0:  # yield: go to the back of the ready queue
             self.ready.append((current, None))
         else:
-            heapq.heappush(self.timers, (time.monotonic() + seconds, next(self._seq), current))
+            seq = next(self._seq)
+            self.sleeping[current] = seq
+            heapq.heappush(self.timers, (time.monotonic() + seconds, seq, current))
         return self.block()
 
     def _fire_due(self, now: float) -> None:
         while self.timers and self.timers[0][0] <= now:
-            _, _, glet = heapq.heappop(self.timers)
-            self.wake(glet)
+            _, seq, glet = heapq.heappop(self.timers)
+            if self.sleeping.get(glet) == seq:  # else a cancelled task's timer
+                del self.sleeping[glet]
+                self.wake(glet)
 
     def loop(self, main_glet: greenlet.greenlet) -> None:
         while not main_glet.dead:
             if self.ready:
                 glet, value = self.ready.popleft()
-                glet.switch(value)
+                if value is _CANCEL:
+                    self._throw_cancel(glet)
+                else:
+                    glet.switch(value)
             elif self.timers:
                 delay = self.timers[0][0] - time.monotonic()
                 if delay > 0:
@@ -101,12 +137,17 @@ class GreenletTask:
         self.done = False
         self._result = None
         self._error: BaseException | None = None
+        self._cancelled = False  # ended by cancel() before it returned
         self._joiners: list[greenlet.greenlet] = []
         self.glet = sched.new(self._main)
 
-    def _main(self, _first):
+    def _main(self, first):
         try:
+            if first is _CANCEL:
+                raise base.Cancel()
             self._result = self._fn(*self._args)
+        except base.Cancel:
+            self._cancelled = True
         except Exception as exc:  # noqa: BLE001 - handed to join() or run()
             self._error = exc
             self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self.name, exc))
@@ -119,12 +160,23 @@ class GreenletTask:
 
     def join(self):
         if not self.done:
-            self._joiners.append(greenlet.getcurrent())
-            self._sched.block()
+            current = greenlet.getcurrent()
+            self._joiners.append(current)
+            self._sched.joining[current] = self
+            try:
+                self._sched.block()
+            finally:
+                self._sched.joining.pop(current, None)
         self._backend._failures.joined(self)
         if self._error is not None:
             raise base.TaskFailed(self._backend.name, self.name, self._error) from self._error
+        if self._cancelled:
+            raise base.TaskCancelled(self._backend.name, self.name)
         return self._result
+
+    def cancel(self) -> None:
+        if not self.done:
+            self._sched.cancel(self.glet)
 
 
 class Channel:
@@ -136,6 +188,15 @@ class Channel:
         self._items: deque = deque()
         self._getters: deque = deque()  # greenlets waiting for an item
         self._putters: deque = deque()  # (greenlet, item) waiting for room / a taker
+        sched.channels.append(self)
+
+    def forget(self, glet) -> None:
+        """A cancelled task no longer waits here (tasks are cancelled oldest first, so the
+        removal usually finds it at the front)."""
+        if glet in self._getters:
+            self._getters.remove(glet)
+        if self._putters and any(g is glet for g, _ in self._putters):
+            self._putters = deque(p for p in self._putters if p[0] is not glet)
 
     def put(self, item) -> None:
         if self._getters:

@@ -14,7 +14,9 @@ import multiprocessing
 import os
 import pickle
 import resource
+import signal
 import socket
+import threading
 import time
 import traceback
 import warnings
@@ -68,10 +70,46 @@ def _own_usage() -> tuple[float, float, int, int]:
     return (ru.ru_utime, ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw)
 
 
+_RAISED = threading.Event()  # in a task's process: the main thread has raised Cancel
+
+
+def _cancelled(signum, frame):
+    if not _RAISED.is_set():
+        _RAISED.set()
+        raise base.Cancel()
+
+
+def _cancel_on_sigterm() -> None:
+    """Make SIGTERM (``cancel``, or the teardown of a task left running) raise ``Cancel`` in
+    the task, where it is blocked, so its ``finally`` blocks run.
+
+    A process-directed signal goes to any thread that does not block it, and only the main
+    thread runs Python's handlers: delivered to a queue's feeder thread, it would leave the
+    task asleep (seen: a cancelled ``sleep`` that never woke). So SIGTERM is blocked here,
+    before the task starts threads (they inherit the mask), and one thread waits for it and
+    sends SIGUSR1 to the main thread alone, whose handler raises ``Cancel``.
+    """
+    main = threading.get_ident()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    signal.signal(signal.SIGUSR1, _cancelled)
+
+    def forward():
+        signal.sigwait({signal.SIGTERM})
+        while not _RAISED.is_set():  # one SIGUSR1 was seen to get lost: repeat until it raised
+            signal.pthread_kill(main, signal.SIGUSR1)
+            _RAISED.wait(0.05)
+
+    threading.Thread(target=forward, name="cancel-on-sigterm", daemon=True).start()
+
+
 def _child_main(conn, fn, args) -> None:
     """Runs in the child: call ``fn``, send ``(ok, value, usage)`` once, exit."""
     try:
-        message = (True, fn(*args))
+        _cancel_on_sigterm()
+        try:
+            message = (True, fn(*args))
+        finally:
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a late cancel must not break the send
     except BaseException as exc:  # noqa: BLE001 - everything goes back to join()
         message = (False, (exc, traceback.format_exc()))
     try:
@@ -90,6 +128,7 @@ class ProcessTask:
         self._backend = backend
         self.name = base.task_name(fn)
         self._outcome: tuple | None = None  # (ok, value) once received
+        self._cancelled = False  # cancel() was called
         reader, writer = backend._ctx.Pipe(duplex=False)
         self._conn = reader
         self.process = backend._ctx.Process(
@@ -152,10 +191,17 @@ class ProcessTask:
         if failure is not None:
             self._backend._failures.failed(self, failure)
 
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._outcome is None and self.process.exitcode is None:
+            self.process.terminate()
+
     def join(self):
         failure = self._error()
         self._backend._failures.joined(self)
         self._backend._tasks.discard(self)
+        if self._cancelled and failure is not None and isinstance(failure.error, (base.Cancel, ChildDied)):
+            raise base.TaskCancelled(self._backend.name, self.name)
         if failure is not None:
             raise failure from failure.error
         return self._outcome[1]
@@ -204,8 +250,11 @@ class Backend(base.SyncBackend):
             for conn in wait(list(pending), remaining):
                 pending.pop(conn).settle()
         for task in pending.values():
-            task.process.terminate()
-            task.process.join()
+            task.process.terminate()  # Cancel in the task: its finally blocks run
+            task.process.join(EXIT_GRACE_S)
+            if task.process.exitcode is None:  # its cleanup blocked: end it for good
+                task.process.kill()
+                task.process.join()
             task._conn.close()
 
     def spawn(self, fn, *args):

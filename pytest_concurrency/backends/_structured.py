@@ -49,7 +49,7 @@ class Channel:
 
 
 class StructuredTask:
-    __slots__ = ("_backend", "name", "_done", "_result", "_error")
+    __slots__ = ("_backend", "name", "_done", "_result", "_error", "_scope", "_returned")
 
     def __init__(self, backend: "StructuredBackend", fn, args):
         group = backend._group
@@ -59,29 +59,40 @@ class StructuredTask:
         self.name = base.task_name(fn)
         self._done = backend._event()
         self._result = self._error = None
+        self._returned = False
+        # Its own cancel scope, made now (a scope can be cancelled before it is entered), so
+        # cancel() ends this task alone, not the run's group.
+        self._scope = backend._cancel_scope()
         # Named after the user's function, so the watchdog's stall report says whose wait it is.
         group.start_soon(self._body, fn, args, name=self.name)
 
     async def _body(self, fn, args):
         try:
-            self._result = await fn(*args)
+            with self._scope:
+                self._result = await fn(*args)
+                self._returned = True
         except Exception as exc:  # noqa: BLE001 - kept for join() or run(), not the group's
             self._error = exc
             self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self.name, exc))
         finally:
             self._done.set()
 
+    def cancel(self) -> None:
+        self._scope.cancel()
+
     async def join(self):
         await self._done.wait()
         self._backend._failures.joined(self)
         if self._error is not None:
             raise base.TaskFailed(self._backend.name, self.name, self._error) from self._error
+        if self._scope.cancel_called and not self._returned:
+            raise base.TaskCancelled(self._backend.name, self.name)
         return self._result
 
 
 class StructuredBackend(base.AsyncBackend):
     """Subclasses give the library: ``_start`` (enter the loop), ``_task_group``, ``_event``,
-    ``_memory_channel``, ``_call_soon_signal_safe``, ``_connect``, ``_task_lister`` and
+    ``_memory_channel``, ``_cancel_scope``, ``_call_soon_signal_safe``, ``_connect``, ``_task_lister`` and
     ``_name_current_task``."""
 
     def __init__(self):

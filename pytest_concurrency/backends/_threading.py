@@ -30,12 +30,18 @@ class ThreadTask(base.CapturedTask):
         self._thread.join()
         return self._outcome(self._result)
 
+    def cancel(self) -> None:
+        raise base.Unsupported(
+            "threading cannot cancel a task: the stdlib has no way to stop a thread from outside "
+            "(only code the thread runs can decide to return)")
+
 
 class Backend(base.SyncBackend):
     name = "threading"
     library = ""  # part of CPython: the Python version is what matters
     max_parallel = base.stdlib_pool_size()
     task_kind = "thread"
+    can_cancel = False  # see ThreadTask.cancel
 
     def __init__(self):
         self._failures = base.FailureTracker(self.name)

@@ -20,6 +20,9 @@ class Backend(_structured.StructuredBackend):
     def _event(self):
         return trio.Event()
 
+    def _cancel_scope(self):
+        return trio.CancelScope()
+
     def _memory_channel(self, size):
         return trio.open_memory_channel(size)
 

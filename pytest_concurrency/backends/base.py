@@ -19,7 +19,17 @@ Primitives (same names in both families):
     Start ``fn(*args)`` as a new task of the model; returns a ``Task``.
 ``Task.join()``
     Wait for the task; return its result, or raise ``TaskFailed`` (chained from the
-    task's own exception) naming the backend and the task.
+    task's own exception) naming the backend and the task, or ``TaskCancelled`` when it
+    was cancelled before it returned.
+``Task.cancel()``
+    A plain call in both families: ends the task the way a timeout does, by raising the
+    model's own cancellation at the point where the task is blocked (or as soon as it
+    blocks), so its ``finally`` blocks run; ``join`` then waits until it ended. asyncio and
+    uvloop: ``Task.cancel`` (``CancelledError``); gevent: ``kill`` and eventlet: ``kill``
+    (``GreenletExit``); raw greenlet: ``throw`` of ``Cancel``; multiprocessing: ``terminate``
+    (SIGTERM, which the task's process turns into ``Cancel``); trio and anyio: the task's own
+    cancel scope. Models without it (``can_cancel = False``: threading, since the stdlib
+    cannot stop a thread from outside) raise ``Unsupported``.
 ``channel(capacity)``
     FIFO channel. ``0``: rendezvous, ``put`` returns only once a ``get`` took the item
     (Stackless/Go unbuffered). ``N > 0``: bounded, ``put`` blocks while N items wait.
@@ -35,7 +45,8 @@ Attributes: ``name`` (the id used on the command line and in records), ``family`
 ``library`` and ``version`` (what produced the numbers), ``max_parallel`` (``None`` when
 tasks are cheap enough to start one per job, else the stdlib pool default the IO workload
 should cap concurrency at), ``task_kind`` (``"light"``, ``"thread"`` or ``"process"``: what
-one task costs the machine), ``has_sockets`` and ``isolation_only`` (monkey-patching variants).
+one task costs the machine), ``has_sockets``, ``can_cancel`` and ``isolation_only``
+(monkey-patching variants).
 """
 
 from __future__ import annotations
@@ -61,6 +72,21 @@ class TaskFailed(ConcurrencyError):
         self.error = error
 
 
+class TaskCancelled(ConcurrencyError):
+    """``join`` of a task that ``cancel`` ended before it returned."""
+
+    def __init__(self, backend: str, task: str):
+        super().__init__(f"[{backend}] task {task} was cancelled")
+        self.backend = backend
+        self.task = task
+
+
+class Cancel(BaseException):
+    """Raised inside a task by ``cancel`` on models without a cancellation of their own (raw
+    greenlet, a task's process). A ``BaseException``, like ``asyncio.CancelledError``, so an
+    ``except Exception`` in the task does not swallow it."""
+
+
 class Deadlock(ConcurrencyError):
     """Every task is blocked and nothing can wake them (raised where the model can tell)."""
 
@@ -81,6 +107,7 @@ class Backend:
     max_parallel: int | None = None
     task_kind: str = "light"
     has_sockets: bool = True
+    can_cancel: bool = True
     isolation_only: bool = False
 
     @property
@@ -182,12 +209,16 @@ class CapturedTask:
         self._live = live
         self.name = task_name(fn)
         self._error: BaseException | None = None
+        self._returned = False
+        self._cancelled = False  # cancel() was called
         if live is not None:
             live.add(self)
 
     def _body(self, *args):
         try:
-            return self._fn(*args)
+            result = self._fn(*args)
+            self._returned = True
+            return result
         except Exception as exc:  # noqa: BLE001 - handed to join() or run()
             self._error = exc
             self._backend._failures.failed(self, TaskFailed(self._backend.name, self.name, exc))
@@ -201,6 +232,8 @@ class CapturedTask:
         self._backend._failures.joined(self)
         if self._error is not None:
             raise TaskFailed(self._backend.name, self.name, self._error) from self._error
+        if self._cancelled and not self._returned:
+            raise TaskCancelled(self._backend.name, self.name)
         return result
 
 

@@ -21,7 +21,7 @@ class Instrument:
     exact = False  # samples repeat to the unit: judged on size alone, without statistics
     machine_bound = True  # figures move with the machine's speed and load (calibration, load guard)
     needs_launch = False  # the session must run inside the instrument's command
-    with_memory = True  # workloads' untimed memory pass is meaningful under this instrument
+    with_memory = True  # RSS figures mean something under it (the memory pass itself runs in every measure)
     fresh_process = False  # each workload case runs in a new worker process (isolate.py)
     default_timeout = 120.0  # longest a round may take, seconds, unless --concurrency-timeout
 

@@ -17,6 +17,7 @@ import statistics
 from .. import workloads
 from ..records import SCHEMA
 from ..workloads import Outcome, WorkloadError
+from . import memory
 from .usage import Window, peak_rss_kib
 
 
@@ -72,10 +73,12 @@ def _consistent_ops(outcomes: list[Outcome]) -> int:
 
 
 def _memory(workload, backend, params, instrument, guard) -> dict:
-    if not instrument.with_memory:
-        return {}
+    """The untimed memory figures, in every measure: after the measured rounds, so that
+    ``tracemalloc`` never runs inside one (see ``memory``)."""
+    out = memory.retained_and_peak(workload, backend, params, guard)
     with guard():
-        return workloads.memory(workload, backend, params)
+        out.update(workloads.memory(workload, backend, params))
+    return out
 
 
 def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, warmup: int, guard,

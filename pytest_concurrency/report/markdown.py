@@ -31,18 +31,22 @@ def render_table(tab: tables.Table) -> list[str]:
     return lines
 
 
-def render(records: Iterable[Record], gate: V.GateResult | None = None) -> str:
-    """Markdown: the gate's headline (regressions first), its details, then one table per case."""
+def render(records: Iterable[Record], gate: V.GateResult | None = None,
+           memory: V.MemoryResult | None = None) -> str:
+    """Markdown: the gate's headline (regressions first), its details, the memory verdicts
+    (leaks are judged without a baseline too), then one table per case."""
     records = list(records)
     out = ["## Concurrency benchmarks", ""]
+    memory = memory if memory is not None else gate.memory if gate is not None else None
     if gate is not None:
         mark = ":x:" if gate.failed else ":white_check_mark:"
         out += [f"**{mark} {tables.headline(gate)}**", ""]
-        for title, items in tables.summary(gate):
-            out.append(f"**{title}**")
-            out.append("")
-            out += [f"- {_cell(item)}" for item in items]
-            out.append("")
+    sections = (tables.summary(gate) if gate is not None else []) + tables.memory_summary(memory)
+    for title, items in sections:
+        out.append(f"**{title}**")
+        out.append("")
+        out += [f"- {_cell(item)}" for item in items]
+        out.append("")
     built = tables.build(records, gate)
     if not built:
         out.append("No pytest-concurrency benchmarks in this run.")

@@ -222,7 +222,10 @@ def memory_text(rec: Record) -> str:
     if per_task is not None:
         return f"{fmt_kib(per_task)}/task"
     rss = _num(rec, "peak_rss_kib")
-    return f"{fmt_kib(rss)} rss" if rss is not None else NA
+    if rss is not None:
+        return f"{fmt_kib(rss)} rss"
+    heap = _num(rec, "peak_traced_kib")  # counted runs: valgrind's own memory is in any RSS
+    return f"{fmt_kib(heap)} heap" if heap is not None else NA
 
 
 def ideal_text(rec: Record) -> str:
@@ -388,6 +391,27 @@ def headline(gate: V.GateResult) -> str:
     if compared:
         counts.append(f"{compared} compared without verdict")
     return ", ".join(counts)
+
+
+#: Memory sections (memory_gate.py), most important first.
+MEMORY_SECTIONS = (
+    (V.LEAKED, "Memory leaks (fail the build): rounds keep what their tasks held"),
+    (V.REGRESSED, "Memory regressions (fail the build)"),
+    (V.IMPROVED, "Less memory than the baseline"),
+    (V.NEW, "Memory figures new since the baseline"),
+)
+
+
+def memory_summary(memory: V.MemoryResult | None) -> list[tuple[str, list[str]]]:
+    """(section title, lines) of the memory block, ending with its summary line."""
+    from ..memory_gate import line, summary
+
+    if memory is None:
+        return []
+    out = [(title, [line(v) for v in memory.by_status(status)]) for status, title in MEMORY_SECTIONS]
+    out = [(title, lines) for title, lines in out if lines]
+    out.append(("Memory", [*memory.notes, summary(memory)]))
+    return out
 
 
 def summary(gate: V.GateResult) -> list[tuple[str, list[str]]]:

@@ -104,9 +104,21 @@ def render_summary(gate: V.GateResult, *, width: int = 80, color: bool = False) 
     return lines
 
 
+def render_memory(memory: V.MemoryResult, *, width: int = 80, color: bool = False) -> list[str]:
+    lines = []
+    for title, items in tables.memory_summary(memory):
+        status = V.REGRESSED if memory.failed and title != "Memory" else None
+        lines.extend(_paint(t, status, color) for t in textwrap.wrap(f"{title}:", width, subsequent_indent="  "))
+        for item in items:
+            lines.extend(textwrap.wrap(item, width, initial_indent="  ", subsequent_indent="    ",
+                                       break_on_hyphens=False))
+    return lines
+
+
 def render(records: Iterable[Record], gate: V.GateResult | None = None, *, width: int = 80,
-           color: bool = False) -> str:
-    """All tables (and the gate block when a gate ran), every line at most ``width`` columns."""
+           color: bool = False, memory: V.MemoryResult | None = None) -> str:
+    """All tables (and the gate block when a gate ran, and the memory block: leaks are judged
+    without a baseline too), every line at most ``width`` columns."""
     width = max(int(width), 40)
     records = list(records)
     built = tables.build(records, gate)
@@ -117,12 +129,16 @@ def render(records: Iterable[Record], gate: V.GateResult | None = None, *, width
         blocks.append([line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")])
     if gate is not None:
         blocks.append(render_summary(gate, width=width, color=color))
+    memory = memory if memory is not None else gate.memory if gate is not None else None
+    if memory is not None:
+        blocks.append(render_memory(memory, width=width, color=color))
     if not blocks:
         return "no pytest-concurrency benchmarks to report"
     return "\n\n".join("\n".join(b) for b in blocks)
 
 
-def write(terminalreporter, records: Iterable[Record], gate: V.GateResult | None = None) -> None:
+def write(terminalreporter, records: Iterable[Record], gate: V.GateResult | None = None,
+          memory: V.MemoryResult | None = None) -> None:
     """Write the report into pytest's terminal summary (call from ``pytest_terminal_summary``)."""
     records = list(records)
     if not records and gate is None:
@@ -130,6 +146,6 @@ def write(terminalreporter, records: Iterable[Record], gate: V.GateResult | None
     tr = terminalreporter
     width = getattr(getattr(tr, "_tw", None), "fullwidth", 80) or 80
     tr.write_sep("-", "concurrency benchmarks")
-    text = render(records, gate, width=width, color=bool(getattr(tr, "hasmarkup", False)))
+    text = render(records, gate, width=width, color=bool(getattr(tr, "hasmarkup", False)), memory=memory)
     for line in text.splitlines():
         tr.write_line(line)

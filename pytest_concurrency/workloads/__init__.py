@@ -19,10 +19,12 @@ Each workload module defines one ``Workload`` object with:
     then depends on timing, and so does an instruction count (see measure.callgrind).
 ``memory(backend, params)`` (optional)
     Untimed figures measured once after the timed rounds (spawn: KiB per live task),
-    merged into the benchmark's extra_info.
+    merged into the benchmark's extra_info. Every workload also gets the plugin's own
+    memory pass (``measure/memory.py``: retained per task per round, peak).
 ``run(backend, params)``
     One timed round: enter ``backend.run`` with the family's implementation, check the
-    result (raise ``WorkloadError`` naming what is wrong), return an ``Outcome``.
+    result (raise ``WorkloadError`` naming what is wrong), return an ``Outcome`` (with
+    ``tasks``, the tasks it spawned, so that memory a round leaves behind reads per task).
 
 Workload bodies are written once per family (sync and async) against the backend
 primitives only, so that a new backend runs every workload unchanged.
@@ -41,6 +43,7 @@ _MODULES = {
     "io": "io",
     "spawn": "spawn",
     "switch": "switch",
+    "cancel": "cancel",
 }
 
 
@@ -52,6 +55,7 @@ class WorkloadError(AssertionError):
 class Outcome:
     ops: int  # operations done in this round
     extra: dict = field(default_factory=dict)  # e.g. {"ideal_s": 0.1}
+    tasks: int | None = None  # tasks the round spawned (memory retained is per task); None: one per op
 
 
 def names() -> list[str]:

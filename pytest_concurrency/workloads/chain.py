@@ -151,7 +151,7 @@ class Chain(TableWorkload):
                     f"receiver {i} got {received} of {events} events, checksum {checksum} "
                     f"(expected {want}); {error}",
                 )
-        return Outcome(ops=params["workers"] * events)
+        return Outcome(ops=params["workers"] * events, tasks=2 * params["workers"])
 
 
 WORKLOAD = Chain()

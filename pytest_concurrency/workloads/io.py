@@ -158,7 +158,7 @@ class IO(TableWorkload):
                 params, f"{len(early)} task(s) finished before the latency, e.g. task {job} "
                 f"after {waited * 1e3:.2f} ms of {latency * 1e3:.2f} ms",
             )
-        return Outcome(ops=tasks, extra={"ideal_s": latency})
+        return Outcome(ops=tasks, extra={"ideal_s": latency}, tasks=tasks)
 
 
 WORKLOAD = IO()

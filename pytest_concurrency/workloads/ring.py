@@ -112,7 +112,7 @@ class Ring(TableWorkload):
         received, error = result
         if error or received != params["m"]:
             raise self.fail(params, f"node n received {received} of {params['m']} messages; {error}")
-        return Outcome(ops=params["n"] * params["m"])
+        return Outcome(ops=params["n"] * params["m"], tasks=params["n"])
 
 
 WORKLOAD = Ring()

@@ -5,44 +5,14 @@ all ``count`` are alive at once when memory is read; then main releases them all
 joins each, checking it returned its own id. One op is one task (spawn + park + join).
 
 Memory per live task is measured once per benchmark, untimed, after the timed rounds
-(``memory``), as the larger of two growths between before spawning and all parked:
-
-* RSS of this process plus the USS of multiprocessing children: thread stacks and
-  processes live outside Python's heap. USS, because forked children share their
-  parent's pages: only what is unique to a child is its cost.
-* bytes traced by ``tracemalloc``: coroutines, tasks and greenlets live in Python's heap,
-  where the allocator reuses arenas freed by earlier rounds, so RSS barely moves.
-
-They come from two separate runs: tracemalloc's own bookkeeping would inflate RSS.
+(``memory``; how: see ``_live_memory``).
 """
 
 from __future__ import annotations
 
-import sys
-import tracemalloc
-
-import psutil
-
 from . import Outcome
 from ._base import TableWorkload, too_many_tasks
-
-_SELF = psutil.Process()
-
-
-def _traced_bytes() -> int:
-    return tracemalloc.get_traced_memory()[0]
-
-
-def _resident_bytes() -> int:
-    total = _SELF.memory_info().rss
-    mp = sys.modules.get("multiprocessing")  # only a model that imported it can have children
-    if mp is not None:
-        for child in mp.active_children():
-            try:
-                total += psutil.Process(child.pid).memory_full_info().uss
-            except psutil.Error:  # exited between listing and reading
-                pass
-    return total
+from ._live_memory import per_live_task
 
 
 def _parked(ready, release, ident):
@@ -76,21 +46,12 @@ class Spawn(TableWorkload):
         )
 
     def memory(self, backend, params) -> dict:
-        """KiB per live task (see the module docstring); one extra run per measure."""
+        """KiB per live task (see ``_live_memory``)."""
         self.check_params(params)
         main = self.async_main if backend.family == "async" else self.sync_main
         count = params["count"]
-        rss = self.check(params, backend.run(main, backend, count, _resident_bytes)).extra["grown"]
-        tracemalloc.start()
-        try:
-            heap = self.check(params, backend.run(main, backend, count, _traced_bytes)).extra["grown"]
-        finally:
-            tracemalloc.stop()
-        return {
-            "kib_per_task": max(rss, heap) / 1024 / count,
-            "rss_kib_per_task": rss / 1024 / count,
-            "heap_kib_per_task": heap / 1024 / count,
-        }
+        return per_live_task(
+            lambda probe: self.check(params, backend.run(main, backend, count, probe)).extra["grown"], count)
 
     def sync_main(self, backend, count, memory=None):
         ready, release = backend.channel(None), backend.channel(None)
@@ -125,7 +86,7 @@ class Spawn(TableWorkload):
         wrong = [(i, r) for i, r in enumerate(returned) if r != i]
         if len(returned) != count or wrong:
             raise self.fail(params, f"{len(wrong)} task(s) returned another id, first {wrong[:1]}")
-        return Outcome(ops=count, extra={} if grown is None else {"grown": grown})
+        return Outcome(ops=count, extra={} if grown is None else {"grown": grown}, tasks=count)
 
 
 WORKLOAD = Spawn()

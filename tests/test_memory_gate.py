@@ -1,0 +1,103 @@
+"""The memory gate's rule on records with known figures: leaks, thresholds, floors, old baselines."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_concurrency import baseline, gate, memory_gate
+from pytest_concurrency import verdicts as V
+from pytest_concurrency.records import Record, from_json
+from pytest_concurrency.report import markdown, terminal
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def rec(workload="spawn", params=None, backend="gevent", **memory) -> Record:
+    extra = {"workload": workload, "backend": backend, "params": params or {"count": 3000},
+             "measure": "time", "tasks_per_round": 3000, **memory}
+    return Record(workload, dict(extra["params"]), backend, samples=[0.1, 0.1, 0.1], ops=3000, unit="task",
+                  extra=extra)
+
+
+def doc_of(*records: Record) -> dict:
+    return baseline.document_from_records(list(records), baseline.current_meta({}, None))
+
+
+def test_a_leak_fails_without_a_baseline_and_says_how_much_per_task_per_round():
+    leaking = rec("cancel", {"tasks": 30}, "greenlet", retained_b_per_task_round=1946.0)
+    clean = rec("cancel", {"tasks": 30}, "asyncio", retained_b_per_task_round=0.0)
+    result = memory_gate.judge(None, [leaking, clean])
+    assert result.failed
+    assert [memory_gate.line(v) for v in result.verdicts] == [
+        "cancel[tasks=30] on greenlet: retains 1.9 KiB per task per round (leak)"]
+
+
+def test_retained_memory_below_the_floor_is_no_leak():
+    result = memory_gate.judge(None, [rec(retained_b_per_task_round=memory_gate.LEAK.floor - 1)])
+    assert not result.failed and not result.verdicts
+
+
+def test_memory_per_task_beyond_the_threshold_regresses_with_the_issue_wording():
+    result = memory_gate.judge(doc_of(rec(kib_per_task=5.6)), [rec(kib_per_task=7.9)])
+    assert result.failed
+    assert memory_gate.line(result.verdicts[0]) == "spawn[count=3000] on gevent: 5.6 -> 7.9 KiB per task (+41%)"
+    assert memory_gate.judge(doc_of(rec(kib_per_task=7.9)), [rec(kib_per_task=5.6)]).verdicts[0].status == V.IMPROVED
+
+
+def test_changes_within_the_threshold_or_the_floor_do_not_count():
+    within = memory_gate.judge(doc_of(rec(kib_per_task=5.6)), [rec(kib_per_task=6.0)])  # +7%
+    assert [v.status for v in within.verdicts] == [V.UNCHANGED]
+    assert memory_gate.judge(doc_of(rec(kib_per_task=5.6)), [rec(kib_per_task=6.0)], 0.05).failed
+    # +50%, but 32 KiB over the round's tasks: under the 64 KiB a round must add up to
+    few = dict(params={"count": 16}, tasks_per_round=16)
+    tiny = memory_gate.judge(doc_of(rec(kib_per_task=4.0, **few)), [rec(kib_per_task=6.0, **few)])
+    assert [v.status for v in tiny.verdicts] == [V.UNCHANGED]
+    heap = memory_gate.judge(doc_of(rec(peak_traced_kib=100.0)), [rec(peak_traced_kib=150.0)])
+    assert [v.status for v in heap.verdicts] == [V.UNCHANGED]  # +50% but 50 KiB < the 64 KiB floor
+
+
+def test_a_baseline_without_memory_figures_still_loads_and_says_new():
+    path = str(DATA / "run_a.json")  # written by a version that recorded no memory figures
+    old = baseline.load(path)
+    current = [dataclasses.replace(r, extra={**r.extra, "peak_traced_kib": 900.0, "retained_b_per_task_round": 0.0})
+               for r in from_json(json.loads((DATA / "run_a.json").read_text()))]
+    result = gate.compare(old, current, old["pytest_concurrency"], gate.GateSettings(allow_cross_python=True))
+    assert not result.memory.failed
+    by_metric = {m: {v.status for v in result.memory.verdicts if v.metric == m} for m in ("peak_traced_kib", "kib_per_task")}
+    assert by_metric == {"peak_traced_kib": {V.NEW}, "kib_per_task": {V.UNCHANGED}}  # spawn had it already
+    assert any("no memory figures peak heap in a round" in n for n in result.memory.notes)
+
+
+def test_the_gate_fails_on_memory_alone_and_every_report_has_the_section():
+    base = doc_of(rec(kib_per_task=5.6))
+    result = gate.compare(base, [rec(kib_per_task=7.9)], base["pytest_concurrency"],
+                          gate.GateSettings(memory_threshold=0.2))
+    assert result.failed and not result.by_status(V.REGRESSED)  # time unchanged, memory regressed
+    line = "spawn[count=3000] on gevent: 5.6 -> 7.9 KiB per task (+41%)"
+    assert any(line in l for l in gate.format_lines(result))
+    assert line in terminal.render([rec(kib_per_task=7.9)], result, width=200)
+    assert f"- {line}" in markdown.render([rec(kib_per_task=7.9)], result)
+    assert "Memory regressions (fail the build)" in markdown.render([rec(kib_per_task=7.9)], result)
+
+
+def test_memory_figures_of_earlier_sessions_count_through_the_median():
+    from pytest_concurrency import history
+
+    sessions = None
+    for value in (5.0, 5.6, 9.0):  # one odd session does not move the median
+        doc = doc_of(rec(kib_per_task=value))
+        sessions = history.merge(doc, sessions, keep=5)
+    result = memory_gate.judge(sessions, [rec(kib_per_task=5.7)])
+    assert [(v.status, v.baseline) for v in result.verdicts] == [(V.UNCHANGED, 5.6)]
+
+
+def test_a_bad_memory_threshold_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="memory threshold: -0.1 is not a fraction"):
+        gate.GateSettings(memory_threshold=-0.1)
+    copy.deepcopy(gate.GateSettings(memory_threshold=0.1))
