@@ -166,6 +166,11 @@ def set_aside(result: GateResult, is_reference, settings: GateSettings, measure_
         if is_reference(v.key[2]) and v.status != REFERENCE:
             v.note = _join(v.note, f"native reference, not gated: was {v.status} ({GATE_NATIVE_FLAG} gates it)")
             v.status, v.interference = REFERENCE, ""
+    if result.memory is not None:  # their memory is shown in the tables, not judged
+        kept = [v for v in result.memory.verdicts if not is_reference(v.key[2])]
+        if len(kept) < len(result.memory.verdicts):
+            result.memory.verdicts = kept
+            result.memory.notes.append(f"native reference rows' memory is shown, not judged ({GATE_NATIVE_FLAG} judges it)")
     if not result.refused:
         result.summary = _summary(result, settings, measure.get(measure_kind))
     return result

@@ -224,11 +224,16 @@ def test_the_gate_sets_native_rows_aside():
         verdicts.Verdict(("ring", "n=2", "go"), verdicts.REGRESSED, change=0.5, interference="busy"),
         verdicts.Verdict(("ring", "n=2", "asyncio"), verdicts.UNCHANGED, change=0.01),
     ])
+    result.memory = verdicts.MemoryResult([
+        verdicts.MemoryVerdict(("spawn", "count=10", "go"), "kib_per_task", verdicts.REGRESSED, change=0.5),
+        verdicts.MemoryVerdict(("spawn", "count=10", "asyncio"), "kib_per_task", verdicts.UNCHANGED),
+    ], threshold=0.10)
     set_aside(result, backends.is_native, GateSettings(), "time")
     go, asyncio = result.verdicts
     assert (go.status, asyncio.status) == (verdicts.REFERENCE, verdicts.UNCHANGED)
     assert "--concurrency-gate-native" in go.note and not result.failed
     assert "1 native reference (not gated)" in result.summary
+    assert [v.key[2] for v in result.memory.verdicts] == ["asyncio"] and not result.memory.failed
 
 
 def test_the_package_ships_every_native_source():
