@@ -29,7 +29,10 @@ pytestmark = pytest.mark.timeout(1800)  # a first cargo or Maven build downloads
 
 LANGUAGES = list(backends.NATIVE_SPECS)
 REAL_HOME = Path.home()
-SEEDS = '''
+SEEDS = f'''
+import pytest
+
+@pytest.mark.concurrency(workloads={list(checks.SEEDS)!r})  # the ones written natively
 def test_seed_workload(concurrency_case, concurrency_benchmark):
     concurrency_benchmark(concurrency_case)
 '''
