@@ -55,11 +55,11 @@ METRICS = (
     Metric("peak_traced_kib", "peak heap in a round", 1024, 64.0),
 )
 #: Retained memory is ~0 when nothing leaks, so it is judged by its size alone (no baseline
-#: needed): 256 bytes per task per round is above what library caches and lazily pruned
+#: needed): 512 bytes per task per round is above what library caches and lazily pruned
 #: tables were seen to keep here (eventlet keeps cancelled sleep timers until it prunes them,
-#: ~180 B per task per round; gevent's hub ~70 B per IO task) and below any task's frame
-#: (trio's, the smallest seen, ~700 B).
-LEAK = Metric("retained_b_per_task_round", "per task per round", 1, 256.0)
+#: ~180 B per task per round on CPython 3.11 and 360 B on 3.10; gevent's hub ~70 B per IO
+#: task) and below any task's frame (trio's, the smallest seen, ~700 B).
+LEAK = Metric("retained_b_per_task_round", "per task per round", 1, 512.0)
 
 
 def judge(baseline_doc: Mapping | None, current: Iterable[Record], threshold: float | None = None) -> MemoryResult:

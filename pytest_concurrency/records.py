@@ -31,7 +31,7 @@ pytest-benchmark JSON viewer):
                             alone under valgrind)
 ``retained_b_per_task_round``  every workload, both measures: bytes a round keeps per task it
                             spawned, the smallest growth over ``memory_rounds`` untimed rounds
-                            after a collection (measure/memory.py); a leak above 256 B fails
+                            after a collection (measure/memory.py); a leak above 512 B fails
 ``peak_traced_kib``         every workload, both measures: the traced heap's largest growth
                             within one round
 ``memory_rounds``/``tasks_per_round``  how the two above were read
