@@ -73,12 +73,15 @@ def test_pool_keeps_fork_servers_apart_from_plain_workers():
 
 
 @needs_valgrind
-@pytest.mark.xfail(sys.version_info[:2] != (3, 11), strict=False,
-                   reason="verified on CPython 3.11; on 3.10 the same case counted twice from one server "
-                          "differed by ~1%, a cause not found yet")
-def test_a_counted_case_repeats_to_the_instruction_whatever_the_server_ran_before(tmp_path):
+@pytest.mark.parametrize("backend, tolerance", [
+    ("greenlet", 0.0),  # nothing in its path reads a clock: equal to the instruction
+    # eventlet's hub reads the clock: on a loaded machine its wake-ups, so its counts, moved 0.1% (CI,
+    # CPython 3.11); a server that handed on its own state moved them 1.7% (the type cache, stop 15)
+    ("eventlet", 0.005),
+])
+def test_a_counted_case_repeats_whatever_the_server_ran_before(tmp_path, backend, tolerance):
     env = {**os.environ, callgrind.ENV_DIR: str(tmp_path), "PYTHONHASHSEED": callgrind.HASH_SEED}
-    argv = callgrind.command([sys.executable, "-m", "pytest_concurrency.worker", "--fork-each", "eventlet"],
+    argv = callgrind.command([sys.executable, "-m", "pytest_concurrency.worker", "--fork-each", backend],
                              str(tmp_path))
     counted = measure.get("instructions")
     server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
@@ -99,5 +102,6 @@ def test_a_counted_case_repeats_to_the_instruction_whatever_the_server_ran_befor
     finally:
         server.kill()
         server.wait()
-    assert samples[0] == samples[2]  # the ring case in between left no trace
+    # the ring case in between left no trace
+    assert samples[0] == pytest.approx(samples[2], rel=tolerance, abs=0), (samples[0], samples[2])
     assert all(s > 1e5 for s in samples[0]) and samples[1] != samples[0]

@@ -9,6 +9,7 @@ neighbour slows them without any change in the code (the gate reads it, see gate
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 import time
@@ -59,6 +60,20 @@ def machine_busy_s() -> float:
     return sum(t) - idle  # guest time is already counted in user time
 
 
+#: /proc/stat counts CPU time in ticks of 10 ms per core, so over a stretch shorter than this the
+#: estimate of other processes' load could be off by more than the gate's margin (gate.LOAD_MARGIN,
+#: 0.3 cores) on a 2-core machine: it is not recorded then, rather than recorded wrong.
+MIN_LOAD_WINDOW_S = 0.2
+
+
+def foreign_cores(machine_busy: float, ours: float, wall: float) -> float | None:
+    """Cores other processes kept busy: the machine's CPU seconds over a stretch of ``wall``
+    seconds minus ``ours``; None when the stretch is too short to tell."""
+    if wall < MIN_LOAD_WINDOW_S:
+        return None
+    return round(min(float(os.cpu_count() or 1), max(0.0, (machine_busy - ours) / wall)), 3)
+
+
 class Window:
     """A stretch of rounds: our CPU usage over it, and other processes' load on the machine."""
 
@@ -71,8 +86,8 @@ class Window:
         """(our usage, the machine's conditions as ``extra_info`` keys: see records.py)."""
         wall = time.perf_counter() - self._start
         used = self_usage() - self._usage + task_process_usage(self._backend)
-        foreign = machine_busy_s() - self._busy - used.cpu_user_s - used.cpu_sys_s
-        return used, {"foreign_cpu": round(max(0.0, foreign / wall) if wall > 0 else 0.0, 3)}
+        ours = used.cpu_user_s + used.cpu_sys_s
+        return used, {"foreign_cpu": foreign_cores(machine_busy_s() - self._busy, ours, wall)}
 
 
 def peak_rss_kib() -> int:

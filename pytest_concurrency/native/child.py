@@ -75,7 +75,8 @@ def _take(message: dict, workload, params, samples, outcomes, usages, busy, on_r
             on_round()
     elif "usage" in message:
         usages.append(message["usage"])
-        busy.append((machine.machine_busy_s(), time.perf_counter()))
+        own = machine.self_usage()  # this process reads and checks every round meanwhile
+        busy.append((machine.machine_busy_s(), time.perf_counter(), own.cpu_user_s + own.cpu_sys_s))
 
 
 def _around(usages: list[dict], busy: list[tuple], rounds: int) -> dict:
@@ -84,15 +85,14 @@ def _around(usages: list[dict], busy: list[tuple], rounds: int) -> dict:
     first, last = usages
     user = (last["user_us"] - first["user_us"]) / 1e6
     sys_ = (last["sys_us"] - first["sys_us"]) / 1e6
-    (busy0, t0), (busy1, t1) = busy
-    foreign = max(0.0, (busy1 - busy0 - user - sys_) / (t1 - t0)) if t1 > t0 else 0.0
+    (busy0, t0, own0), (busy1, t1, own1) = busy
     return {
         "cpu_user_s": user / rounds,
         "cpu_sys_s": sys_ / rounds,
         "ctx_voluntary": (last["nvcsw"] - first["nvcsw"]) / rounds,
         "ctx_involuntary": (last["nivcsw"] - first["nivcsw"]) / rounds,
         "peak_rss_kib": last["maxrss_kib"],
-        "foreign_cpu": round(foreign, 3),
+        "foreign_cpu": machine.foreign_cores(busy1 - busy0, user + sys_ + own1 - own0, t1 - t0),
     }
 
 
