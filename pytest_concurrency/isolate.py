@@ -21,10 +21,13 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future
 
 import pytest
 
+from . import measure
 from .measure import runner
+from .worker import FORK_EACH, PLAIN
 
 STDERR_LINES = 20  # how much of a dead worker's stderr the failure shows
 STARTUP_TIMEOUT_S = 60.0  # interpreter start + imports, on a loaded 2-core CI machine
@@ -35,15 +38,21 @@ class WorkerFailure(Exception):
 
 
 class Worker:
-    def __init__(self, spec: str, fork_each: bool = False):
+    def __init__(self, spec: str, fork_each: bool = False, instrument=None):
+        """A worker for ``spec``; a fork server (``fork_each``) measures with ``instrument``,
+        started in its command (``Instrument.worker_command``)."""
         self.spec = spec
+        argv = [sys.executable, "-m", "pytest_concurrency.worker", FORK_EACH if fork_each else PLAIN, spec]
+        env = _worker_env()
+        if fork_each and instrument is not None:
+            argv, env = instrument.worker_command(argv, env)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_concurrency.worker", *(["--fork-each"] if fork_each else []), spec],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            env=_worker_env(),
+            env=env,
             bufsize=0,
         )
         self._pending = b""  # bytes read from stdout past the last complete line
@@ -155,9 +164,27 @@ class WorkerPool:
         self._all: list[Worker] = []
         self._lock = threading.Lock()
 
+    def run_case(self, spec: str, payload: dict, timeout: float | None, on_round=None) -> dict:
+        """A case's reply, finished in this process (``Instrument.received``), with its memory
+        pass run in a plain worker when the instrument wants it apart (``memory_apart``)."""
+        instrument = measure.get(payload.get("measure"))
+        apart = instrument.memory_apart and payload.get("with_memory")
+        reply = self.run(spec, {**payload, "with_memory": payload.get("with_memory") and not apart}, timeout, on_round)
+        if not reply.get("ok"):
+            return reply
+        reply["extra"] = instrument.received(reply["extra"])
+        if apart:
+            memory = self.run(spec, {"workload": payload["workload"], "params": payload["params"],
+                                     "memory_only": True, "fork": False}, timeout, on_round)
+            if not memory.get("ok"):
+                return {**memory, "error": f"the memory pass: {memory['error']}"}
+            reply["extra"].update(memory["extra"])
+        return reply
+
     def run(self, spec: str, payload: dict, timeout: float | None, on_round=None) -> dict:
+        """One request to a worker of ``spec`` (a fork server when the payload says ``fork``)."""
         kind = (spec, bool(payload.get("fork")))
-        worker = self._take(kind)
+        worker = self._take(kind, payload.get("measure"))
         try:
             reply = worker.request(payload, timeout, on_round)
         except (TimeoutError, WorkerFailure):
@@ -169,14 +196,14 @@ class WorkerPool:
             self._idle.setdefault(kind, []).append(worker)
         return reply
 
-    def _take(self, kind: tuple[str, bool]) -> Worker:
+    def _take(self, kind: tuple[str, bool], measure_kind: str | None) -> Worker:
         with self._lock:
             idle = self._idle.setdefault(kind, [])
             while idle:
                 worker = idle.pop()
                 if worker.proc.poll() is None:
                     return worker
-            worker = Worker(*kind)
+            worker = Worker(*kind, measure.get(measure_kind))
             self._all.append(worker)
             return worker
 
@@ -190,24 +217,65 @@ class WorkerPool:
 class Ahead:
     """Cases measured ahead of their tests, ``jobs`` at a time, for an instrument whose
     processes do not disturb each other's figures (instruction counts): each case runs in a
-    process of its own, so the session uses every core while pytest runs tests one by one."""
+    process of its own, so the session uses every core while pytest runs tests one by one.
+
+    Each of the ``jobs`` lanes keeps to one model while it has cases left, so that a model's
+    worker starts once, not once per lane: a fork server's start under valgrind took 10-20 s,
+    as long as several cases. A lane out of cases takes the model with the most left that no
+    lane is on, else helps the one with the most left."""
 
     def __init__(self, workers: WorkerPool, jobs: int):
-        from concurrent.futures import ThreadPoolExecutor
-
         self._workers = workers
-        self._executor = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="pytest-concurrency-ahead")
-        self._futures: dict[tuple, object] = {}
+        self._jobs = jobs
+        self._queues: dict[str, collections.deque] = {}  # spec -> (future, payload, timeout), in test order
+        self._futures: dict[tuple, Future] = {}
+        self._lanes: dict[int, str] = {}  # lane -> the spec it is on
+        self._lock = threading.Lock()
+        self._closed = False
 
     def submit(self, key: tuple, spec: str, payload: dict, timeout: float | None) -> None:
-        self._futures[key] = self._executor.submit(self._workers.run, spec, payload, timeout)
+        future = self._futures[key] = Future()
+        self._queues.setdefault(spec, collections.deque()).append((future, payload, timeout))
+
+    def start(self) -> None:
+        """Start the lanes, once every case is submitted."""
+        for lane in range(min(self._jobs, sum(map(len, self._queues.values())))):
+            threading.Thread(target=self._run_lane, args=(lane,), daemon=True,
+                             name=f"pytest-concurrency-ahead-{lane}").start()
+
+    def _next(self, lane: int):
+        with self._lock:
+            spec = self._lanes.get(lane)
+            if self._closed:
+                return None
+            if not self._queues.get(spec):
+                left = {s: len(q) for s, q in self._queues.items() if q}
+                if not left:
+                    return None
+                free = {s: n for s, n in left.items() if s not in self._lanes.values()}
+                spec = max(free or left, key=(free or left).get)
+                self._lanes[lane] = spec
+            return (spec, *self._queues[spec].popleft())
+
+    def _run_lane(self, lane: int) -> None:
+        while (job := self._next(lane)) is not None:
+            spec, future, payload, timeout = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._workers.run_case(spec, payload, timeout))
+            except BaseException as exc:  # the test that takes it reports it
+                future.set_exception(exc)
 
     def take(self, key: tuple):
         """The future reply for ``key``, or ``None`` when it was not run ahead."""
         return self._futures.pop(key, None)
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._closed = True
+        for future in self._futures.values():
+            future.cancel()
 
 
 POOL = pytest.StashKey[WorkerPool]()
@@ -246,7 +314,7 @@ def run_rounds(config, spec: str, workload_ref: str, params: dict, rounds: int, 
     Raises ``TimeoutError`` (the worker was killed) or ``WorkerFailure`` (it died).
     """
     payload = request(workload_ref, params, rounds, warmup, instrument, with_memory)
-    return pool(config).run(spec, payload, timeout, on_round)
+    return pool(config).run_case(spec, payload, timeout, on_round)
 
 
 def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, timeout, what: str,

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from . import backends, memory_gate, progress, records, session_end, settings, watchdog, workloads
+from . import backends, launch, memory_gate, progress, records, session_end, settings, watchdog, workloads
 from .measure import runner
 from .history import DEFAULT_KEEP
 
@@ -74,14 +74,19 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """An instrument that needs its own process (callgrind) runs the whole session again in it."""
+    """Under an instrument with a command of its own (callgrind), a session that measures only
+    in workers starts them in it; one with a test measured here runs again whole in it (launch.py)."""
     s = _read_settings(config)
     instrument = s.instrument
     if not instrument.needs_launch or instrument.inside() or _measures_nothing(config):
         return None
+    if not launch.has_tests_measured_here(config):
+        instrument.prepare_session()
+        return None
     params = config.invocation_params
-    print(f"pytest-concurrency: counting {instrument.kind}: the session runs again under valgrind "
-          "(callgrind, about 30-50x slower than timing; only the rounds are counted)", flush=True)
+    print(f"pytest-concurrency: counting {instrument.kind}: a benchmark test measured in this process "
+          "makes the session run again under valgrind (callgrind, about 30-50x slower than timing; "
+          "only the rounds are counted)", flush=True)
     return instrument.run_session(["-m", "pytest", *params.args], str(params.dir))
 
 
@@ -318,6 +323,9 @@ def _plan(case: Case, backend, s: settings.Settings) -> tuple:
 
 def pytest_collection_finish(session):
     config = session.config
+    if config.option.collectonly:
+        launch.write_probe(session.items)
+        return
     total = sum("concurrency_benchmark" in getattr(item, "fixturenames", ()) for item in session.items)
     if total and progress.wanted(config):
         config.stash[PROGRESS] = progress.Progress(config, total)
@@ -352,6 +360,7 @@ def _measure_ahead(config, items, s: settings.Settings) -> None:
         workloads.prepare(workload, case.params)  # in this process, before any worker starts
         ahead.submit(_ahead_key(spec, case), spec,
                      isolate.request(case.workload, case.params, rounds, warmup, s.instrument), s.timeout)
+    ahead.start()
 
 
 @pytest.hookimpl(hookwrapper=True)

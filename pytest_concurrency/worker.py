@@ -1,13 +1,14 @@
 """A worker process that runs one backend's workload cases for the parent session.
 
-    python -m pytest_concurrency.worker [--fork-each] SPEC
+    python -m pytest_concurrency.worker --fork-each|--plain SPEC
 
 Protocol: one JSON object per line. The parent writes requests on our stdin; we answer
 on the original stdout, which we keep for ourselves: fd 1 is pointed at stderr so that
 anything a library prints cannot corrupt the channel. We say ``{"ready": true}`` once
 the backend is loaded, ``{"round": true}`` after each round (the parent's deadline is per
 round), then ``{"ok": true, "samples": [...], "identity": {...}, "extra": {...}}`` or
-``{"ok": false, "error": "..."}``.
+``{"ok": false, "error": "..."}``. A request with ``"memory_only": true`` runs only the
+memory pass (``runner.memory_figures``) and answers ``{"ok": true, "extra": {...}}``.
 
 ``--fork-each`` makes the worker a fork server, for instruments whose figures depend on
 what the process did before (instruction counts, see measure.callgrind): after loading
@@ -17,6 +18,8 @@ whichever server runs it and whatever it ran before. Reading requests in the ser
 forking after each one left traces that moved counts: type attribute lookups are cached
 by the address of the name and the type's version tag, and eventlet's switch counted
 1.7% more in a session whose case landed on a server that had parsed fewer requests.
+``--plain`` answers every request itself; under a counted session valgrind does not trace it
+(see measure/callgrind.py).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def _claim_stdout():
 
 
 QUIT = 3  # a forked child's exit status when its request was to quit
+FORK_EACH, PLAIN = "--fork-each", "--plain"  # how the worker answers: in a child per request, or itself
 
 
 def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
@@ -49,10 +53,14 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
         try:
             workload = workloads.get(request["workload"])
             params = request["params"]
+            if request.get("memory_only"):
+                workloads.prepare(workload, params)
+                return {"ok": True, "extra": runner.memory_figures(workload, backend, params)}
             instrument = measure.get(request.get("measure"))
             samples, figures = runner.run_rounds(
                 backend, workload, params, request["rounds"], request["warmup"], instrument,
                 progress=lambda: send({"round": True}), with_memory=request.get("with_memory", True),
+                in_worker=True,
             )
             return {"ok": True, "samples": samples, "extra": figures,
                     "identity": runner.identity(backend, workload, params, instrument)}
@@ -120,11 +128,10 @@ def _read_line(fd: int) -> str:
 
 
 def main(argv: list[str]) -> int:
-    fork_each = argv[:1] == ["--fork-each"]
-    args = argv[1:] if fork_each else argv
-    if len(args) != 1:
-        print("usage: python -m pytest_concurrency.worker [--fork-each] SPEC", file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in (FORK_EACH, PLAIN):
+        print(f"usage: python -m pytest_concurrency.worker {FORK_EACH}|{PLAIN} SPEC", file=sys.stderr)
         return 2
+    fork_each, args = argv[0] == FORK_EACH, argv[1:]
     replies = _claim_stdout()
     serve(args[0], sys.stdin, replies, fork_each)
     return 0

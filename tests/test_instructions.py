@@ -114,6 +114,7 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     base = suite.path / "base.json"
     first = counted(suite, f"--concurrency-save-baseline={base}", "--concurrency-jobs=1")
     first.assert_outcomes(passed=2)
+    assert "run again under valgrind" not in first.stdout.str()  # only the workers were counted
     doc = json.loads(base.read_text())
     meta = doc["pytest_concurrency"]
     assert meta["measure"] == "instructions" and meta["calibration"] is None and meta["hash_seed"] == "0"
@@ -121,7 +122,9 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
         samples = bench["stats"]["data"]
         assert len(samples) == 3 and min(samples) > 1e5  # instructions, not seconds
         assert stats.spread(samples) < 0.01, samples  # a case this small: within 1% (see README)
-        assert bench["extra_info"]["measure"] == "instructions" and bench["extra_info"]["profile"]
+        extra = bench["extra_info"]
+        assert extra["measure"] == "instructions" and extra["profile"] and "profile_dump" not in extra
+        assert extra["memory_rounds"] == 4 and "retained_b_per_task_round" in extra  # the memory pass, apart
 
     same = counted(suite, f"--concurrency-baseline={base}", "--concurrency-jobs=2")  # both cases at once
     assert same.ret == 0, same.stdout.str()
@@ -170,7 +173,8 @@ def test_a_plain_benchmark_test_is_counted_in_the_session(pytester):
                                            "--concurrency-backends=greenlet,multiprocessing",
                                            "--benchmark-json=run.json", "-rs", timeout=900)
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*multiprocessing*task processes are not counted*"])
+    result.stdout.fnmatch_lines(["*a benchmark test measured in this process makes the session run again under valgrind*",
+                                 "*multiprocessing*task processes are not counted*"])
     bench = json.loads((pytester.path / "run.json").read_text())["benchmarks"][0]
     assert bench["extra_info"]["measure"] == "instructions"
     assert all(x > 1e4 and x == int(x) for x in bench["stats"]["data"])

@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -57,6 +59,49 @@ def test_fork_server_answers_in_children_and_outlives_a_case_that_dies(tmp_path,
     finally:
         worker.close()
     assert worker.proc.returncode == 0  # the quit request reached the server through a child
+
+
+def test_a_plain_worker_runs_the_memory_pass_alone():
+    worker = isolate.Worker("greenlet")
+    try:
+        reply = worker.request({"workload": "cancel", "params": {"tasks": 10, "wait": "get", "end": "cancel"},
+                                "memory_only": True}, round_timeout=60)
+    finally:
+        worker.close()
+    assert reply["ok"] and "samples" not in reply, reply
+    assert reply["extra"]["memory_rounds"] == 4 and reply["extra"]["tasks_per_round"] == 10
+    assert "kib_per_task" in reply["extra"]  # the workload's own memory hook ran too
+
+
+class _Recording:
+    """Stands in for a WorkerPool: records which lane (thread) ran each case."""
+
+    def __init__(self):
+        self.ran: list[tuple[str, str]] = []
+        self._first = threading.Barrier(2)  # both lanes take a model before either goes on
+
+    def run_case(self, spec, payload, timeout):
+        if len(self.ran) < 2:
+            self._first.wait(timeout=10)
+        self.ran.append((threading.current_thread().name, spec))
+        time.sleep(0.01)
+        return {"ok": True, "n": payload["n"]}
+
+
+def test_lanes_keep_to_a_model_and_help_at_the_end():
+    pool = _Recording()
+    ahead = isolate.Ahead(pool, jobs=2)
+    for spec, n in [("a", 6), ("b", 3), ("c", 2)]:  # in test order, models interleaved as pytest runs them
+        for i in range(n):
+            ahead.submit((spec, i), spec, {"n": i}, None)
+    ahead.start()
+    replies = {key: ahead.take(key).result(timeout=30) for key in [(s, i) for s, n in [("a", 6), ("b", 3), ("c", 2)]
+                                                                   for i in range(n)]}
+    assert [r["n"] for r in replies.values()] == [0, 1, 2, 3, 4, 5, 0, 1, 2, 0, 1]
+    lanes_per_model = {spec: {lane for lane, s in pool.ran if s == spec} for spec in "abc"}
+    # "a" (most cases) and "b" start on a lane each; "c" goes to the lane that ran out first
+    assert lanes_per_model["a"] != lanes_per_model["b"] and len(lanes_per_model["b"]) == 1
+    assert sum(map(len, lanes_per_model.values())) <= 4  # at most one model shared at the end
 
 
 def test_pool_keeps_fork_servers_apart_from_plain_workers():

@@ -20,9 +20,10 @@ class Instrument:
     default_threshold = 0.0  # the gate's practical threshold (fraction) unless one is given
     exact = False  # samples repeat to the unit: judged on size alone, without statistics
     machine_bound = True  # figures move with the machine's speed and load (calibration, load guard)
-    needs_launch = False  # the session must run inside the instrument's command
+    needs_launch = False  # a test measured in the session's own process needs it inside the instrument's command
     with_memory = True  # RSS figures mean something under it (the memory pass itself runs in every measure)
     fresh_process = False  # each workload case runs in a new worker process (isolate.py)
+    memory_apart = False  # the memory pass runs in a plain worker, not where the rounds were measured
     default_timeout = 120.0  # longest a round may take, seconds, unless --concurrency-timeout
 
     def unavailable_reason(self) -> str | None:
@@ -31,6 +32,13 @@ class Instrument:
     def inside(self) -> bool:
         """Whether this process can measure (for ``needs_launch``: runs inside the command)."""
         return True
+
+    def prepare_session(self) -> None:
+        """Called once in a session that measures only in worker processes (``worker_command``)."""
+
+    def worker_command(self, argv: list[str], env: dict) -> tuple[list[str], dict]:
+        """How a worker that measures (``fresh_process``) is started from this session."""
+        return argv, env
 
     def run_session(self, argv: list[str], cwd: str) -> int:
         """Run a pytest command line (``argv`` after the interpreter) inside the instrument's
@@ -64,9 +72,14 @@ class Instrument:
         """The figures per operation from a median round (``extra_info`` keys)."""
         raise NotImplementedError
 
-    def after_rounds(self) -> dict:
-        """Extra figures right after the last round (``extra_info`` keys)."""
+    def after_rounds(self, in_worker: bool = False) -> dict:
+        """Extra figures right after the last round (``extra_info`` keys). ``in_worker``: the
+        session's process finishes them (``received``), where that is cheaper."""
         return {}
+
+    def received(self, extra: dict) -> dict:
+        """A worker's figures (``after_rounds(in_worker=True)``) finished in the session's process."""
+        return extra
 
     def threshold_floor(self, rec) -> tuple[float, str] | None:
         """The smallest change this measure can judge for ``rec`` (a record), and why, when

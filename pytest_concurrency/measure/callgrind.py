@@ -13,16 +13,18 @@ total, then calls the first (zero again, so reading the file is never counted). 
 the difference of two readings, as with a clock: pytest-benchmark's own rounds use it as
 their timer, unchanged.
 
-The whole pytest session runs under valgrind (``command``): start-up, imports, collection
-and set-up are executed but never inside a round, so they are not counted. Children that
-exec are traced too, except the IO workload's latency server, whose work is not the
-measured code's: workload cases run in worker processes (``fresh_process``: a process forked
-per case, see isolate.py and worker.py) and count their own rounds; a plain benchmark test
-is counted in the session's own process.
+Where valgrind runs: workload cases are counted in worker processes (``fresh_process``: a
+process forked per case, see isolate.py and worker.py), which the session starts under
+``command`` (``worker_command``); the session itself runs at full speed. A plain benchmark
+test is counted in the session's own process, so a session that has one runs again whole
+under valgrind (``run_session``; its start-up, imports and collection are executed, never
+counted), and its children are traced, except the IO workload's latency server and the
+plain workers that run the memory pass (``memory_apart``), whose work is not counted.
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import shutil
@@ -30,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 
+from ..worker import PLAIN
 from . import Instrument
 
 ENV_DIR = "PYTEST_CONCURRENCY_CALLGRIND_DIR"  # where dumps go; set only for a counted session
@@ -37,7 +40,7 @@ ZERO_FN = "sched_get_priority_max"
 DUMP_FN = "sched_get_priority_min"
 HASH_SEED = "0"  # str/bytes hashes decide dict and set layouts, and so the count
 PROFILE_FUNCTIONS = 40  # the costliest functions of a round kept for "where did it grow"
-_NOT_TRACED = "pytest_concurrency.workloads.latency_server"
+_NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{PLAIN}"  # they count nothing
 INSTALL_HINT = "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
 
 
@@ -79,13 +82,17 @@ def command(argv: list[str], directory: str) -> list[str]:
     ]
 
 
+def counted_env(env: dict, directory: str) -> dict:
+    return {**env, ENV_DIR: directory, "PYTHONHASHSEED": HASH_SEED}
+
+
 def run_session(argv: list[str], cwd: str) -> int:
     """Run ``argv`` (a pytest command line) counted; return its exit status."""
     from subprocess import _args_from_interpreter_flags  # -W, -X, -O... as given to this python
 
     _compile_package()
     with tempfile.TemporaryDirectory(prefix="pytest-concurrency-callgrind-") as directory:
-        env = {**os.environ, ENV_DIR: directory, "PYTHONHASHSEED": HASH_SEED}
+        env = counted_env(os.environ, directory)
         full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
         try:
             code = subprocess.call(full, cwd=cwd, env=env)
@@ -94,6 +101,18 @@ def run_session(argv: list[str], cwd: str) -> int:
         if code < 0 or code > 5:  # not one of pytest's exit statuses: valgrind may say why
             _show_logs(directory)
         return code
+
+
+_worker_dir: str | None = None
+
+
+def worker_dir() -> str:
+    """Where this session's workers write their dumps: made on first use, removed at exit."""
+    global _worker_dir
+    if _worker_dir is None:
+        _worker_dir = tempfile.mkdtemp(prefix="pytest-concurrency-callgrind-")
+        atexit.register(shutil.rmtree, _worker_dir, True)
+    return _worker_dir
 
 
 def _compile_package() -> None:
@@ -256,6 +275,11 @@ class Counter:
         """The profile of the stretch the last reading closed (after a round: that round)."""
         return read_profile(self.last_dump) if self.last_dump else []
 
+    def hand_over_last_dump(self) -> str | None:
+        """The last reading's dump, left for another process to read (and remove)."""
+        path, self.last_dump = self.last_dump, None
+        return path
+
 
 class Callgrind(Instrument):
     kind = "instructions"
@@ -272,6 +296,9 @@ class Callgrind(Instrument):
     machine_bound = False
     needs_launch = True
     with_memory = False  # valgrind's own memory would be in every RSS figure
+    #: tracemalloc under valgrind more than doubled a counted case's cost (eventlet's switch:
+    #: 9.8 -> 25.9 s); traced bytes do not depend on valgrind, and RSS means something outside it.
+    memory_apart = True
     #: What a process did before a round changes its count: the allocator's free lists
     #: depend on it. The same switch workload counted 1.5% more malloc work in one pytest
     #: session than in another; in new processes, counts agree to 0.002%.
@@ -297,11 +324,23 @@ class Callgrind(Instrument):
     def inside(self) -> bool:
         return inside()
 
+    def prepare_session(self) -> None:
+        _compile_package()
+
+    def worker_command(self, argv: list[str], env: dict) -> tuple[list[str], dict]:
+        if inside():  # valgrind traces this session's children already
+            return argv, env
+        return command(argv, worker_dir()), counted_env(env, worker_dir())
+
     def run_session(self, argv: list[str], cwd: str) -> int:
         return run_session(argv, cwd)
 
     def benchmark_timer(self):
-        return self.counter()
+        def count() -> float:  # the counter is made on the first reading: a session at full speed has none
+            return self.counter()()
+
+        count.__name__ = Counter.__name__
+        return count
 
     def unsupported(self, backend) -> str | None:
         if backend.task_kind == "process":
@@ -333,8 +372,9 @@ class Callgrind(Instrument):
             directory = os.environ.get(ENV_DIR)
             if not directory or not inside():
                 raise CountingError(
-                    "instructions are counted only in a session started with "
-                    "--concurrency-measure=instructions (it runs under valgrind)"
+                    "instructions are counted only under valgrind: a session started with "
+                    "--concurrency-measure=instructions runs there whole when it has a test measured "
+                    "in its own process (a plain benchmark test), else its workers do"
                 )
             self._counter = Counter(directory)
         return self._counter
@@ -342,8 +382,17 @@ class Callgrind(Instrument):
     def per_op(self, median: float, ops: int) -> dict:
         return {"instructions_per_op": median / ops}
 
-    def after_rounds(self) -> dict:
+    def after_rounds(self, in_worker: bool = False) -> dict:
+        if in_worker:  # read at full speed by the session: parsing it under valgrind took 1.4 s a case
+            return {"profile_dump": self.counter().hand_over_last_dump()}
         return {"profile": self.counter().last_profile()}
+
+    def received(self, extra: dict) -> dict:
+        path = extra.pop("profile_dump", None)
+        if path:
+            extra["profile"] = read_profile(path)
+            os.unlink(path)
+        return extra
 
     #: A round that waits (IO) counts its event loop's wake-ups, and how many there are
     #: depends on timing: eventlet's and greenlet's IO over timers counted 0.6-3% apart in
@@ -364,7 +413,7 @@ class Callgrind(Instrument):
         return self.LEAVES_OUT.get(task_kind, self.LEAVES_OUT["light"])
 
     def session_meta(self) -> dict:
-        return {"valgrind": _valgrind_version(), "hash_seed": os.environ.get("PYTHONHASHSEED")}
+        return {"valgrind": _valgrind_version(), "hash_seed": HASH_SEED}
 
 
 def _valgrind_version() -> str:

@@ -39,12 +39,13 @@ def identity(backend, workload, params: dict, instrument) -> dict:
 class _Stretch:
     """The figures gathered around a stretch of rounds besides the samples themselves."""
 
-    def __init__(self, backend, instrument):
+    def __init__(self, backend, instrument, in_worker: bool = False):
         self._instrument = instrument
+        self._in_worker = in_worker
         self._window = Window(backend) if instrument.machine_bound else None
 
     def close(self, calls: int) -> dict:
-        out = self._instrument.after_rounds()
+        out = self._instrument.after_rounds(self._in_worker)
         if self._window is not None:
             used, machine = self._window.close()
             out.update(machine, **used.per(max(calls, 1)))
@@ -72,9 +73,10 @@ def _consistent_ops(outcomes: list[Outcome]) -> int:
     return counts.pop()
 
 
-def _memory(workload, backend, params, instrument, guard) -> dict:
+def memory_figures(workload, backend, params, guard=contextlib.nullcontext) -> dict:
     """The untimed memory figures, in every measure: after the measured rounds, so that
-    ``tracemalloc`` never runs inside one (see ``memory``)."""
+    ``tracemalloc`` never runs inside one (see ``memory``), or in a plain worker of their own
+    (``Instrument.memory_apart``)."""
     out = memory.retained_and_peak(workload, backend, params, guard)
     with guard():
         out.update(workloads.memory(workload, backend, params))
@@ -97,16 +99,17 @@ def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, wa
     samples = _samples(benchmark)
     if samples:  # None under --benchmark-disable: the workload still ran and checked itself
         benchmark.extra_info.update(figures(samples, outcomes, instrument, around))
-        benchmark.extra_info.update(_memory(workload, backend, params, instrument, guard))
+        benchmark.extra_info.update(memory_figures(workload, backend, params, guard))
 
 
 def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instrument, *,
-               progress=lambda: None, guard=contextlib.nullcontext, with_memory=True):
+               progress=lambda: None, guard=contextlib.nullcontext, with_memory=True, in_worker=False):
     """Measure each round with the instrument's counter; return samples + figures.
 
-    For isolated workers and for re-measuring a suspect, where pytest-benchmark's fixture
-    is not the one measuring. ``progress`` is called after every round (an isolated worker's
-    per-round deadline restarts on it); ``guard`` bounds each round in-process.
+    For isolated workers (``in_worker``) and for re-measuring a suspect, where
+    pytest-benchmark's fixture is not the one measuring. ``progress`` is called after every
+    round (an isolated worker's per-round deadline restarts on it); ``guard`` bounds each
+    round in-process.
     """
     workloads.prepare(workload, params)
     counter = instrument.counter()
@@ -124,11 +127,11 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instru
     warm = [measured_round() for _ in range(warmup)]
     while not instrument.warmed(warm):  # an exact measure warms up until its count repeats
         warm.append(measured_round())
-    stretch = _Stretch(backend, instrument)
+    stretch = _Stretch(backend, instrument, in_worker)
     samples = [measured_round() for _ in range(rounds)]
     extra = figures(samples, outcomes, instrument, stretch.close(rounds))  # the timed rounds only
     if with_memory:
-        extra.update(_memory(workload, backend, params, instrument, guard))
+        extra.update(memory_figures(workload, backend, params, guard))
         progress()
     return samples, extra
 
