@@ -245,16 +245,16 @@ class Ahead:
 
     def _next(self, lane: int):
         with self._lock:
-            spec = self._lanes.get(lane)
             if self._closed:
                 return None
+            spec = self._lanes.get(lane)
             if not self._queues.get(spec):
                 left = {s: len(q) for s, q in self._queues.items() if q}
-                if not left:
-                    return None
                 free = {s: n for s, n in left.items() if s not in self._lanes.values()}
-                spec = max(free or left, key=(free or left).get)
-                self._lanes[lane] = spec
+                choices = free or left
+                if not choices:
+                    return None
+                spec = self._lanes[lane] = max(choices, key=choices.get)
             return (spec, *self._queues[spec].popleft())
 
     def _run_lane(self, lane: int) -> None:
