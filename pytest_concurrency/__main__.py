@@ -14,9 +14,9 @@ import os
 import shutil
 import sys
 
-from . import verdicts as V
+from .gate import verdicts as V
 from .backends.base import ConcurrencyError
-from .records import Record, from_json
+from .measure.records import Record, from_json
 from .report import tables
 from .report.plot import PlotError
 
@@ -78,7 +78,7 @@ def changes_only(baseline: list[Record], current: list[Record], why: str) -> V.G
 
 def compare(a_path: str, a_doc: dict, a_recs, b_doc: dict, b_recs, args) -> V.GateResult:
     """The gate's verdicts when it can judge these files, else the changes with the reason."""
-    from . import baseline, gate
+    from .gate import baseline, compare as gate
 
     try:
         baseline.check(a_doc, a_path)
@@ -154,7 +154,7 @@ def report(args) -> int:
         raise InputError(f"report takes one or two files, got {len(args.files)}: A.json [B.json]")
     loaded = [load_records(path) for path in args.files]
     doc, recs = loaded[-1]
-    from . import memory_gate
+    from .gate import memory as memory_gate
 
     gate = None
     if len(loaded) == 2:

@@ -6,9 +6,13 @@ import itertools
 
 import pytest
 
-from . import backends, launch, memory_gate, progress, records, session_end, settings, watchdog, workloads
-from .measure import runner
-from .history import DEFAULT_KEEP
+from . import backends, session_end, settings, workloads
+from .backends import watchdog
+from .gate import memory as memory_gate
+from .gate.history import DEFAULT_KEEP
+from .measure import driver, records
+from .report import progress
+from .runner import launch
 
 SETTINGS = pytest.StashKey[settings.Settings]()
 PROGRESS = pytest.StashKey[progress.Progress]()
@@ -113,7 +117,7 @@ def pytest_configure(config):
     )
     s = _read_settings(config)
     if s.baseline is not None or s.save_baseline is not None:
-        from . import baseline
+        from .gate import baseline
 
         try:  # read them now: a bad baseline must not cost a whole benchmark run first
             if s.baseline is not None:
@@ -123,7 +127,7 @@ def pytest_configure(config):
         except baseline.BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
     if (s.baseline or s.save_baseline) and s.instrument.machine_bound:
-        from . import calibrate
+        from .gate import calibrate
 
         config.stash[session_end.CALIBRATION] = calibrate.measure()
     if _xdist_active(config) and not config.getoption("benchmark_disable", False):
@@ -285,7 +289,7 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
                 native.bench(benchmark, concurrency_backend, workload, case.params, rounds, warmup, s.timeout, what,
                              on_round=on_round)
             elif s.isolate or instrument.fresh_process:
-                from . import isolate
+                from .runner import isolate
 
                 ahead = request.config.stash.get(isolate.AHEAD, None)
                 isolate.bench(
@@ -295,7 +299,7 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
                     measured=ahead and ahead.take(_ahead_key(concurrency_backend.name, case)),
                 )
             else:
-                runner.bench_in_process(
+                driver.bench_in_process(
                     progress.Ticking(benchmark, status, rounds + warmup) if status else benchmark,
                     concurrency_backend, workload, case.params, rounds, warmup,
                     watchdog.deadline(s.timeout, what), instrument,
@@ -341,7 +345,7 @@ def _ahead_key(spec: str, case: Case) -> tuple:
 def _measure_ahead(config, items, s: settings.Settings) -> None:
     """Submit every selected seed-style case to run ``s.jobs`` at a time; its test picks the
     result up when pytest reaches it. Anything not plainly runnable is left to its test."""
-    from . import isolate
+    from .runner import isolate
 
     ahead = isolate.ahead(config, s.jobs)
     for item in items:
@@ -415,7 +419,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_unconfigure(config):
-    from . import isolate
+    from .runner import isolate
 
     isolate.close(config)
 

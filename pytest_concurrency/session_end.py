@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from . import baseline, calibrate, gate, history, memory_gate, records
-from .verdicts import GateResult, MemoryResult
+from .gate import baseline, calibrate, compare as gate, history, memory as memory_gate
+from .gate.verdicts import GateResult, MemoryResult
+from .measure import records
 
 
 @dataclass
@@ -134,8 +135,9 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
     A regression must reproduce before it fails the build (see ``gate.faster_sessions``).
     A user's own benchmark test cannot be re-run from here; its first verdict stands.
     """
-    from . import backends, watchdog, workloads
-    from .measure import runner
+    from . import backends, workloads
+    from .backends import watchdog
+    from .measure import driver
 
     by_key = {r.key: r for r in recs}
     reruns = {}
@@ -153,7 +155,7 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
 
                 samples, extra = child.measure(rec.backend, workload, rec.params, len(rec.samples), warmup, s.timeout)
             elif s.isolate:
-                from . import isolate
+                from .runner import isolate
 
                 reply = isolate.run_rounds(config, rec.backend, ref, rec.params, len(rec.samples),
                                            warmup, s.timeout, s.instrument, with_memory=False)
@@ -162,7 +164,7 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
                 samples, extra = reply["samples"], reply.get("extra") or {}
             else:
                 guard = watchdog.deadline(s.timeout, rec.label)
-                samples, extra = runner.run_rounds(backends.load(rec.backend), workload, rec.params,
+                samples, extra = driver.run_rounds(backends.load(rec.backend), workload, rec.params,
                                                    len(rec.samples), warmup, s.instrument, guard=guard,
                                                    with_memory=False)
         except Exception as exc:  # the first verdict stands: it is the conservative one

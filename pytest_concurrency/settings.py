@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import backends, measure
-from .gate import DEFAULT_MACHINE_TOLERANCE
-from .history import DEFAULT_KEEP
+from .gate.compare import DEFAULT_MACHINE_TOLERANCE
+from .gate.history import DEFAULT_KEEP
 from .workloads import SCALES
 
 

@@ -45,9 +45,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from pytest_concurrency import gate  # noqa: E402
-from pytest_concurrency.records import from_json  # noqa: E402
-from pytest_concurrency.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED  # noqa: E402
+from pytest_concurrency.gate import compare as gate  # noqa: E402
+from pytest_concurrency.measure.records import from_json  # noqa: E402
+from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED  # noqa: E402
 
 CRC32_INSTRUCTIONS_PER_BYTE = 3.85  # zlib.crc32 of 64 KiB and 1 MiB under callgrind, measured here
 REFERENCE = ("ring", "capacity=10")  # the benchmark the injection is sized against

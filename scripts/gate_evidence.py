@@ -49,9 +49,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pytest_benchmark.stats import Stats  # noqa: E402
 from pytest_benchmark.utils import PercentageRegressionCheck  # noqa: E402
 
-from pytest_concurrency import backends, baseline, calibrate, gate, history, measure, workloads  # noqa: E402
-from pytest_concurrency.records import Record, from_json  # noqa: E402
-from pytest_concurrency.verdicts import INCONCLUSIVE, REGRESSED  # noqa: E402
+from pytest_concurrency import backends, measure, workloads
+from pytest_concurrency.gate import baseline, calibrate, compare as gate, history  # noqa: E402
+from pytest_concurrency.measure.records import Record, from_json  # noqa: E402
+from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED  # noqa: E402
 
 DEFAULT_BACKENDS = "threading,greenlet,gevent,asyncio,uvloop"
 DEFAULT_CASE = {"n": 20, "m": 200, "capacity": 10}

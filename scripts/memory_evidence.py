@@ -26,9 +26,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from pytest_concurrency import memory_gate  # noqa: E402
-from pytest_concurrency import verdicts as V  # noqa: E402
-from pytest_concurrency.records import from_json, key_label  # noqa: E402
+from pytest_concurrency.gate import memory as memory_gate  # noqa: E402
+from pytest_concurrency.gate import verdicts as V  # noqa: E402
+from pytest_concurrency.measure.records import from_json, key_label  # noqa: E402
 
 
 def run_session(path: str, scale: str, rounds: int, backends: str | None) -> None:

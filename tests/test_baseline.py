@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from pytest_concurrency import baseline, records
-from pytest_concurrency.baseline import BaselineError
+from pytest_concurrency.gate import baseline
+from pytest_concurrency.measure import records
+from pytest_concurrency.gate.baseline import BaselineError
 
 
 def sample_doc(n: int = 5) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency.__main__ import main
-from pytest_concurrency.records import from_json, load_json_file
+from pytest_concurrency.measure.records import from_json, load_json_file
 
 DATA = Path(__file__).parent / "data"
 A, B = str(DATA / "run_a.json"), str(DATA / "run_b.json")

@@ -6,10 +6,11 @@ import random
 
 import pytest
 
-from pytest_concurrency import baseline, gate, history, measure
-from pytest_concurrency.gate import GateSettings
-from pytest_concurrency.records import Record
-from pytest_concurrency.verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED
+from pytest_concurrency.gate import baseline, compare as gate, history, wording
+from pytest_concurrency import measure
+from pytest_concurrency.gate.compare import GateSettings
+from pytest_concurrency.measure.records import Record
+from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED
 
 CASES = [("ring", {"n": 50, "m": 1000}), ("switch", {"n": 1000})]
 BACKENDS = {"gevent": "25.1.0", "uvloop": "0.21.0", "threading": "3.11.7"}
@@ -63,7 +64,7 @@ def test_slowdown_in_one_backend_regresses_only_that_backend():
     v = regressed[0]
     assert 0.10 < v.change < 0.20 and v.p_value < 0.01 and v.decided_by == "raw"
     assert v.ci[0] > 0
-    lines = gate.format_lines(result)
+    lines = wording.format_lines(result)
     assert lines[0].startswith("concurrency gate: FAILED")
     line = next(l for l in lines if l.startswith("REGRESSION uvloop ring[m=1000,n=50]"))
     assert "% slower (median" in line and "p=" in line and " ms -> " in line
@@ -82,7 +83,7 @@ def test_faster_run_is_reported_as_stale_baseline():
     assert not result.failed
     assert {v.key[2] for v in result.by_status(IMPROVED)} == {"gevent"}
     assert "baseline is stale" in result.summary
-    assert any(l.startswith("IMPROVED gevent") and "refresh it" in l for l in gate.format_lines(result))
+    assert any(l.startswith("IMPROVED gevent") and "refresh it" in l for l in wording.format_lines(result))
 
 
 def test_new_and_missing_are_listed():
@@ -91,7 +92,7 @@ def test_new_and_missing_are_listed():
     result = gate.compare(base_doc(1), current, meta())
     assert [v.key for v in result.by_status(NEW)] == [("spawn", "n=10", "gevent")]
     assert {v.key for v in result.by_status(MISSING)} == {(w, ",".join(f"{k}={p[k]}" for k in sorted(p)), "threading") for w, p in CASES}
-    lines = gate.format_lines(result)
+    lines = wording.format_lines(result)
     assert "NEW gevent spawn[n=10]: not in the baseline: refresh it (--concurrency-save-baseline) to gate it" in lines
     assert any(l.startswith("MISSING threading ring[m=1000,n=50]") for l in lines)
     assert "1 new, 2 missing" in result.summary
@@ -103,7 +104,7 @@ def test_other_python_minor_is_refused_with_the_opt_in_flag():
     assert result.failed and not result.verdicts
     assert "3.10.13" in result.refused and "3.11.7" in result.refused
     assert gate.ALLOW_CROSS_PYTHON_FLAG in result.refused
-    assert gate.format_lines(result)[0].startswith("concurrency gate: REFUSED")
+    assert wording.format_lines(result)[0].startswith("concurrency gate: REFUSED")
 
 
 def test_other_implementation_is_refused():
@@ -134,7 +135,7 @@ def test_versions_that_moved_are_named_per_benchmark():
     by_backend = {v.key[2]: v.versions_changed for v in result.verdicts if v.key[0] == "ring"}
     assert by_backend["gevent"] == {"gevent": ("25.1.0", "26.9.0"), "greenlet": ("3.1.1", "3.2.0")}
     assert by_backend["uvloop"] == {} and by_backend["threading"] == {}
-    line = next(l for l in gate.format_lines(result) if l.startswith("REGRESSION gevent ring"))
+    line = next(l for l in wording.format_lines(result) if l.startswith("REGRESSION gevent ring"))
     assert line.endswith("gevent 25.1.0 -> 26.9.0, greenlet 3.1.1 -> 3.2.0")
 
 
@@ -191,7 +192,7 @@ def test_slower_machine_is_judged_normalized():
 def test_slower_machine_still_catches_a_real_regression():
     result = gate.compare(base_doc(1), run(2, speed=1.3, slower={"gevent": 1.15}), meta(ns=351.0, cpu=OTHER_CPU))
     assert {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
-    line = next(l for l in gate.format_lines(result) if l.startswith("REGRESSION gevent"))
+    line = next(l for l in wording.format_lines(result) if l.startswith("REGRESSION gevent"))
     assert "normalized; raw +" in line
 
 
@@ -257,7 +258,7 @@ def test_a_real_slowdown_reproduces_and_still_fails():
 
 
 def test_the_least_disturbed_calibration_counts():
-    from pytest_concurrency import calibrate
+    from pytest_concurrency.gate import calibrate
 
     start, end = {"version": 1, "ns_per_iteration": 480.0}, {"version": 1, "ns_per_iteration": 260.0}
     assert calibrate.fastest(start, end) is end

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from pytest_concurrency import baseline, history
-from pytest_concurrency.baseline import BaselineError
-from pytest_concurrency.records import Record
+from pytest_concurrency.gate import baseline, history
+from pytest_concurrency.gate.baseline import BaselineError
+from pytest_concurrency.measure.records import Record
 
 PY = {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"}
 

@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
-from pytest_concurrency import stats
+from pytest_concurrency.gate import stats
 from pytest_concurrency.measure import callgrind
-from pytest_concurrency.records import Record
-from pytest_concurrency.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
+from pytest_concurrency.measure.records import Record
+from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
 
 needs_valgrind = pytest.mark.skipif(callgrind.unavailable_reason() is not None,
                                     reason=f"{callgrind.unavailable_reason()}")

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_concurrency import backends, measure, verdicts
-from pytest_concurrency.gate import GateSettings, set_aside
-from pytest_concurrency.native import CORRUPT_ENV, build, checks, toolchains
-from pytest_concurrency.records import Record
+from pytest_concurrency import backends, measure
+from pytest_concurrency.gate import verdicts
+from pytest_concurrency.gate.compare import GateSettings, set_aside
+from pytest_concurrency.native import CORRUPT_ENV, build, checks
+from pytest_concurrency.backends import toolchains
+from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import tables
 from pytest_concurrency.workloads import WorkloadError, get
 

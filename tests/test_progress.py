@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pytest_concurrency import progress
+from pytest_concurrency.report import progress
 
 SUITE = """
 import pytest

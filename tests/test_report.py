@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_concurrency import verdicts as V
-from pytest_concurrency.records import from_json, load_json_file, params_id
+from pytest_concurrency.gate import verdicts as V
+from pytest_concurrency.measure.records import from_json, load_json_file, params_id
 from pytest_concurrency.report import markdown, tables, terminal
 
 DATA = Path(__file__).parent / "data"
@@ -336,7 +336,7 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, current, monkeypatch)
 
 
 def test_every_table_of_a_run_uses_the_same_headers():
-    from pytest_concurrency.records import Record
+    from pytest_concurrency.measure.records import Record
 
     def rec(workload, backend, extra):
         return Record(workload, {"n": 1}, backend, [0.01, 0.011, 0.012], ops=10, unit="hop",

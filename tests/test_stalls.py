@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from pytest_concurrency import backends, watchdog
+from pytest_concurrency import backends
+from pytest_concurrency.backends import watchdog
 
 pytestmark = pytest.mark.timeout(300)
 

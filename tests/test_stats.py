@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from pytest_concurrency import stats
-from pytest_concurrency.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
+from pytest_concurrency.gate import stats
+from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
 
 
 def noisy(seed: int, n: int, scale: float = 1e-3, sigma: float = 0.03) -> list[float]:

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from pytest_concurrency import isolate, measure
+from pytest_concurrency.runner import isolate
+from pytest_concurrency import measure
 from pytest_concurrency.measure import callgrind
 
 needs_valgrind = pytest.mark.skipif(callgrind.unavailable_reason() is not None,
@@ -126,7 +127,7 @@ def test_pool_keeps_fork_servers_apart_from_plain_workers():
 ])
 def test_a_counted_case_repeats_whatever_the_server_ran_before(tmp_path, backend, tolerance):
     env = {**os.environ, callgrind.ENV_DIR: str(tmp_path), "PYTHONHASHSEED": callgrind.HASH_SEED}
-    argv = callgrind.command([sys.executable, "-m", "pytest_concurrency.worker", "--fork-each", backend],
+    argv = callgrind.command([sys.executable, "-m", "pytest_concurrency.runner.worker", "--fork-each", backend],
                              str(tmp_path))
     counted = measure.get("instructions")
     server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)

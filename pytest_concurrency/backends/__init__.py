@@ -130,7 +130,7 @@ def unavailable_reason(spec: str) -> str | None:
     name, variant = _split(canonical(spec))
     entry = _REGISTRY[name]
     if entry.native:
-        from ..native import toolchains
+        from . import toolchains
 
         return toolchains.missing(name)
     for module in entry.requires + tuple(m for v, m in entry.variant_requires if v == variant):

@@ -6,7 +6,7 @@ language's own program (``pytest_concurrency.native``). ``run`` says so to a tes
 
 from __future__ import annotations
 
-from ..native import toolchains
+from . import toolchains
 from .base import Backend as _Backend, Unsupported
 
 

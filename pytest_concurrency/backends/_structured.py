@@ -24,7 +24,7 @@ import contextlib
 import math
 import sys
 
-from .. import watchdog
+from . import watchdog
 from . import base
 
 if sys.version_info < (3, 11):  # trio and anyio depend on the backport there

@@ -6,7 +6,7 @@ which instrument measured it (``extra_info["measure"]``); the gate and the repor
 record's instrument what its figures mean (unit, threshold, whether they are exact or move
 with the machine), never which instrument ran.
 
-``runner`` runs and records rounds with whichever instrument the session uses.
+``driver`` runs and records rounds with whichever instrument the session uses.
 """
 
 from __future__ import annotations

@@ -32,15 +32,18 @@ import subprocess
 import sys
 import tempfile
 
-from ..worker import PLAIN
+from ..workloads import _live_memory
 from . import Instrument
 
 ENV_DIR = "PYTEST_CONCURRENCY_CALLGRIND_DIR"  # where dumps go; set only for a counted session
 ZERO_FN = "sched_get_priority_max"
 DUMP_FN = "sched_get_priority_min"
+#: A process started with this argument counts nothing and is not traced (the memory pass
+#: runs in such a worker, see runner/worker.py); nor is the IO workload's latency server.
+UNTRACED_FLAG = "--plain"
 HASH_SEED = "0"  # str/bytes hashes decide dict and set layouts, and so the count
 PROFILE_FUNCTIONS = 40  # the costliest functions of a round kept for "where did it grow"
-_NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{PLAIN}"  # they count nothing
+_NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG}"
 INSTALL_HINT = "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
 
 
@@ -59,13 +62,7 @@ def unavailable_reason() -> str | None:
 
 def inside() -> bool:
     """Whether this process runs under the counting command (``command``)."""
-    if not os.environ.get(ENV_DIR):
-        return False
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
-            return any("vgpreload_core" in line for line in fh)
-    except OSError:
-        return False
+    return bool(os.environ.get(ENV_DIR)) and _live_memory.under_valgrind()
 
 
 def command(argv: list[str], directory: str) -> list[str]:

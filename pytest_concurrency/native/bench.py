@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from .. import workloads
-from ..measure import runner
+from ..measure import driver
 from ..measure.wallclock import WALLCLOCK
 from . import build, checks, child
 
@@ -20,7 +20,7 @@ def unsupported(workload_ref: str) -> str | None:
 
 
 def identity(backend, workload, params: dict) -> dict:
-    return {**runner.identity(backend, workload, params, WALLCLOCK), "reference": REFERENCE}
+    return {**driver.identity(backend, workload, params, WALLCLOCK), "reference": REFERENCE}
 
 
 def bench(benchmark, backend, workload, params: dict, rounds: int, warmup: int, timeout: float | None,
@@ -38,4 +38,4 @@ def bench(benchmark, backend, workload, params: dict, rounds: int, warmup: int, 
     except workloads.WorkloadError as exc:
         pytest.fail(f"{what}: {exc}", pytrace=False)
     benchmark._mode = "pytest-concurrency native program"  # tells pytest-benchmark the fixture was used
-    runner.record_external(benchmark, identity(backend, workload, params), samples, extra)
+    driver.record_external(benchmark, identity(backend, workload, params), samples, extra)

@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import toolchains
+from ..backends import toolchains
 
 BUILD_TIMEOUT_S = 1800  # a first cargo or Maven build downloads and compiles for minutes
 OUTPUT_LINES = 40  # of a failed build's output, shown in the failure

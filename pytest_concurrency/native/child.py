@@ -19,10 +19,11 @@ import tempfile
 import time
 
 from ..measure import usage as machine
-from ..measure.runner import figures
+from ..measure.driver import figures
 from ..measure.wallclock import WALLCLOCK
 from ..workloads import latency_server
-from . import build, checks, toolchains
+from . import build, checks
+from ..backends import toolchains
 
 STDERR_CHARS = 4000  # of a failed child's stderr, shown in the failure
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .. import atomic
-from .. import verdicts as V
-from ..records import Record
+from ..gate import atomic
+from ..gate import verdicts as V
+from ..measure.records import Record
 from . import tables
 
 

@@ -14,8 +14,8 @@ import re
 from collections import defaultdict
 from typing import Iterable
 
-from .. import atomic
-from ..records import Record, params_id
+from ..gate import atomic
+from ..measure.records import Record, params_id
 from . import tables
 
 INSTALL_HINT = "pip install pytest-concurrency-bench[plot]"

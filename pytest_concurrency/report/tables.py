@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .. import backends, measure
-from .. import verdicts as V
-from ..records import Record, key_label, params_id
+from ..gate import verdicts as V
+from ..measure.records import Record, key_label, params_id
 
 #: Verdict text as the tables show it.
 VERDICT_TEXT = {
@@ -404,7 +404,7 @@ MEMORY_SECTIONS = (
 
 def memory_summary(memory: V.MemoryResult | None) -> list[tuple[str, list[str]]]:
     """(section title, lines) of the memory block, ending with its summary line."""
-    from ..memory_gate import line, summary
+    from ..gate.memory import line, summary
 
     if memory is None:
         return []

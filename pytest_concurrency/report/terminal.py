@@ -9,8 +9,8 @@ from __future__ import annotations
 import textwrap
 from typing import Iterable
 
-from .. import verdicts as V
-from ..records import Record
+from ..gate import verdicts as V
+from ..measure.records import Record
 from . import tables
 
 _RESET = "\x1b[0m"

@@ -28,9 +28,8 @@ from importlib import metadata
 from typing import Any, Iterable, Mapping
 
 from . import atomic, history
-from .backends.base import ConcurrencyError
-from .records import SCHEMA as RECORD_SCHEMA
-from .records import Record
+from ..backends.base import ConcurrencyError
+from ..measure.records import SCHEMA as RECORD_SCHEMA, Record
 
 SECTION = history.SECTION
 SCHEMA_VERSION = 2  # 2 added ``history``

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from . import history, stats
-from .records import Record, from_json, key_label, params_id
+from ..measure.records import Record, from_json, key_label, params_id
 from .verdicts import IMPROVED, LEAKED, NEW, REGRESSED, UNCHANGED, MemoryResult, MemoryVerdict
 
 #: Default memory threshold: 20 A/A comparisons of the smoke suite here (scripts/memory_evidence.py)

@@ -1,6 +1,6 @@
 """A worker process that runs one backend's workload cases for the parent session.
 
-    python -m pytest_concurrency.worker --fork-each|--plain SPEC
+    python -m pytest_concurrency.runner.worker --fork-each|--plain SPEC
 
 Protocol: one JSON object per line. The parent writes requests on our stdin; we answer
 on the original stdout, which we keep for ourselves: fd 1 is pointed at stderr so that
@@ -8,7 +8,7 @@ anything a library prints cannot corrupt the channel. We say ``{"ready": true}``
 the backend is loaded, ``{"round": true}`` after each round (the parent's deadline is per
 round), then ``{"ok": true, "samples": [...], "identity": {...}, "extra": {...}}`` or
 ``{"ok": false, "error": "..."}``. A request with ``"memory_only": true`` runs only the
-memory pass (``runner.memory_figures``) and answers ``{"ok": true, "extra": {...}}``.
+memory pass (``driver.memory_figures``) and answers ``{"ok": true, "extra": {...}}``.
 
 ``--fork-each`` makes the worker a fork server, for instruments whose figures depend on
 what the process did before (instruction counts, see measure.callgrind): after loading
@@ -29,6 +29,8 @@ import os
 import sys
 import traceback
 
+from ..measure import callgrind
+
 
 def _claim_stdout():
     reply_fd = os.dup(1)
@@ -38,12 +40,12 @@ def _claim_stdout():
 
 
 QUIT = 3  # a forked child's exit status when its request was to quit
-FORK_EACH, PLAIN = "--fork-each", "--plain"  # how the worker answers: in a child per request, or itself
+FORK_EACH, PLAIN = "--fork-each", callgrind.UNTRACED_FLAG  # how the worker answers: in a child per request, or itself
 
 
 def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
-    from . import backends, measure, workloads
-    from .measure import runner
+    from .. import backends, measure, workloads
+    from ..measure import driver
 
     def send(message: dict) -> None:
         replies.write(json.dumps(message) + "\n")
@@ -55,15 +57,15 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
             params = request["params"]
             if request.get("memory_only"):
                 workloads.prepare(workload, params)
-                return {"ok": True, "extra": runner.memory_figures(workload, backend, params)}
+                return {"ok": True, "extra": driver.memory_figures(workload, backend, params)}
             instrument = measure.get(request.get("measure"))
-            samples, figures = runner.run_rounds(
+            samples, figures = driver.run_rounds(
                 backend, workload, params, request["rounds"], request["warmup"], instrument,
                 progress=lambda: send({"round": True}), with_memory=request.get("with_memory", True),
                 in_worker=True,
             )
             return {"ok": True, "samples": samples, "extra": figures,
-                    "identity": runner.identity(backend, workload, params, instrument)}
+                    "identity": driver.identity(backend, workload, params, instrument)}
         except Exception as exc:  # reported to the parent as this benchmark's failure
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
 
@@ -129,7 +131,7 @@ def _read_line(fd: int) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in (FORK_EACH, PLAIN):
-        print(f"usage: python -m pytest_concurrency.worker {FORK_EACH}|{PLAIN} SPEC", file=sys.stderr)
+        print(f"usage: python -m pytest_concurrency.runner.worker {FORK_EACH}|{PLAIN} SPEC", file=sys.stderr)
         return 2
     fork_each, args = argv[0] == FORK_EACH, argv[1:]
     replies = _claim_stdout()

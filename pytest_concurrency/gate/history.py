@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from .records import Record, from_json, params_id
+from ..measure.records import Record, from_json, params_id
 
 SECTION = "pytest_concurrency"
 DEFAULT_KEEP = 5

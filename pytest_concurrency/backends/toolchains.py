@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCES = Path(__file__).resolve().parent
+SOURCES = Path(__file__).resolve().parent.parent / "native"  # where the programs' sources ship
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from . import measure
-from .measure import runner
+from .. import measure
+from ..measure import driver
 from .worker import FORK_EACH, PLAIN
 
 STDERR_LINES = 20  # how much of a dead worker's stderr the failure shows
@@ -42,7 +42,7 @@ class Worker:
         """A worker for ``spec``; a fork server (``fork_each``) measures with ``instrument``,
         started in its command (``Instrument.worker_command``)."""
         self.spec = spec
-        argv = [sys.executable, "-m", "pytest_concurrency.worker", FORK_EACH if fork_each else PLAIN, spec]
+        argv = [sys.executable, "-m", "pytest_concurrency.runner.worker", FORK_EACH if fork_each else PLAIN, spec]
         env = _worker_env()
         if fork_each and instrument is not None:
             argv, env = instrument.worker_command(argv, env)
@@ -346,6 +346,6 @@ def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, time
         pytest.fail(f"{what} failed in its worker: {reply['error']}\n{reply.get('traceback', '')}"
                     + (f"\nthe worker's last stderr lines:\n{stderr}" if stderr else ""), pytrace=False)
     benchmark._mode = "pytest-concurrency isolated worker"  # tells pytest-benchmark the fixture was used
-    runner.record_external(benchmark, reply["identity"], reply["samples"], reply["extra"])
+    driver.record_external(benchmark, reply["identity"], reply["samples"], reply["extra"])
     benchmark.extra_info["isolated"] = True
     benchmark.extra_info["worker_wall_s"] = time.monotonic() - started

@@ -39,7 +39,7 @@ import traceback
 
 from typing import Callable
 
-from .backends.base import ConcurrencyError
+from .base import ConcurrencyError
 
 GRACE_S = 1.0  # how long a stopped event loop gets to return before the timeout is raised in place
 FRAMES = 6  # frames of a blocked stack shown, innermost first up to the first one of user code
@@ -267,7 +267,7 @@ def _format(summary, indent: str = "    ") -> str:
     ) or f"{indent}(no Python frame)"
 
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # pytest_concurrency/
 _LIBRARIES = {os.path.abspath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
 
 
@@ -290,7 +290,7 @@ def bound_run(backend, seconds: float | None, what: str, on_timeout=None) -> Non
     ``what`` names the test; the message adds the backend and the function run.
     ``on_timeout(error)``, if given, may raise something else instead (pytest's failure).
     """
-    from .backends.base import task_name
+    from .base import task_name
 
     unbounded = backend.run
 

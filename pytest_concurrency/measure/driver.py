@@ -15,9 +15,9 @@ import contextlib
 import statistics
 
 from .. import workloads
-from ..records import SCHEMA
 from ..workloads import Outcome, WorkloadError
 from . import memory
+from .records import SCHEMA
 from .usage import Window, peak_rss_kib
 
 

@@ -52,7 +52,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from . import stats
+from statistics import median
 
 SCHEMA = 1
 
@@ -101,7 +101,7 @@ class Record:
 
     @property
     def median(self) -> float:
-        return stats.median(self.samples) if self.samples else float("nan")
+        return median(self.samples) if self.samples else float("nan")
 
     def metric(self, name: str, default=None):
         return self.extra.get(name, default)
