@@ -17,3 +17,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(TIMEOUT_S))
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch):
+    """The sessions a test starts are the user's, not xdist workers: without this, under
+    ``tox`` (``-n auto``) they would inherit PYTEST_XDIST_WORKER and pytest-benchmark would
+    disable itself in them."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)

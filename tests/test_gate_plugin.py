@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+
 NAP = '''
 import os
 from pytest_concurrency.workloads import Outcome
@@ -73,6 +74,8 @@ def suite(pytester):
     return pytester
 
 
+# Tests that judge wall time run alone (``serial``); the fast tier keeps one (A/A, then a
+# slowdown), the slow tier the rest of the gate's mechanics. The usage errors run anywhere.
 def run(suite, *args, backends="asyncio,threading,greenlet"):
     return suite.runpytest_subprocess(
         "--benchmark-only", "--concurrency-threshold=20", "--concurrency-machine-tolerance=900",
@@ -80,6 +83,7 @@ def run(suite, *args, backends="asyncio,threading,greenlet"):
     )
 
 
+@pytest.mark.serial
 def test_aa_passes_and_slowdown_fails_naming_the_backend(suite, monkeypatch):
     base = suite.path / "base.json"
     run(suite, f"--concurrency-save-baseline={base}").assert_outcomes(passed=3)
@@ -100,6 +104,8 @@ def test_aa_passes_and_slowdown_fails_naming_the_backend(suite, monkeypatch):
     assert "on asyncio: " not in out.split("Regressions")[1].split("\n\n")[0]
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_slowdown_that_does_not_reproduce_does_not_fail_the_build(suite, monkeypatch):
     base = suite.path / "base.json"
     run(suite, f"--concurrency-save-baseline={base}").assert_outcomes(passed=3)
@@ -112,6 +118,8 @@ def test_a_slowdown_that_does_not_reproduce_does_not_fail_the_build(suite, monke
     assert "1 suspected regression(s) re-measured in a second session, 0 reproduced" in out
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_faster_run_is_reported_as_stale_baseline(suite, monkeypatch):
     base = suite.path / "base.json"
     monkeypatch.setenv("SLOW_BACKEND", "asyncio")
@@ -122,6 +130,8 @@ def test_faster_run_is_reported_as_stale_baseline(suite, monkeypatch):
     result.stdout.fnmatch_lines(["*1 improved*", "*baseline is stale*refresh*"])
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_new_and_missing_benchmarks_are_listed(suite):
     base = suite.path / "base.json"
     run(suite, f"--concurrency-save-baseline={base}", backends="asyncio,threading").assert_outcomes(passed=2)
@@ -131,6 +141,8 @@ def test_new_and_missing_benchmarks_are_listed(suite):
     result.stdout.fnmatch_lines(["*nap[[]ms=20] on greenlet*", "*nap[[]ms=20] on threading*"])
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_baseline_from_another_python_is_refused_unless_allowed(suite):
     base = suite.path / "base.json"
     run(suite, f"--concurrency-save-baseline={base}", backends="asyncio").assert_outcomes(passed=1)
@@ -147,6 +159,8 @@ def test_baseline_from_another_python_is_refused_unless_allowed(suite):
     assert allowed.ret == 0, allowed.stdout.str()
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_markdown_report_is_written(suite, monkeypatch):
     base, md = suite.path / "base.json", suite.path / "out" / "report.md"
     md.parent.mkdir()
@@ -190,6 +204,8 @@ def sessions_in(path) -> dict:
     return counts
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_saving_again_adds_a_session_and_a_speed_change_restarts_that_benchmark(suite, monkeypatch):
     base = suite.path / "base.json"
     for n in (1, 2, 3):
@@ -207,6 +223,8 @@ def test_saving_again_adds_a_session_and_a_speed_change_restarts_that_benchmark(
     assert sessions_in(base) == {"asyncio": 1, "threading": 1, "greenlet": 1}
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_baseline_of_several_sessions_gates_like_one(suite, monkeypatch):
     base = suite.path / "base.json"
     for _ in range(3):
@@ -228,6 +246,8 @@ def test_save_refuses_to_overwrite_a_file_that_is_not_a_baseline(suite):
     assert notes.read_text() == "my notes\n"
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_busier_machine_makes_a_threading_slowdown_inconclusive(suite, monkeypatch):
     import subprocess
     import sys

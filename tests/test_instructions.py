@@ -110,6 +110,27 @@ def counted(suite, *args, backends="greenlet,asyncio"):
 
 
 @needs_valgrind
+def test_a_counted_session_records_counts_and_judges_them(suite):
+    # The fast tier's counted session end to end, on one model (~15 s here): the slow tier's
+    # test below adds a second model, two jobs and an injected slowdown.
+    base = suite.path / "base.json"
+    first = counted(suite, f"--concurrency-save-baseline={base}", backends="greenlet")
+    first.assert_outcomes(passed=1)
+    assert "run again under valgrind" not in first.stdout.str()  # only the worker was counted
+    doc = json.loads(base.read_text())
+    assert doc["pytest_concurrency"]["measure"] == "instructions"
+    (bench,) = doc["benchmarks"]
+    samples = bench["stats"]["data"]
+    assert len(samples) == 3 and all(x > 1e5 and x == int(x) for x in samples)  # instructions, not seconds
+    assert bench["extra_info"]["profile"] and "retained_b_per_task_round" in bench["extra_info"]
+
+    same = counted(suite, f"--concurrency-baseline={base}", backends="greenlet")
+    assert same.ret == 0, same.stdout.str()
+    same.stdout.fnmatch_lines(["*Gate: 0 regressions*"])
+
+
+@pytest.mark.slow
+@needs_valgrind
 def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(suite, monkeypatch):
     base = suite.path / "base.json"
     first = counted(suite, f"--concurrency-save-baseline={base}", "--concurrency-jobs=1")
@@ -158,6 +179,7 @@ def _verdict_changes(text: str) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 @needs_valgrind
 def test_a_plain_benchmark_test_is_counted_in_the_session(pytester):
     pytester.makepyfile(test_plain="""

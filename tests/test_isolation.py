@@ -97,7 +97,8 @@ def test_isolated_hang_fails_that_benchmark_and_the_session_goes_on(pytester):
     ])
 
 
-@pytest.mark.parametrize("spec", ["asyncio", "gevent", "greenlet", "eventlet", "uvloop", "threading", "trio", "anyio[trio]"])
+@pytest.mark.parametrize("spec", ["asyncio", "gevent", "threading", *(
+    pytest.param(s, marks=pytest.mark.slow) for s in ("greenlet", "eventlet", "uvloop", "trio", "anyio[trio]"))])
 def test_in_process_deadlock_fails_instead_of_hanging(pytester, spec):
     if backends.unavailable_reason(spec):
         pytest.skip(backends.unavailable_reason(spec))

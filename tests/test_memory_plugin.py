@@ -79,31 +79,38 @@ CANCELLING = [s for s in (*backends.DEFAULT_SPECS, "trio", "anyio[asyncio]", "an
               if s != "threading" and backends.unavailable_reason(s) is None]
 
 
-def session(pytester, workload: str, *args):
+#: The fast tier runs one model (gevent: C stacks and a hub); the slow tier every cancelling one.
+MODELS = [pytest.param(["gevent"] if "gevent" in CANCELLING else CANCELLING[:1], id="one-model"),
+          pytest.param(CANCELLING, id="every-model", marks=pytest.mark.slow)]
+
+
+def session(pytester, models, workload: str, *args):
     pytester.makepyfile(leaky=LEAKY, test_cancel=TEST.format(workload=workload))
     return pytester.runpytest_subprocess(
         "--benchmark-only", "--concurrency-scale=smoke", "-p", "no:cacheprovider",
-        f"--concurrency-backends={','.join(CANCELLING)}", *args)
+        f"--concurrency-backends={','.join(models)}", *args)
 
 
 @pytest.mark.timeout(900)
-def test_a_leak_of_cancelled_tasks_fails_the_build_without_a_baseline_on_every_model(pytester):
-    result = session(pytester, "leaky:LEAKY", "--concurrency-report-md=report.md")
+@pytest.mark.parametrize("models", MODELS)
+def test_a_leak_of_cancelled_tasks_fails_the_build_without_a_baseline_on_every_model(pytester, models):
+    result = session(pytester, models, "leaky:LEAKY", "--concurrency-report-md=report.md")
     text = result.stdout.str()
     assert result.ret == 1, text
     assert re.search(r"\d+ passed", text) and "failed" not in text.split("=")[-1]  # the tests pass; the gate fails
-    for spec in CANCELLING:
+    for spec in models:
         for case in ("end=cancel,tasks=10,wait=get", "end=cancel,tasks=10,wait=sleep", "end=abandon,tasks=10,wait=get"):
             line = rf"leaky\[{case}\] on {re.escape(spec)}: retains [\d.]+ (KiB|B) per task per round \(leak\)"
             assert re.search(line, text.replace("\n    ", " ")), f"no leak line for {spec} {case}:\n{text}"
     report = (pytester.path / "report.md").read_text()
     assert "**Memory leaks (fail the build): rounds keep what their tasks held**" in report
-    assert f"leaky[end=cancel,tasks=10,wait=get] on {CANCELLING[0]}: retains" in report
+    assert f"leaky[end=cancel,tasks=10,wait=get] on {models[0]}: retains" in report
 
 
 @pytest.mark.timeout(900)
-def test_the_same_cancellations_without_the_leak_pass_and_the_report_says_so(pytester):
-    result = session(pytester, "cancel", "--concurrency-save-baseline=base.json")
+@pytest.mark.parametrize("models", MODELS)
+def test_the_same_cancellations_without_the_leak_pass_and_the_report_says_so(pytester, models):
+    result = session(pytester, models, "cancel", "--concurrency-save-baseline=base.json")
     text = result.stdout.str()
     assert result.ret == 0, text
     assert "memory passed" in text and "(leak)" not in text

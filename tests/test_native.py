@@ -117,6 +117,7 @@ def test_a_failed_build_names_the_tool_and_shows_its_output(pytester, monkeypatc
     assert not build.entry("go").exists()  # nothing half-built is left to reuse
 
 
+@pytest.mark.slow
 def test_a_build_is_cached_per_source_and_toolchain_and_appears_whole(monkeypatch, tmp_path):
     needs("go")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -134,6 +135,7 @@ def test_a_build_is_cached_per_source_and_toolchain_and_appears_whole(monkeypatc
 
 # -- real runs ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_every_seed_workload_runs_checked_and_labelled(pytester, language):
     needs(language)
@@ -144,6 +146,7 @@ def test_every_seed_workload_runs_checked_and_labelled(pytester, language):
     assert "KiB/task" in out  # spawn's memory per live task
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_a_wrong_result_fails_naming_the_check(pytester, monkeypatch, language):
     needs(language)
@@ -156,6 +159,7 @@ def test_a_wrong_result_fails_naming_the_check(pytester, monkeypatch, language):
     assert out.count("gave a wrong result") >= SMOKE_CASES, out
 
 
+@pytest.mark.slow
 def test_a_hung_program_is_killed_at_the_timeout(pytester, monkeypatch, tmp_path):
     needs("go")
     pid_file = tmp_path / "pid"
@@ -168,6 +172,8 @@ def test_a_hung_program_is_killed_at_the_timeout(pytester, monkeypatch, tmp_path
         os.kill(int(pid_file.read_text()), 0)
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # judges wall time
 def test_native_rows_are_compared_but_gated_only_when_asked(pytester):
     needs("go")
     rounds = "--concurrency-rounds=12"  # enough for the statistics to call a 20x change

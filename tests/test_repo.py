@@ -61,3 +61,14 @@ def test_benchmarks_run_under_warnings_as_errors_without_the_test_extras():
     assert run.returncode == 0, out
     assert "INTERNALERROR" not in out and "Unknown config option" not in out, out
     assert re.search(r"\b[1-9]\d* passed\b", out), out
+
+
+def test_readme_starts_with_the_two_commands_and_ci_runs_them():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first_block = re.search(r"```sh\n(.*?)```", readme, re.S)
+    assert first_block and readme.index("```sh") < 200, "the README must open with its two commands"
+    commands = [line.split("  #")[0].strip() for line in first_block.group(1).splitlines() if line.strip()]
+    assert [c.split("&&")[-1].strip() for c in commands] == [".venv/bin/tox -e bench", ".venv/bin/tox"]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^phase .* \.venv/bin/tox$", ci, re.M), ".ci/run must run the README's test command"
+    assert re.search(r"^phase .* \.venv/bin/tox -e bench\b", ci, re.M), ".ci/run must run the README's main job"

@@ -84,16 +84,20 @@ def _lit(text: str) -> str:
     return text.replace("[", "[[]")
 
 
-def test_plain_test_deadlock_fails_on_every_model(pytester):
+@pytest.mark.parametrize("models", [
+    pytest.param([s for s in ("asyncio", "gevent", "threading") if s in INSTALLED], id="three-models"),
+    pytest.param(INSTALLED, id="every-model", marks=pytest.mark.slow),
+])
+def test_plain_test_deadlock_fails_on_every_model(pytester, models):
     pytester.makepyfile(test_plain=PLAIN_TESTS)
     started = time.monotonic()
     result = pytester.runpytest_subprocess(
-        "--concurrency-timeout=2", f"--concurrency-backends={','.join(INSTALLED)}", "-p", "no:randomly",
+        "--concurrency-timeout=2", f"--concurrency-backends={','.join(models)}", "-p", "no:randomly",
         timeout=250,
     )
-    result.assert_outcomes(failed=2 * len(INSTALLED), passed=len(INSTALLED))
+    result.assert_outcomes(failed=2 * len(models), passed=len(models))
     out = result.stdout.str()
-    for spec in INSTALLED:
+    for spec in models:
         # greenlet and gevent see a deadlock with nothing left to run themselves
         if spec not in ("greenlet", "gevent"):
             result.stdout.fnmatch_lines([

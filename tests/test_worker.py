@@ -119,6 +119,8 @@ def test_pool_keeps_fork_servers_apart_from_plain_workers():
 
 
 @needs_valgrind
+@pytest.mark.slow
+@pytest.mark.serial  # eventlet's hub reads the clock: a loaded machine moves its count
 @pytest.mark.parametrize("backend, tolerance", [
     ("greenlet", 0.0),  # nothing in its path reads a clock: equal to the instruction
     # eventlet's hub reads the clock: on a loaded machine its wake-ups, so its counts, moved 0.1% (CI,
