@@ -113,3 +113,36 @@ def test_drift_allowance_shrinks_as_sessions_accumulate():
     few, many = stats.drift_allowance(0.02, 3), stats.drift_allowance(0.02, 10)
     assert few > many > 0.02 * 2  # always wider than the drift itself
     assert stats.drift_allowance(0.0, 5) == 0.0
+
+
+# -- exact samples: one outlying round set aside ---------------------------------------------
+
+STEADY = [2_013_937] * 4
+
+
+def test_a_cold_first_round_no_longer_hides_a_two_percent_change():
+    # the user test: the first round counted cold, the four others to the instruction
+    base = [2_076_295, *STEADY]
+    now = [round(2_076_295 * 1.02), *(round(x * 1.02) for x in STEADY)]
+    c = stats.decide_exact(base, now, 0.02 * 0.9)  # +2% against a threshold just below it
+    assert c.status == REGRESSED, c
+    assert "baseline round 1 of 5 (2,076,295, +3.10% from the others) set aside as an outlier" in c.note
+    assert "current round 1 of 5" in c.note
+
+
+def test_forty_percent_with_one_outlier_is_a_regression_not_inconclusive():
+    base = [1_000_000] * 4 + [1_090_000]
+    now = [1_400_000] * 4 + [1_250_000]
+    assert stats.decide_exact(base, now, 0.02).status == REGRESSED
+
+
+def test_two_outlying_rounds_are_wandering_not_outliers():
+    wandering = [1_000_000, 1_000_000, 1_000_000, 1_030_000, 1_031_000]
+    kept, index = stats.set_aside(wandering)
+    assert index is None and kept == wandering
+    assert stats.decide_exact(wandering, [x * 1.025 for x in wandering], 0.02).status == INCONCLUSIVE
+
+
+def test_three_rounds_are_too_few_to_call_one_an_outlier():
+    assert stats.set_aside([1.0, 1.0, 1.2]) == ([1.0, 1.0, 1.2], None)
+    assert stats.set_aside([5.0] * 6) == ([5.0] * 6, None)  # nothing set aside when all agree
