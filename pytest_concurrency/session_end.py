@@ -105,12 +105,9 @@ def _save(config, bs, s, recs: list, meta: dict, messages: list) -> None:
         if reason:
             messages.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
             previous = None
-    changed = []
-    if previous is not None and s.baseline_sessions > 1:
-        changed = gate.speed_changes(previous, recs, meta, _gate_settings(s))
-        messages += [f"{records.key_label(v.key)} changed speed ({v.change:+.1%}): its earlier baseline sessions "
-                     f"were dropped, they measured other code" for v in changed]
-    doc = history.merge(_session_document(config, bs, meta), previous, s.baseline_sessions, [v.key for v in changed])
+    doc, said = gate.add_session(_session_document(config, bs, meta), previous, recs, _gate_settings(s),
+                                 s.baseline_sessions)
+    messages += said
     baseline.save(s.save_baseline, doc)
     messages.append(f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
                     f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)")

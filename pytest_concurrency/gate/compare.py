@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 
 from .. import measure
 from . import calibrate, history, memory as memory_gate, stats
-from ..measure.records import Record, from_json
+from ..measure.records import Record, from_json, key_label
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REFERENCE, REGRESSED, UNCHANGED, GateResult, Verdict
 
 #: Calibration ratios within this of 1 are the same speed: decide on raw times. Normalizing
@@ -149,9 +149,22 @@ def compare(
 
 def speed_changes(previous_doc: Mapping, current: Iterable[Record], current_meta: Mapping,
                   settings: GateSettings | None = None) -> list[Verdict]:
-    """The benchmarks whose speed moved since ``previous_doc``: when saving a session to a
-    baseline, their earlier sessions go (they measured other code; see ``history``)."""
+    """The benchmarks whose speed moved since ``previous_doc``."""
     return [v for v in compare(previous_doc, current, current_meta, settings).verdicts if v.status in SPEED_CHANGED]
+
+
+def add_session(doc: dict, previous: Mapping | None, current: Iterable[Record], settings: GateSettings | None = None,
+                keep: int = history.DEFAULT_KEEP) -> tuple[dict, list[str]]:
+    """``doc`` (this session's baseline document, its records ``current``) saved in front of
+    ``previous``'s sessions, and what the save did to them (messages).
+
+    A benchmark whose speed moved starts its history again: its earlier sessions measured other code."""
+    messages, changed = [], []
+    if previous is not None and keep > 1:
+        changed = speed_changes(previous, current, doc[history.SECTION], settings)
+        messages += [f"{key_label(v.key)} changed speed ({v.change:+.1%}): its earlier baseline sessions "
+                     f"were dropped, they measured other code" for v in changed]
+    return history.merge(doc, previous, keep, [v.key for v in changed]), messages
 
 
 GATE_NATIVE_FLAG = "--concurrency-gate-native"
