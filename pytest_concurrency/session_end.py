@@ -16,6 +16,12 @@ from .gate.verdicts import GateResult, MemoryResult
 from .measure import records
 
 
+#: The session's exit status when the gate found no regression but changes it could not judge
+#: because the baseline is too noisy (a threshold widened by its sessions' drift hid them):
+#: re-record the baseline. pytest's own codes are 0-5; a regression still exits 1.
+EXIT_BASELINE_TOO_NOISY = 6
+
+
 @dataclass
 class SessionOutcome:
     records: list
@@ -28,6 +34,16 @@ class SessionOutcome:
     def failed(self) -> bool:
         return (bool(self.errors) or bool(self.gate and self.gate.failed)
                 or bool(self.memory and self.memory.failed))
+
+    @property
+    def exit_status(self) -> int:
+        """What the session exits with (when its tests passed): a failure wins (1), then a
+        baseline too noisy to judge some change (``EXIT_BASELINE_TOO_NOISY``), else 0."""
+        if self.failed:
+            return int(pytest.ExitCode.TESTS_FAILED)
+        if self.gate is not None and self.gate.too_noisy:
+            return EXIT_BASELINE_TOO_NOISY
+        return int(pytest.ExitCode.OK)
 
 
 OUTCOME = pytest.StashKey[SessionOutcome]()

@@ -433,3 +433,61 @@ def test_one_disturbed_session_never_drops_the_good_ones():
     v = result.verdicts[0]
     assert v.status in (REGRESSED, INCONCLUSIVE), (v.status, v.change, v.note)
     assert v.change > 0.3
+
+
+def test_a_new_speed_confirmed_by_a_second_session_restarts_the_history():
+    # the first session at a new speed is flagged; the second confirms it: the code changed
+    doc, said = saved([(1.0, 0.03), (1.0, 0.03), (1.5, 0.03)], "gevent")
+    assert any("flagged disturbed" in m for m in said) and not any("were dropped" in m for m in said)
+    recs = one(60, "gevent", 1.5)
+    doc, said = gate.add_session(baseline.document_from_records(recs, meta()), doc, recs)
+    assert any("confirmed by a second session" in m and "were dropped" in m for m in said), said
+    found, _ = history.sessions(doc)
+    assert len(found[recs[0].key]) == 1
+    assert statuses(gate.compare(doc, one(99, "gevent", 1.5), meta())) == {recs[0].key: UNCHANGED}
+
+
+def test_a_session_whose_rounds_spread_far_wider_is_left_out():
+    doc = None
+    for i, (scale, sigma) in enumerate([(1.0, 0.03), (1.3, 0.4)]):
+        doc = history.merge(baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()), doc, 5)
+    v = gate.compare(doc, one(99, "asyncio", 1.0), meta()).verdicts[0]
+    assert v.status == UNCHANGED and v.sessions == 1
+    assert "left out disturbed baseline session 1 (its rounds spread" in v.note
+
+
+def test_sessions_of_different_code_are_named():
+    doc = None
+    for i, code in enumerate([{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": True}]):
+        doc = history.merge(baseline.document_from_records(one(40 + i, "asyncio"), {**meta(), "code": code}), doc, 5)
+    notes = gate.compare(doc, one(99, "asyncio"), meta()).notes
+    assert ("baseline sessions measured different code: session 1: bbbbbbbbbb (dirty); gevent 25.1.0, "
+            "greenlet 3.1.1 / session 2: aaaaaaaaaa; gevent 25.1.0, greenlet 3.1.1") in notes
+
+
+def test_a_session_records_its_code_identity(tmp_path):
+    import subprocess
+
+    assert baseline.code_identity(tmp_path) == {}  # no repository
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "a.py"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    (tmp_path / "baseline.json").write_text("{}")  # untracked: still clean
+    assert baseline.code_identity(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert baseline.code_identity(tmp_path) == {"commit": head, "dirty": True}
+
+
+def test_only_too_noisy_inconclusives_exit_with_their_own_status():
+    from pytest_concurrency import session_end
+    from pytest_concurrency.gate.verdicts import GateResult, Verdict
+
+    noisy = Verdict(("ring", "n=1", "gevent"), INCONCLUSIVE, too_noisy=True)
+    regressed = Verdict(("ring", "n=1", "asyncio"), REGRESSED)
+    outcome = session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy]))
+    assert outcome.exit_status == session_end.EXIT_BASELINE_TOO_NOISY == 6
+    assert session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy, regressed])).exit_status == 1
+    assert session_end.SessionOutcome([], gate=GateResult()).exit_status == 0
