@@ -491,3 +491,13 @@ def test_only_too_noisy_inconclusives_exit_with_their_own_status():
     assert outcome.exit_status == session_end.EXIT_BASELINE_TOO_NOISY == 6
     assert session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy, regressed])).exit_status == 1
     assert session_end.SessionOutcome([], gate=GateResult()).exit_status == 0
+
+
+def test_counts_that_changed_restart_at_once():
+    counted_meta = {**meta(), "measure": "instructions", "calibration": None}
+    doc = None
+    for count in (1e6, 1e6, 1.3e6):
+        recs = [_counted("ring", count, waits=False)]
+        doc, said = gate.add_session(baseline.document_from_records(recs, counted_meta), doc, recs)
+    assert any("changed speed (+30.0%): its earlier baseline sessions were dropped" in m for m in said), said
+    assert len(history.sessions(doc)[0][recs[0].key]) == 1

@@ -171,11 +171,13 @@ def add_session(doc: dict, previous: Mapping | None, current: Iterable[Record], 
         flags = {}
         for v in speed_changes(previous, current, doc[history.SECTION], settings):
             before = latest.get(v.key)
-            if (before is not None and before.extra.get("disturbed")
-                    and abs(by_key[v.key].median / before.median - 1) <= (v.base_threshold or 0)):
+            exact = measure.get(v.measure).exact  # counts do not get disturbed: the code changed
+            if exact or (before is not None and before.extra.get("disturbed")
+                         and abs(by_key[v.key].median / before.median - 1) <= (v.base_threshold or 0)):
                 restart.append(v.key)
-                messages.append(f"{key_label(v.key)} changed speed ({v.change:+.1%}), confirmed by a second "
-                                f"session: its earlier baseline sessions were dropped, they measured other code")
+                how = "" if exact else ", confirmed by a second session"
+                messages.append(f"{key_label(v.key)} changed speed ({v.change:+.1%}){how}: its earlier baseline "
+                                f"sessions were dropped, they measured other code")
             else:
                 flags[v.key] = (f"{v.change:+.1%} against the earlier sessions: disturbed, or the code changed "
                                 f"speed (then the next session saved confirms it)")

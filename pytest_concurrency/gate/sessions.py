@@ -56,7 +56,7 @@ def disturbed(sessions: Sequence[history.Session], threshold: float) -> dict[int
 
 def left_out(bad: Mapping[int, str], total: int) -> str:
     """The note naming the sessions ``disturbed`` left out."""
-    return (f"left out disturbed baseline " + "; ".join(f"session {i + 1} ({why})" for i, why in sorted(bad.items()))
+    return ("left out disturbed baseline " + "; ".join(f"session {i + 1} ({why})" for i, why in sorted(bad.items()))
             + f": judged on the other {total - len(bad)} session(s)")
 
 
