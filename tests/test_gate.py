@@ -501,3 +501,12 @@ def test_counts_that_changed_restart_at_once():
         doc, said = gate.add_session(baseline.document_from_records(recs, counted_meta), doc, recs)
     assert any("changed speed (+30.0%): its earlier baseline sessions were dropped" in m for m in said), said
     assert len(history.sessions(doc)[0][recs[0].key]) == 1
+
+
+def test_a_wide_session_beside_ones_that_repeat_exactly_is_named_without_error():
+    from pytest_concurrency.gate import sessions
+
+    steady = history.Session([1.0] * 6, None)
+    wide = history.Session([0.5, 0.8, 0.95, 1.05, 1.5, 2.0], None)
+    assert sessions.disturbed([wide, steady, steady], 0.07) == {0: "its rounds spread 70%, far beyond the other sessions' 0%"}
+    assert sessions.disturbed([wide, wide], 0.07) == {}  # never all of them

@@ -49,7 +49,8 @@ def disturbed(sessions: Sequence[history.Session], threshold: float) -> dict[int
     for i, own in spreads.items():
         others = stats.median([v for j, v in spreads.items() if j != i] or [math.inf])
         if own > max(SPREAD_FACTOR * others, threshold):
-            wide[i] = f"its rounds spread {own:.0%}, {own / others:.0f}x the other sessions' {others:.0%}"
+            times = f"{own / others:.0f}x " if others > 0 else "far beyond "
+            wide[i] = f"its rounds spread {own:.0%}, {times}the other sessions' {others:.0%}"
     out.update(wide)
     return out if len(out) < len(sessions) else {}
 
