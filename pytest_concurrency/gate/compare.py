@@ -348,9 +348,9 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
         allowance = stats.drift_allowance(verdict.drift, used)
         if allowance > threshold:
             verdict.threshold, verdict.widened_by = allowance, session_quality.widened_by(medians)
-            verdict.note = _join(verdict.note, f"threshold widened from {threshold:.0%} to {allowance:.0%} by "
-                                 f"{verdict.widened_by}: this benchmark's median drifts {verdict.drift:.1%} "
-                                 f"between the baseline's {len(kept)} sessions")
+            drifts = f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"
+            widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
+            verdict.note = _join(verdict.note, widening)
     if instrument.exact:
         c = stats.decide_exact(reference, cur.samples, verdict.threshold)
     else:
@@ -362,7 +362,7 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
     if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:
         verdict.status, verdict.too_noisy = INCONCLUSIVE, True  # never "unchanged" beyond the threshold set
         verdict.note = _join(f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
-                             f"{verdict.widened_by}): re-record the baseline", verdict.note)
+                             f"{verdict.widened_by}): re-record the baseline", verdict.note.replace(widening, drifts))
     interference = instrument.machine_bound and (
         _load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
         or _speed_swing(cur_meta, c, settings.machine_tolerance))

@@ -349,7 +349,7 @@ def verdict_line(v: V.Verdict) -> str:
     if v.p_value is not None:
         parts.append(f"p={v.p_value:.2g}")
     if v.threshold is not None:
-        parts.append(f"threshold {v.threshold:.0%}" + (f" (widened from {v.base_threshold:.0%} by {v.widened_by})"
+        parts.append(f"threshold {v.threshold:.0%}" + (f" (widened from {v.base_threshold:.0%})"
                                                         if v.widened_by and v.base_threshold is not None else ""))
     if v.raw_change is not None and v.normalized_change is not None:
         parts.append(
