@@ -414,8 +414,8 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     outcome = session_end.finish(config, bs, _settings(config), config.stash.get(session_end.BASELINE, None))
     config.stash[session_end.OUTCOME] = outcome
-    if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if session.exitstatus == pytest.ExitCode.OK and outcome.exit_status:
+        session.exitstatus = outcome.exit_status  # 1 for a failure, session_end.EXIT_BASELINE_TOO_NOISY
 
 
 def pytest_unconfigure(config):

@@ -16,6 +16,12 @@ from .gate.verdicts import GateResult, MemoryResult
 from .measure import records
 
 
+#: The session's exit status when the gate found no regression but changes it could not judge
+#: because the baseline is too noisy (a threshold widened by its sessions' drift hid them):
+#: re-record the baseline. pytest's own codes are 0-5; a regression still exits 1.
+EXIT_BASELINE_TOO_NOISY = 6
+
+
 @dataclass
 class SessionOutcome:
     records: list
@@ -28,6 +34,16 @@ class SessionOutcome:
     def failed(self) -> bool:
         return (bool(self.errors) or bool(self.gate and self.gate.failed)
                 or bool(self.memory and self.memory.failed))
+
+    @property
+    def exit_status(self) -> int:
+        """What the session exits with (when its tests passed): a failure wins (1), then a
+        baseline too noisy to judge some change (``EXIT_BASELINE_TOO_NOISY``), else 0."""
+        if self.failed:
+            return int(pytest.ExitCode.TESTS_FAILED)
+        if self.gate is not None and self.gate.too_noisy:
+            return EXIT_BASELINE_TOO_NOISY
+        return int(pytest.ExitCode.OK)
 
 
 OUTCOME = pytest.StashKey[SessionOutcome]()
@@ -105,12 +121,9 @@ def _save(config, bs, s, recs: list, meta: dict, messages: list) -> None:
         if reason:
             messages.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
             previous = None
-    changed = []
-    if previous is not None and s.baseline_sessions > 1:
-        changed = gate.speed_changes(previous, recs, meta, _gate_settings(s))
-        messages += [f"{records.key_label(v.key)} changed speed ({v.change:+.1%}): its earlier baseline sessions "
-                     f"were dropped, they measured other code" for v in changed]
-    doc = history.merge(_session_document(config, bs, meta), previous, s.baseline_sessions, [v.key for v in changed])
+    doc, said = gate.add_session(_session_document(config, bs, meta), previous, recs, _gate_settings(s),
+                                 s.baseline_sessions)
+    messages += said
     baseline.save(s.save_baseline, doc)
     messages.append(f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
                     f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)")

@@ -132,3 +132,14 @@ def test_a_save_never_overwrites_a_file_that_is_not_a_baseline(tmp_path, content
         baseline.load_previous(path)
     assert "exists and is not a baseline" in str(info.value) and "left untouched" in str(info.value)
     assert path.read_text() == content
+
+
+def test_each_session_keeps_its_code_identity_and_disturbed_flag():
+    first = session_doc(1.0)
+    first["pytest_concurrency"]["code"] = {"commit": "a" * 40, "dirty": False}
+    first["benchmarks"][0]["extra_info"]["disturbed"] = "+50% against the earlier sessions"
+    doc = history.merge(session_doc(2.0), first, 5)
+    assert doc["pytest_concurrency"]["history"][0]["code"] == {"commit": "a" * 40, "dirty": False}
+    assert history.identities(doc)[1] == ({"commit": "a" * 40, "dirty": False}, {})
+    found, _ = history.sessions(doc)
+    assert [s.disturbed for s in found[("ring", "n=10", "asyncio")]] == ["", "+50% against the earlier sessions"]

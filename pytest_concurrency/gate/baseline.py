@@ -9,6 +9,7 @@ comparison needs::
      "python": {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"},
      "backends": {"gevent": "25.1.0", ...},      # spec -> version of the library behind it
      "libraries": {"greenlet": "3.1.1", ...},    # installed concurrency libraries
+     "code": {"commit": "1a2b3c...", "dirty": false},  # git HEAD of the cwd's repository ({} if none)
      "cpu_count": 2, "cpu_model": "AMD EPYC ...",  # the machine, for normalizing by calibration
      "measure": "time",                          # the instrument ("instructions": and "valgrind")
      "calibration": {...},                       # calibrate.measure(), when timing
@@ -63,18 +64,40 @@ def library_versions(names: Iterable[str] = LIBRARIES) -> dict:
     return out
 
 
+def code_identity(cwd=None, timeout: float = 5.0) -> dict:
+    """The code this run measured: ``{"commit": ..., "dirty": bool}`` of the git repository
+    around ``cwd`` (default: the current directory), ``{}`` without git or a repository.
+    Untracked files do not count as dirty (a baseline file saved in the tree is one)."""
+    import subprocess
+
+    def git(*args) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return {}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
 def current_meta(backend_versions: Mapping[str, str], calibration: Mapping | None, instrument=None) -> dict:
     """This run's ``pytest_concurrency`` section.
 
     ``backend_versions``: spec -> ``Backend.version`` for the backends that ran;
     ``calibration``: ``calibrate.measure()`` taken in this run (``None`` if skipped);
-    ``instrument``: the session's (``measure.get``; ``None``: time).
+    ``instrument``: the session's (``measure.get``; ``None``: time). ``code`` is this run's
+    ``code_identity`` (with ``libraries``, what tells the baseline's sessions' code apart).
     """
     return {
         "schema_version": SCHEMA_VERSION,
         "python": python_info(),
         "backends": dict(backend_versions),
         "libraries": library_versions(),
+        "code": code_identity(),
         "cpu_count": os.cpu_count(),
         "cpu_model": cpu_model(),
         "measure": instrument.kind if instrument else "time",

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from .. import measure
-from . import calibrate, history, memory as memory_gate, stats
-from ..measure.records import Record, from_json
+from . import calibrate, history, memory as memory_gate, sessions as session_quality, stats
+from ..measure.records import Record, from_json, key_label, params_id
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REFERENCE, REGRESSED, UNCHANGED, GateResult, Verdict
 
 #: Calibration ratios within this of 1 are the same speed: decide on raw times. Normalizing
@@ -121,6 +121,7 @@ def compare(
         notes.append(f"the baseline holds {held} session(s): save {stats.MIN_SESSIONS_FOR_DRIFT - held} more "
                      f"to the same file ({SAVE_FLAG}) and the gate also learns how far each benchmark "
                      f"drifts between sessions")
+    notes += [n for n in (session_quality.different_code(baseline_doc),) if n]
     explained = {r.key: r for r in from_json(baseline_doc)}  # latest session: what explains a change
     seen = set()
     verdicts = []
@@ -149,9 +150,45 @@ def compare(
 
 def speed_changes(previous_doc: Mapping, current: Iterable[Record], current_meta: Mapping,
                   settings: GateSettings | None = None) -> list[Verdict]:
-    """The benchmarks whose speed moved since ``previous_doc``: when saving a session to a
-    baseline, their earlier sessions go (they measured other code; see ``history``)."""
+    """The benchmarks whose speed moved since ``previous_doc``."""
     return [v for v in compare(previous_doc, current, current_meta, settings).verdicts if v.status in SPEED_CHANGED]
+
+
+def add_session(doc: dict, previous: Mapping | None, current: Iterable[Record], settings: GateSettings | None = None,
+                keep: int = history.DEFAULT_KEEP) -> tuple[dict, list[str]]:
+    """``doc`` (this session's baseline document, its records ``current``) saved in front of
+    ``previous``'s sessions, and what the save did to them (messages).
+
+    A benchmark whose speed moved against its (good) earlier sessions is either disturbed or
+    changed speed; one session cannot tell. The first such session is kept but flagged
+    ``disturbed`` (the gate leaves it out); when the next one confirms its speed, the code
+    changed and the earlier sessions, which measured other code, are dropped. So a disturbed
+    session can never make the good ones be dropped."""
+    messages, restart = [], []
+    if previous is not None and keep > 1:
+        latest = {r.key: r for r in from_json(previous)}
+        by_key = {r.key: r for r in current}
+        flags = {}
+        for v in speed_changes(previous, current, doc[history.SECTION], settings):
+            before = latest.get(v.key)
+            exact = measure.get(v.measure).exact  # counts do not get disturbed: the code changed
+            if exact or (before is not None and before.extra.get("disturbed")
+                         and abs(by_key[v.key].median / before.median - 1) <= (v.base_threshold or 0)):
+                restart.append(v.key)
+                how = "" if exact else ", confirmed by a second session"
+                messages.append(f"{key_label(v.key)} changed speed ({v.change:+.1%}){how}: its earlier baseline "
+                                f"sessions were dropped, they measured other code")
+            else:
+                flags[v.key] = (f"{v.change:+.1%} against the earlier sessions: disturbed, or the code changed "
+                                f"speed (then the next session saved confirms it)")
+                messages.append(f"{key_label(v.key)} measured {flags[v.key]}; this session is flagged disturbed "
+                                f"and left out by the gate, the earlier sessions are kept")
+        for bench in doc.get("benchmarks") or ():
+            extra = bench.get("extra_info") or {}
+            key = (extra.get("workload"), params_id(extra.get("params") or {}), extra.get("backend"))
+            if key in flags:
+                extra["disturbed"] = flags[key]
+    return history.merge(doc, previous, keep, restart), messages
 
 
 GATE_NATIVE_FLAG = "--concurrency-gate-native"
@@ -282,14 +319,18 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
     widened = floor is not None and floor[0] > threshold
     if widened:
         threshold = floor[0]
-    raw = [x for s in sessions for x in s.samples]
+    bad = session_quality.disturbed(sessions, threshold) if instrument.machine_bound else {}
+    kept = {i: s for i, s in enumerate(sessions) if i not in bad}
+    raw = [x for s in kept.values() for x in s.samples]
     verdict = Verdict(
         cur.key, UNCHANGED, baseline_median=stats.median(raw), current_median=cur.median, threshold=threshold,
         versions_changed=versions_changed(sessions[0].backend_version, cur, base_meta, cur_meta),
-        rounds=(len(raw), len(cur.samples)), sessions=len(sessions), measure=cur.measure,
+        rounds=(len(raw), len(cur.samples)), sessions=len(kept), measure=cur.measure, base_threshold=threshold,
     )
     if widened:
         verdict.note = f"threshold {threshold:.0%}: {floor[1]}"
+    if bad:
+        verdict.note = _join(verdict.note, session_quality.left_out(bad, len(sessions)))
     if not (verdict.baseline_median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
         verdict.status = INCONCLUSIVE
         verdict.note = "no usable raw samples on one side: nothing to compare"
@@ -300,15 +341,16 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
     # normalized: the baseline's samples as they would have run on this machine
     factor = cal if normalize else 1.0
     reference = [x * factor for x in raw]
-    drift = stats.session_drift([stats.median(s.samples) for s in sessions])
+    medians = {i: stats.median(s.samples) for i, s in kept.items()}
+    drift = stats.session_drift(list(medians.values()))
     if drift is not None:
         verdict.drift, used = drift
         allowance = stats.drift_allowance(verdict.drift, used)
         if allowance > threshold:
-            verdict.threshold = allowance
-            verdict.note = _join(verdict.note, f"threshold widened from {threshold:.0%} to {allowance:.0%}: this "
-                                 f"benchmark's median drifts {verdict.drift:.1%} between the baseline's "
-                                 f"{len(sessions)} sessions")
+            verdict.threshold, verdict.widened_by = allowance, session_quality.widened_by(medians)
+            drifts = f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"
+            widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
+            verdict.note = _join(verdict.note, widening)
     if instrument.exact:
         c = stats.decide_exact(reference, cur.samples, verdict.threshold)
     else:
@@ -317,6 +359,10 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
     verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
     verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
     verdict.decided_by = "normalized" if normalize else "raw"
+    if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:
+        verdict.status, verdict.too_noisy = INCONCLUSIVE, True  # never "unchanged" beyond the threshold set
+        verdict.note = _join(f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
+                             f"{verdict.widened_by}): re-record the baseline", verdict.note.replace(widening, drifts))
     interference = instrument.machine_bound and (
         _load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
         or _speed_swing(cur_meta, c, settings.machine_tolerance))
@@ -384,6 +430,8 @@ def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
             + (f"{instrument.kind}, exact)" if instrument.exact else f"alpha {settings.alpha:g}, {scale})"))
     if result.by_status(IMPROVED):
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
+    if result.too_noisy:
+        text += f"; {len(result.too_noisy)} inconclusive as the baseline is too noisy: re-record it"
     if result.memory is not None:
         text += f"; {memory_gate.summary(result.memory)}"
     return text

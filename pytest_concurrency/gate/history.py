@@ -15,13 +15,15 @@ earlier sessions live in the baseline's section as ``history``, newest first; th
 own ``benchmarks`` stay the latest session, so pytest-benchmark's tools read it as before::
 
     "history": [{"datetime": "...", "commit": "1a2b3c...", "calibration": {...},
+                 "code": {"commit": "1a2b3c...", "dirty": false}, "libraries": {...},
                  "benchmarks": [{"workload": "ring", "params": {...}, "backend": "gevent",
                                  "backend_version": "25.1.0", "samples": [...],
                                  "foreign_cpu": 0.01}, ...]}, ...]
 
 A benchmark whose new session differs from its sessions beyond the threshold (the gate's
 regressed or improved) starts its history again: the code changed speed, and the earlier
-sessions describe other code.
+sessions describe other code, once a second session confirms the new speed: the first one
+is flagged ``disturbed`` and left out of the gate until then (see ``compare.add_session``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Session:
     samples: list  # seconds per round
     foreign_cpu: float | None  # cores other processes kept busy (None: not recorded)
     backend_version: str = ""
+    disturbed: str = ""  # why it was flagged disturbed when saved (see sessions.py), "" if not
 
 
 def sessions(doc: Mapping) -> tuple[dict, list[str]]:
@@ -55,12 +58,14 @@ def sessions(doc: Mapping) -> tuple[dict, list[str]]:
         if rec.key in out:
             twice.append(rec.label)
             continue
-        out[rec.key] = [Session(rec.samples, rec.extra.get("foreign_cpu"), rec.backend_version)]
+        out[rec.key] = [Session(rec.samples, rec.extra.get("foreign_cpu"), rec.backend_version,
+                                rec.extra.get("disturbed") or "")]
     for entry in doc[SECTION].get("history") or ():
         for b in entry["benchmarks"]:
             key = (b["workload"], params_id(b["params"]), b["backend"])
             out.setdefault(key, []).append(Session(
-                [float(x) for x in b["samples"]], b.get("foreign_cpu"), b.get("backend_version", "")))
+                [float(x) for x in b["samples"]], b.get("foreign_cpu"), b.get("backend_version", ""),
+                b.get("disturbed") or ""))
     return out, twice
 
 
@@ -68,6 +73,14 @@ def calibrations(doc: Mapping) -> list:
     """Every session's machine-speed calibration, latest first (``None`` where missing)."""
     meta = doc[SECTION]
     return [meta.get("calibration")] + [entry.get("calibration") for entry in meta.get("history") or ()]
+
+
+def identities(doc: Mapping) -> list[tuple]:
+    """Every session's code identity, latest first: (``code``: git commit and dirty flag, or
+    ``None``; ``libraries``: the concurrency libraries' versions, or ``None``)."""
+    meta = doc[SECTION]
+    return [(meta.get("code"), meta.get("libraries"))] + [
+        (entry.get("code"), entry.get("libraries")) for entry in meta.get("history") or ()]
 
 
 def incompatible(previous: Mapping, meta: Mapping) -> str | None:
@@ -113,6 +126,8 @@ def _entry(doc: Mapping) -> dict:
         "datetime": doc.get("datetime", ""),
         "commit": (doc.get("commit_info") or {}).get("id"),
         "calibration": meta.get("calibration"),
+        "code": meta.get("code"),
+        "libraries": meta.get("libraries"),
         "benchmarks": [_benchmark(rec) for rec in from_json(doc)],
     }
 
@@ -121,6 +136,7 @@ def _benchmark(rec: Record) -> dict:
     return {"workload": rec.workload, "params": dict(rec.params), "backend": rec.backend,
             "backend_version": rec.backend_version, "samples": list(rec.samples),
             "foreign_cpu": rec.extra.get("foreign_cpu"),
+            **({"disturbed": rec.extra["disturbed"]} if rec.extra.get("disturbed") else {}),
             "memory": {k: rec.extra[k] for k in MEMORY_KEYS if k in rec.extra}}
 
 

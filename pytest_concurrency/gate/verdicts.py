@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 REGRESSED = "regressed"  # slower beyond the threshold and significant: fails the session
 IMPROVED = "improved"  # faster beyond the threshold and significant: baseline is stale
 UNCHANGED = "unchanged"  # within the threshold, or not significant
-INCONCLUSIVE = "inconclusive"  # beyond the threshold but not significant, or explained by the machine's load
+INCONCLUSIVE = "inconclusive"  # beyond the threshold but not significant, explained by the machine's load,
+#                                or hidden only by a threshold a noisy baseline widened (``too_noisy``)
 NEW = "new"  # in this run, not in the baseline
 MISSING = "missing"  # in the baseline, not in this run
 REFERENCE = "reference"  # a native reference row: compared and shown, never failing (unless gated, see gate.py)
@@ -34,6 +35,9 @@ class Verdict:
     drift: float | None = None  # between-session drift of the baseline's medians (0.03 ~ 3%)
     interference: str = ""  # why the machine, not the code, may explain the change (then inconclusive)
     measure: str = "time"  # the instrument behind both sides (measure.get(...))
+    base_threshold: float | None = None  # the threshold before the baseline's drift widened it
+    widened_by: str = ""  # the baseline sessions whose spread widened it ("session 2 (+50%)")
+    too_noisy: bool = False  # inconclusive only because the widened threshold hid the change
 
 
 @dataclass
@@ -76,6 +80,11 @@ class GateResult:
 
     def by_status(self, status: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == status]
+
+    @property
+    def too_noisy(self) -> list[Verdict]:
+        """Inconclusive because the baseline is too noisy: re-record it (its own exit status)."""
+        return [v for v in self.verdicts if v.status == INCONCLUSIVE and v.too_noisy]
 
     @property
     def failed(self) -> bool:

@@ -62,7 +62,7 @@ def format_lines(result: GateResult, verbose: bool = False) -> list[str]:
     lines = [f"concurrency gate: {result.summary}"]
     lines += [f"  note: {n}" for n in result.notes]
     for v in result.verdicts:
-        if v.status == UNCHANGED and not verbose:
+        if v.status == UNCHANGED and not verbose and not v.widened_by:  # a widened threshold is always shown
             continue
         line = f"{_HEAD[v.status]} {_label(v.key)}"
         detail = _change(v) if v.status not in (NEW, MISSING) else ""

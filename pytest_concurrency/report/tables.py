@@ -349,7 +349,8 @@ def verdict_line(v: V.Verdict) -> str:
     if v.p_value is not None:
         parts.append(f"p={v.p_value:.2g}")
     if v.threshold is not None:
-        parts.append(f"threshold {v.threshold:.0%}")
+        parts.append(f"threshold {v.threshold:.0%}" + (f" (widened from {v.base_threshold:.0%})"
+                                                        if v.widened_by and v.base_threshold is not None else ""))
     if v.raw_change is not None and v.normalized_change is not None:
         parts.append(
             f"raw {fmt_change(v.raw_change)}, normalized {fmt_change(v.normalized_change)}, "
@@ -370,7 +371,8 @@ def verdict_line(v: V.Verdict) -> str:
 SECTIONS = (
     (V.REGRESSED, "Regressions (fail the build)"),
     (V.IMPROVED, "Faster than the baseline (baseline is stale; refresh it)"),
-    (V.INCONCLUSIVE, "Inconclusive (beyond the threshold, but not significant or the machine's load moved)"),
+    (V.INCONCLUSIVE, "Inconclusive (beyond the threshold, but not significant, the machine's load moved, "
+                     "or the baseline is too noisy)"),
     (V.NEW, "New since the baseline"),
     (V.MISSING, "Missing from this run"),
     (V.REFERENCE, "Native reference rows (compared, not gated; --concurrency-gate-native gates them)"),
