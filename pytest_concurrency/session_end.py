@@ -20,6 +20,9 @@ from .measure import records
 #: because the baseline is too noisy (a threshold widened by its sessions' drift hid them):
 #: re-record the baseline. pytest's own codes are 0-5; a regression still exits 1.
 EXIT_BASELINE_TOO_NOISY = 6
+#: The session's exit status when the baseline's counts were measured by another measuring side
+#: (plugin version, its code, Python build, valgrind): no verdict; record the baseline again.
+EXIT_RERECORD_BASELINE = 7
 
 
 @dataclass
@@ -41,6 +44,8 @@ class SessionOutcome:
         baseline too noisy to judge some change (``EXIT_BASELINE_TOO_NOISY``), else 0."""
         if self.failed:
             return int(pytest.ExitCode.TESTS_FAILED)
+        if self.gate is not None and self.gate.rerecord:
+            return EXIT_RERECORD_BASELINE
         if self.gate is not None and self.gate.too_noisy:
             return EXIT_BASELINE_TOO_NOISY
         return int(pytest.ExitCode.OK)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import random
 
 import pytest
@@ -510,3 +511,56 @@ def test_a_wide_session_beside_ones_that_repeat_exactly_is_named_without_error()
     wide = history.Session([0.5, 0.8, 0.95, 1.05, 1.5, 2.0], None)
     assert sessions.disturbed([wide, steady, steady], 0.07) == {0: "its rounds spread 70%, far beyond the other sessions' 0%"}
     assert sessions.disturbed([wide, wide], 0.07) == {}  # never all of them
+
+
+# -- a counted baseline knows what measured it ----------------------------------------------
+
+MEASURING = {"plugin": "0.2.0", "code": "1f2e3d4c5b6a7980", "python_build": "3.11.7 main Nov 1 2026 GCC 12.2.0",
+             "valgrind": "3.19.0"}
+
+
+def _counted_meta(**measuring) -> dict:
+    return {**meta(), "measure": "instructions", "calibration": None, "measuring": {**MEASURING, **measuring}}
+
+
+@pytest.mark.parametrize("part, new, named", [
+    ("code", "0000000000000000", "its measuring code 1f2e3d4c5b6a7980 -> 0000000000000000"),
+    ("plugin", "0.3.0", "pytest-concurrency 0.2.0 -> 0.3.0"),
+    ("valgrind", "3.20.0", "valgrind 3.19.0 -> 3.20.0"),
+    ("python_build", "3.11.7 main Dec 1 2026 GCC 13.1.0", "the Python build"),
+])
+def test_a_changed_measuring_side_asks_for_a_new_baseline_not_a_verdict(part, new, named):
+    base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], _counted_meta())
+    result = gate.compare(base, [_counted("ring", 1.3e6, waits=False)], _counted_meta(**{part: new}))
+    assert result.rerecord and named in result.rerecord and "record the baseline again" in result.rerecord
+    assert result.verdicts == [] and not result.failed  # neither a regression nor a pass
+    assert wording.format_lines(result)[0].startswith("concurrency gate: RE-RECORD THE BASELINE")
+
+
+def test_the_same_measuring_side_judges_and_other_library_versions_do_not_ask_for_a_new_baseline():
+    base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], _counted_meta())
+    now = {**_counted_meta(), "libraries": {"greenlet": "3.2.0", "gevent": "25.1.0"}}  # the user's upgrade
+    result = gate.compare(base, [_counted("ring", 1.3e6, waits=False)], now)
+    assert result.rerecord is None and list(statuses(result).values()) == [REGRESSED]
+
+
+def test_a_counted_baseline_that_does_not_say_what_measured_it_is_recorded_again():
+    old = {k: v for k, v in _counted_meta().items() if k != "measuring"}
+    base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], old)
+    result = gate.compare(base, [_counted("ring", 1e6, waits=False)], _counted_meta())
+    assert "does not say what measured it" in result.rerecord
+
+
+def test_the_measuring_side_hashes_the_code_a_measured_process_runs():
+    side = measure.measuring_side()
+    assert len(side["code"]) == 16 and side["python_build"].startswith(platform.python_version())
+    assert measure.measuring_side() == side  # stable
+    assert measure.get("instructions").session_meta()["measuring"]["code"] == side["code"]
+
+
+def test_the_session_exits_seven_when_the_baseline_must_be_recorded_again():
+    from pytest_concurrency import session_end
+    from pytest_concurrency.gate.verdicts import GateResult
+
+    outcome = session_end.SessionOutcome(records=[], gate=GateResult(rerecord="the measuring side changed"))
+    assert outcome.exit_status == session_end.EXIT_RERECORD_BASELINE == 7

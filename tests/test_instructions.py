@@ -168,6 +168,14 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     assert "on asyncio: " not in out.split("Regressions")[1].split("Notes")[0]
     assert "re-measured" not in out  # counts repeat: no second session
 
+    # the baseline was measured by other measuring code: no verdict, its own exit status
+    doc["pytest_concurrency"]["measuring"]["code"] = "0" * 16
+    base.write_text(json.dumps(doc))
+    other = counted(suite, f"--concurrency-baseline={base}")
+    said = " ".join(other.stdout.str().split())
+    assert other.ret == 7, said
+    assert "Re-record the baseline" in said and "its measuring code 0000000000000000 ->" in said
+
 
 def _verdict_changes(text: str) -> list[float]:
     """The change column of the tables, in percent."""

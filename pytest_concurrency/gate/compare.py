@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from .. import measure
-from . import calibrate, history, memory as memory_gate, sessions as session_quality, stats
+from . import calibrate, history, measuring, memory as memory_gate, sessions as session_quality, stats
 from ..measure.records import Record, from_json, key_label, params_id
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REFERENCE, REGRESSED, UNCHANGED, GateResult, Verdict
 
@@ -102,6 +102,9 @@ def compare(
     refused = _measure_mismatch(base_meta, current_meta) or (mismatch if not settings.allow_cross_python else None)
     if refused:
         return GateResult(refused=refused, summary=f"comparison refused: {refused}")
+    rerecord = measuring.rerecord_reason(base_meta, current_meta, SAVE_FLAG)
+    if rerecord:
+        return GateResult(rerecord=rerecord, summary=f"re-record the baseline: {rerecord}")
     notes = [f"compared across Python versions as asked ({ALLOW_CROSS_PYTHON_FLAG}): {mismatch}"] if mismatch else []
     instrument = measure.get(current_meta.get("measure"))
     cal, normalize = None, False

@@ -59,6 +59,8 @@ def format_lines(result: GateResult, verbose: bool = False) -> list[str]:
     """The gate's terminal text: a headline, notes, then one line per verdict worth reading."""
     if result.refused:
         return [f"concurrency gate: REFUSED: {result.refused}"]
+    if result.rerecord:
+        return [f"concurrency gate: RE-RECORD THE BASELINE: {result.rerecord}"]
     lines = [f"concurrency gate: {result.summary}"]
     lines += [f"  note: {n}" for n in result.notes]
     for v in result.verdicts:

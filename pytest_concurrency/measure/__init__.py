@@ -99,6 +99,37 @@ class Instrument:
         return {}
 
 
+#: The package's folders whose code runs inside a measured process: a change there moves a
+#: count although the user's code did not change (two plugin versions: ~9% on some cases).
+MEASURED_CODE = ("backends", "workloads", "measure", "runner")
+
+
+def measuring_side() -> dict:
+    """What did the measuring, apart from the user's code: this plugin's version, a hash of
+    the code in ``MEASURED_CODE``, and the interpreter's exact build. A counted baseline keeps
+    it; when it differs, the baseline must be recorded again (see gate/compare.py)."""
+    import hashlib
+    import platform
+    import sys
+    from importlib import metadata
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for folder in MEASURED_CODE:
+        for path in sorted((root / folder).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    try:
+        version = metadata.version("pytest-concurrency-bench")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        version = "unknown"
+    return {
+        "plugin": version,
+        "code": digest.hexdigest()[:16],
+        "python_build": f"{platform.python_version()} {' '.join(platform.python_build())} {platform.python_compiler()}",
+    }
+
+
 def names() -> list[str]:
     return list(_MODULES)
 

@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 from ..workloads import _live_memory
-from . import Instrument
+from . import Instrument, measuring_side
 
 ENV_DIR = "PYTEST_CONCURRENCY_CALLGRIND_DIR"  # where dumps go; set only for a counted session
 ZERO_FN = "sched_get_priority_max"
@@ -410,7 +410,9 @@ class Callgrind(Instrument):
         return self.LEAVES_OUT.get(task_kind, self.LEAVES_OUT["light"])
 
     def session_meta(self) -> dict:
-        return {"valgrind": _valgrind_version(), "hash_seed": HASH_SEED}
+        valgrind = _valgrind_version()
+        return {"valgrind": valgrind, "hash_seed": HASH_SEED,
+                "measuring": {**measuring_side(), "valgrind": valgrind}}
 
 
 def _valgrind_version() -> str:

@@ -382,6 +382,8 @@ SECTIONS = (
 def headline(gate: V.GateResult) -> str:
     if gate.refused:
         return f"Comparison refused: {gate.refused}"
+    if gate.rerecord:
+        return f"Re-record the baseline: {gate.rerecord}"
     n = len(gate.by_status(V.REGRESSED))
     counts = [f"{n} regression{'s' if n != 1 else ''}"]
     for status, word in ((V.IMPROVED, "improved"), (V.INCONCLUSIVE, "inconclusive"), (V.NEW, "new"),
@@ -421,6 +423,8 @@ def summary(gate: V.GateResult) -> list[tuple[str, list[str]]]:
     out = []
     if gate.refused:
         out.append(("Comparison refused", [gate.refused]))
+    if gate.rerecord:
+        out.append(("Re-record the baseline", [gate.rerecord]))
     for status, title in SECTIONS:
         lines = [verdict_line(v) for v in gate.by_status(status)]
         if lines:
