@@ -110,7 +110,6 @@ def measuring_side() -> dict:
     it; when it differs, the baseline must be recorded again (see gate/compare.py)."""
     import hashlib
     import platform
-    import sys
     from importlib import metadata
     from pathlib import Path
 
