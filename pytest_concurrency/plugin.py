@@ -82,6 +82,8 @@ def pytest_cmdline_main(config):
     in workers starts them in it; one with a test measured here runs again whole in it (launch.py)."""
     s = _read_settings(config)
     instrument = s.instrument
+    if instrument.fresh_process:
+        launch.refuse_other_hosts(config)
     if not instrument.needs_launch or instrument.inside() or _measures_nothing(config):
         return None
     if not launch.has_tests_measured_here(config):
@@ -130,7 +132,9 @@ def pytest_configure(config):
         from .gate import calibrate
 
         config.stash[session_end.CALIBRATION] = calibrate.measure()
-    if _xdist_active(config) and not config.getoption("benchmark_disable", False):
+    if launch.xdist_active(config) and s.instrument.fresh_process:
+        launch.lanes_instead_of_xdist(config, s)
+    if launch.xdist_active(config) and not config.getoption("benchmark_disable", False):
         raise pytest.UsageError(
             "pytest-concurrency: benchmarks running in parallel under pytest-xdist measure each "
             "other; run them without -n (or with -p no:xdist), or add --benchmark-disable to run "
@@ -156,10 +160,6 @@ def _measure_with(config, instrument) -> None:
     bs.display = lambda tr: tr.write_line(
         f"pytest-benchmark's table left out: the samples are {instrument.kind}, not seconds "
         "(see the tables below)")
-
-
-def _xdist_active(config) -> bool:
-    return bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
 
 
 def _settings(config) -> settings.Settings:

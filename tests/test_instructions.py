@@ -147,8 +147,9 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
         assert extra["measure"] == "instructions" and extra["profile"] and "profile_dump" not in extra
         assert extra["memory_rounds"] == 4 and "retained_b_per_task_round" in extra  # the memory pass, apart
 
-    same = counted(suite, f"--concurrency-baseline={base}", "--concurrency-jobs=2")  # both cases at once
+    same = counted(suite, f"--concurrency-baseline={base}", "-n", "2")  # both cases at once, as xdist's -n asks
     assert same.ret == 0, same.stdout.str()
+    same.stdout.fnmatch_lines(["*-n 2 with --concurrency-measure=instructions: the cases are counted in 2 lanes*"])
     same.stdout.fnmatch_lines(["*instructions on asyncio, greenlet leave out*", "*Gate: 0 regressions*"])
     changes = [v for v in _verdict_changes(same.stdout.str())]
     # percent, inside the 2% threshold. On 3.11 both runs count the same to <0.1% (cases fork
@@ -217,6 +218,15 @@ def test_without_valgrind_the_run_stops_before_anything_is_measured(pytester, mo
     result = pytester.runpytest_subprocess("--concurrency-measure=instructions")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--concurrency-measure=instructions*valgrind is not on PATH*apt-get install valgrind*"])
+
+
+@needs_valgrind
+def test_counting_on_other_hosts_is_refused_with_the_way_that_works(pytester):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("--concurrency-measure=instructions", "--dist", "load",
+                                           "--tx", "ssh=elsewhere//python=python3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--tx ssh=elsewhere//python=python3: counted cases run in lanes of this session*"])
 
 
 def test_parallel_jobs_are_refused_when_timing(pytester):
