@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from pytest_concurrency.gate import stats
-from pytest_concurrency.measure import callgrind
+from pytest_concurrency.measure import callgrind, profile
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
 
@@ -257,13 +257,17 @@ def test_dump_reader_against_a_real_callgrind_run(tmp_path):
     assert [p.suffix for p in dumps] == [".1", ".2"]
     small, large = (callgrind.read_total(str(p)) for p in dumps)
     assert 3.2 < large / small < 4.5  # four times the loop, plus the same fixed costs
-    profile = callgrind.read_profile(str(dumps[1]))
-    counts = [c for _, _, c in profile]
+    read = profile.read(str(dumps[1]))
+    functions, objects = read["profile"], read["profile_objects"]
+    counts = [c for _, _, c in functions]
     # the functions' own costs add up to the dump's total (callgrind's "totals" may exceed its
     # "summary" by the dump call's own few hundred instructions)
     assert counts == sorted(counts, reverse=True) and sum(counts) <= large * 1.001
-    assert any(lib.startswith(("libpython", "python")) for _, lib, _ in profile)
+    assert any(lib.startswith(("libpython", "python")) for _, lib, _ in functions)
     assert sum(counts) > 0.8 * large  # the listed functions are where nearly all of it went
+    # every object's total, all of it: the interpreter first, libc among them
+    assert objects[0][0].startswith(("libpython", "python")) and any(lib.startswith("libc") for lib, _ in objects)
+    assert large * 0.999 <= sum(c for _, c in objects) <= large * 1.001
 
 
 def test_reading_a_dump_that_is_not_there_says_why(tmp_path):
@@ -284,9 +288,9 @@ def test_exact_rule_judges_size_once_rounds_agree():
     assert big.status == REGRESSED  # every pairing of rounds is far beyond the threshold
 
 
-def _rec(median, profile, ops=100):
+def _rec(median, functions, ops=100, objects=None):
     return Record("ring", {}, "gevent", [median] * 3, ops=ops, unit="hop",
-                  extra={"measure": "instructions", "profile": profile})
+                  extra={"measure": "instructions", "profile": functions, **({"profile_objects": objects} if objects else {})})
 
 
 def test_profile_growth_names_the_functions_that_grew():
@@ -294,11 +298,11 @@ def test_profile_growth_names_the_functions_that_grew():
                           ["malloc", "libc", 5_000]])
     cur = _rec(112_000, [["eval", "libpython3.11", 61_000], ["g_switch", "_greenlet", 40_000],
                          ["new_fn", "_gevent", 6_000], ["malloc", "libc", 5_000]])
-    text = callgrind.profile_growth(base, cur)
+    text = profile.growth(base, cur)
     assert text.startswith("where: +120 instr/hop: g_switch (_greenlet) +100")
     # new to the list: counted from the baseline's smallest listed cost (50/hop), not from 0
     assert "new_fn (_gevent) +10" in text and "eval (libpython3.11) +10" in text
-    assert callgrind.profile_growth(_rec(1, []), cur) is None
+    assert profile.growth(_rec(1, []), cur) is None
 
 
 def test_counting_outside_a_counted_session_is_refused(monkeypatch):
@@ -313,3 +317,12 @@ def test_counted_command_traces_children_but_not_the_latency_server(tmp_path):
     assert "--trace-children=yes" in argv
     assert any(a.startswith("--trace-children-skip-by-arg=") and "latency_server" in a for a in argv)
     assert f"--dump-before={callgrind.DUMP_FN}" in argv and f"--zero-before={callgrind.ZERO_FN}" in argv
+
+
+def test_profile_growth_says_which_shared_object_grew():
+    base = _rec(100_000, [["eval", "libpython3.11", 60_000], ["g_switch", "_greenlet", 30_000]],
+                objects=[["libpython3.11", 65_000], ["_greenlet", 30_000], ["libc.so.6", 5_000]])
+    cur = _rec(112_000, [["eval", "libpython3.11", 61_000], ["g_switch", "_greenlet", 40_000]],
+               objects=[["libpython3.11", 66_000], ["_greenlet", 40_000], ["libc.so.6", 6_000]])
+    text = profile.growth(base, cur)
+    assert text.endswith("; by object: _greenlet +100, libpython3.11 +10, libc.so.6 +10"), text

@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 from ..workloads import _live_memory
-from . import Instrument, measuring_side
+from . import Instrument, measuring_side, profile
 
 ENV_DIR = "PYTEST_CONCURRENCY_CALLGRIND_DIR"  # where dumps go; set only for a counted session
 ZERO_FN = "sched_get_priority_max"
@@ -42,7 +42,6 @@ DUMP_FN = "sched_get_priority_min"
 #: runs in such a worker, see runner/worker.py); nor is the IO workload's latency server.
 UNTRACED_FLAG = "--plain"
 HASH_SEED = "0"  # str/bytes hashes decide dict and set layouts, and so the count
-PROFILE_FUNCTIONS = 40  # the costliest functions of a round kept for "where did it grow"
 _NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG}"
 INSTALL_HINT = "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
 
@@ -150,95 +149,6 @@ def read_total(path: str) -> int:
     raise CountingError(f"the callgrind dump {path} has no summary line")
 
 
-def read_profile(path: str, top: int = PROFILE_FUNCTIONS) -> list[list]:
-    """The ``top`` functions of one dump by their own (exclusive) instructions:
-    ``[[function, library, count], ...]``, costliest first.
-
-    The format compresses names: ``fn=(12) name`` defines id 12, a later ``fn=(12)`` reuses
-    it, and the ids are shared with the called-function lines (``cfn=``, ``cob=``). The cost
-    line after ``calls=`` is the call's inclusive cost, not the caller's own.
-    """
-    names: dict[tuple[str, str], str] = {}
-    self_cost: dict[tuple[str, str], int] = {}
-    current_ob = current_fn = ""
-    skip_next = False
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            head = line[:4]
-            if head[:1].isdigit() or head[:1] in "+-*":
-                if skip_next:
-                    skip_next = False
-                    continue
-                parts = line.split()
-                if len(parts) >= 2:
-                    key = (current_ob, current_fn)
-                    self_cost[key] = self_cost.get(key, 0) + int(parts[1])
-                continue
-            kind, sep, value = line.rstrip("\n").partition("=")
-            if not sep:
-                continue
-            if kind in ("ob", "cob", "fn", "cfn"):
-                space = kind.lstrip("c")
-                name = _define(names, space, value)
-                if kind == "ob":
-                    current_ob = name
-                elif kind == "fn":
-                    current_fn = name
-            elif kind == "calls":
-                skip_next = True
-    ranked = sorted(self_cost.items(), key=lambda item: -item[1])[:top]
-    return [[fn, _library(ob), count] for (ob, fn), count in ranked]
-
-
-def _define(names: dict, space: str, value: str) -> str:
-    if value.startswith("("):
-        ident, _, name = value[1:].partition(")")
-        name = name.strip()
-        if name:
-            names[(space, ident)] = name
-            return name
-        return names.get((space, ident), f"?{ident}")
-    return value
-
-
-def _library(path: str) -> str:
-    """``/x/_greenlet.cpython-311-x86_64-linux-gnu.so`` -> ``_greenlet``."""
-    base = os.path.basename(path) or "?"
-    for cut in (".cpython-", ".so"):
-        if cut in base:
-            return base.split(cut)[0]
-    return base
-
-
-def profile_growth(base, current, shown: int = 3) -> str | None:
-    """The functions whose instructions per op grew most from ``base`` to ``current`` (records
-    with a ``profile``): ``+1,210 instr/hop: g_switch (_greenlet) +640, ...``.
-
-    A profile lists only the costliest functions: one new to the list cost at most the
-    baseline's last listed function before, so its growth is counted from that, never invented.
-    """
-    before, after = _per_op(base), _per_op(current)
-    if not before or not after:
-        return None
-    floor = min(before.values())
-    growth = {key: now - before.get(key, floor) for key, now in after.items()}
-    grown = sorted(((g, key) for key, g in growth.items() if g > 0), reverse=True)[:shown]
-    total = current.median / current.ops - base.median / base.ops
-    if not grown:
-        return None
-    parts = ", ".join(f"{_short(fn)} ({lib}) +{g:,.0f}" for g, (fn, lib) in grown)
-    return f"where: {total:+,.0f} instr/{current.unit}: {parts}"
-
-
-def _per_op(rec) -> dict:
-    profile = rec.extra.get("profile") or []
-    return {(fn, lib): count / rec.ops for fn, lib, count in profile}
-
-
-def _short(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."
-
-
 class Counter:
     """A clock that reads instructions: the count since the process started counting.
 
@@ -268,9 +178,10 @@ class Counter:
         os.sched_get_priority_max(os.SCHED_OTHER)  # zeroed: this reading is not counted
         return float(self._total)
 
-    def last_profile(self) -> list[list]:
-        """The profile of the stretch the last reading closed (after a round: that round)."""
-        return read_profile(self.last_dump) if self.last_dump else []
+    def last_profile(self) -> dict:
+        """The profile of the stretch the last reading closed (after a round: that round), as
+        record keys (``profile.read``)."""
+        return profile.read(self.last_dump) if self.last_dump else {"profile": []}
 
     def hand_over_last_dump(self) -> str | None:
         """The last reading's dump, left for another process to read (and remove)."""
@@ -382,12 +293,12 @@ class Callgrind(Instrument):
     def after_rounds(self, in_worker: bool = False) -> dict:
         if in_worker:  # read at full speed by the session: parsing it under valgrind took 1.4 s a case
             return {"profile_dump": self.counter().hand_over_last_dump()}
-        return {"profile": self.counter().last_profile()}
+        return self.counter().last_profile()
 
     def received(self, extra: dict) -> dict:
         path = extra.pop("profile_dump", None)
         if path:
-            extra["profile"] = read_profile(path)
+            extra.update(profile.read(path))
             os.unlink(path)
         return extra
 
@@ -404,7 +315,7 @@ class Callgrind(Instrument):
                 "--concurrency-measure=time")
 
     def explain(self, base, current) -> str | None:
-        return profile_growth(base, current)
+        return profile.growth(base, current)
 
     def leaves_out(self, task_kind: str) -> str:
         return self.LEAVES_OUT.get(task_kind, self.LEAVES_OUT["light"])

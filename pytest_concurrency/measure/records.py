@@ -19,7 +19,9 @@ pytest-benchmark JSON viewer):
 ``ops_per_s``               ops / median round time (time)
 ``instructions_per_op``     median round count / ops (instructions)
 ``profile``                 instructions: the costliest functions of the last round,
-                            ``[[function, library, instructions], ...]``
+                            ``[[function, library, instructions], ...]`` (see measure/profile.py)
+``profile_objects``         instructions: every shared object's total in the last round,
+                            ``[[library, instructions], ...]``
 ``cpu_user_s``/``cpu_sys_s``  CPU seconds per round, this process and its task processes
 ``ctx_voluntary``/``ctx_involuntary``  context switches per round, likewise
 ``peak_rss_kib``            the process's peak RSS after the benchmark (ru_maxrss)
