@@ -564,3 +564,13 @@ def test_the_session_exits_seven_when_the_baseline_must_be_recorded_again():
 
     outcome = session_end.SessionOutcome(records=[], gate=GateResult(rerecord="the measuring side changed"))
     assert outcome.exit_status == session_end.EXIT_RERECORD_BASELINE == 7
+
+
+def test_new_and_missing_counted_benchmarks_read_in_instructions_not_seconds():
+    from pytest_concurrency.report import tables
+
+    counted_meta = {**meta(), "measure": "instructions", "calibration": None}
+    base = baseline.document_from_records([_counted("ring", 2e6, waits=False)], counted_meta)
+    result = gate.compare(base, [_counted("chain", 3e6, waits=False)], counted_meta)
+    lines = {v.status: tables.verdict_line(v) for v in result.verdicts}
+    assert "2.00M instr" in lines[MISSING] and "3.00M instr" in lines[NEW], lines

@@ -132,7 +132,7 @@ def compare(
         seen.add(rec.key)
         sessions = base_sessions.get(rec.key)
         if sessions is None:
-            verdicts.append(Verdict(rec.key, NEW, current_median=rec.median,
+            verdicts.append(Verdict(rec.key, NEW, current_median=rec.median, measure=rec.measure,
                                     note=f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it"))
             continue
         verdict = _judge(sessions, rec, base_meta, current_meta, cal, normalize, settings)
@@ -143,7 +143,7 @@ def compare(
     for key, sessions in base_sessions.items():
         if key not in seen:
             verdicts.append(Verdict(key, MISSING, baseline_median=stats.median(sessions[0].samples),
-                                    note="in the baseline but not run now: deselected, skipped, failed or renamed?"))
+                                    measure=instrument.kind, note="in the baseline but not run now: deselected, skipped, failed or renamed?"))
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
     result = GateResult(verdicts=verdicts, calibration_ratio=cal, notes=notes,
                         memory=memory_gate.judge(baseline_doc, current, settings.memory_threshold))
