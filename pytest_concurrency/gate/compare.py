@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from .. import measure
-from . import calibrate, history, measuring, memory as memory_gate, sessions as session_quality, stats
+from . import calibrate, history, kernel as kernel_gate, measuring, memory as memory_gate, sessions as session_quality, stats
 from ..measure.records import Record, from_json, key_label, params_id
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REFERENCE, REGRESSED, UNCHANGED, GateResult, Verdict
 
@@ -146,7 +146,8 @@ def compare(
                                     measure=instrument.kind, note="in the baseline but not run now: deselected, skipped, failed or renamed?"))
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
     result = GateResult(verdicts=verdicts, calibration_ratio=cal, notes=notes,
-                        memory=memory_gate.judge(baseline_doc, current, settings.memory_threshold))
+                        memory=memory_gate.judge(baseline_doc, current, settings.memory_threshold),
+                        kernel=kernel_gate.judge(baseline_doc, current))
     result.summary = _summary(result, settings, instrument)
     return result
 
@@ -437,4 +438,6 @@ def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
         text += f"; {len(result.too_noisy)} inconclusive as the baseline is too noisy: re-record it"
     if result.memory is not None:
         text += f"; {memory_gate.summary(result.memory)}"
+    if result.kernel is not None and result.kernel.verdicts:
+        text += f"; {kernel_gate.summary(result.kernel)}"
     return text

@@ -13,6 +13,7 @@ NEW = "new"  # in this run, not in the baseline
 MISSING = "missing"  # in the baseline, not in this run
 REFERENCE = "reference"  # a native reference row: compared and shown, never failing (unless gated, see gate.py)
 LEAKED = "leak"  # memory: rounds keep what their tasks held (fails, with or without a baseline)
+NOT_MEASURED = "not measured"  # kernel: a figure one side could not measure (never a pass)
 
 
 @dataclass
@@ -80,6 +81,7 @@ class GateResult:
     summary: str = ""
     notes: list = field(default_factory=list)  # cross-machine/cross-Python remarks for the report
     memory: "MemoryResult | None" = None  # memory judged against the same baseline (memory_gate)
+    kernel: "KernelResult | None" = None  # kernel figures judged against the same baseline (gate/kernel.py)
 
     def by_status(self, status: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == status]
@@ -92,4 +94,32 @@ class GateResult:
     @property
     def failed(self) -> bool:
         return (self.refused is not None or bool(self.by_status(REGRESSED))
-                or bool(self.memory is not None and self.memory.failed))
+                or bool(self.memory is not None and self.memory.failed)
+                or bool(self.kernel is not None and self.kernel.failed))
+
+
+@dataclass
+class KernelVerdict:
+    """One kernel figure per op of one benchmark (see gate/kernel.py)."""
+
+    key: tuple  # records.Record.key
+    figure: str  # measure.kernel's figure name: "syscalls", "csw", ...
+    status: str  # regressed, improved, unchanged or not measured
+    baseline: float | None = None  # per op
+    current: float | None = None
+    change: float | None = None  # current/baseline - 1 (None from a baseline of 0)
+    threshold: float | None = None  # the relative change that applied, the rounds' spread included
+    note: str = ""
+
+
+@dataclass
+class KernelResult:
+    verdicts: list[KernelVerdict] = field(default_factory=list)
+    not_measured: list = field(default_factory=list)  # why figures were not measured, once each
+
+    @property
+    def failed(self) -> bool:
+        return any(v.status == REGRESSED for v in self.verdicts)
+
+    def by_status(self, status: str) -> list[KernelVerdict]:
+        return [v for v in self.verdicts if v.status == status]

@@ -16,7 +16,7 @@ import statistics
 
 from .. import workloads
 from ..workloads import Outcome, WorkloadError
-from . import memory
+from . import kernel, memory
 from .records import SCHEMA
 from .usage import Window, peak_rss_kib
 
@@ -54,6 +54,32 @@ class _Stretch:
         return out
 
 
+class _KernelRounds:
+    """Each round's kernel figures (see kernel.py), read around the round's work. Not under
+    valgrind: it runs threads one at a time and its own work would be in every figure."""
+
+    def __init__(self, instrument):
+        self._counters = kernel.Counters() if instrument.machine_bound else None
+        self.rounds: list[dict] = []
+
+    @contextlib.contextmanager
+    def round(self):
+        if self._counters is None:
+            yield
+            return
+        before = self._counters.read()
+        yield
+        self.rounds.append(self._counters.between(before, self._counters.read()))
+
+    def close(self, ops: int, skip: int = 0) -> dict:
+        """The record's kernel keys for the rounds after the first ``skip`` (warm-ups)."""
+        if self._counters is None:
+            return {}
+        self._counters.close()
+        c = self._counters
+        return kernel.per_op(self.rounds[skip:], ops, c.source, c.why_not)
+
+
 def figures(samples: list, outcomes: list[Outcome], instrument, around: dict) -> dict:
     """Per-op figures from the rounds' samples and outcomes, with ``around`` (``_Stretch``)."""
     ops = _consistent_ops(outcomes)
@@ -87,9 +113,10 @@ def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, wa
                      instrument) -> None:
     """Run ``rounds`` rounds here through pytest-benchmark; ``guard`` bounds each (see watchdog)."""
     outcomes: list[Outcome] = []
+    kernel_rounds = _KernelRounds(instrument)
 
     def one_round():
-        with guard():
+        with guard(), kernel_rounds.round():
             outcomes.append(workload.run(backend, params))
 
     benchmark.extra_info.update(identity(backend, workload, params, instrument))
@@ -99,6 +126,7 @@ def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, wa
     samples = _samples(benchmark)
     if samples:  # None under --benchmark-disable: the workload still ran and checked itself
         benchmark.extra_info.update(figures(samples, outcomes, instrument, around))
+        benchmark.extra_info.update(kernel_rounds.close(_consistent_ops(outcomes), skip=len(outcomes) - rounds))
         benchmark.extra_info.update(memory_figures(workload, backend, params, guard))
 
 
@@ -116,7 +144,7 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instru
 
     def measured_round() -> float:
         instrument.before_round()
-        with guard():
+        with guard(), kernel_rounds.round():
             start = counter()
             outcomes.append(workload.run(backend, params))
             elapsed = counter() - start
@@ -124,12 +152,14 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instru
         return elapsed
 
     outcomes: list[Outcome] = []
+    kernel_rounds = _KernelRounds(instrument)
     warm = [measured_round() for _ in range(warmup)]
     while not instrument.warmed(warm):  # an exact measure warms up until its count repeats
         warm.append(measured_round())
     stretch = _Stretch(backend, instrument, in_worker)
     samples = [measured_round() for _ in range(rounds)]
     extra = figures(samples, outcomes, instrument, stretch.close(rounds))  # the timed rounds only
+    extra.update(kernel_rounds.close(extra["ops"], skip=len(warm)))
     if with_memory:
         extra.update(memory_figures(workload, backend, params, guard))
         progress()

@@ -14,6 +14,7 @@ from typing import Iterable
 from .. import backends, measure
 from ..gate import verdicts as V
 from ..measure.records import Record, key_label, params_id
+from . import kernel as kernel_report
 
 #: Verdict text as the tables show it.
 VERDICT_TEXT = {
@@ -53,6 +54,7 @@ COLUMNS = (
     Column("verdict", "verdict", "verdict", 0, numeric=False),
     Column("cpu", "CPU u+s", "CPU", 6),
     Column("ctx", "ctx vol/inv", "ctx", 7),
+    Column("kernel", "kernel/op", "kern", 6),
     Column("memory", "memory", "mem", 5),
 )
 
@@ -307,6 +309,7 @@ def _fill(tab: Table, *, with_gate: bool) -> None:
                 cpu=cpu_text(rec),
                 ctx=ctx_text(rec),
                 memory=memory_text(rec),
+                kernel=kernel_report.cell(rec),
             )
         if with_gate:
             cells.update(_verdict_cells(row.verdict))
@@ -318,7 +321,7 @@ def _fill(tab: Table, *, with_gate: bool) -> None:
     )
 
 
-_OPTIONAL = ("cpu", "ctx", "memory")  # left out of a table where no row has them (plain tests, counts)
+_OPTIONAL = ("cpu", "ctx", "memory", "kernel")  # left out of a table where no row has them (plain tests, counts)
 
 
 def measure_notes(records: Iterable[Record]) -> list[str]:
@@ -435,6 +438,7 @@ def summary(gate: V.GateResult) -> list[tuple[str, list[str]]]:
     notes.extend(gate.notes)
     if gate.summary:
         notes.append(gate.summary)
+    out += kernel_report.sections(gate.kernel)
     if notes:
         out.append(("Notes", notes))
     return out

@@ -1,0 +1,150 @@
+"""The kernel gate: each record's kernel figures per op (measure/kernel.py) against the baseline's.
+
+Each figure has its own rule in ``FIGURES``: a relative threshold, an absolute floor per op
+below which a change never counts, and how far the rounds' own spread may widen the threshold.
+Syscalls per op repeat exactly on single-threaded models (+1.000 per hop, 3 runs of 3 here), so
+their threshold is tight; context switches and system CPU time on threads and processes move
+with the scheduler (a threading ping-pong: switches 10.4k-11.5k in three runs), so theirs is
+wide, and widens further to ``SPREAD_K`` times the rounds' relative median absolute deviation
+(either side's) where those are noisier than it. Migrations and major faults are shown, not
+judged: they follow the machine, not the code.
+
+A figure either side did not measure (no perf_event_open there, or no kernel figures at all,
+as under valgrind) reads "not measured", with the reason: never unchanged, never passed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from ..measure.records import Record, from_json
+from .verdicts import IMPROVED, NEW, NOT_MEASURED, REGRESSED, UNCHANGED, KernelResult, KernelVerdict
+
+#: How many times the rounds' relative MAD the threshold widens to, where they are that noisy.
+SPREAD_K = 3.0
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str  # measure.kernel's figure: the record keeps ``<name>_per_op`` and its rounds
+    what: str  # how a verdict names it
+    threshold: float  # the relative change that counts
+    floor: float  # the smallest change per op that counts
+    gated: bool = True
+    round_floor: float = 0.0  # the smallest change per round that counts (a source's resolution)
+    scheduled: float | None = None  # the threshold for threads and processes, if wider
+
+    def threshold_for(self, rec: Record) -> float:
+        kind = rec.extra.get("task_kind")
+        return self.scheduled if self.scheduled is not None and kind in ("thread", "process") else self.threshold
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}_per_op"
+
+
+#: Measured here, an A/A of the smoke suite (292 verdicts): multiprocessing's switches per op moved
+#: 34% and threading's IO minor faults 33% (0.45 -> 0.6 per task) between two sessions; light
+#: models' syscalls repeated. Threads and processes are judged like time, beyond 60%.
+FIGURES = (
+    Figure("syscalls", "syscalls/op", 0.05, 0.05, scheduled=0.25),
+    Figure("csw", "context switches/op", 0.25, 0.05, scheduled=0.60),
+    # getrusage's system time moves in scheduler ticks (4 ms at 250 Hz): a short round reads 0 or
+    # one tick, so a change must add up to more than two ticks a round to count
+    Figure("sys_s", "system CPU/op", 0.30, 0.0, round_floor=0.010),
+    # first touches of pages: 64 a round (256 KiB) before a change counts
+    Figure("minflt", "minor page faults/op", 0.25, 0.05, round_floor=64, scheduled=0.60),
+    Figure("migrations", "CPU migrations/op", 0.0, 0.0, gated=False),
+    Figure("majflt", "major page faults/op", 0.0, 0.0, gated=False),
+)
+
+
+def judge(baseline_doc: Mapping, current: Iterable[Record]) -> KernelResult:
+    """Kernel verdicts for every record the baseline also has."""
+    base = {r.key: r for r in from_json(baseline_doc)}
+    verdicts, unmeasured = [], set()
+    for rec in current:
+        then = base.get(rec.key)
+        if then is None or not _has_kernel(rec.extra) and not _has_kernel(then.extra):
+            continue  # a benchmark new to the baseline (the time gate says so), or no figures either side
+        for figure in FIGURES:
+            if figure.gated:
+                verdict = _judge(figure, then, rec)
+                verdicts.append(verdict)
+                if verdict.status == NOT_MEASURED:
+                    unmeasured.add(verdict.note)
+    order = {REGRESSED: 0, IMPROVED: 1, NOT_MEASURED: 2, NEW: 3, UNCHANGED: 4}
+    verdicts.sort(key=lambda v: (order[v.status], v.key, v.figure))
+    return KernelResult(verdicts, sorted(unmeasured))
+
+
+def _judge(figure: Figure, then: Record, now: Record) -> KernelVerdict:
+    before, after = _value(then.extra, figure.key), _value(now.extra, figure.key)
+    if before is None or after is None:
+        side = "the baseline" if before is None else "this run"
+        why = then.extra.get("kernel_note") if before is None else now.extra.get("kernel_note")
+        return KernelVerdict(now.key, figure.name, NOT_MEASURED, before, after,
+                             note=f"{figure.what} not measured in {side}" + (f" ({why})" if why else ""))
+    threshold = max(figure.threshold_for(now), SPREAD_K * max(_spread(then, figure), _spread(now, figure)))
+    change = after / before - 1 if before > 0 else None
+    status = UNCHANGED
+    if abs(after - before) > figure.floor and abs(after - before) * (now.ops or 1) > figure.round_floor:
+        if change is None:  # from none at all: any change beyond the floor counts
+            status = REGRESSED
+        elif abs(change) > threshold:
+            status = REGRESSED if change > 0 else IMPROVED
+    return KernelVerdict(now.key, figure.name, status, before, after, change, threshold)
+
+
+def _spread(rec: Record, figure: Figure) -> float:
+    """The rounds' relative median absolute deviation for the figure (0 when it cannot tell)."""
+    rounds = (rec.extra.get("kernel_rounds") or {}).get(figure.name) or []
+    if len(rounds) < 3:
+        return 0.0
+    mid = statistics.median(rounds)
+    return statistics.median(abs(x - mid) for x in rounds) / mid if mid > 0 else 0.0
+
+
+def _has_kernel(extra: Mapping) -> bool:
+    return "kernel_source" in extra
+
+
+def _value(extra: Mapping, key: str) -> float | None:
+    value = extra.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def find(name: str) -> Figure:
+    return next(f for f in FIGURES if f.name == name)
+
+
+def amount(name: str, value: float | None) -> str:
+    if value is None:
+        return "?"
+    if name.endswith("_s"):
+        for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+            if value >= scale:
+                return f"{value / scale:.3g} {unit}"
+        return f"{value / 1e-9:.3g} ns"
+    return f"{value:.3g}"
+
+
+def line(v: KernelVerdict) -> str:
+    """``ring[...] on threading: 0.896 -> 2.99 syscalls/op (+233%, threshold 5%)``."""
+    from ..measure.records import key_label
+
+    what = find(v.figure).what
+    if v.status == NOT_MEASURED:
+        return f"{key_label(v.key)}: {v.note}"
+    change = f"+{amount(v.figure, v.current)} from none" if v.change is None else f"{v.change:+.0%}"
+    return (f"{key_label(v.key)}: {amount(v.figure, v.baseline)} -> {amount(v.figure, v.current)} {what} "
+            f"({change}, threshold {v.threshold:.0%})")
+
+
+def summary(result: KernelResult) -> str:
+    """``kernel passed: 120 unchanged, 3 not measured``."""
+    counts = [f"{len(result.by_status(s))} {s}" for s in (REGRESSED, IMPROVED, NOT_MEASURED, UNCHANGED)
+              if result.by_status(s)]
+    return f"kernel {'FAILED' if result.failed else 'passed'}: {', '.join(counts) or 'nothing to judge'}"

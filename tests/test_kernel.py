@@ -1,0 +1,189 @@
+"""The kernel instrument (measure/kernel.py) and the kernel gate (gate/kernel.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pytest
+
+from pytest_concurrency.gate import baseline, compare as gate, kernel as kernel_gate
+from pytest_concurrency.gate.verdicts import IMPROVED, NOT_MEASURED, REGRESSED, UNCHANGED
+from pytest_concurrency.measure import kernel
+from pytest_concurrency.measure.records import Record
+
+with kernel.Counters() as _probe:
+    SYSCALLS = _probe.source["syscalls"] == "perf_event_open"
+    WHY_NOT = _probe.why_not
+needs_syscalls = pytest.mark.skipif(not SYSCALLS, reason=f"syscalls cannot be counted here: {WHY_NOT}")
+
+
+@needs_syscalls
+def test_a_round_counts_its_syscalls_exactly_and_its_threads_too():
+    with kernel.Counters() as c:
+        empty = c.between(c.read(), c.read())
+        before = c.read()
+        for _ in range(1000):
+            os.sched_yield()
+        yields = c.between(before, c.read())
+        before = c.read()
+        threads = [threading.Thread(target=lambda: [os.sched_yield() for _ in range(500)]) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        in_threads = c.between(before, c.read())
+    assert empty["syscalls"] == 0  # the readings' own reads are subtracted
+    assert yields["syscalls"] == 1000
+    assert in_threads["syscalls"] >= 2000  # inherited: the threads' yields, plus starting and joining them
+    assert all(c.source[f] == "perf_event_open" for f in ("csw", "minflt"))
+
+
+def test_without_perf_the_fallback_says_so_and_never_reads_zero(monkeypatch):
+    monkeypatch.setenv(kernel.NO_PERF_ENV, "1")
+    with kernel.Counters() as c:
+        got = c.between(c.read(), c.read())
+    assert c.source["syscalls"] == "not measured" and c.source["csw"] == "getrusage"
+    assert got["syscalls"] is None and got["migrations"] is None and got["csw"] is not None
+    assert kernel.NO_PERF_ENV in c.why_not
+    keys = kernel.per_op([got, got, got], 10, c.source, c.why_not)
+    assert "syscalls_per_op" not in keys and "csw_per_op" in keys and keys["kernel_note"] == c.why_not
+
+
+# -- the gate, on synthetic records ------------------------------------------------------------
+
+META = {"schema_version": 1, "python": {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"},
+        "backends": {"threading": "3.11.7"}, "libraries": {}, "cpu_count": 2, "cpu_model": "x",
+        "calibration": None}
+
+
+def _rec(backend="asyncio", *, syscalls=1.24, csw=0.0, sys_s=1e-6, spread=0.0, source="perf_event_open"):
+    rounds = {"syscalls": [syscalls * 100] * 5, "csw": [csw * 100 * (1 + spread * d) for d in (-1, -0.5, 0, 0.5, 1)],
+              "sys_s": [sys_s * 100] * 5, "minflt": [0.0] * 5}
+    extra = {"measure": "time", "kernel_source": {"syscalls": source}, "kernel_rounds": rounds,
+             "csw_per_op": csw, "sys_s_per_op": sys_s, "minflt_per_op": 0.0}
+    if source == "perf_event_open":
+        extra["syscalls_per_op"] = syscalls
+    else:
+        extra["kernel_note"] = "perf_event_open not used (PYTEST_CONCURRENCY_NO_PERF is set)"
+        del rounds["syscalls"]
+    return Record("ring", {"n": 10}, backend, [0.01] * 5, ops=100, unit="hop", extra=extra)
+
+
+def _judge(base, now):
+    doc = baseline.document_from_records([base], META)
+    return {(v.figure): v for v in kernel_gate.judge(doc, [now]).verdicts}
+
+
+@pytest.mark.parametrize("now, status", [
+    (_rec(syscalls=1.24 * 3.33), REGRESSED),  # a sched_yield per hop on top: +233%
+    (_rec(syscalls=1.24 * 1.03), UNCHANGED),
+    (_rec(syscalls=0.62), IMPROVED),
+])
+def test_syscalls_per_op_are_judged_tightly(now, status):
+    assert _judge(_rec(), now)["syscalls"].status == status
+
+
+def test_system_cpu_per_op_catches_more_kernel_work_in_the_same_syscalls():
+    got = _judge(_rec(sys_s=100e-6), _rec(sys_s=300e-6))  # readv of 4 KiB -> 256 KiB per hop: x3
+    assert got["sys_s"].status == REGRESSED and got["syscalls"].status == UNCHANGED
+    # a round of 100 ops reading one scheduler tick more (4 ms) is the source's resolution, not a change
+    assert _judge(_rec(sys_s=0.0), _rec(sys_s=40e-6))["sys_s"].status == UNCHANGED
+
+
+def test_switches_whose_rounds_spread_widely_need_a_wider_change():
+    base, now = _rec("threading", csw=4.3, spread=0.4), _rec("threading", csw=4.3 * 1.5, spread=0.4)
+    got = _judge(base, now)["csw"]
+    assert got.status == UNCHANGED and got.threshold > 0.5  # three times the rounds' spread
+    assert _judge(_rec("threading", csw=4.3), _rec("threading", csw=4.3 * 1.5))["csw"].status == REGRESSED
+
+
+def test_a_figure_one_side_did_not_measure_is_not_measured_never_passed():
+    got = _judge(_rec(), _rec(source="getrusage"))
+    assert got["syscalls"].status == NOT_MEASURED and "PYTEST_CONCURRENCY_NO_PERF" in got["syscalls"].note
+    result = kernel_gate.judge(baseline.document_from_records([_rec()], META), [_rec(source="getrusage")])
+    assert not result.failed and result.not_measured and "not measured" in kernel_gate.summary(result)
+
+
+def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
+    doc = baseline.document_from_records([_rec()], META)
+    result = gate.compare(doc, [_rec(syscalls=1.24 * 3.33)], META)
+    assert result.failed and result.kernel.failed
+    line = kernel_gate.line(result.kernel.by_status(REGRESSED)[0])
+    assert line.startswith("ring[n=10] on asyncio: 1.24 -> 4.13 syscalls/op (+233%, threshold 5%)"), line
+
+
+# -- one real session ----------------------------------------------------------------------------
+
+WORKLOAD = '''
+import os
+from pytest_concurrency.workloads import Outcome
+
+
+class Hops:
+    """A ping-pong of 200 hops over a rendezvous channel; EXTRA_SYSCALL adds one syscall per hop."""
+    name = "hops"
+    unit = "hop"
+
+    def cases(self, scale):
+        return [{"hops": 200}]
+
+    def rounds(self, scale):
+        return 5, 1
+
+    def unsupported(self, backend, params):
+        return None
+
+    def run(self, backend, params):
+        extra = bool(os.environ.get("EXTRA_SYSCALL"))
+        n = params["hops"]
+
+        async def pong(ch, back):
+            for _ in range(n):
+                await back.put(await ch.get() + 1)
+
+        async def main():
+            ch, back = backend.channel(0), backend.channel(0)
+            task = backend.spawn(pong, ch, back)
+            total = 0
+            for _ in range(n):
+                if extra:
+                    os.getppid()
+                await ch.put(total)
+                total = await back.get()
+            await task.join()
+            assert total == n
+        backend.run(main)
+        return Outcome(n)
+
+
+HOPS = Hops()
+'''
+
+TEST = """
+import pytest
+
+@pytest.mark.concurrency(workloads=["hops:HOPS"], backends=["asyncio"])
+def test_hops(concurrency_case, concurrency_benchmark):
+    concurrency_benchmark(concurrency_case)
+"""
+
+
+@needs_syscalls
+def test_one_extra_syscall_per_hop_fails_a_real_session_on_its_kernel_figures(pytester, monkeypatch):
+    # three sessions on asyncio, about 2 s each here
+    pytester.makepyfile(hops=WORKLOAD, test_hops=TEST)
+    base = pytester.path / "base.json"
+    pytester.runpytest_subprocess("--benchmark-only", f"--concurrency-save-baseline={base}").assert_outcomes(passed=1)
+    extra = json.loads(base.read_text())["benchmarks"][0]["extra_info"]
+    assert extra["kernel_source"]["syscalls"] == "perf_event_open" and len(extra["kernel_rounds"]["syscalls"]) == 5
+
+    same = pytester.runpytest_subprocess("--benchmark-only", f"--concurrency-baseline={base}")
+    assert same.ret == 0, same.stdout.str()
+    monkeypatch.setenv("EXTRA_SYSCALL", "1")
+    slow = pytester.runpytest_subprocess("--benchmark-only", f"--concurrency-baseline={base}",
+                                         "--concurrency-threshold=900")  # the time gate cannot fail it
+    out = " ".join(slow.stdout.str().split())
+    assert slow.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "Kernel regressions (fail the build):" in out and "syscalls/op" in out
