@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Measure the kernel gate: false alarms and detection, on the ring, from real rounds.
+
+Each trial measures the ring (10 tasks x 50 messages, bounded channels) the way an isolated
+worker does (``measure.driver.run_rounds``, five rounds, time mode, kernel figures per round),
+once as it is and once with a change injected into every hop, and judges the pair with the
+kernel gate's own rule (``gate.kernel``). A/A trials measure it twice as it is.
+
+Injections (one at a time, per hop, in the channel's ``put``):
+* ``yield``: ``os.sched_yield()``;
+* ``syscall``: one cheap extra syscall (``os.getppid()``);
+* ``lock``: a lock shared by 4 extra threads that take it in a loop while the round runs
+  (threading only: the hops take it too);
+* ``poll``: a blocking ``get`` replaced by polling ``get(timeout=0.0005)`` (threading only).
+
+    python3 scripts/kernel_evidence.py --trials 20 --aa 50 --backends threading,asyncio,gevent
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from pytest_concurrency import backends, measure, workloads  # noqa: E402
+from pytest_concurrency.gate import baseline, kernel as kernel_gate  # noqa: E402
+from pytest_concurrency.measure import driver  # noqa: E402
+from pytest_concurrency.measure.records import Record  # noqa: E402
+
+PARAMS = {"n": 10, "m": 50, "capacity": 10}
+META = {"schema_version": 1, "python": {"version": "x", "implementation": "CPython", "minor": "x"},
+        "backends": {}, "libraries": {}, "cpu_count": os.cpu_count(), "cpu_model": "x", "calibration": None}
+
+
+class Injected:
+    """A backend whose channels do one more thing per ``put`` (and ``get`` for ``poll``)."""
+
+    def __init__(self, inner, how: str, lock=None):
+        self._inner, self._how, self._lock = inner, how, lock
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def channel(self, capacity=None):
+        return _Channel(self._inner.channel(capacity), self._how, self._lock, self._inner.family == "async")
+
+
+class _Channel:
+    """A model's channel with the injected work; a wrapper, as C channels (gevent's) take no new attributes."""
+
+    def __init__(self, inner, how, lock, is_async):
+        self._inner, self._how, self._lock = inner, how, lock
+        if is_async:
+            self.put, self.get = self._aput, inner.get
+        else:
+            self.put, self.get = self._sput, self._poll_get if how == "poll" else inner.get
+
+    def _extra(self):
+        if self._how == "yield":
+            os.sched_yield()
+        elif self._how == "syscall":
+            os.getppid()
+        elif self._how == "lock":
+            with self._lock:
+                pass
+
+    async def _aput(self, item):
+        self._extra()
+        return await self._inner.put(item)
+
+    def _sput(self, item):
+        self._extra()
+        return self._inner.put(item)
+
+    def _poll_get(self):
+        import queue
+
+        while True:
+            try:
+                return self._inner.get(timeout=0.0005)
+            except queue.Empty:
+                continue
+
+
+def measure_once(spec: str, how: str | None) -> Record:
+    backend = backends.load(spec)
+    lock, stop, hogs = threading.Lock(), threading.Event(), []
+    if how == "lock":
+        def contend():
+            while not stop.is_set():
+                with lock:
+                    pass
+        hogs = [threading.Thread(target=contend, daemon=True) for _ in range(4)]
+        for t in hogs:
+            t.start()
+    try:
+        subject = Injected(backend, how, lock) if how else backend
+        samples, extra = driver.run_rounds(subject, workloads.get("ring"), PARAMS, 5, 1, measure.get("time"),
+                                           with_memory=False)
+    finally:
+        stop.set()
+        for t in hogs:
+            t.join()
+    extra.update(task_kind=backend.task_kind)
+    return Record("ring", dict(PARAMS), spec, samples, ops=extra["ops"], unit="hop", extra=extra)
+
+
+def verdicts(base: Record, now: Record) -> dict:
+    doc = baseline.document_from_records([base], META)
+    return {v.figure: v for v in kernel_gate.judge(doc, [now]).verdicts}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=20, help="injected trials per change and model")
+    ap.add_argument("--aa", type=int, default=50, help="A/A trials per model")
+    ap.add_argument("--backends", default="threading,asyncio,gevent")
+    args = ap.parse_args()
+    started = time.monotonic()
+    for spec in args.backends.split(","):
+        changes = ["yield", "syscall"] + (["lock", "poll"] if spec == "threading" else [])
+        base = measure_once(spec, None)
+        figures = {k: round(v, 3) for k, v in base.extra.items() if k.endswith("_per_op") and k != "ns_per_op"}
+        print(f"{spec}: ring {PARAMS}, per hop: {figures} ({base.extra['kernel_source']['syscalls']})", flush=True)
+        alarms = 0
+        for _ in range(args.aa):
+            got = verdicts(base, measure_once(spec, None))
+            alarms += any(v.status in ("regressed", "improved") for v in got.values())
+        print(f"  A/A: {alarms}/{args.aa} trials with a kernel verdict other than unchanged", flush=True)
+        for how in changes:
+            caught, which = 0, {}
+            for _ in range(args.trials):
+                got = verdicts(base, measure_once(spec, how))
+                failed = [f for f, v in got.items() if v.status == "regressed"]
+                caught += bool(failed)
+                for f in failed:
+                    which[f] = which.get(f, 0) + 1
+                last = got
+            shown = {f: f"{v.change:+.0%}" if v.change is not None else "from 0" for f, v in last.items()}
+            print(f"  +{how} per hop: caught {caught}/{args.trials} (by {which}); last trial: {shown}", flush=True)
+    print(f"({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
