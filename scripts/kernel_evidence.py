@@ -4,7 +4,9 @@
 Each trial measures the ring (10 tasks x 50 messages, bounded channels) the way an isolated
 worker does (``measure.driver.run_rounds``, five rounds, time mode, kernel figures per round),
 once as it is and once with a change injected into every hop, and judges the pair with the
-kernel gate's own rule (``gate.kernel``). A/A trials measure it twice as it is.
+kernel gate's own rule (``gate.kernel``). A/A trials measure it twice as it is. Every trial
+measures both sides anew, after one measurement per model that is discarded (a process's
+first threads are scheduled otherwise: their switches read ~40% fewer).
 
 Injections (one at a time, per hop, in the channel's ``put``):
 * ``yield``: ``os.sched_yield()``;
@@ -124,18 +126,18 @@ def main() -> int:
     started = time.monotonic()
     for spec in args.backends.split(","):
         changes = ["yield", "syscall"] + (["lock", "poll"] if spec == "threading" else [])
-        base = measure_once(spec, None)
-        figures = {k: round(v, 3) for k, v in base.extra.items() if k.endswith("_per_op") and k != "ns_per_op"}
-        print(f"{spec}: ring {PARAMS}, per hop: {figures} ({base.extra['kernel_source']['syscalls']})", flush=True)
+        first = measure_once(spec, None)  # discarded: see above
+        figures = {k: round(v, 3) for k, v in first.extra.items() if k.endswith("_per_op") and k != "ns_per_op"}
+        print(f"{spec}: ring {PARAMS}, per hop: {figures} ({first.extra['kernel_source']['syscalls']})", flush=True)
         alarms = 0
         for _ in range(args.aa):
-            got = verdicts(base, measure_once(spec, None))
+            got = verdicts(measure_once(spec, None), measure_once(spec, None))
             alarms += any(v.status in ("regressed", "improved") for v in got.values())
         print(f"  A/A: {alarms}/{args.aa} trials with a kernel verdict other than unchanged", flush=True)
         for how in changes:
             caught, which = 0, {}
             for _ in range(args.trials):
-                got = verdicts(base, measure_once(spec, how))
+                got = verdicts(measure_once(spec, None), measure_once(spec, how))
                 failed = [f for f, v in got.items() if v.status == "regressed"]
                 caught += bool(failed)
                 for f in failed:

@@ -25,6 +25,13 @@ pytest-benchmark JSON viewer):
 ``cpu_user_s``/``cpu_sys_s``  CPU seconds per round, this process and its task processes
 ``ctx_voluntary``/``ctx_involuntary``  context switches per round, likewise
 ``peak_rss_kib``            the process's peak RSS after the benchmark (ru_maxrss)
+``<figure>_per_op``         time measure, workload cases: the median over the rounds of a kernel
+                            figure per op (measure/kernel.py): ``syscalls``, ``csw``,
+                            ``migrations``, ``minflt``, ``majflt``, ``user_s``, ``sys_s``;
+                            absent when not measured
+``kernel_rounds``           each of those figures per round (not per op): ``{figure: [...]}``
+``kernel_source``           where each figure came from: ``perf_event_open``, ``getrusage`` or
+                            ``not measured``; ``kernel_note`` says why perf was not used
 ``foreign_cpu``             CPU cores other processes kept busy during the rounds, on
                             average (the gate distrusts changes a rise of it explains)
 ``task_kind``               what one task is: ``light``, ``thread`` or ``process``
