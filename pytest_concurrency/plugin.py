@@ -16,6 +16,7 @@ from .runner import launch
 
 SETTINGS = pytest.StashKey[settings.Settings]()
 PROGRESS = pytest.StashKey[progress.Progress]()
+KERNEL = pytest.StashKey["driver.KernelPerRun"]()  # a user's plain test: kernel figures per run call
 MARKER = "concurrency"
 
 
@@ -253,6 +254,10 @@ def concurrency_backend(request):
         pytest.skip(f"{backend.name}: a native reference runs the seed workloads through concurrency_benchmark, "
                     "not Python code")
     watchdog.bound_run(backend, _settings(request.config).timeout, request.node.nodeid, _fail_stalled)
+    if instrument.machine_bound and "benchmark" in request.fixturenames \
+            and "concurrency_benchmark" not in request.fixturenames:
+        request.node.stash[KERNEL] = driver.KernelPerRun(backend)
+        request.addfinalizer(request.node.stash[KERNEL].close)
     return backend
 
 
@@ -404,6 +409,8 @@ def _label_user_benchmark(item) -> None:
     })
     if getattr(bench, "stats", None) is not None:  # it ran rounds: the last one ended last
         bench.extra_info.update(instrument.after_rounds())
+        if KERNEL in item.stash:  # each round's run call; the warm-up rounds came first
+            bench.extra_info.update(item.stash[KERNEL].figures(last=len(bench.stats.stats.data)))
 
 
 def pytest_sessionfinish(session, exitstatus):

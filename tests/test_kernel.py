@@ -187,3 +187,51 @@ def test_one_extra_syscall_per_hop_fails_a_real_session_on_its_kernel_figures(py
     out = " ".join(slow.stdout.str().split())
     assert slow.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "Kernel regressions (fail the build):" in out and "syscalls/op" in out
+
+
+PLAIN = """
+import os
+
+
+def ping_pong(backend, hops=200):
+    extra = bool(os.environ.get("EXTRA_SYSCALL"))
+
+    async def pong(ch, back):
+        for _ in range(hops):
+            await back.put(await ch.get() + 1)
+
+    async def main():
+        ch, back = backend.channel(0), backend.channel(0)
+        task = backend.spawn(pong, ch, back)
+        total = 0
+        for _ in range(hops):
+            if extra:
+                os.getppid()
+            await ch.put(total)
+            total = await back.get()
+        await task.join()
+        return total
+    return main
+
+
+def test_my_ping_pong(benchmark, concurrency_backend):
+    assert benchmark.pedantic(concurrency_backend.run, args=(ping_pong(concurrency_backend),), rounds=5) == 200
+"""
+
+
+@needs_syscalls
+def test_a_users_plain_test_gets_kernel_figures_and_its_extra_syscalls_fail(pytester, monkeypatch):
+    # three sessions of one plain test on asyncio, about 2 s each here
+    pytester.makepyfile(test_plain=PLAIN)
+    base = pytester.path / "base.json"
+    args = ("--benchmark-only", "--concurrency-backends=asyncio")
+    pytester.runpytest_subprocess(*args, f"--concurrency-save-baseline={base}").assert_outcomes(passed=1)
+    extra = json.loads(base.read_text())["benchmarks"][0]["extra_info"]
+    assert len(extra["kernel_rounds"]["syscalls"]) == 5 and extra["syscalls_per_op"] >= 0  # per run call
+    same = pytester.runpytest_subprocess(*args, f"--concurrency-baseline={base}")
+    assert same.ret == 0, same.stdout.str()
+    monkeypatch.setenv("EXTRA_SYSCALL", "1")
+    slow = pytester.runpytest_subprocess(*args, f"--concurrency-baseline={base}")
+    out = " ".join(slow.stdout.str().split())
+    assert slow.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "test_my_ping_pong on asyncio:" in out and "syscalls/op" in out.split("Kernel regressions")[1]

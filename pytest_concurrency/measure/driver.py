@@ -80,6 +80,35 @@ class _KernelRounds:
         return kernel.per_op(self.rounds[skip:], ops, c.source, c.why_not)
 
 
+class KernelPerRun:
+    """Kernel figures for a user's plain test: its rounds are pytest-benchmark's, each one a call
+    of ``backend.run``, so the figures are read around every call (one op per call)."""
+
+    def __init__(self, backend):
+        self._counters = kernel.Counters()
+        self._calls: list[dict] = []
+        unwrapped = backend.run
+
+        def run(main, *args):
+            before = self._counters.read()
+            try:
+                return unwrapped(main, *args)
+            finally:
+                self._calls.append(self._counters.between(before, self._counters.read()))
+
+        backend.run = run
+
+    def figures(self, last: int) -> dict:
+        """The record's kernel keys from the last ``last`` calls (the measured rounds)."""
+        calls = self._calls[-last:] if last else []
+        if not calls:
+            return {}
+        return kernel.per_op(calls, 1, self._counters.source, self._counters.why_not)
+
+    def close(self) -> None:
+        self._counters.close()
+
+
 def figures(samples: list, outcomes: list[Outcome], instrument, around: dict) -> dict:
     """Per-op figures from the rounds' samples and outcomes, with ``around`` (``_Stretch``)."""
     ops = _consistent_ops(outcomes)

@@ -25,7 +25,8 @@ pytest-benchmark JSON viewer):
 ``cpu_user_s``/``cpu_sys_s``  CPU seconds per round, this process and its task processes
 ``ctx_voluntary``/``ctx_involuntary``  context switches per round, likewise
 ``peak_rss_kib``            the process's peak RSS after the benchmark (ru_maxrss)
-``<figure>_per_op``         time measure, workload cases: the median over the rounds of a kernel
+``<figure>_per_op``         time measure, workload cases (and users' plain tests, per ``run``
+                            call): the median over the rounds of a kernel
                             figure per op (measure/kernel.py): ``syscalls``, ``csw``,
                             ``migrations``, ``minflt``, ``majflt``, ``user_s``, ``sys_s``;
                             absent when not measured
