@@ -120,6 +120,12 @@ def _judge(baseline_doc: dict, meta: dict, settings, s):
 
 def _save(config, bs, s, recs: list, meta: dict, messages: list) -> None:
     """Write this session as the baseline's latest, in front of the sessions already there."""
+    from .measure import callgrind
+
+    if callgrind.launcher_gone():  # killed by the user: what it measured must not become the baseline
+        messages.append(f"no baseline written to {s.save_baseline}: the run that started this counted "
+                        "session is gone (killed)")
+        return
     previous = baseline.load_previous(s.save_baseline)
     if previous is not None:
         reason = history.incompatible(previous, meta)

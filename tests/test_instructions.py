@@ -326,3 +326,38 @@ def test_profile_growth_says_which_shared_object_grew():
                objects=[["libpython3.11", 66_000], ["_greenlet", 40_000], ["libc.so.6", 6_000]])
     text = profile.growth(base, cur)
     assert text.endswith("; by object: _greenlet +100, libpython3.11 +10, libc.so.6 +10"), text
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_a_killed_launcher_takes_its_counted_session_along_and_no_baseline_is_written(pytester):
+    # kill -9 of the pytest a user started, while its relaunched session runs under valgrind
+    # (about 15 s here): nothing of it may live on, and no baseline may appear
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    pytester.makepyfile(test_plain="""
+        def test_plain(benchmark, concurrency_backend):
+            benchmark.pedantic(concurrency_backend.run, args=(lambda: sum(range(200_000)),), rounds=100)
+    """)
+    base, tmp = pytester.path / "base.json", pytester.mkdir("tmp")
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--concurrency-backends=greenlet",
+         "--concurrency-measure=instructions", f"--concurrency-save-baseline={base}"],
+        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp)})
+    deadline = time.monotonic() + 120
+    while not list(tmp.glob("pytest-concurrency-callgrind-*/callgrind.*")):  # counting has begun
+        assert time.monotonic() < deadline and launcher.poll() is None, "the counted session never started"
+        time.sleep(0.2)
+    time.sleep(2)
+    ours = psutil.Process(launcher.pid).children(recursive=True)
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait()
+    _, alive = psutil.wait_procs(ours, timeout=5)
+    assert not alive, f"still running 5 s after the kill: {[p.cmdline()[:3] for p in alive]}"
+    time.sleep(1)
+    assert not base.exists()

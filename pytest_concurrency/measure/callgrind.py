@@ -25,9 +25,11 @@ plain workers that run the memory pass (``memory_apart``), whose work is not cou
 from __future__ import annotations
 
 import atexit
+import ctypes
 import gc
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,21 +84,52 @@ def counted_env(env: dict, directory: str) -> dict:
     return {**env, ENV_DIR: directory, "PYTHONHASHSEED": HASH_SEED}
 
 
+#: The relaunching process's pid, in the counted session's environment: a session whose launcher
+#: is gone (killed) writes no baseline (see ``launcher_gone``).
+LAUNCHER_ENV = "PYTEST_CONCURRENCY_LAUNCHER"
+INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end by itself
+
+
 def run_session(argv: list[str], cwd: str) -> int:
-    """Run ``argv`` (a pytest command line) counted; return its exit status."""
+    """Run ``argv`` (a pytest command line) counted; return its exit status.
+
+    The counted session dies with this process (PR_SET_PDEATHSIG on Linux): ``kill -9`` of the
+    launcher once left it running, and it wrote its baseline a minute later. It runs in a
+    session of its own, so a Ctrl-C reaches it exactly once, forwarded from here, and it ends
+    with pytest's own summary.
+    """
     from subprocess import _args_from_interpreter_flags  # -W, -X, -O... as given to this python
 
     _compile_package()
-    with tempfile.TemporaryDirectory(prefix="pytest-concurrency-callgrind-") as directory:
-        env = counted_env(os.environ, directory)
+    with tempfile.TemporaryDirectory(prefix="pytest-concurrency-callgrind-", ignore_cleanup_errors=True) as directory:
+        env = {**counted_env(os.environ, directory), LAUNCHER_ENV: str(os.getpid())}
         full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
+        proc = subprocess.Popen(full, cwd=cwd, env=env, start_new_session=True, preexec_fn=_die_with_parent)
         try:
-            code = subprocess.call(full, cwd=cwd, env=env)
+            code = proc.wait()
         except KeyboardInterrupt:
-            return 2
-        if code < 0 or code > 5:  # not one of pytest's exit statuses: valgrind may say why
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(INTERRUPT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            return 2  # pytest's own status for an interrupted session
+        if code < 0 or code > 7:  # not pytest's 0-5 nor our gate's 6-7: valgrind may say why
             _show_logs(directory)
         return code
+
+
+def _die_with_parent() -> None:
+    """In the child, before it execs: be killed when the process that started it dies."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def launcher_gone() -> bool:
+    """Whether this is a relaunched counted session whose launcher is no longer its parent."""
+    launcher = os.environ.get(LAUNCHER_ENV)
+    return bool(launcher) and os.getppid() != int(launcher)
 
 
 _worker_dir: str | None = None
