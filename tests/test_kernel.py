@@ -116,13 +116,38 @@ def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
 
 # -- one real session ----------------------------------------------------------------------------
 
-WORKLOAD = '''
+#: A user's own code: a ping-pong over rendezvous channels; EXTRA_SYSCALL adds one syscall per hop.
+PING_PONG = """
 import os
+
+
+def ping_pong(backend, hops=200):
+    extra = bool(os.environ.get("EXTRA_SYSCALL"))
+
+    async def pong(ch, back):
+        for _ in range(hops):
+            await back.put(await ch.get() + 1)
+
+    async def main():
+        ch, back = backend.channel(0), backend.channel(0)
+        task = backend.spawn(pong, ch, back)
+        total = 0
+        for _ in range(hops):
+            if extra:
+                os.getppid()
+            await ch.put(total)
+            total = await back.get()
+        await task.join()
+        return total
+    return main
+"""
+
+WORKLOAD = PING_PONG + '''
 from pytest_concurrency.workloads import Outcome
 
 
 class Hops:
-    """A ping-pong of 200 hops over a rendezvous channel; EXTRA_SYSCALL adds one syscall per hop."""
+    """The ping-pong as a workload of 200 hops."""
     name = "hops"
     unit = "hop"
 
@@ -136,26 +161,8 @@ class Hops:
         return None
 
     def run(self, backend, params):
-        extra = bool(os.environ.get("EXTRA_SYSCALL"))
-        n = params["hops"]
-
-        async def pong(ch, back):
-            for _ in range(n):
-                await back.put(await ch.get() + 1)
-
-        async def main():
-            ch, back = backend.channel(0), backend.channel(0)
-            task = backend.spawn(pong, ch, back)
-            total = 0
-            for _ in range(n):
-                if extra:
-                    os.getppid()
-                await ch.put(total)
-                total = await back.get()
-            await task.join()
-            assert total == n
-        backend.run(main)
-        return Outcome(n)
+        assert backend.run(ping_pong(backend, params["hops"])) == params["hops"]
+        return Outcome(params["hops"])
 
 
 HOPS = Hops()
@@ -189,30 +196,7 @@ def test_one_extra_syscall_per_hop_fails_a_real_session_on_its_kernel_figures(py
     assert "Kernel regressions (fail the build):" in out and "syscalls/op" in out
 
 
-PLAIN = """
-import os
-
-
-def ping_pong(backend, hops=200):
-    extra = bool(os.environ.get("EXTRA_SYSCALL"))
-
-    async def pong(ch, back):
-        for _ in range(hops):
-            await back.put(await ch.get() + 1)
-
-    async def main():
-        ch, back = backend.channel(0), backend.channel(0)
-        task = backend.spawn(pong, ch, back)
-        total = 0
-        for _ in range(hops):
-            if extra:
-                os.getppid()
-            await ch.put(total)
-            total = await back.get()
-        await task.join()
-        return total
-    return main
-
+PLAIN = PING_PONG + """
 
 def test_my_ping_pong(benchmark, concurrency_backend):
     assert benchmark.pedantic(concurrency_backend.run, args=(ping_pong(concurrency_backend),), rounds=5) == 200
