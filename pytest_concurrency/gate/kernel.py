@@ -44,8 +44,8 @@ class Figure:
         return f"{self.name}_per_op"
 
 
-#: Thresholds from repeatability measured here. Light models' syscalls per hop repeated in 50 of 50
-#: A/A pairs (scripts/kernel_evidence.py). Threading's ring, 40 A/A pairs: syscalls per hop moved
+#: Thresholds from repeatability measured here. Light models' syscalls per hop gave no verdict in 50
+#: of 50 A/A pairs (scripts/kernel_evidence.py). Threading's ring, 40 A/A pairs: syscalls per hop moved
 #: up to 11.3% (median 3.3%), switches up to 20.7% (median 6.5%). An A/A of the smoke suite (292
 #: verdicts): multiprocessing's switches per op moved 34%, threading's IO minor faults 33%.
 THREAD, PROCESS = "thread", "process"
