@@ -16,6 +16,7 @@ Injections (one at a time, per hop, in the channel's ``put``):
 * ``poll``: a blocking ``get`` replaced by polling ``get(timeout=0.0005)`` (threading only).
 
     python3 scripts/kernel_evidence.py --trials 20 --aa 50 --backends threading,asyncio,gevent
+    python3 scripts/kernel_evidence.py --spread 40 --backends threading    # A/A change per figure
 """
 
 from __future__ import annotations
@@ -117,12 +118,33 @@ def verdicts(base: Record, now: Record) -> dict:
     return {v.figure: v for v in kernel_gate.judge(doc, [now]).verdicts}
 
 
+def spread(specs: list, pairs: int) -> int:
+    for spec in specs:
+        measure_once(spec, None)  # discarded: see above
+        moved: dict = {}
+        for _ in range(pairs):
+            a, b = measure_once(spec, None), measure_once(spec, None)
+            for key, before in a.extra.items():
+                after = b.extra.get(key)
+                if key.endswith("_per_op") and key != "ns_per_op" and before and after:
+                    moved.setdefault(key, []).append(abs(after / before - 1))
+        for key, changes in sorted(moved.items()):
+            changes.sort()
+            print(f"{spec} {key}: A/A |change| median {changes[len(changes) // 2]:.1%}, max {changes[-1]:.1%} "
+                  f"({len(changes)} pairs)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20, help="injected trials per change and model")
     ap.add_argument("--aa", type=int, default=50, help="A/A trials per model")
     ap.add_argument("--backends", default="threading,asyncio,gevent")
+    ap.add_argument("--spread", type=int, default=0,
+                    help="instead: N A/A pairs per model, and how far each figure per op moved (median, max)")
     args = ap.parse_args()
+    if args.spread:
+        return spread(args.backends.split(","), args.spread)
     started = time.monotonic()
     for spec in args.backends.split(","):
         changes = ["yield", "syscall"] + (["lock", "poll"] if spec == "threading" else [])
