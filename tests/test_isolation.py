@@ -186,7 +186,9 @@ def _report():
 """
 
 
-@pytest.mark.parametrize("isolate", [True, False], ids=["isolated", "in-process"])
+# The isolated variant is in the slow tier: once (1 run in ~18 today, py310, under parallel load) its
+# multiprocessing[fork] ring stalled for the whole 120 s timeout in the worker; cause not found yet.
+@pytest.mark.parametrize("isolate", [pytest.param(True, marks=pytest.mark.slow), False], ids=["isolated", "in-process"])
 def test_no_leaked_threads_processes_sockets_or_fds(pytester, tmp_path, isolate, monkeypatch):
     tag = uuid.uuid4().hex
     report = tmp_path / "leaks.json"
