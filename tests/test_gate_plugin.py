@@ -266,5 +266,5 @@ def test_a_busier_machine_makes_a_threading_slowdown_inconclusive(suite, monkeyp
         hog.kill()
         hog.wait()
     out = " ".join(result.stdout.str().split())
-    assert result.ret == 0, out
+    assert result.ret == 0, out[out.find("Gate:"):]  # the verdicts, not the tables a report would cut
     assert "the machine was busier than for the baseline" in out and "threads need free cores" in out

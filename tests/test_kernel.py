@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from pytest_concurrency.gate import baseline, compare as gate, kernel as kernel_gate
-from pytest_concurrency.gate.verdicts import IMPROVED, NOT_MEASURED, REGRESSED, UNCHANGED
+from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, NOT_MEASURED, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import kernel
 from pytest_concurrency.measure.records import Record
 
@@ -112,6 +112,21 @@ def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
     assert result.failed and result.kernel.failed
     line = kernel_gate.line(result.kernel.by_status(REGRESSED)[0])
     assert line.startswith("ring[n=10] on asyncio: 1.24 -> 4.13 syscalls/op (+233%, threshold 5%)"), line
+
+
+def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regressed():
+    def threads(syscalls, foreign_cpu):
+        rec = _rec("threading", syscalls=syscalls, csw=4.0)
+        rec.extra.update(task_kind="thread", foreign_cpu=foreign_cpu)
+        return rec
+
+    doc = baseline.document_from_records([threads(21.5, 0.02)], META)
+    busy = gate.compare(doc, [threads(21.5 * 1.3, 1.03)], META)  # a busy loop on the other core
+    assert not busy.failed and busy.kernel.by_status(INCONCLUSIVE)[0].figure == "syscalls"
+    assert "the machine was busier than for the baseline" in kernel_gate.line(busy.kernel.verdicts[0])
+    assert "1 inconclusive" in kernel_gate.summary(busy.kernel)
+    quiet = gate.compare(doc, [threads(21.5 * 1.3, 0.02)], META)  # the same rise on a quiet machine
+    assert quiet.failed and quiet.kernel.by_status(REGRESSED)[0].figure == "syscalls"
 
 
 # -- one real session ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from .. import measure
-from . import calibrate, history, kernel as kernel_gate, measuring, memory as memory_gate, sessions as session_quality, stats
+from . import calibrate, history, interference, kernel as kernel_gate, measuring, memory as memory_gate, sessions as session_quality, stats
 from ..measure.records import Record, from_json, key_label, params_id
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REFERENCE, REGRESSED, UNCHANGED, GateResult, Verdict
 
@@ -27,14 +27,6 @@ from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REFERENCE, REGRESSED
 #: machine the loop read 213-392 ns per iteration minutes apart, and scaling by that turned
 #: unchanged benchmarks into -40% "improvements".
 DEFAULT_MACHINE_TOLERANCE = 0.10
-#: Other processes' load (in CPU cores) that makes a change unjudgeable once it rose by more
-#: than this since the baseline: for thread and process models always (they need free cores),
-#: for the others when it leaves this process less than one free core plus this margin. With a
-#: busy loop on the second of 2 cores (scripts/gate_evidence.py), ring on threading ran 31-56%
-#: slower, and in fresh processes asyncio and greenlet sessions up to 31% slower, reproducibly
-#: within the session. Quiet sessions here read 0.00-0.3 cores, a hog 1.0.
-LOAD_MARGIN = 0.3
-_NEEDS_FREE_CORES = ("thread", "process")  # task kinds the OS must find a free core for
 ALLOW_CROSS_PYTHON_FLAG = "--concurrency-allow-cross-python"
 SAVE_FLAG = "--concurrency-save-baseline"
 
@@ -147,7 +139,7 @@ def compare(
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
     result = GateResult(verdicts=verdicts, calibration_ratio=cal, notes=notes,
                         memory=memory_gate.judge(baseline_doc, current, settings.memory_threshold),
-                        kernel=kernel_gate.judge(baseline_doc, current))
+                        kernel=kernel_gate.judge(baseline_doc, current, interference.busier(base_sessions, current, current_meta)))
     result.summary = _summary(result, settings, instrument)
     return result
 
@@ -367,45 +359,13 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
         verdict.status, verdict.too_noisy = INCONCLUSIVE, True  # never "unchanged" beyond the threshold set
         verdict.note = _join(f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
                              f"{verdict.widened_by}): re-record the baseline", verdict.note.replace(widening, drifts))
-    interference = instrument.machine_bound and (
-        _load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
-        or _speed_swing(cur_meta, c, settings.machine_tolerance))
-    if interference:
-        verdict.status, verdict.interference = INCONCLUSIVE, interference
-        verdict.note = _join(verdict.note, interference)
+    machine = instrument.machine_bound and (
+        interference.load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
+        or interference.speed_swing(cur_meta, c, settings.machine_tolerance))
+    if machine:
+        verdict.status, verdict.interference = INCONCLUSIVE, machine
+        verdict.note = _join(verdict.note, machine)
     return verdict
-
-
-def _load_change(sessions: list, cur: Record, status: str, cpus: int) -> str | None:
-    """Why a verdict cannot stand: other processes' load moved enough to explain it."""
-    now = cur.extra.get("foreign_cpu")
-    if status not in (REGRESSED, IMPROVED) or now is None:
-        return None
-    then = [s.foreign_cpu for s in sessions if s.foreign_cpu is not None] or [0.0]
-    slower = status == REGRESSED
-    busy, quiet = (now, max(then)) if slower else (min(then), now)
-    kind = cur.extra.get("task_kind", "light")
-    starved = cpus - busy < 1 + LOAD_MARGIN  # not even one free core for this process
-    if busy - quiet <= LOAD_MARGIN or not (starved or kind in _NEEDS_FREE_CORES):
-        return None
-    why = (f"{kind}s need free cores" if kind in _NEEDS_FREE_CORES
-           else f"that left this process less than one free core of {cpus}")
-    return (f"the machine was {'busier' if slower else 'quieter'} than for the baseline: other processes "
-            f"kept {now:.2f} CPU cores busy during this benchmark ({quiet if slower else busy:.2f} then), "
-            f"and {why}, so this change cannot be told from the load; re-run on a quieter machine, or "
-            f"record the baseline under the same load")
-
-
-def _speed_swing(cur_meta: Mapping, c: stats.Comparison, tolerance: float) -> str | None:
-    """Why a verdict cannot stand: the machine's own speed moved more than the change within
-    this session (its calibration at start and end disagree), so the change may be the machine's.
-    A swing within ``tolerance`` (--concurrency-machine-tolerance) counts as the same speed."""
-    swing = (cur_meta.get("calibration") or {}).get("swing")
-    if c.status not in (REGRESSED, IMPROVED) or swing is None or swing <= tolerance or abs(c.change) > swing:
-        return None
-    return (f"this machine's own speed moved {swing:.0%} within the session (the calibration loop at its "
-            f"start and end), more than this {c.change:+.1%}: on a machine this unsteady the run cannot "
-            f"judge a change this small; count instructions (--concurrency-measure=instructions) instead")
 
 
 def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_meta: Mapping) -> dict:

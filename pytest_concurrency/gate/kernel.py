@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ..measure.records import Record, from_json
-from .verdicts import IMPROVED, NEW, NOT_MEASURED, REGRESSED, UNCHANGED, KernelResult, KernelVerdict
+from .verdicts import IMPROVED, INCONCLUSIVE, NEW, NOT_MEASURED, REGRESSED, UNCHANGED, KernelResult, KernelVerdict
 
 #: How many times the rounds' relative MAD the threshold widens to, where they are that noisy.
 SPREAD_K = 3.0
@@ -33,6 +33,7 @@ class Figure:
     threshold: float  # the relative change that counts
     floor: float  # the smallest change per op that counts
     gated: bool = True
+    scheduled: bool = False  # on threads and processes it follows the scheduler: load moves it
     round_floor: float = 0.0  # the smallest change per round that counts (a source's resolution)
     wider: tuple = ()  # (task kind, threshold) where the scheduler makes the figure move more
 
@@ -50,11 +51,13 @@ class Figure:
 #: verdicts): multiprocessing's switches per op moved 34%, threading's IO minor faults 33%.
 THREAD, PROCESS = "thread", "process"
 FIGURES = (
-    Figure("syscalls", "syscalls/op", 0.05, 0.05, wider=((THREAD, 0.20), (PROCESS, 0.40))),
-    Figure("csw", "context switches/op", 0.25, 0.05, wider=((THREAD, 0.30), (PROCESS, 0.60))),
+    # a thread preempted while it holds the GIL makes the others wait and time out: more syscalls
+    # and switches on a busier machine (threading nap, two busy-loop processes: syscalls/op +16%)
+    Figure("syscalls", "syscalls/op", 0.05, 0.05, scheduled=True, wider=((THREAD, 0.20), (PROCESS, 0.40))),
+    Figure("csw", "context switches/op", 0.25, 0.05, scheduled=True, wider=((THREAD, 0.30), (PROCESS, 0.60))),
     # getrusage's system time moves in scheduler ticks (4 ms at 250 Hz): a short round reads 0 or
     # one tick, so a change must add up to more than two ticks a round to count
-    Figure("sys_s", "system CPU/op", 0.30, 0.0, round_floor=0.010),
+    Figure("sys_s", "system CPU/op", 0.30, 0.0, scheduled=True, round_floor=0.010),
     # first touches of pages: 64 a round (256 KiB) before a change counts
     Figure("minflt", "minor page faults/op", 0.25, 0.05, round_floor=64, wider=((THREAD, 0.60), (PROCESS, 0.60))),
     Figure("migrations", "CPU migrations/op", 0.0, 0.0, gated=False),
@@ -62,8 +65,14 @@ FIGURES = (
 )
 
 
-def judge(baseline_doc: Mapping, current: Iterable[Record]) -> KernelResult:
-    """Kernel verdicts for every record the baseline also has."""
+def judge(baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | None = None) -> KernelResult:
+    """Kernel verdicts for every record the baseline also has.
+
+    ``busier`` maps a record's key to why the machine was busier than for its baseline
+    (gate.compare decides it, as for time): there a rise in a figure the scheduler moves, on
+    threads or processes, is inconclusive, not a regression.
+    """
+    busier = busier or {}
     base = {r.key: r for r in from_json(baseline_doc)}
     verdicts, unmeasured = [], set()
     for rec in current:
@@ -73,10 +82,13 @@ def judge(baseline_doc: Mapping, current: Iterable[Record]) -> KernelResult:
         for figure in FIGURES:
             if figure.gated:
                 verdict = _judge(figure, then, rec)
+                if (verdict.status == REGRESSED and figure.scheduled and rec.key in busier
+                        and rec.extra.get("task_kind") in (THREAD, PROCESS)):
+                    verdict.status, verdict.note = INCONCLUSIVE, busier[rec.key]
                 verdicts.append(verdict)
                 if verdict.status == NOT_MEASURED:
                     unmeasured.add(verdict.note)
-    order = {REGRESSED: 0, IMPROVED: 1, NOT_MEASURED: 2, NEW: 3, UNCHANGED: 4}
+    order = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, NOT_MEASURED: 3, NEW: 4, UNCHANGED: 5}
     verdicts.sort(key=lambda v: (order[v.status], v.key, v.figure))
     return KernelResult(verdicts, sorted(unmeasured))
 
@@ -141,11 +153,11 @@ def line(v: KernelVerdict) -> str:
         return f"{key_label(v.key)}: {v.note}"
     change = f"+{amount(v.figure, v.current)} from none" if v.change is None else f"{v.change:+.0%}"
     return (f"{key_label(v.key)}: {amount(v.figure, v.baseline)} -> {amount(v.figure, v.current)} {what} "
-            f"({change}, threshold {v.threshold:.0%})")
+            f"({change}, threshold {v.threshold:.0%})" + (f" ({v.note})" if v.note else ""))
 
 
 def summary(result: KernelResult) -> str:
     """``kernel passed: 120 unchanged, 3 not measured``."""
-    counts = [f"{len(result.by_status(s))} {s}" for s in (REGRESSED, IMPROVED, NOT_MEASURED, UNCHANGED)
+    counts = [f"{len(result.by_status(s))} {s}" for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NOT_MEASURED, UNCHANGED)
               if result.by_status(s)]
     return f"kernel {'FAILED' if result.failed else 'passed'}: {', '.join(counts) or 'nothing to judge'}"

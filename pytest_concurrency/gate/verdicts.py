@@ -104,7 +104,7 @@ class KernelVerdict:
 
     key: tuple  # records.Record.key
     figure: str  # measure.kernel's figure name: "syscalls", "csw", ...
-    status: str  # regressed, improved, unchanged or not measured
+    status: str  # regressed, improved, inconclusive (the load moved), unchanged or not measured
     baseline: float | None = None  # per op
     current: float | None = None
     change: float | None = None  # current/baseline - 1 (None from a baseline of 0)

@@ -61,7 +61,7 @@ def machine_busy_s() -> float:
 
 
 #: /proc/stat counts CPU time in ticks of 10 ms per core, so over a stretch shorter than this the
-#: estimate of other processes' load could be off by more than the gate's margin (gate.LOAD_MARGIN,
+#: estimate of other processes' load could be off by more than the gate's margin (gate.interference.LOAD_MARGIN,
 #: 0.3 cores) on a 2-core machine: it is not recorded then, rather than recorded wrong.
 MIN_LOAD_WINDOW_S = 0.2
 

@@ -16,6 +16,7 @@ NA = "-"
 SECTIONS = (
     (V.REGRESSED, "Kernel regressions (fail the build)"),
     (V.IMPROVED, "Kernel figures improved"),
+    (V.INCONCLUSIVE, "Kernel figures inconclusive (moved, but so did the machine's load)"),
     (V.NOT_MEASURED, "Kernel figures not measured (neither passed nor failed)"),
 )
 
