@@ -6,10 +6,8 @@ import itertools
 
 import pytest
 
-from . import backends, session_end, settings, workloads
+from . import against, backends, options, session_end, settings, workloads
 from .backends import watchdog
-from .gate import memory as memory_gate
-from .gate.history import DEFAULT_KEEP
 from .measure import driver, records
 from .report import progress
 from .runner import launch
@@ -21,67 +19,26 @@ MARKER = "concurrency"
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("concurrency", "concurrency models (pytest-concurrency-bench)")
-    add = group.addoption
-    add("--concurrency-backends", metavar="LIST",
-        help="comma-separated models to run, e.g. gevent,asyncio,multiprocessing[fork] "
-        f"(default: {','.join(backends.DEFAULT_SPECS)})")
-    add("--concurrency-scale", metavar="SCALE", help=f"workload sizes: {', '.join(workloads.SCALES)} (default: default)")
-    add("--concurrency-measure", metavar="MEASURE",
-        help="what a round's sample is: time (wall-clock seconds, the default) or instructions "
-        "(CPU instructions counted under valgrind: exact, and blind to the machine's speed and load)")
-    add("--concurrency-rounds", metavar="N",
-        help="measured rounds per benchmark (default: the workload's per scale when timing, 3 when counting)")
-    add("--concurrency-timeout", metavar="SECONDS",
-        help="longest a round may take before it fails as stalled (default: 120; 1200 when counting)")
-    add("--concurrency-jobs", metavar="N",
-        help="with --concurrency-measure=instructions: cases counted at once, each in a process "
-        "of its own (default: one per core)")
-    add("--concurrency-isolate", action="store_true", default=None,
-        help="run each model's workloads in a fresh worker process of its own")
-    add("--concurrency-save-baseline", metavar="PATH", help="after the run, write a baseline with raw samples (atomically)")
-    add("--concurrency-baseline-sessions", metavar="K",
-        help="sessions a saved baseline keeps: saving to an existing baseline adds this run's session "
-        f"and drops the oldest beyond K; 1 replaces it (default: {DEFAULT_KEEP})")
-    add("--concurrency-baseline", metavar="PATH", help="compare against this baseline; a regression fails the session")
-    add("--concurrency-threshold", metavar="PCT",
-        help="practical threshold for a regression, percent (default: 7 for time, 2 for instructions, "
-        "where counts of workloads that wait, such as IO, are judged beyond 10)")
-    add("--concurrency-memory-threshold", metavar="PCT",
-        help="how far a memory figure (per task, peak heap) may grow over the baseline's, percent "
-        f"(default: {memory_gate.DEFAULT_THRESHOLD * 100:.0f}); a leak fails without a baseline too")
-    add("--concurrency-machine-tolerance", metavar="PCT",
-        help="judge times normalized by the machine-speed calibration only when this machine's speed "
-        "differs from the baseline's by more than PCT (default: 10; a large value never normalizes)")
-    add("--concurrency-allow-cross-python", action="store_true", default=False,
-        help="compare against a baseline recorded on another Python version (normally refused)")
-    add("--concurrency-gate-native", action="store_true", default=None,
-        help="judge the native reference rows (go, rust, kotlin) in the gate like the Python models "
-        "(by default they are shown and compared, never failing the build)")
-    add("--concurrency-report-md", metavar="PATH", help="write the comparison tables as markdown (CI job summary)")
-    add("--concurrency-plot", metavar="DIR", help="write charts per workload into DIR (needs matplotlib)")
-    parser.addini("concurrency_backends", "comma-separated models to run", default="")
-    parser.addini("concurrency_scale", "workload sizes: smoke, default or seed", default="")
-    parser.addini("concurrency_measure", "what a round's sample is: time or instructions", default="")
-    parser.addini("concurrency_timeout", "longest a round may take, seconds", default="")
-    parser.addini("concurrency_isolate", "run each model in a worker process", type="bool", default=False)
-    parser.addini("concurrency_jobs", "cases counted at once (instructions only)", default="")
-    parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
-    parser.addini("concurrency_gate_native", "judge the native reference rows in the gate", type="bool",
-                  default=False)
-    parser.addini("concurrency_memory_threshold", "memory regression threshold, percent", default="")
-    parser.addini("concurrency_machine_tolerance", "normalize only beyond this machine-speed difference, percent",
-                  default="")
-    parser.addini("concurrency_baseline_sessions", "sessions a saved baseline keeps", default="")
-    parser.addini("concurrency_thresholds", "overrides, one per line: KEY = PCT with KEY a backend, "
-                  "a workload or workload:backend", type="linelist", default=[])
+    options.add(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    if against.base_side():  # before a conftest or a test module imports the code under test
+        from .runner import sides
+
+        sides.import_base_first()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """Under an instrument with a command of its own (callgrind), a session that measures only
-    in workers starts them in it; one with a test measured here runs again whole in it (launch.py)."""
+    """Against a base (--concurrency-against), this process runs both sides' sessions and judges
+    them (against.py). Under an instrument with a command of its own (callgrind), a session that
+    measures only in workers starts them in it; one with a test measured here runs again whole in
+    it (launch.py)."""
     s = _read_settings(config)
+    if s.against and not against.side_session() and not _measures_nothing(config):
+        return against.orchestrate(config, s)  # runs both sides' sessions; measures nothing here
     instrument = s.instrument
     if instrument.fresh_process:
         launch.refuse_other_hosts(config)
@@ -119,6 +76,10 @@ def pytest_configure(config):
         "a test runs on, or set its regression threshold (percent)",
     )
     s = _read_settings(config)
+    if s.against and not s.paired:
+        return  # the run that starts both sides' sessions: they read and check the rest
+    if s.paired:
+        against.refuse(s, config)
     if s.baseline is not None or s.save_baseline is not None:
         from .gate import baseline
 
@@ -146,6 +107,8 @@ def pytest_configure(config):
 def pytest_sessionstart(session):
     # after every pytest_configure: pytest-benchmark's made its session in one (trylast)
     _measure_with(session.config, _settings(session.config).instrument)
+    if _settings(session.config).paired:
+        against.at_least_min_rounds(session.config)
 
 
 def _measure_with(config, instrument) -> None:
@@ -327,7 +290,8 @@ def _plan(case: Case, backend, s: settings.Settings) -> tuple:
         from .native import bench as native
 
         reason = reason or native.unsupported(case.workload)
-    return workload, reason, s.rounds or rounds, warmup
+    rounds = s.rounds or rounds
+    return workload, reason, max(rounds, against.MIN_ROUNDS) if s.paired else rounds, warmup
 
 
 def pytest_collection_finish(session):
@@ -341,6 +305,7 @@ def pytest_collection_finish(session):
     s = _settings(config)
     if total and s.jobs > 1 and s.instrument.fresh_process:
         _measure_ahead(config, session.items, s)
+    against.collected(config, session.items)
 
 
 def _ahead_key(spec: str, case: Case) -> tuple:
@@ -372,11 +337,19 @@ def _measure_ahead(config, items, s: settings.Settings) -> None:
     ahead.start()
 
 
+def pytest_runtest_setup(item):
+    against.at_test(item)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
+    against.pair(item)
     yield
     _label_user_benchmark(item)
     _attach_threshold(item)
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    if bench is not None:
+        against.record_turns(item, bench)
 
 
 def _attach_threshold(item) -> None:
@@ -419,6 +392,11 @@ def pytest_sessionfinish(session, exitstatus):
     if bs is None:
         return
     config = session.config
+    if exitstatus == pytest.ExitCode.INTERRUPTED:  # stopped by the user: what it measured is not a result
+        config.stash[session_end.OUTCOME] = session_end.SessionOutcome(
+            [], messages=["interrupted: no baseline, report, verdict or rounds written"])
+        return
+    against.side_finish(config, bs)
     outcome = session_end.finish(config, bs, _settings(config), config.stash.get(session_end.BASELINE, None))
     config.stash[session_end.OUTCOME] = outcome
     if session.exitstatus == pytest.ExitCode.OK and outcome.exit_status:

@@ -107,6 +107,14 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
     return outcome
 
 
+def paired_threshold(s):
+    """A benchmark's threshold against the base side: as the gate's, but paired's own default."""
+    from .gate import paired
+
+    settings = _gate_settings(s)
+    return lambda rec: settings.threshold_for(rec, default=paired.DEFAULT_THRESHOLD)
+
+
 def _judge(baseline_doc: dict, meta: dict, settings, s):
     """The gate over a run's records; native reference rows set aside unless gated (see gate.set_aside)."""
     from . import backends

@@ -39,6 +39,8 @@ class Settings:
     allow_cross_python: bool = False
     gate_native: bool = False  # the native reference rows get verdicts that can fail the build
     machine_tolerance: float = DEFAULT_MACHINE_TOLERANCE
+    against: str | None = None  # --concurrency-against: the base side's spec (this session is the head)
+    paired: bool = False  # a side's session under --concurrency-against: rounds are taken in turns
     report_md: Path | None = None
     plot_dir: Path | None = None
 
@@ -164,8 +166,16 @@ def from_config(config) -> Settings:
     sessions = opt("concurrency_baseline_sessions") or config.getini("concurrency_baseline_sessions")
     if sessions:
         s.baseline_sessions = parse_positive(sessions, "--concurrency-baseline-sessions", int)
+    s.against = opt("concurrency_against")
+    s.paired = _side_session()
     if opt("concurrency_report_md"):
         s.report_md = writable_target(opt("concurrency_report_md"), "--concurrency-report-md")
     if opt("concurrency_plot"):
         s.plot_dir = Path(opt("concurrency_plot"))
     return s
+
+
+def _side_session() -> bool:
+    from . import against
+
+    return bool(against.side_session())

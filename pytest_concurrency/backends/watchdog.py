@@ -308,3 +308,12 @@ def bound_run(backend, seconds: float | None, what: str, on_timeout=None) -> Non
             raise
 
     backend.run = run
+
+
+def die_with_parent() -> None:
+    """A ``preexec_fn``: the child is killed when the process that started it dies (Linux), so a
+    ``kill -9`` of a run leaves nothing running on, nor writing results afterwards."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

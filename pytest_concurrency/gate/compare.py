@@ -69,7 +69,8 @@ class GateSettings:
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha {self.alpha!r} must be between 0 and 1, e.g. 0.01")
 
-    def threshold_for(self, rec: Record) -> float:
+    def threshold_for(self, rec: Record, default: float | None = None) -> float:
+        """The test's own, an override, the option's, else ``default`` or the measure's."""
         own = self.tests.get(rec.key, rec.extra.get("threshold"))
         if own is not None:
             return float(own)
@@ -80,7 +81,9 @@ class GateSettings:
         found = [self.overrides[k] for k in (rec.backend, base, rec.workload) if k in self.overrides]
         if found:
             return max(found)
-        return self.threshold if self.threshold is not None else measure.get(rec.measure).default_threshold
+        if self.threshold is not None:
+            return self.threshold
+        return default if default is not None else measure.get(rec.measure).default_threshold
 
 
 def compare(

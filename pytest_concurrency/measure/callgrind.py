@@ -25,7 +25,6 @@ plain workers that run the memory pass (``memory_apart``), whose work is not cou
 from __future__ import annotations
 
 import atexit
-import ctypes
 import gc
 import os
 import shutil
@@ -34,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 
+from ..backends import watchdog
 from ..workloads import _live_memory
 from . import Instrument, measuring_side, profile
 
@@ -104,7 +104,7 @@ def run_session(argv: list[str], cwd: str) -> int:
     with tempfile.TemporaryDirectory(prefix="pytest-concurrency-callgrind-", ignore_cleanup_errors=True) as directory:
         env = {**counted_env(os.environ, directory), LAUNCHER_ENV: str(os.getpid())}
         full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
-        proc = subprocess.Popen(full, cwd=cwd, env=env, start_new_session=True, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(full, cwd=cwd, env=env, start_new_session=True, preexec_fn=watchdog.die_with_parent)
         try:
             code = proc.wait()
         except KeyboardInterrupt:
@@ -118,12 +118,6 @@ def run_session(argv: list[str], cwd: str) -> int:
         if code < 0 or code > 7:  # not pytest's 0-5 nor our gate's 6-7: valgrind may say why
             _show_logs(directory)
         return code
-
-
-def _die_with_parent() -> None:
-    """In the child, before it execs: be killed when the process that started it dies."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def launcher_gone() -> bool:

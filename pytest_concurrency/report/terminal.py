@@ -149,3 +149,18 @@ def write(terminalreporter, records: Iterable[Record], gate: V.GateResult | None
     text = render(records, gate, width=width, color=bool(getattr(tr, "hasmarkup", False)), memory=memory)
     for line in text.splitlines():
         tr.write_line(line)
+
+
+def paired_lines(result, width: int = 80) -> list[str]:
+    """The verdicts against the base side (``--concurrency-against``), printed after the head's session."""
+    from ..gate import paired
+
+    lines = [" against the base side (paired rounds) ".center(width, "-")]
+    lines += textwrap.wrap(f"Sides: {result.sides}", width, subsequent_indent="  ", break_on_hyphens=False)
+    for v in result.verdicts:
+        if v.figure != "time" and v.status not in (V.REGRESSED, V.IMPROVED):
+            continue  # counted in the summary: four kernel figures per benchmark would bury the verdicts
+        lines += textwrap.wrap(paired.line(v), width, initial_indent="  ", subsequent_indent="    ",
+                               break_on_hyphens=False)
+    lines.append(paired.summary(result))
+    return lines

@@ -1,0 +1,302 @@
+"""``--concurrency-against=SPEC``: the same tests on the base side, round for round, in one run.
+
+The process the user started measures nothing itself. It installs the base side apart
+(runner/sides.py), then runs two pytest sessions with the same command line, started alike
+(one hash seed, no address-space randomization, the same environment but for which side they
+are): the head (side B, this code; its output is the run's) and the base (side A, its code
+imported first; its output in a log). They take turns round by round (runner/lockstep.py); each
+writes its rounds and what it imported to a file, and this process judges each benchmark on
+the per-quad ratios (gate/paired.py).
+
+Why two sessions alike, not the user's session against one more: the user's process holds
+more (the coordinator, the collection of both) and its rounds read 1-2% slower than the
+other side's in an A/A here, every time; two processes that differ in their hash seed and
+address layout differed by up to 4%, and a base side with a larger environment (its
+``PYTHONPATH``) by about 3% (gevent, the same code on both sides): the head gets one as long.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from .backends import watchdog
+from .gate import atomic, paired
+from .measure import records
+from .runner import lockstep, sides
+
+SIDE_ENV = "PYTEST_CONCURRENCY_SIDE"  # "A" (base) or "B" (head) in a side's session
+OUT_ENV = "PYTEST_CONCURRENCY_SIDE_OUT"  # where a side writes its rounds and what it imported
+#: A benchmark's rounds on each side under --concurrency-against, at least: two a quad, enough
+#: quads for the 99% interval of the median ratio (gate.paired.MIN_PAIRS), and two quads to spare
+#: (the sides' calibration calls need not line up with a quad).
+MIN_ROUNDS = 2 * paired.MIN_PAIRS + 4
+INTERRUPT_GRACE_S = 10.0
+#: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
+BASE_GRACE_S = 300.0
+
+#: Options the base side must not act on: it writes no baseline, report or JSON of the user's.
+_HEAD_ONLY = {"--concurrency-baseline": True, "--concurrency-save-baseline": True,
+              "--concurrency-baseline-sessions": True, "--concurrency-report-md": True, "--concurrency-plot": True,
+              "--benchmark-json": True, "--benchmark-save": True, "--benchmark-autosave": False,
+              "--benchmark-compare": False, "--benchmark-compare-fail": True, "--benchmark-histogram": False,
+              "--junitxml": True, "--junit-xml": True, "--benchmark-cprofile-dump": False}
+
+
+def side_session() -> str | None:
+    """``A`` or ``B`` in a side's session, else None."""
+    side = os.environ.get(SIDE_ENV)
+    return side if side in (lockstep.A, lockstep.B) and os.environ.get(lockstep.SOCKET_ENV) else None
+
+
+def base_side() -> bool:
+    return side_session() == lockstep.A
+
+
+def refuse(s, config) -> None:
+    """What --concurrency-against cannot pair (yet): a usage error naming the way out."""
+    if not s.instrument.machine_bound:
+        raise pytest.UsageError(
+            f"--concurrency-against with --concurrency-measure={s.measure}: paired rounds are timed; "
+            "counts do not drift between sessions, so compare them against a stored baseline "
+            "(--concurrency-baseline) instead")
+    if s.isolate:
+        raise pytest.UsageError(
+            "--concurrency-against with --concurrency-isolate: workloads measured in worker processes "
+            "are not paired round by round yet; run without --concurrency-isolate")
+    if int(getattr(config.option, "numprocesses", 0) or 0) > 0:
+        raise pytest.UsageError("--concurrency-against with pytest-xdist: the two sides take turns round by "
+                                "round on one machine; run without -n")
+
+
+# -- the run the user started --------------------------------------------------------------------
+
+def orchestrate(config, s) -> int:
+    """Install the base side, run both sides in turns, judge the pairs; the run's exit status."""
+    refuse(s, config)
+    root = Path(str(config.invocation_params.dir))
+    scratch = sides.scratch()
+    try:
+        try:
+            spec = sides.parse(s.against, root)
+            site = sides.install(spec, root, Path(scratch.name), log=lambda m: print(m, flush=True))
+        except sides.SideError as exc:
+            raise pytest.UsageError(f"--concurrency-against={s.against}: {exc}") from None
+        return _run_sides(config, s, spec, site, Path(scratch.name), root)
+    finally:
+        scratch.cleanup()
+
+
+def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
+    coordinator = lockstep.Coordinator(str(directory / "turns.sock"), stall_s=max(s.timeout or 0, 60.0) * 2)
+    env = {k: v for k, v in os.environ.items() if k != SIDE_ENV}
+    env.setdefault("PYTHONHASHSEED", str(random.randrange(1, 2 ** 32)))  # one seed for both sides
+    env[lockstep.SOCKET_ENV] = coordinator.path
+    args = list(config.invocation_params.args)
+    log = directory / "base-side.log"
+    print(f"pytest-concurrency: this code (head) against {spec} (base), round for round in turns; "
+          "the head's session follows", flush=True)
+    procs = {}
+    try:
+        with open(log, "wb") as base_log:
+            for side, extra_env, argv, out in (
+                    (lockstep.A, {"PYTHONPATH": _prepend(site, env.get("PYTHONPATH"))},
+                     [*head_only_removed(args), "-o", f"cache_dir={directory / 'cache'}"], base_log),
+                    (lockstep.B, {"PYTHONPATH": _prepend(_same_length(site), env.get("PYTHONPATH"))}, args, None)):
+                side_env = {**env, **extra_env, SIDE_ENV: side, sides.SIDE_PATH_ENV: str(site),
+                            OUT_ENV: str(directory / f"side-{side}.json")}
+                # a session of its own: a Ctrl-C reaches it once, forwarded from here (_stop)
+                procs[side] = subprocess.Popen([sys.executable, "-m", "pytest", *argv], cwd=str(root), env=side_env,
+                                               stdin=subprocess.DEVNULL, stdout=out, start_new_session=True,
+                                               stderr=subprocess.STDOUT if out else None, preexec_fn=_start_side)
+                threading.Thread(target=_leave_on_exit, args=(coordinator, side, procs[side]), daemon=True).start()
+            codes = _wait(procs)
+    except KeyboardInterrupt:
+        _stop(procs)
+        print("pytest-concurrency: interrupted: no verdict against the base side, nothing written", flush=True)
+        return int(pytest.ExitCode.INTERRUPTED)
+    finally:
+        _stop(procs)
+        coordinator.close()
+    errors = list(coordinator.stalled)
+    if codes[lockstep.A] is None:
+        errors.append(f"the base side ({spec}) did not end within {BASE_GRACE_S:.0f} s of the head and was stopped")
+    return _judge(s, spec, site, directory, codes, log, errors)
+
+
+def _wait(procs: dict) -> dict:
+    """Each side's exit status; the base side gets ``BASE_GRACE_S`` after the head ends (None: killed)."""
+    codes = {lockstep.B: procs[lockstep.B].wait()}
+    try:
+        codes[lockstep.A] = procs[lockstep.A].wait(BASE_GRACE_S)
+    except subprocess.TimeoutExpired:
+        codes[lockstep.A] = None
+    return codes
+
+
+def _same_length(site: Path) -> Path:
+    """A directory that does not exist, named as long as ``site``: the head's environment is then
+    as large as the base side's, and so its stack starts at the same address (a layout effect)."""
+    return site.parent / ("n" * len(site.name))
+
+
+def _prepend(site: Path, path: str | None) -> str:
+    return os.pathsep.join([str(site), *filter(None, [path])])
+
+
+def _start_side() -> None:
+    """Both sides alike: no address-space randomization (a layout is one more difference between
+    two processes), and killed with the run."""
+    watchdog.die_with_parent()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).personality(0x0040000)  # ADDR_NO_RANDOMIZE
+
+
+def _leave_on_exit(coordinator, side: str, proc) -> None:
+    proc.wait()
+    coordinator.leave(side)  # never connected, or gone: the other side runs on alone
+
+
+def _stop(procs: dict) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    for proc in procs.values():
+        try:
+            proc.wait(INTERRUPT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def head_only_removed(args) -> list[str]:
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _HEAD_ONLY:
+            skip = _HEAD_ONLY[name] and "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def _judge(s, spec, site: Path, directory: Path, codes: dict, log: Path, errors: list) -> int:
+    from .report import terminal
+    from .session_end import paired_threshold
+
+    head_code = codes[lockstep.B]
+    docs = {}
+    for side in (lockstep.A, lockstep.B):
+        out = directory / f"side-{side}.json"
+        if out.exists():
+            docs[side] = json.loads(out.read_text())
+    if head_code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return head_code  # the head's session said why; there is nothing to judge
+    if lockstep.B not in docs:
+        errors.append(f"the head's session ended (exit {head_code}) without its rounds")
+    if lockstep.A not in docs:
+        errors.append(f"the base side ({spec}) ended (exit {codes[lockstep.A]}) without its rounds; its log:\n"
+                      + _tail(log))
+    elif codes[lockstep.A] not in (0, 1, 5, 6, 7, None):
+        errors.append(f"the base side ({spec}) exited {codes[lockstep.A]}; its log:\n" + _tail(log))
+    result = None
+    if len(docs) == 2:
+        base_ids, head_ids = docs[lockstep.A].get("identity") or {}, docs[lockstep.B].get("identity") or {}
+        errors += sides.check(site, base_ids, head_ids)
+        result = paired.judge(records.from_json(docs[lockstep.A]), records.from_json(docs[lockstep.B]),
+                              paired_threshold(s))
+        result.sides = paired.sides_line(base_ids, head_ids)
+        for line in terminal.paired_lines(result):
+            print(line)
+    for error in errors:
+        print(f"pytest-concurrency: ERROR: {error}")
+    failed = bool(errors) or bool(result and result.failed)
+    if head_code in (0, 6, 7) and failed:
+        return int(pytest.ExitCode.TESTS_FAILED)
+    return head_code
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    if not path.exists():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+# -- in each side's session --------------------------------------------------------------------------
+
+TURNS = pytest.StashKey[lockstep.Client]()
+CALLS = pytest.StashKey[list]()  # a test's runner calls: [turn, seconds per iteration, iterations]
+PINNED = pytest.StashKey[set]()  # the CPUs a test's main thread had before it was pinned
+#: Task kinds that run in one thread (the test's): both sides run them on one CPU.
+_ONE_THREAD = ("light",)
+
+
+def at_least_min_rounds(config) -> None:
+    bs = getattr(config, "_benchmarksession", None)
+    if bs is not None and bs.options.get("min_rounds", 0) < MIN_ROUNDS:
+        bs.options["min_rounds"] = MIN_ROUNDS
+
+
+def collected(config, items) -> None:
+    side = side_session()
+    if side:
+        config.stash[TURNS] = client = lockstep.Client(os.environ[lockstep.SOCKET_ENV], side)
+        client.order(side, [item.nodeid for item in items])
+
+
+def at_test(item) -> None:
+    client = item.config.stash.get(TURNS, None)
+    if client is not None:
+        client.at(side_session(), item.nodeid)
+
+
+def pair(item) -> None:
+    """Before a test's call: its benchmark's rounds take turns with the other side's."""
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    client = item.config.stash.get(TURNS, None)
+    if bench is not None and client is not None and getattr(bench, "enabled", False):
+        item.stash[CALLS] = lockstep.pair_rounds(bench, client, side_session(), item.nodeid)
+        backend = item.funcargs.get("concurrency_backend")
+        if getattr(backend, "task_kind", None) in _ONE_THREAD and hasattr(os, "sched_setaffinity"):
+            # The two CPUs of a cloud machine ran this loop at speeds up to 1.8x apart for seconds at
+            # a time, and a side keeps to its CPU: an A/A of greenlet read +6.3% (interval up to +24%).
+            # Both sides on one CPU (the same for both): within 1% in 10 A/As here.
+            item.stash[PINNED] = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, {max(item.stash[PINNED])})
+
+
+def record_turns(item, bench) -> None:
+    """After it: its rounds' turns into the record (``paired_rounds``), for gate/paired.py."""
+    if PINNED in item.stash:
+        os.sched_setaffinity(0, item.stash[PINNED])
+    calls = item.stash.get(CALLS, None)
+    stats = getattr(bench, "stats", None)
+    if calls and stats is not None and stats.stats.data:
+        bench.extra_info["paired_rounds"] = calls[-len(stats.stats.data):]
+
+
+def side_finish(config, bs) -> None:
+    """At a side's end: write its rounds and what it imported, then let the other side go on."""
+    if not side_session():
+        return
+    site = Path(os.environ[sides.SIDE_PATH_ENV])
+    doc = {"identity": sides.identity(site, base_side=base_side()),
+           "benchmarks": [{"name": r.name, "group": r.group, "extra_info": r.extra, "stats": {"data": r.samples}}
+                          for r in records.from_session(bs.benchmarks)]}
+    atomic.write_text(os.environ[OUT_ENV], json.dumps(doc))
+    client = config.stash.get(TURNS, None)
+    if client is not None:
+        client.close()

@@ -1,0 +1,240 @@
+"""Judging a change against its base measured in the same run: per-pair ratios.
+
+With ``--concurrency-against`` each benchmark ran on both sides in turns (runner/lockstep.py):
+A B B A | A B B A | ..., each round recorded with its turn. One group of four (a quad) gives
+one ratio: the head's two rounds over the base's two. What the machine did during the quad
+it did to both sides (a linear drift cancels exactly: both sides' mean position is the same),
+and each side has one round after its own and one after the other's (warm and cold caches).
+The verdict is on those ratios alone, never on a number from another session (Bulej et al.'s
+duet benchmarking, asv's ``continuous``). Paired round by round instead, without the quads,
+an A/A of three models here read 4 "changes" in 9 (99% intervals that excluded 0).
+
+The change is the Hodges-Lehmann estimate on the quads' log ratios (the median of their pairwise
+means), with the Wilcoxon signed-rank interval: distribution-free for a symmetric spread of log
+ratios, and about 1.5 times as efficient as the sign test's interval, which it falls back to
+below ``WILCOXON_FROM`` quads (the median, exact order statistics). With the sign test alone, 30
+sessions of a +5% change on gevent here read 24 regressed and 6 inconclusive.
+A change regressed when the interval lies above 1, the estimate beyond the threshold, and
+each half of the test's quads moved by half the threshold or more (a stretch of disturbance, which a paired
+A/A here once read as +9.2%, is in one half, a change in the code in both); improved likewise
+below; unchanged when the whole interval lies within the threshold; otherwise inconclusive,
+saying why.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from ..measure.records import Record, key_label
+from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
+
+#: Pairs cancel the machine's drift, so a smaller change than time's 7% counts; but two processes of
+#: the same code differ: A/As of one pair of sessions here read up to 3.6% (threading) and 3.2%
+#: (gevent, once a false alarm at 3%) (scripts/against_evidence.py, 30 sessions).
+DEFAULT_THRESHOLD = 0.04
+CONFIDENCE = 0.99
+MIN_PAIRS = 8  # the fewest quads whose sign-test interval reaches 99%: 2 * 0.5**8 < 0.01
+WILCOXON_FROM = 16  # quads from which the signed-rank interval's normal approximation holds
+
+
+@dataclass
+class PairedVerdict:
+    key: tuple
+    status: str
+    figure: str = "time"  # or a kernel figure (gate/kernel.py's FIGURES), per op
+    change: float | None = None  # median(B/A) - 1
+    ci: tuple | None = None  # (low, high) of median(B/A) - 1
+    pairs: int = 0  # quads
+    threshold: float = DEFAULT_THRESHOLD
+    base_median: float | None = None
+    head_median: float | None = None
+    note: str = ""
+
+
+@dataclass
+class PairedResult:
+    verdicts: list = field(default_factory=list)
+    sides: str = ""  # what each side imported: "mylib 1.4.2 (base) against 1.5.0 (head)"
+
+    @property
+    def failed(self) -> bool:
+        return any(v.status == REGRESSED for v in self.verdicts)
+
+    def by_status(self, status: str) -> list:
+        return [v for v in self.verdicts if v.status == status]
+
+
+def median_interval(values: list[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """The order-statistics interval of the median at ``confidence``, or None: too few values."""
+    n = len(values)
+    ordered = sorted(values)
+    # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2
+    tail, k, cumulative = (1 - confidence) / 2, 0, 0.0
+    while k < n:
+        p = math.comb(n, k) / 2 ** n
+        if cumulative + p > tail:
+            break
+        cumulative += p
+        k += 1
+    if k == 0:
+        return None
+    return ordered[k - 1], ordered[n - k]
+
+
+def quad_ratios(base_rounds: list, head_rounds: list) -> list[float]:
+    """One ratio per complete quad: the head's rounds (turns 1, 2) over the base's (turns 0, 3).
+
+    Rounds are ``[turn, value, ...]``; a quad whose base rounds sum to 0 reads 1 when the head's
+    do too, else infinity (a figure from none: a count that appeared).
+    """
+    a = {int(r[0]): r[1] for r in base_rounds if r[0] >= 0}
+    b = {int(r[0]): r[1] for r in head_rounds if r[0] >= 0}
+    out = []
+    for first in sorted({4 * (t // 4) for t in a}):
+        if all(t in a for t in (first, first + 3)) and all(t in b for t in (first + 1, first + 2)):
+            base, head = a[first] + a[first + 3], b[first + 1] + b[first + 2]
+            out.append(head / base if base > 0 else 1.0 if head == 0 else math.inf)
+    return out
+
+
+def shift_interval(ratios: list[float], confidence: float = CONFIDENCE) -> tuple[float, float, float] | None:
+    """(estimate, low, high) of the typical ratio, or None: too few quads."""
+    if len(ratios) < WILCOXON_FROM or not all(0 < r < math.inf for r in ratios):
+        interval = median_interval(ratios, confidence)
+        return None if interval is None else (statistics.median(ratios), *interval)
+    logs = [math.log(r) for r in ratios]
+    n = len(logs)
+    walsh = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    k = max(0, int(math.floor(n * (n + 1) / 4 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24))))
+    return tuple(math.exp(x) for x in (statistics.median(walsh), walsh[k], walsh[len(walsh) - 1 - k]))
+
+
+def judge_pair(key: tuple, base_rounds: list, head_rounds: list, threshold: float,
+               figure: str = "time") -> PairedVerdict:
+    """The verdict on one benchmark from both sides' ``[turn, value]`` rounds."""
+    ratios = quad_ratios(base_rounds, head_rounds)
+    verdict = PairedVerdict(key, INCONCLUSIVE, figure=figure, pairs=len(ratios), threshold=threshold,
+                            base_median=statistics.median(r[1] for r in base_rounds) if base_rounds else None,
+                            head_median=statistics.median(r[1] for r in head_rounds) if head_rounds else None)
+    if not ratios:
+        verdict.note = ("no rounds ran in turns with the base side's (measured outside pytest-benchmark's "
+                        "rounds, or the other side did not reach this test)")
+        return verdict
+    verdict.change = statistics.median(ratios) - 1
+    if verdict.change == 0 and min(ratios) == max(ratios):  # a count that repeats exactly, both sides
+        verdict.status, verdict.ci = UNCHANGED, (0.0, 0.0)
+        return verdict
+    interval = shift_interval(ratios)
+    if interval is None:
+        verdict.note = (f"{len(ratios)} quads of rounds are too few for a {CONFIDENCE:.0%} interval (at least "
+                        f"{MIN_PAIRS}): give more rounds (--concurrency-rounds, --benchmark-min-rounds)")
+        return verdict
+    verdict.change, low, high = (x - 1 for x in interval)
+    verdict.ci = (low, high)
+    halves = [statistics.median(ratios[:len(ratios) // 2]) - 1, statistics.median(ratios[len(ratios) // 2:]) - 1]
+    steady = "; ".join(f"{name} half {h:+.1%}" for name, h in zip(("first", "second"), halves))
+    both = min(halves) > threshold / 2 if verdict.change > 0 else max(halves) < -threshold / 2
+    if (low > 0 and verdict.change > threshold) or (high < 0 and verdict.change < -threshold):
+        verdict.status = (REGRESSED if verdict.change > 0 else IMPROVED) if both else INCONCLUSIVE
+        if not both:
+            verdict.note = f"not in both halves of the test ({steady}): a stretch of disturbance?"
+    elif -threshold <= low and high <= threshold:
+        verdict.status = UNCHANGED
+    elif abs(verdict.change) > threshold:
+        verdict.note = "beyond the threshold, but the interval reaches back to no change: more rounds would tell"
+    else:
+        verdict.note = "within the threshold, but the interval reaches beyond it: more rounds would tell"
+    return verdict
+
+
+def judge(base: Iterable[Record], head: Iterable[Record], threshold_for) -> PairedResult:
+    """Verdicts for every head record, against the base record of the same benchmark."""
+    by_key = {r.key: r for r in base}
+    verdicts = []
+    for rec in head:
+        then = by_key.get(rec.key)
+        if then is None:
+            verdicts.append(PairedVerdict(rec.key, MISSING, note="the base side did not run it (failed, skipped, "
+                                                                 "or not in its code)"))
+            continue
+        verdicts.append(judge_pair(rec.key, then.extra.get("paired_rounds") or [],
+                                   rec.extra.get("paired_rounds") or [], threshold_for(rec)))
+        verdicts += _kernel(then, rec)
+    order = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, MISSING: 3, UNCHANGED: 4}
+    verdicts.sort(key=lambda v: (order[v.status], v.key))
+    return PairedResult(verdicts)
+
+
+def _kernel(base: Record, head: Record) -> list:
+    """The kernel figures the gate judges (gate/kernel.py), paired as time is: per round, by turn."""
+    from . import kernel as kernel_gate
+
+    out = []
+    for figure in kernel_gate.FIGURES:
+        rounds = [_by_turn(rec, figure.name) for rec in (base, head)]
+        if figure.gated and all(rounds):
+            v = judge_pair(head.key, rounds[0], rounds[1], figure.threshold_for(head), figure.name)
+            per_op = [statistics.median(x[1] for x in r) / (rec.ops or 1) for r, rec in zip(rounds, (base, head))]
+            moved = abs(per_op[1] - per_op[0])
+            if v.status in (REGRESSED, IMPROVED) and (moved <= figure.floor or moved * (head.ops or 1) <= figure.round_floor):
+                v.status, v.note = UNCHANGED, "below the figure's floor (gate/kernel.py)"
+            v.base_median, v.head_median = per_op
+            out.append(v)
+    return out
+
+
+def _by_turn(rec: Record, figure: str) -> list:
+    """``[turn, value]`` of a kernel figure's rounds, when each round was one runner call of one
+    iteration (else the figures were read per call of ``run``, not per round: not paired)."""
+    turns = rec.extra.get("paired_rounds") or []
+    values = (rec.extra.get("kernel_rounds") or {}).get(figure) or []
+    if not turns or len(values) != len(turns) or any(len(t) > 2 and t[2] != 1 for t in turns):
+        return []
+    return [[t[0], v] for t, v in zip(turns, values)]
+
+
+def line(v: PairedVerdict) -> str:
+    """``nap[ms=20] on threading: +8.1% (99% interval +6.0% to +9.9%, 40 pairs, threshold 3%): regressed``."""
+    what = key_label(v.key) + ("" if v.figure == "time" else f", {_figure_name(v.figure)}")
+    if v.change is None:
+        return f"{what}: {v.status} ({v.note})"
+    interval = f"{CONFIDENCE:.0%} interval {_pct(v.ci[0])} to {_pct(v.ci[1])}, " if v.ci else ""
+    text = f"{what}: {_pct(v.change)} ({interval}{v.pairs} quads ABBA, threshold {v.threshold:.0%}): {v.status}"
+    return text + (f"; {v.note}" if v.note else "")
+
+
+def _pct(x: float) -> str:
+    return "from none" if math.isinf(x) else f"{x:+.1%}"
+
+
+def _figure_name(name: str) -> str:
+    from . import kernel as kernel_gate
+
+    return kernel_gate.find(name).what
+
+
+def summary(result: PairedResult) -> str:
+    """``against the base FAILED: time 1 regressed, 1 unchanged; kernel 8 unchanged``."""
+    parts = []
+    for what, verdicts in (("time", [v for v in result.verdicts if v.figure == "time"]),
+                           ("kernel", [v for v in result.verdicts if v.figure != "time"])):
+        counts = collections.Counter(v.status for v in verdicts)
+        if counts:
+            order = (REGRESSED, IMPROVED, INCONCLUSIVE, MISSING, UNCHANGED)
+            parts.append(f"{what} " + ", ".join(f"{counts[s]} {s}" for s in order if counts[s]))
+    return f"against the base {'FAILED' if result.failed else 'passed'}: {'; '.join(parts) or 'nothing to judge'}"
+
+
+def sides_line(base: Mapping, head: Mapping) -> str:
+    """``mylib 1.4.2 from .../site/mylib (base) against 1.5.0 from ./mylib (head)``, per package."""
+    parts = []
+    for name in sorted(base):
+        b, h = base[name], head.get(name, {})
+        parts.append(f"{name} {b.get('version') or '?'} from {b.get('file') or 'not imported'} (base) against "
+                     f"{h.get('version') or '?'} from {h.get('file') or 'not imported'} (head)")
+    return "; ".join(parts) or "the base side installed no importable package"

@@ -1,0 +1,213 @@
+"""Paired rounds: the two sides of ``--concurrency-against`` take turns, round by round.
+
+Both sessions run the same tests in the same order. Before each round (each call of
+pytest-benchmark's runner, outside its timer) a side asks for its turn; within one test the
+turns go A B B A | A B B A | ... Each group of four is a *quad*: a drift of the machine within
+it weighs on both sides alike (their mean positions are equal), and each side has one round
+that follows its own (warm caches) and one that follows the other's. A side records each
+round with its turn number, so the head can match the rounds of one quad. A side never waits
+for a test the other side has already passed or will not run, and a side that ended or died
+lets the other run on alone (turn -1): pairing is lost, never the session.
+
+Both sides are sessions of their own, started alike (runner/sides.py): the process the user
+started holds the ``Coordinator`` and serves each side over a Unix socket, with a line
+protocol: ``side A|B`` (first), ``order JSON`` (the node ids it collected, in order), ``at
+NODEID`` (starts that test), ``turn NODEID`` (answered ``go T`` when granted, T the turn's
+number in the test), ``done`` (the round ended), ``bye``. The head's order is the order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+
+A, B = "A", "B"
+_ABBA = (A, B, B, A)
+SOCKET_ENV = "PYTEST_CONCURRENCY_LOCKSTEP"
+GONE = float("inf")  # a side's position once it ended: every test is behind it
+
+
+class Coordinator:
+    """Grants the turns of both sides, serving them at ``path``."""
+
+    def __init__(self, path: str, stall_s: float = 300.0):
+        self.index: dict | None = None  # the head's test order, once it sent it
+        self.path = path
+        self.stall_s = stall_s  # how long a side waits for the other to take its turn before going alone
+        self.stalled: list[str] = []  # "side A at test X": what stopped being paired, and where
+        self._cond = threading.Condition()
+        self._pos = {A: -1.0, B: -1.0}
+        self._turns: dict[int, int] = {}  # test index -> turns granted within it
+        self._busy = False
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(path)
+        os.chmod(path, 0o600)
+        self._server.listen(2)
+        for _ in (A, B):
+            threading.Thread(target=self._serve, name="lockstep", daemon=True).start()
+
+    def order(self, side: str, nodeids: list) -> None:
+        if side == B:
+            with self._cond:
+                self.index = {nodeid: i for i, nodeid in enumerate(nodeids)}
+                self._cond.notify_all()
+
+    def _known(self) -> bool:
+        return self.index is not None or self._pos[B] == GONE
+
+    def at(self, side: str, nodeid: str) -> None:
+        with self._cond:
+            self._cond.wait_for(self._known)
+            self._pos[side] = float((self.index or {}).get(nodeid, -1))
+            self._cond.notify_all()
+
+    def turn(self, side: str, nodeid: str) -> int:
+        """Block until ``side`` may run a round of ``nodeid``; its turn's number, -1 if it runs alone."""
+        with self._cond:
+            self._cond.wait_for(self._known)
+            test = (self.index or {}).get(nodeid)
+            if test is None:  # not a test the head runs: nothing to pair with
+                self._cond.wait_for(lambda: not self._busy)
+                self._busy = True
+                return -1
+            self._pos[side] = float(test)
+            other = B if side == A else A
+
+            def mine() -> bool:
+                if self._busy:
+                    return False
+                if self._pos[other] > test:  # passed it, ended, or died: run alone
+                    return True
+                return self._pos[other] == test and _ABBA[self._turns.get(test, 0) % 4] == side
+
+            if not self._cond.wait_for(mine, self.stall_s):  # the other side is stuck: go on alone
+                self.stalled.append(f"side {other} did not take its turn within {self.stall_s:.0f} s "
+                                    f"(side {side} waited at {nodeid})")
+                self._pos[other] = GONE
+                self._cond.wait_for(lambda: not self._busy)
+            self._busy = True
+            if self._pos[other] > test:
+                return -1
+            number = self._turns.get(test, 0)
+            self._turns[test] = number + 1
+            return number
+
+    def done(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
+
+    def leave(self, side: str) -> None:
+        with self._cond:
+            self._pos[side] = GONE
+            self._busy = False
+            self._cond.notify_all()
+
+    # -- a side's connection ------------------------------------------------------------------------
+    def _serve(self) -> None:
+        try:
+            conn, _ = self._server.accept()
+        except OSError:
+            return  # closed before the side connected
+        granted, side = False, None
+        with conn, conn.makefile("rw", encoding="utf-8", newline="\n") as stream:
+            try:
+                for line in stream:
+                    verb, _, arg = line.rstrip("\n").partition(" ")
+                    if verb == "side" and arg in (A, B):
+                        side = arg
+                    elif side is None:
+                        break  # not one of ours
+                    elif verb == "order":
+                        self.order(side, json.loads(arg))
+                    elif verb == "at":
+                        self.at(side, arg)
+                    elif verb == "turn":
+                        number = self.turn(side, arg)
+                        granted = True
+                        stream.write(f"go {number}\n")
+                        stream.flush()
+                    elif verb == "done":
+                        granted = False
+                        self.done()
+                    elif verb == "bye":
+                        break
+            except OSError:
+                pass
+        if granted:
+            self.done()
+        if side is not None:
+            self.leave(side)  # ended or died: the other side runs on alone
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._server.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+class Client:
+    """A side's end: the coordinator's calls, over its socket."""
+
+    def __init__(self, path: str, side: str):
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.connect(path)
+        self._stream = self._sock.makefile("rw", encoding="utf-8", newline="\n")
+        self._say(f"side {side}")
+
+    def _say(self, line: str) -> None:
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
+    def order(self, side: str, nodeids: list) -> None:
+        self._say(f"order {json.dumps(nodeids)}")
+
+    def at(self, side: str, nodeid: str) -> None:
+        self._say(f"at {nodeid}")
+
+    def turn(self, side: str, nodeid: str) -> int:
+        self._say(f"turn {nodeid}")
+        verb, _, number = self._stream.readline().partition(" ")
+        if verb != "go":
+            raise ConnectionError("the run that takes the turns is gone")
+        return int(number)
+
+    def done(self) -> None:
+        self._say("done")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._say("bye")
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+def pair_rounds(benchmark, turns, side: str, nodeid: str) -> list:
+    """Make each round of this ``benchmark`` fixture wait for its side's turn (outside its timer).
+
+    Returns the list it fills with ``[turn, seconds per iteration, iterations]`` for every
+    runner call (calibration and warm-up first: the rounds are the last ``len(stats.data)``).
+    """
+    make_runner = benchmark._make_runner
+    calls: list = []
+
+    def paired_runner(function, args, kwargs):
+        runner = make_runner(function, args, kwargs)
+
+        def run(loops_range, *rest, **kw):
+            number = turns.turn(side, nodeid)
+            try:
+                got = runner(loops_range, *rest, **kw)
+            finally:
+                turns.done()
+            seconds, iterations = (got, len(loops_range)) if loops_range else (got[0], 1)
+            calls.append([number, seconds / iterations, iterations])
+            return got
+
+        return run
+
+    benchmark._make_runner = paired_runner
+    return calls

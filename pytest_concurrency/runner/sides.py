@@ -1,0 +1,191 @@
+"""The base side of ``--concurrency-against=SPEC``: its code installed apart, and imported first.
+
+The base side is installed with ``pip install --no-deps --target DIR`` so the environment the
+run uses is never touched:
+
+* ``git:REF``: the current repository at REF (``git archive``, then installed from that tree);
+* an existing path: a project directory, a wheel or an sdist;
+* anything else: a pip requirement (``mylib==1.4.2``).
+
+The base side's session runs with DIR first on ``PYTHONPATH`` (its children inherit it) and a
+finder in front of ``sys.meta_path`` that serves DIR's top-level packages from DIR: pytest puts
+the rootdir on ``sys.path`` itself, and a package in the working tree would otherwise shadow
+the installed base. ``identity`` says where each side imported them from and which version,
+and ``check`` refuses a side that imported the other side's code.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+#: In both sides' sessions: the directory the base side's code was installed into (the base side
+#: imports from it first; the head checks it imported none of it).
+SIDE_PATH_ENV = "PYTEST_CONCURRENCY_BASE_DIR"
+
+
+class SideError(Exception):
+    """The base side could not be prepared: the message names the step and the fix."""
+
+
+@dataclass
+class Spec:
+    kind: str  # "git", "path" or "pip"
+    what: str  # the ref, the path, or the requirement
+
+    def __str__(self) -> str:
+        return {"git": "git:", "path": "", "pip": ""}[self.kind] + self.what
+
+
+def parse(text: str, root: Path) -> Spec:
+    text = text.strip()
+    if not text:
+        raise SideError("--concurrency-against is empty: give git:REF, a path, or a pip requirement (mylib==1.4.2)")
+    if text.startswith("git:"):
+        ref = text[4:]
+        if not ref:
+            raise SideError("--concurrency-against=git: names no ref: give one, e.g. git:HEAD~1 or git:origin/main")
+        return Spec("git", ref)
+    path = (root / text) if not os.path.isabs(text) else Path(text)
+    if path.exists() or text.startswith((".", "/")):
+        if not path.exists():
+            raise SideError(f"--concurrency-against={text}: no such path")
+        return Spec("path", str(path.resolve()))
+    return Spec("pip", text)
+
+
+def install(spec: Spec, root: Path, into: Path, log=print) -> Path:
+    """Install the base side into ``into/site`` and return that directory."""
+    site = into / "site"
+    source = spec.what
+    if spec.kind == "git":
+        source = str(_export(spec.what, root, into / "tree"))
+    name, installer = _installer()
+    log(f"pytest-concurrency: installing the base side ({spec}) apart, with {name} --target")
+    _run([*installer, "install", "--no-deps", "--quiet", "--target", str(site), source],
+         f"{name} could not install {spec}")
+    names = top_level(site)
+    if not names:
+        raise SideError("the base side installed nothing importable")
+    if "pytest_concurrency" in names:  # its sessions would run the old plugin, which takes no turns
+        raise SideError("the base side is this plugin itself, which both sides run as it is installed "
+                        "now: compare its versions with stored baselines (--concurrency-baseline)")
+    return site
+
+
+def _installer() -> tuple[str, list[str]]:
+    """pip in this environment, else uv (an environment uv made has no pip)."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("pip") is not None:
+        return "pip", [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    uv = shutil.which("uv")
+    if uv:
+        return "uv pip", [uv, "pip", "--python", sys.executable]
+    raise SideError("installing the base side needs pip in this environment or uv on PATH: "
+                    f"{sys.executable} -m ensurepip, or install uv")
+
+
+def _export(ref: str, root: Path, tree: Path) -> Path:
+    top = _run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+               f"git:{ref} needs a git repository, and {root} is not in one")
+    commit = _run(["git", "-C", top, "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                  f"git:{ref} is not a commit of {top} (fetch it first: shallow CI clones lack history, "
+                  "use fetch-depth: 0)")
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", top, "archive", "--format=tar", commit], capture_output=True)
+    if archive.returncode != 0:
+        raise SideError(f"git archive {commit} failed: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    # the project may sit in a subdirectory of the repository: the same one as the run's
+    inside = Path(root).resolve().relative_to(Path(top).resolve())
+    return tree / inside
+
+
+def _run(cmd: list, what: str) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise SideError(f"{what}:\n{tail}")
+    return done.stdout.strip()
+
+
+def scratch() -> tempfile.TemporaryDirectory:
+    """The session's own directory for the base side (removed with the session)."""
+    return tempfile.TemporaryDirectory(prefix="pytest-concurrency-against-")
+
+
+# -- in each side's process ------------------------------------------------------------------------
+
+def top_level(site: Path) -> dict[str, str]:
+    """Top-level importable names in ``site`` -> their distribution's version ("" if unknown)."""
+    names: dict[str, str] = {}
+    for dist in site.glob("*.dist-info"):
+        version = dist.name[:-len(".dist-info")].rpartition("-")[2]
+        top = dist / "top_level.txt"
+        listed = top.read_text().split() if top.exists() else []
+        for line in (dist / "RECORD").read_text().splitlines() if (dist / "RECORD").exists() else []:
+            first = line.split(",")[0].split("/")[0]
+            if first and not first.endswith((".dist-info", ".data")) and first not in ("..", "bin", "__pycache__"):
+                listed.append(first[:-3] if first.endswith(".py") else first.split(".")[0])
+        for name in listed:
+            names.setdefault(name, version)
+    return names
+
+
+class _BaseFirst(importlib.abc.MetaPathFinder):
+    """Finds the base side's top-level packages in its directory before anywhere else."""
+
+    def __init__(self, site: str, names):
+        self.site, self.names = site, set(names)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in self.names:
+            return importlib.machinery.PathFinder.find_spec(fullname, [self.site])
+        return None
+
+
+def import_base_first() -> None:
+    """In the base side's session (only): make its code win over the working tree's."""
+    site = os.environ.get(SIDE_PATH_ENV)
+    if site and not any(isinstance(f, _BaseFirst) for f in sys.meta_path):
+        sys.meta_path.insert(0, _BaseFirst(site, top_level(Path(site))))
+
+
+def identity(site: Path, base_side: bool) -> dict:
+    """For each of the base side's packages: where this process imported it from, and its version."""
+    out = {}
+    for name, installed in sorted(top_level(site).items()):
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None) or (list(getattr(module, "__path__", [])) or [None])[0]
+        version = str(getattr(module, "__version__", "") or "") if module is not None else ""
+        out[name] = {"file": where, "version": version or (installed if base_side else _installed_version(name))}
+    return out
+
+
+def _installed_version(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def check(site: Path, base: dict, this: dict) -> list[str]:
+    """What each side imported from where it should not (empty when both are right)."""
+    problems = []
+    for name, seen in base.items():
+        if seen["file"] and not str(seen["file"]).startswith(str(site)):
+            problems.append(f"the base side imported {name} from {seen['file']}, not from its install in {site}")
+    for name, seen in this.items():
+        if seen["file"] and str(seen["file"]).startswith(str(site)):
+            problems.append(f"this side imported {name} from the base side's install ({seen['file']})")
+    return problems

@@ -1,0 +1,143 @@
+"""How well ``--concurrency-against`` tells a change from noise, on a plain test of a small library.
+
+A throwaway project holds a library ``mylib`` twice: the base (installed apart by the plugin,
+from a path) and the head, whose ``work`` does more iterations on the models named in
+``MYLIB_SLOW`` ("threading:1.08,gevent:1.05"). The test is a user's plain one (``benchmark`` and
+``concurrency_backend``: four tasks each run ``work``). Each scenario runs whole sessions and
+counts the verdicts per model:
+
+    python3 scripts/against_evidence.py --aa 50 --trials 50
+    python3 scripts/against_evidence.py --aa 5 --trials 5 --changes threading:1.08,gevent:1.05
+
+A/A (the head's code equals the base's) must read no regression; a change must read regressed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+LIB = '''
+__version__ = "{version}"
+import os
+
+_SLOW = dict((k, float(v)) for k, _, v in (p.partition(":") for p in os.environ.get("MYLIB_SLOW", "").split(",") if p))
+
+
+def work(model, n=40000):
+    total = 0
+    for i in range(int(n * ({slow}))):
+        total += i * i
+    return total
+'''
+
+TEST = '''
+import mylib
+
+
+def test_work(benchmark, concurrency_backend):
+    b = concurrency_backend
+    if b.family == "async":
+        async def job():
+            mylib.work(b.name)
+
+        async def main():
+            tasks = [b.spawn(job) for _ in range(4)]
+            for t in tasks:
+                await t.join()
+    else:
+        def main():
+            tasks = [b.spawn(mylib.work, b.name) for _ in range(4)]
+            for t in tasks:
+                t.join()
+    benchmark(b.run, main)
+'''
+
+PYPROJECT = '''
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+[project]
+name = "mylib"
+version = "{version}"
+[tool.setuptools]
+packages = ["mylib"]
+'''
+
+VERDICT = re.compile(r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)")
+
+
+def make_project(root: Path) -> Path:
+    for side, version, slow in (("base", "1.0", "1.0"), ("head", "1.1", "_SLOW.get(model, 1.0)")):
+        (root / side / "mylib").mkdir(parents=True)
+        (root / side / "mylib" / "__init__.py").write_text(LIB.format(version=version, slow=slow))
+        (root / side / "pyproject.toml").write_text(PYPROJECT.format(version=version))
+    (root / "head" / "test_mylib.py").write_text(TEST)
+    return root / "head"
+
+
+def session(head: Path, backends: str, slow: str, threshold: str | None) -> tuple[dict, float, str]:
+    env = {**os.environ, "MYLIB_SLOW": slow}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
+                           f"--concurrency-backends={backends}", "--concurrency-against=../base",
+                           *([f"--concurrency-threshold={threshold}"] if threshold else [])],
+                          cwd=head, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    found, pending = {}, ""
+    for line in done.stdout.splitlines():  # a verdict may wrap over lines
+        if line.lstrip().startswith("test_work on "):
+            pending = line
+        elif pending:
+            pending = f"{pending} {line.strip()}"
+        match = VERDICT.match(pending)
+        if match:
+            found[match.group(1)] = (float(match.group(2)), match.group(3))
+            pending = ""
+    return found, seconds, done.stdout + done.stderr
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backends", default="threading,gevent")
+    parser.add_argument("--changes", default="threading:1.08,gevent:1.05",
+                        help="model:factor of the head's work, comma-separated")
+    parser.add_argument("--aa", type=int, default=10, help="A/A sessions")
+    parser.add_argument("--trials", type=int, default=10, help="sessions with the changes")
+    parser.add_argument("--threshold", help="--concurrency-threshold for the sessions (percent)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="against-evidence-") as tmp:
+        head = make_project(Path(tmp))
+        for name, slow, runs in (("A/A", "", args.aa), (f"changed ({args.changes})", args.changes, args.trials)):
+            counts, changes, times = collections.defaultdict(collections.Counter), collections.defaultdict(list), []
+            for i in range(runs):
+                found, seconds, out = session(head, args.backends, slow, args.threshold)
+                times.append(seconds)
+                if not found:
+                    print(textwrap.indent(out[-3000:], "  | "))
+                    return 1
+                for model, (change, status) in found.items():
+                    counts[model][status] += 1
+                    changes[model].append(change)
+                print(f"{name} {i + 1}/{runs}: " + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items())),
+                      flush=True)
+            print(f"== {name}: {runs} sessions, median {statistics.median(times):.1f} s a session "
+                  f"({statistics.median(times) / max(1, len(counts)):.1f} s a verdict)")
+            for model in sorted(counts):
+                print(f"   {model}: " + ", ".join(f"{n} {s}" for s, n in counts[model].most_common())
+                      + f"; change median {statistics.median(changes[model]):+.1f}%, "
+                        f"range {min(changes[model]):+.1f}% to {max(changes[model]):+.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

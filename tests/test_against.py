@@ -1,0 +1,258 @@
+"""``--concurrency-against``: paired statistics, the turn-taking, the base side's install, real runs."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from pytest_concurrency import against
+from pytest_concurrency.gate import paired
+from pytest_concurrency.gate.verdicts import INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
+from pytest_concurrency.measure.records import Record
+from pytest_concurrency.runner import lockstep, sides
+
+
+# -- statistics, on synthetic rounds ----------------------------------------------------------------
+
+def _rounds(quads: int, base: float, head: float, noise: float = 0.01, drift: float = 0.0, seed: int = 1):
+    """Both sides' ``[turn, seconds]`` in ABBA order, the machine drifting by ``drift`` a turn."""
+    rng = random.Random(seed)
+    a, b = [], []
+    for turn in range(4 * quads):
+        machine = 1 + drift * turn
+        side = lockstep._ABBA[turn % 4]
+        value = (base if side == lockstep.A else head) * machine * (1 + rng.uniform(-noise, noise))
+        (a if side == lockstep.A else b).append([turn, value])
+    return a, b
+
+
+def test_the_median_interval_needs_eight_values_at_99_percent():
+    assert paired.median_interval([1.0] * 7) is None
+    assert paired.median_interval(list(range(8))) == (0, 7)
+    low, high = paired.median_interval(list(range(100)))
+    assert 30 < low < 50 < high < 70
+
+
+def test_a_change_is_judged_on_quads_and_a_steady_drift_cancels():
+    base, head = _rounds(30, 1.0, 1.08, drift=0.01)  # the machine slows 1% a round: +120% over the test
+    v = paired.judge_pair(("w", "", "threading"), base, head, 0.03)
+    assert v.status == REGRESSED and abs(v.change - 0.08) < 0.02 and v.pairs == 30
+    base, head = _rounds(30, 1.0, 1.0, drift=0.01)
+    assert paired.judge_pair(("w", "", "threading"), base, head, 0.03).status == UNCHANGED
+
+
+def test_too_few_or_unpaired_rounds_are_inconclusive_never_unchanged():
+    base, head = _rounds(5, 1.0, 1.0)
+    v = paired.judge_pair(("w", "", "asyncio"), base, head, 0.03)
+    assert v.status == INCONCLUSIVE and "too few" in v.note
+    alone = [[-1, 1.0]] * 40  # every round ran while the other side was elsewhere
+    v = paired.judge_pair(("w", "", "asyncio"), alone, alone, 0.03)
+    assert v.status == INCONCLUSIVE and v.pairs == 0
+
+
+def test_a_noisy_change_near_the_threshold_is_inconclusive():
+    base, head = _rounds(30, 1.0, 1.04, noise=0.30, seed=2)
+    v = paired.judge_pair(("w", "", "threading"), base, head, 0.03)
+    assert v.status == INCONCLUSIVE and "more rounds would tell" in v.note
+
+
+def test_a_stretch_of_disturbance_in_one_half_of_the_test_is_not_a_regression():
+    base, head = _rounds(30, 1.0, 1.0, noise=0.002)
+    head = [[t, s * (1.3 if t < 60 else 1.0)] for t, s in head]  # the head's rounds slowed for a while
+    v = paired.judge_pair(("w", "", "gevent"), base, head, 0.03)
+    assert v.status == INCONCLUSIVE and "not in both halves" in v.note
+    base, head = _rounds(30, 1.0, 1.3, noise=0.002)  # slower throughout: the code
+    assert paired.judge_pair(("w", "", "gevent"), base, head, 0.03).status == REGRESSED
+
+
+def test_a_benchmark_the_base_side_did_not_run_is_missing():
+    base, head = _rounds(10, 1.0, 1.0, noise=0)
+    rec = Record("w", {}, "gevent", [1.0], extra={"paired_rounds": head})
+    result = paired.judge([], [rec], lambda r: 0.03)
+    assert result.verdicts[0].status == MISSING and not result.failed
+    line = paired.line(paired.judge([Record("w", {}, "gevent", [1.0], extra={"paired_rounds": base})], [rec],
+                                    lambda r: 0.03).verdicts[0])
+    assert line.startswith("w on gevent: +0.0% (99% interval") and "quads ABBA, threshold 3%): unchanged" in line
+
+
+def test_kernel_figures_are_paired_by_turn_like_time():
+    base, head = _rounds(10, 1.0, 1.0, noise=0)
+
+    def rec(rounds, syscalls):
+        extra = {"paired_rounds": [[t, s, 1] for t, s in rounds], "task_kind": "light",
+                 "kernel_rounds": {"syscalls": [syscalls] * len(rounds), "csw": [0.0] * len(rounds)}}
+        return Record("ring", {"n": 100}, "asyncio", [s for _, s in rounds], ops=100, extra=extra)
+
+    same = paired.judge([rec(base, 124.0)], [rec(head, 124.0)], lambda r: 0.03)
+    assert not same.failed and "kernel 2 unchanged" in paired.summary(same)
+    more = paired.judge([rec(base, 124.0)], [rec(head, 224.0)], lambda r: 0.03)  # one more syscall a hop
+    [v] = [v for v in more.verdicts if v.figure == "syscalls"]
+    assert v.status == REGRESSED and more.failed
+    assert paired.line(v).startswith("ring[n=100] on asyncio, syscalls/op: +80.6% (")
+    assert paired.summary(more) == "against the base FAILED: time 1 unchanged; kernel 1 regressed, 1 unchanged"
+
+
+# -- the turns --------------------------------------------------------------------------------------
+
+def test_the_sides_take_turns_abba_and_one_that_leaves_lets_the_other_run_alone(tmp_path):
+    coordinator = lockstep.Coordinator(str(tmp_path / "t.sock"))
+    order, log = ["t::one", "t::two"], []
+
+    def side(name, tests):
+        client = lockstep.Client(coordinator.path, name)
+        client.order(name, order)
+        for nodeid, rounds in tests:
+            client.at(name, nodeid)
+            for _ in range(rounds):
+                log.append((nodeid, name, client.turn(name, nodeid)))
+                client.done()
+        client.close()
+
+    threads = [threading.Thread(target=side, args=(lockstep.A, [("t::one", 8)])),
+               threading.Thread(target=side, args=(lockstep.B, [("t::one", 8), ("t::two", 3)]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    coordinator.close()
+    one = sorted((turn, name) for nodeid, name, turn in log if nodeid == "t::one" and turn >= 0)
+    assert len(one) >= 14 and [name for _, name in one] == list("ABBAABBAABBAABBA")[:len(one)]
+    assert [turn for turn, _ in one] == list(range(len(one)))
+    assert [turn for nodeid, name, turn in log if nodeid == "t::two"] == [-1, -1, -1]  # A never runs it
+
+
+def test_a_side_that_never_connects_does_not_hang_the_other(tmp_path):
+    coordinator = lockstep.Coordinator(str(tmp_path / "t.sock"))
+    client = lockstep.Client(coordinator.path, lockstep.B)
+    client.order(lockstep.B, ["t::one"])
+    coordinator.leave(lockstep.A)  # what the run does when the base side's process ends
+    assert client.turn(lockstep.B, "t::one") == -1
+    client.close()
+    coordinator.close()
+
+
+# -- the base side's install and command line -------------------------------------------------------
+
+def test_specs_name_git_refs_paths_and_pip_requirements(tmp_path):
+    (tmp_path / "old").mkdir()
+    assert sides.parse("git:HEAD~1", tmp_path) == sides.Spec("git", "HEAD~1")
+    assert sides.parse("old", tmp_path) == sides.Spec("path", str((tmp_path / "old").resolve()))
+    assert sides.parse("mylib==1.4.2", tmp_path) == sides.Spec("pip", "mylib==1.4.2")
+    for bad, says in (("", "is empty"), ("git:", "names no ref"), ("./nowhere", "no such path")):
+        with pytest.raises(sides.SideError, match=says):
+            sides.parse(bad, tmp_path)
+
+
+def test_the_base_side_gets_the_command_line_without_what_only_the_head_writes():
+    args = ["tests", "--concurrency-against=git:HEAD", "--concurrency-save-baseline", "b.json", "-k", "ring",
+            "--benchmark-json=out.json", "--benchmark-autosave", "--concurrency-backends=gevent"]
+    assert against.head_only_removed(args) == ["tests", "--concurrency-against=git:HEAD", "-k", "ring",
+                                               "--concurrency-backends=gevent"]
+
+
+# -- real runs: a small library twice, a user's plain test -------------------------------------------
+
+LIB = '''
+__version__ = "{version}"
+
+def work(n=3000):
+    total = 0
+    for i in range(n * {factor}):
+        total += i * i
+    return total
+'''
+
+PYPROJECT = '''
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+[project]
+name = "mylib"
+version = "{version}"
+[tool.setuptools]
+packages = ["mylib"]
+'''
+
+TEST = '''
+import mylib
+
+def test_work(benchmark, concurrency_backend):
+    b = concurrency_backend
+    async def job():
+        mylib.work()
+    async def main():
+        for t in [b.spawn(job) for _ in range(2)]:
+            await t.join()
+    benchmark(b.run, main)
+'''
+
+
+def _library(root, version: str, factor: int) -> None:
+    (root / "mylib").mkdir(parents=True, exist_ok=True)
+    (root / "mylib" / "__init__.py").write_text(LIB.format(version=version, factor=factor))
+    (root / "pyproject.toml").write_text(PYPROJECT.format(version=version))
+
+
+@pytest.fixture
+def project(pytester):
+    _library(pytester.path / "base", "1.0", 1)
+    _library(pytester.path, "1.1", 2)  # the head: twice the work
+    pytester.makepyfile(test_mylib=TEST)
+    return pytester
+
+
+# ~15 s: pip installs the base side (setuptools from the index), then two sessions of one test
+@pytest.mark.serial
+def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(project):
+    result = project.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
+                                          "--concurrency-against=base", "-p", "no:cacheprovider")
+    out = " ".join(result.stdout.str().split())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "mylib 1.0 from " in out and "/site/mylib/__init__.py (base) against 1.1 from " in out
+    assert "mylib/__init__.py (head)" in out and "/site/" not in out.split("(base) against")[1]
+    assert "test_work on asyncio: +" in out and "): regressed" in out
+    assert "against the base FAILED: time 1 regressed" in out
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+def test_against_a_git_ref_the_same_code_passes(project):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=project.path, check=True)
+    subprocess.run([*git, "add", "mylib", "pyproject.toml"], cwd=project.path, check=True)
+    subprocess.run([*git, "commit", "-qm", "head"], cwd=project.path, check=True)
+    result = project.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
+                                          "--concurrency-against=git:HEAD", "-p", "no:cacheprovider")
+    out = " ".join(result.stdout.str().split())
+    assert result.ret == 0, out
+    assert "mylib 1.1 from " in out and "test_work on asyncio: " in out
+    assert "regressed" not in out.split("against the base side")[1]
+
+
+def test_a_bad_spec_is_a_usage_error_before_anything_runs(project):
+    result = project.runpytest_subprocess("--benchmark-only", "--concurrency-against=./nowhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--concurrency-against=./nowhere: no such path" in result.stderr.str()
+    result = project.runpytest_subprocess("--benchmark-only", "--concurrency-against=base",
+                                          "--concurrency-measure=instructions")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "compare them against a stored baseline" in result.stderr.str()
+
+
+def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
+    _library(tmp_path / "tree", "1.1", 1)
+    site = tmp_path / "site"  # as pip --target leaves it
+    _library(site, "1.0", 1)
+    (site / "mylib-1.0.dist-info").mkdir()
+    (site / "mylib-1.0.dist-info" / "RECORD").write_text("mylib/__init__.py,,\nmylib-1.0.dist-info/RECORD,,\n")
+    code = ("import sys; sys.path.insert(0, %r); from pytest_concurrency.runner import sides; "
+            "sides.import_base_first(); import mylib; print(mylib.__file__, mylib.__version__)") % str(tmp_path / "tree")
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, sides.SIDE_PATH_ENV: str(site)},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [str(site / "mylib" / "__init__.py"), "1.0"]
+    assert sides.top_level(site) == {"mylib": "1.0"}
