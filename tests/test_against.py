@@ -136,6 +136,19 @@ def test_a_side_that_never_connects_does_not_hang_the_other(tmp_path):
     coordinator.close()
 
 
+def test_a_side_that_goes_silent_is_left_behind_after_the_stall_time(tmp_path):
+    coordinator = lockstep.Coordinator(str(tmp_path / "t.sock"), stall_s=0.3)
+    silent = lockstep.Client(coordinator.path, lockstep.A)  # connected, then says nothing
+    head = lockstep.Client(coordinator.path, lockstep.B)
+    head.order(lockstep.B, ["t::one"])
+    head.at(lockstep.B, "t::one")
+    assert head.turn(lockstep.B, "t::one") == -1  # its turn was A's, and A never came
+    assert coordinator.stalled and "side A did not take its turn" in coordinator.stalled[0]
+    for client in (head, silent):
+        client.close()
+    coordinator.close()
+
+
 # -- the base side's install and command line -------------------------------------------------------
 
 def test_specs_name_git_refs_paths_and_pip_requirements(tmp_path):

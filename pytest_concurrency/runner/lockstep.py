@@ -9,7 +9,7 @@ round with its turn number, so the head can match the rounds of one quad. A side
 for a test the other side has already passed or will not run, and a side that ended or died
 lets the other run on alone (turn -1): pairing is lost, never the session.
 
-Both sides are sessions of their own, started alike (runner/sides.py): the process the user
+Both sides are sessions of their own, started alike (against.py): the process the user
 started holds the ``Coordinator`` and serves each side over a Unix socket, with a line
 protocol: ``side A|B`` (first), ``order JSON`` (the node ids it collected, in order), ``at
 NODEID`` (starts that test), ``turn NODEID`` (answered ``go T`` when granted, T the turn's
@@ -23,6 +23,7 @@ import json
 import os
 import socket
 import threading
+import time
 
 A, B = "A", "B"
 _ABBA = (A, B, B, A)
@@ -36,7 +37,8 @@ class Coordinator:
     def __init__(self, path: str, stall_s: float = 300.0):
         self.index: dict | None = None  # the head's test order, once it sent it
         self.path = path
-        self.stall_s = stall_s  # how long a side waits for the other to take its turn before going alone
+        self.stall_s = stall_s  # how long a side waits on the other, silent all along, before going alone
+        self._heard = {A: time.monotonic(), B: time.monotonic()}  # when each side last said anything
         self.stalled: list[str] = []  # "side A at test X": what stopped being paired, and where
         self._cond = threading.Condition()
         self._pos = {A: -1.0, B: -1.0}
@@ -60,6 +62,7 @@ class Coordinator:
 
     def at(self, side: str, nodeid: str) -> None:
         with self._cond:
+            self._heard[side] = time.monotonic()
             self._cond.wait_for(self._known)
             self._pos[side] = float((self.index or {}).get(nodeid, -1))
             self._cond.notify_all()
@@ -74,6 +77,7 @@ class Coordinator:
                 self._busy = True
                 return -1
             self._pos[side] = float(test)
+            self._heard[side] = time.monotonic()
             other = B if side == A else A
 
             def mine() -> bool:
@@ -83,7 +87,10 @@ class Coordinator:
                     return True
                 return self._pos[other] == test and _ABBA[self._turns.get(test, 0) % 4] == side
 
-            if not self._cond.wait_for(mine, self.stall_s):  # the other side is stuck: go on alone
+            while not self._cond.wait_for(mine, 1.0):
+                if time.monotonic() - self._heard[other] > self.stall_s:
+                    break
+            if not mine():  # the other side said nothing for stall_s: stuck, go on alone
                 self.stalled.append(f"side {other} did not take its turn within {self.stall_s:.0f} s "
                                     f"(side {side} waited at {nodeid})")
                 self._pos[other] = GONE
@@ -95,8 +102,10 @@ class Coordinator:
             self._turns[test] = number + 1
             return number
 
-    def done(self) -> None:
+    def done(self, side: str | None = None) -> None:
         with self._cond:
+            if side is not None:
+                self._heard[side] = time.monotonic()
             self._busy = False
             self._cond.notify_all()
 
@@ -132,7 +141,7 @@ class Coordinator:
                         stream.flush()
                     elif verb == "done":
                         granted = False
-                        self.done()
+                        self.done(side)
                     elif verb == "bye":
                         break
             except OSError:
