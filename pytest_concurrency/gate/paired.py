@@ -33,8 +33,9 @@ from ..measure.records import Record, key_label
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 
 #: Pairs cancel the machine's drift, so a smaller change than time's 7% counts; but two processes of
-#: the same code differ: A/As of one pair of sessions here read up to 3.6% (threading) and 3.2%
-#: (gevent, once a false alarm at 3%) (scripts/against_evidence.py, 30 sessions).
+#: the same code differ: A/As of one pair of sessions here (scripts/against_evidence.py) read up to
+#: 3.6% on threading, and on gevent 3.2-9.2% in 3 sessions of 115: at 3% one false alarm in 60
+#: verdicts, at 4% one in 50. More pairs of processes would be the cure (not built).
 DEFAULT_THRESHOLD = 0.04
 CONFIDENCE = 0.99
 MIN_PAIRS = 8  # the fewest quads whose sign-test interval reaches 99%: 2 * 0.5**8 < 0.01
@@ -46,8 +47,8 @@ class PairedVerdict:
     key: tuple
     status: str
     figure: str = "time"  # or a kernel figure (gate/kernel.py's FIGURES), per op
-    change: float | None = None  # median(B/A) - 1
-    ci: tuple | None = None  # (low, high) of median(B/A) - 1
+    change: float | None = None  # the typical head/base ratio - 1 (Hodges-Lehmann, or the median)
+    ci: tuple | None = None  # its 99% interval, - 1
     pairs: int = 0  # quads
     threshold: float = DEFAULT_THRESHOLD
     base_median: float | None = None
