@@ -40,6 +40,9 @@ DEFAULT_THRESHOLD = 0.04
 CONFIDENCE = 0.99
 MIN_PAIRS = 8  # the fewest quads whose sign-test interval reaches 99%: 2 * 0.5**8 < 0.01
 WILCOXON_FROM = 16  # quads from which the signed-rank interval's normal approximation holds
+#: ...and up to which its n(n+1)/2 pairwise means are cheap: a microsecond test gets thousands of
+#: rounds in pytest-benchmark's second, where the sign test's interval is narrow enough anyway.
+WILCOXON_UP_TO = 1000  # ~0.25 s here
 
 
 @dataclass
@@ -73,6 +76,10 @@ def median_interval(values: list[float], confidence: float = CONFIDENCE) -> tupl
     """The order-statistics interval of the median at ``confidence``, or None: too few values."""
     n = len(values)
     ordered = sorted(values)
+    if n > 200:  # the binomial's normal approximation; the exact sum below is slow in big integers
+        z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+        k = max(1, int(math.floor(n / 2 - z * math.sqrt(n) / 2)))
+        return ordered[k - 1], ordered[n - k]
     # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2
     tail, k, cumulative = (1 - confidence) / 2, 0, 0.0
     while k < n:
@@ -104,7 +111,7 @@ def quad_ratios(base_rounds: list, head_rounds: list) -> list[float]:
 
 def shift_interval(ratios: list[float], confidence: float = CONFIDENCE) -> tuple[float, float, float] | None:
     """(estimate, low, high) of the typical ratio, or None: too few quads."""
-    if len(ratios) < WILCOXON_FROM or not all(0 < r < math.inf for r in ratios):
+    if not WILCOXON_FROM <= len(ratios) <= WILCOXON_UP_TO or not all(0 < r < math.inf for r in ratios):
         interval = median_interval(ratios, confidence)
         return None if interval is None else (statistics.median(ratios), *interval)
     logs = [math.log(r) for r in ratios]
