@@ -1,6 +1,6 @@
 """A deadlock or stall fails its test on every model instead of hanging the session.
 
-Real pytest sessions on real backends with a 2 s ``--concurrency-timeout``; pytest-timeout
+Real pytest sessions on real backends with a 1 s ``--concurrency-timeout``; pytest-timeout
 is the safety net that turns a regression (a hang) into a failure of these tests.
 """
 
@@ -92,7 +92,7 @@ def test_plain_test_deadlock_fails_on_every_model(pytester, models):
     pytester.makepyfile(test_plain=PLAIN_TESTS)
     started = time.monotonic()
     result = pytester.runpytest_subprocess(
-        "--concurrency-timeout=2", f"--concurrency-backends={','.join(models)}", "-p", "no:randomly",
+        "--concurrency-timeout=1", f"--concurrency-backends={','.join(models)}", "-p", "no:randomly",
         timeout=250,
     )
     result.assert_outcomes(failed=2 * len(models), passed=len(models))
@@ -102,15 +102,15 @@ def test_plain_test_deadlock_fails_on_every_model(pytester, models):
         if spec not in ("greenlet", "gevent"):
             result.stdout.fnmatch_lines([
                 _lit(f"test_plain.py::test_orphan_get[{spec}]: {spec} run(test_orphan_get.<locals>.")
-                + "*main) did not return within 2 s (deadlock or stall?). Blocked at:",
+                + "*main) did not return within 1 s (deadlock or stall?). Blocked at:",
             ])
         result.stdout.fnmatch_lines([
-            _lit(f"test_plain.py::test_busy_neighbour[{spec}]: {spec} run(") + "*did not return within 2 s*",
+            _lit(f"test_plain.py::test_busy_neighbour[{spec}]: {spec} run(") + "*did not return within 1 s*",
             "*test_plain.py:* in *main: *b.channel(0).get()",
         ])
     assert "raise --concurrency-timeout if the code is just slow" in out
     assert "RuntimeError" not in out  # a stopped event loop's complaint is not the news
-    # 14 tests, 12 of them stalled for 2 s: far below pytest-timeout's limit, so no hang
+    # 14 tests, 12 of them stalled for 1 s: far below pytest-timeout's limit, so no hang
     assert time.monotonic() - started < 250
 
 
@@ -152,12 +152,12 @@ def test_case(concurrency_case, concurrency_benchmark):
     concurrency_benchmark(concurrency_case)
 ''')
     result = pytester.runpytest_subprocess(
-        "--benchmark-only", "--concurrency-timeout=2", f"--concurrency-backends={','.join(ASYNC)}", timeout=120,
+        "--benchmark-only", "--concurrency-timeout=1", f"--concurrency-backends={','.join(ASYNC)}", timeout=120,
     )
     result.assert_outcomes(failed=len(ASYNC))
     for spec in ASYNC:
         result.stdout.fnmatch_lines([
-            _lit(f"hang[size=1] on {spec} did not finish a round within 2 s (deadlock or stall?). Blocked at:"),
+            _lit(f"hang[size=1] on {spec} did not finish a round within 1 s (deadlock or stall?). Blocked at:"),
             "  task *Hang.run.<locals>.main*:",
             "    *misbehaving.py:* in main: await backend.channel(0).get()",
         ])

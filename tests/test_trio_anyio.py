@@ -282,20 +282,20 @@ def test_stall_fails_after_the_timeout_on_trio_and_anyio(pytester, models):
     pytester.makepyfile(test_stalls=STALLS)
     started = time.monotonic()
     result = pytester.runpytest_subprocess(
-        "-W", "error", "--concurrency-timeout=2", f"--concurrency-backends={','.join(models)}",
+        "-W", "error", "--concurrency-timeout=1", f"--concurrency-backends={','.join(models)}",
         "-p", "no:randomly", timeout=240,
     )
     result.assert_outcomes(failed=2 * len(models), passed=len(models))
     for spec in models:
         result.stdout.fnmatch_lines([
             _lit(f"test_stalls.py::test_blocked_loop[{spec}]: {spec} run(test_blocked_loop.<locals>.main) "
-                 "did not return within 2 s (deadlock or stall?). Blocked at:"),
+                 "did not return within 1 s (deadlock or stall?). Blocked at:"),
             "  running (holding the loop):",
             "*test_stalls.py:* in block_the_loop: time.sleep(30)*",
         ])
         result.stdout.fnmatch_lines([
             _lit(f"test_stalls.py::test_deadlocked_tasks[{spec}]: {spec} run(test_deadlocked_tasks.<locals>.main) "
-                 "did not return within 2 s (deadlock or stall?). Blocked at:"),
+                 "did not return within 1 s (deadlock or stall?). Blocked at:"),
         ])
         # one call per task: asyncio lists its tasks in no fixed order
         result.stdout.fnmatch_lines(["  task test_deadlocked_tasks.<locals>.main*:", "*test_stalls.py:* in main: await second.get()"])
@@ -303,7 +303,7 @@ def test_stall_fails_after_the_timeout_on_trio_and_anyio(pytester, models):
     out = result.stdout.str()
     for noise in ("TrioInternalError", "ExceptionGroup", "Stopped", "RuntimeError"):
         assert noise not in out, noise
-    # each stall ends after 2 s (+1 s grace for the blocked loop), not after the 30 s sleep
+    # each stall ends after 1 s (+1 s grace for the blocked loop), not after the 30 s sleep
     assert time.monotonic() - started < 30 * len(models)
 
 
