@@ -38,6 +38,10 @@ def add(parser) -> None:
     add("--concurrency-memory-threshold", metavar="PCT",
         help="how far a memory figure (per task, peak heap) may grow over the baseline's, percent "
         f"(default: {memory_gate.DEFAULT_THRESHOLD * 100:.0f}); a leak fails without a baseline too")
+    add("--concurrency-memory", action="store_true", default=None,
+        help="give users' own benchmark tests the memory pass too (the built-in workloads always have "
+        "it): after its rounds, the test's function runs 6 more times and a leak in the Python heap, "
+        "the C heap, threads or greenlets fails the session; one test: @pytest.mark.concurrency(memory=True)")
     add("--concurrency-machine-tolerance", metavar="PCT",
         help="judge times normalized by the machine-speed calibration only when this machine's speed "
         "differs from the baseline's by more than PCT (default: 10; a large value never normalizes)")
@@ -62,6 +66,8 @@ def add(parser) -> None:
     parser.addini("concurrency_gate_native", "judge the native reference rows in the gate", type="bool",
                   default=False)
     parser.addini("concurrency_memory_threshold", "memory regression threshold, percent", default="")
+    parser.addini("concurrency_memory", "the memory pass for users' own benchmark tests too", type="bool",
+                  default=False)
     parser.addini("concurrency_machine_tolerance", "normalize only beyond this machine-speed difference, percent",
                   default="")
     parser.addini("concurrency_baseline_sessions", "sessions a saved baseline keeps", default="")

@@ -15,6 +15,7 @@ from .runner import launch
 SETTINGS = pytest.StashKey[settings.Settings]()
 PROGRESS = pytest.StashKey[progress.Progress]()
 KERNEL = pytest.StashKey["driver.KernelPerRun"]()  # a user's plain test: kernel figures per run call
+PLAIN = pytest.StashKey["driver.PlainCalls"]()  # a user's plain test with the memory pass: what it measured
 MARKER = "concurrency"
 
 
@@ -72,8 +73,8 @@ def _read_settings(config) -> settings.Settings:
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(backends=None, workloads=None, threshold=None): narrow the models or workloads "
-        "a test runs on, or set its regression threshold (percent)",
+        f"{MARKER}(backends=None, workloads=None, threshold=None, memory=None): narrow the models or "
+        "workloads a test runs on, set its regression threshold (percent), or give it the memory pass",
     )
     s = _read_settings(config)
     if s.against and not s.paired:
@@ -344,12 +345,33 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     against.pair(item)
-    yield
+    _remember_plain_calls(item)
+    outcome = yield
     _label_user_benchmark(item)
+    if outcome.excinfo is None:
+        _plain_memory_pass(item)
     _attach_threshold(item)
     bench = getattr(item, "funcargs", {}).get("benchmark")
     if bench is not None:
         against.record_turns(item, bench)
+
+
+def _remember_plain_calls(item) -> None:
+    """A user's own benchmark test with the memory pass (--concurrency-memory, the marker's
+    ``memory=True``): remember what it measured, to call it again after its rounds."""
+    funcargs = getattr(item, "funcargs", {})
+    bench = funcargs.get("benchmark")
+    if bench is None or "concurrency_backend" not in funcargs or "concurrency_benchmark" in funcargs:
+        return
+    wanted = _marker_kwarg(item, "memory")
+    if wanted if wanted is not None else _settings(item.config).memory_plain:
+        item.stash[PLAIN] = driver.PlainCalls(bench)
+
+
+def _plain_memory_pass(item) -> None:
+    bench = item.funcargs.get("benchmark")
+    if PLAIN in item.stash and getattr(bench, "stats", None) is not None:
+        bench.extra_info.update(item.stash[PLAIN].memory_figures())
 
 
 def _attach_threshold(item) -> None:

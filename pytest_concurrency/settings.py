@@ -36,6 +36,7 @@ class Settings:
     threshold: float | None = None  # None: each record's instrument's default
     thresholds: dict = field(default_factory=dict)  # "gevent" / "ring" / "ring:gevent" -> fraction
     memory_threshold: float | None = None  # None: memory_gate.DEFAULT_THRESHOLD
+    memory_plain: bool = False  # users' own benchmark tests get the memory pass too
     allow_cross_python: bool = False
     gate_native: bool = False  # the native reference rows get verdicts that can fail the build
     machine_tolerance: float = DEFAULT_MACHINE_TOLERANCE
@@ -153,6 +154,7 @@ def from_config(config) -> Settings:
     memory_threshold = opt("concurrency_memory_threshold") or config.getini("concurrency_memory_threshold")
     if memory_threshold:
         s.memory_threshold = parse_percent(memory_threshold, "--concurrency-memory-threshold")
+    s.memory_plain = bool(opt("concurrency_memory") or config.getini("concurrency_memory"))
     s.thresholds = parse_thresholds(config.getini("concurrency_thresholds"), "ini concurrency_thresholds")
     s.allow_cross_python = bool(opt("concurrency_allow_cross_python"))
     s.gate_native = bool(opt("concurrency_gate_native") or config.getini("concurrency_gate_native"))

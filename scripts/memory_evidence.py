@@ -72,14 +72,18 @@ def main() -> int:
                 print(f"  false alarm, s{b} vs s{a}: {memory_gate.line(v)}")
             if v.change is not None and abs(v.change) > largest.get(v.metric, (0,))[0]:
                 largest[v.metric] = (abs(v.change), key_label(v.key), v.change)
-    leaks_seen = max((r.extra.get("retained_b_per_task_round") or 0.0, r.label)
-                     for d in docs for r in from_json(d))
+    records = [r for d in docs for r in from_json(d)]
     print(f"{len(docs)} sessions, {comparisons} A/A comparisons, {judged} memory verdicts: {alarms} false alarms "
           f"(threshold {(threshold or memory_gate.DEFAULT_THRESHOLD):.0%})")
     for metric, (_, label, change) in sorted(largest.items()):
         print(f"  largest change of {metric}: {change:+.1%} ({label})")
-    print(f"  largest retained per task per round: {leaks_seen[0]:.0f} B ({leaks_seen[1]}); leak floor "
-          f"{memory_gate.LEAK.floor:.0f} B")
+    for leak in memory_gate.LEAKS:  # how close the cases that leak nothing came to each floor
+        seen = [(r.extra[leak.key] / leak.floor_for(r.extra), r.extra[leak.key], r.label)
+                for r in records if isinstance(r.extra.get(leak.key), (int, float))]
+        if seen:
+            share, value, label = max(seen)
+            print(f"  largest {leak.key}: {memory_gate.amount(leak.key, value)} ({label}): "
+                  f"{share:.0%} of its leak floor")
     return 1 if alarms else 0
 
 

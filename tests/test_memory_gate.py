@@ -35,11 +35,11 @@ def test_a_leak_fails_without_a_baseline_and_says_how_much_per_task_per_round():
     result = memory_gate.judge(None, [leaking, clean])
     assert result.failed
     assert [memory_gate.line(v) for v in result.verdicts] == [
-        "cancel[tasks=30] on greenlet: retains 1.9 KiB per task per round (leak)"]
+        "cancel[tasks=30] on greenlet: keeps 1.9 KiB per task per round in the Python heap (leak)"]
 
 
 def test_retained_memory_below_the_floor_is_no_leak():
-    result = memory_gate.judge(None, [rec(retained_b_per_task_round=memory_gate.LEAK.floor - 1)])
+    result = memory_gate.judge(None, [rec(retained_b_per_task_round=memory_gate.LEAKS[0].floor_per_task - 1)])
     assert not result.failed and not result.verdicts
 
 

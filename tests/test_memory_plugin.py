@@ -100,11 +100,11 @@ def test_a_leak_of_cancelled_tasks_fails_the_build_without_a_baseline_on_every_m
     assert re.search(r"\d+ passed", text) and "failed" not in text.split("=")[-1]  # the tests pass; the gate fails
     for spec in models:
         for case in ("end=cancel,tasks=10,wait=get", "end=cancel,tasks=10,wait=sleep", "end=abandon,tasks=10,wait=get"):
-            line = rf"leaky\[{case}\] on {re.escape(spec)}: retains [\d.]+ (KiB|B) per task per round \(leak\)"
+            line = rf"leaky\[{case}\] on {re.escape(spec)}: keeps [\d.]+ (KiB|B) per task per round in the Python heap \(leak\)"
             assert re.search(line, text.replace("\n    ", " ")), f"no leak line for {spec} {case}:\n{text}"
     report = (pytester.path / "report.md").read_text()
     assert "**Memory leaks (fail the build): rounds keep what their tasks held**" in report
-    assert f"leaky[end=cancel,tasks=10,wait=get] on {models[0]}: retains" in report
+    assert f"leaky[end=cancel,tasks=10,wait=get] on {models[0]}: keeps" in report
 
 
 @pytest.mark.timeout(900)

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_concurrency.runner import isolate
 from pytest_concurrency import measure
-from pytest_concurrency.measure import callgrind
+from pytest_concurrency.measure import callgrind, memory
 
 needs_valgrind = pytest.mark.skipif(callgrind.unavailable_reason() is not None,
                                     reason=f"{callgrind.unavailable_reason()}")
@@ -70,7 +70,7 @@ def test_a_plain_worker_runs_the_memory_pass_alone():
     finally:
         worker.close()
     assert reply["ok"] and "samples" not in reply, reply
-    assert reply["extra"]["memory_rounds"] == 4 and reply["extra"]["tasks_per_round"] == 10
+    assert reply["extra"]["memory_rounds"] == memory.READINGS and reply["extra"]["tasks_per_round"] == 10
     assert "kib_per_task" in reply["extra"]  # the workload's own memory hook ran too
 
 

@@ -47,7 +47,7 @@ class MemoryVerdict:
     unchanged or new."""
 
     key: tuple  # records.Record.key
-    metric: str  # the extra_info key judged (memory_gate.METRICS, memory_gate.LEAK)
+    metric: str  # the extra_info key judged (memory_gate.METRICS, memory_gate.LEAKS)
     status: str
     baseline: float | None = None  # in the metric's stored unit
     current: float | None = None
@@ -61,6 +61,8 @@ class MemoryResult:
     verdicts: list[MemoryVerdict] = field(default_factory=list)
     threshold: float | None = None  # the relative change a memory verdict needs (0.10 = 10%)
     notes: list = field(default_factory=list)
+    not_measured: dict = field(default_factory=dict)  # (figure key, why) -> benchmarks it was missing in
+    unmeasured: int = 0  # benchmarks with no memory pass at all (users' own tests that did not ask)
 
     @property
     def failed(self) -> bool:

@@ -109,6 +109,31 @@ class KernelPerRun:
         self._counters.close()
 
 
+class PlainCalls:
+    """What a user's plain benchmark test measured (the function and its arguments, as the
+    ``benchmark`` fixture was handed them), so the memory pass can call it again."""
+
+    def __init__(self, benchmark):
+        self.last = None
+        make_runner = benchmark._make_runner
+
+        def remembering(function, args, kwargs):
+            self.last = (function, args, kwargs or {})
+            return make_runner(function, args, kwargs)
+
+        benchmark._make_runner = remembering
+
+    def memory_figures(self) -> dict:
+        """The memory pass (memory.py) on the measured call, per round; ``{}`` if none ran."""
+        if self.last is None:
+            return {}
+        function, args, kwargs = self.last
+        try:
+            return memory.leak_pass(lambda: function(*args, **kwargs), contextlib.nullcontext)
+        except Exception as exc:  # the test passed; a call again that fails is not its result
+            return {"memory_not_measured": {"all": f"calling it again for the memory pass raised {exc!r}"}}
+
+
 def figures(samples: list, outcomes: list[Outcome], instrument, around: dict) -> dict:
     """Per-op figures from the rounds' samples and outcomes, with ``around`` (``_Stretch``)."""
     ops = _consistent_ops(outcomes)
@@ -132,7 +157,7 @@ def memory_figures(workload, backend, params, guard=contextlib.nullcontext) -> d
     """The untimed memory figures, in every measure: after the measured rounds, so that
     ``tracemalloc`` never runs inside one (see ``memory``), or in a plain worker of their own
     (``Instrument.memory_apart``)."""
-    out = memory.retained_and_peak(workload, backend, params, guard)
+    out = memory.leak_pass(lambda: workload.run(backend, params), guard, lambda o: o.tasks or o.ops)
     with guard():
         out.update(workloads.memory(workload, backend, params))
     return out

@@ -1,27 +1,23 @@
-"""The memory pass: what a workload's rounds hold on to, run after its measured rounds.
+"""The memory pass: what a case's rounds hold on to, run after its measured rounds.
 
 Untimed and uncounted (no counter reading brackets it), in both measures, in the process
-that ran the rounds (an isolated worker's own, so its peak is per worker). It runs
-``WARMUP + READINGS`` more rounds with ``tracemalloc`` on, and after each one collects the
-garbage and reads the traced bytes:
+that ran the rounds (an isolated worker's own). It runs ``WARMUP + READINGS`` more rounds
+with ``tracemalloc`` on; after each it collects the garbage and reads every probe of
+``memory_probes`` (Python heap, C heap, threads, greenlets, RSS). A leak is growth per
+round, taken as the **median of the round-to-round growths**: a steady leak grows the same
+in every round and reads whole; a one-off (a cache filling, a free list, a table that
+doubles, a new malloc arena) grows one round of ``READINGS`` and reads 0. Judged in
+gate/memory.py; the keys (see records.py):
 
-``retained_b_per_task_round``
-    What a round leaves behind, per task it spawned: the smallest of the round-over-round
-    growths after the warm-up, divided by the round's tasks (``Outcome.tasks``). A steady
-    leak grows every round by the same amount and shows whole; a one-off cache, a free
-    list filled once or a table that doubles now and then grows some rounds, not all, and
-    does not count. Traced bytes repeat from run to run (no allocator reuse, no other
-    process in them), on every model: a task a model fails to let go of keeps Python
-    objects (its frame, its greenlet, coroutine, ``Thread`` or ``Process`` handle) even
-    where its stack or process lives outside the heap. RSS was tried for threads and
-    processes and cried wolf: chain on threading grew RSS by 1-9 KiB per task in every
-    round with nothing kept (glibc's per-thread malloc arenas fragmenting).
-``peak_traced_kib``
-    The largest growth of the traced heap during one round, above where it started: the
-    model's peak Python memory for this case (a repeatable figure, unlike the process's
-    ``peak_rss_kib``, which the time measure also records).
-``memory_rounds``, ``tasks_per_round``
-    How many growths the retained figure is the smallest of; the tasks a round spawned.
+``retained_b_per_task_round``  Python heap, bytes per round per task the round spawned
+``c_heap_b_per_task_round``    C heap less the Python heap's own growth, the same way
+``threads_per_round`` / ``greenlets_per_round``  how many more stay alive after each round
+``rss_kib_per_round``          RSS, for the report only (see memory_probes)
+``peak_traced_kib``            the traced heap's largest growth within a round: the case's
+                               peak Python memory (repeats, unlike the process's peak RSS)
+``memory_rounds``, ``tasks_per_round``  how they were read (no tasks: a user's plain test,
+                               whose figures are per round)
+``memory_not_measured``        {figure key: why} for a probe this process lacks
 
 The workload's own ``memory`` hook (spawn, cancel: KiB per live task) runs after this.
 """
@@ -30,43 +26,66 @@ from __future__ import annotations
 
 import array
 import gc
+import statistics
 import tracemalloc
 
-from ..workloads import _live_memory
+from . import memory_probes
 
 WARMUP = 1  # rounds that fill caches and free lists first (their growth is not counted)
-READINGS = 4  # growths: a leak grows the heap in every one of them
+READINGS = 5  # growths: the median of five stands a one-off in two of them
+
+#: probe -> the record key of its growth, and the scale from the probe's unit to the key's
+_KEYS = {
+    "python": ("retained_b_per_task_round", 1, True),
+    "c": ("c_heap_b_per_task_round", 1, True),
+    "threads": ("threads_per_round", 1, False),
+    "greenlets": ("greenlets_per_round", 1, False),
+    "rss": ("rss_kib_per_round", 1 / 1024, False),
+}
 
 
-def retained_and_peak(workload, backend, params: dict, guard) -> dict:
-    """The figures above (keys as in records.py) from ``WARMUP + READINGS`` untimed rounds."""
+def key_of(probe: str) -> str:
+    return _KEYS[probe][0]
+
+
+def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
+    """The figures above from ``WARMUP + READINGS`` calls of ``one_round()`` under ``guard()``;
+    ``tasks_of(result)`` is how many tasks a round spawned (None: figures per round)."""
+    probes, missing = memory_probes.available()
     rounds = WARMUP + READINGS
     # Preallocated arrays of machine integers: the pass's own bookkeeping must not grow the
     # traced heap each round (a list of int objects grew it by 64 bytes per round).
-    heap_after, peaks = (array.array("q", bytes(8 * rounds)) for _ in range(2))
-    per_task = 1
+    readings = {name: array.array("q", bytes(8 * rounds)) for name in probes}
+    peaks = array.array("q", bytes(8 * rounds))
+    tasks = 0
     tracemalloc.start()
     try:
         for i in range(rounds):
-            start = _live_memory.traced_bytes()
+            start = memory_probes.python_heap()
             tracemalloc.reset_peak()
             with guard():
-                outcome = workload.run(backend, params)
+                result = one_round()
             peaks[i] = tracemalloc.get_traced_memory()[1] - start
-            per_task = max(per_task, outcome.tasks or outcome.ops)
-            del outcome
+            tasks = max(tasks, tasks_of(result) or 0)
+            del result
             gc.collect()
-            heap_after[i] = _live_memory.traced_bytes()
+            for name, read in probes.items():
+                readings[name][i] = read()
     finally:
         tracemalloc.stop()
-    return {
-        "retained_b_per_task_round": _steady_growth(heap_after) / per_task,
-        "peak_traced_kib": max(peaks[WARMUP:]) / 1024,
-        "memory_rounds": READINGS,
-        "tasks_per_round": per_task,
-    }
+    growth = {name: _median_growth(values) for name, values in readings.items()}
+    if "c" in growth:  # Python's large objects are malloc'd too: what is left is C's own
+        growth["c"] = _median_growth([c - p for c, p in zip(readings["c"], readings["python"])])
+    out = {}
+    for name, value in growth.items():
+        key, scale, per_task = _KEYS[name]
+        out[key] = value * scale / (tasks if per_task and tasks else 1)
+    out.update(peak_traced_kib=max(peaks[WARMUP:]) / 1024, memory_rounds=READINGS, tasks_per_round=tasks or None)
+    if missing:
+        out["memory_not_measured"] = {key_of(name): why for name, why in missing.items()}
+    return out
 
 
-def _steady_growth(after) -> float:
-    """The growth every round after the warm-up had at least (``after``: readings after each round)."""
-    return min(b - a for a, b in zip(after[WARMUP - 1:], after[WARMUP:]))
+def _median_growth(after) -> float:
+    """The median of the growths between readings after the warm-up (``after``: one per round)."""
+    return float(statistics.median(b - a for a, b in zip(after[WARMUP - 1:], after[WARMUP:])))
