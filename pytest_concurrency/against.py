@@ -83,7 +83,7 @@ def orchestrate(config, s) -> int:
     """Install the base side, run both sides in turns, judge the pairs; the run's exit status."""
     refuse(s, config)
     root = Path(str(config.invocation_params.dir))
-    scratch = sides.scratch()
+    scratch = sides.run_directory()
     try:
         try:
             spec = sides.parse(s.against, root)

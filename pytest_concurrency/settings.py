@@ -124,6 +124,9 @@ def writable_target(path: str, origin: str) -> Path:
     target = Path(path)
     if target.is_dir():
         raise SettingsError(f"{origin}: {path} is a directory; give a file path, e.g. {target / 'baseline.json'}")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise SettingsError(f"{origin}: {path} is read-only, so it is left as it is; make it writable "
+                            f"(chmod u+w {path}) or give another path")
     existing = target.absolute().parent
     while not existing.exists():  # missing directories are created when the file is written
         existing = existing.parent

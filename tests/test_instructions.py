@@ -350,7 +350,7 @@ def test_a_killed_launcher_takes_its_counted_session_along_and_no_baseline_is_wr
          "--concurrency-measure=instructions", f"--concurrency-save-baseline={base}"],
         cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp)})
     deadline = time.monotonic() + 120
-    while not list(tmp.glob("pytest-concurrency-callgrind-*/callgrind.*")):  # counting has begun
+    while not list(tmp.glob("pytest-concurrency-*/callgrind-*/callgrind.*")):  # counting has begun
         assert time.monotonic() < deadline and launcher.poll() is None, "the counted session never started"
         time.sleep(0.2)
     time.sleep(2)
@@ -361,3 +361,7 @@ def test_a_killed_launcher_takes_its_counted_session_along_and_no_baseline_is_wr
     assert not alive, f"still running 5 s after the kill: {[p.cmdline()[:3] for p in alive]}"
     time.sleep(1)
     assert not base.exists()
+    # what the killed processes left in TMPDIR goes with the next session's start
+    from pytest_concurrency.backends import scratch
+
+    assert scratch.sweep(str(tmp)) and os.listdir(tmp) == []

@@ -14,8 +14,9 @@ from typing import Callable
 
 
 def replace_with(path, produce: Callable[[str], None]) -> str:
-    """Call ``produce(tmp_path)`` to write the new content, then move it to ``path``."""
-    path = os.fspath(path)
+    """Call ``produce(tmp_path)`` to write the new content, then move it to ``path``; a symlink
+    at ``path`` stays one, and the file it points to is what is replaced."""
+    path = os.path.realpath(os.fspath(path))
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     base, ext = os.path.splitext(os.path.basename(path))

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
+import stat
 from importlib import metadata
 from typing import Any, Iterable, Mapping
 
@@ -180,7 +182,7 @@ def save(path, doc: Mapping) -> None:
     from pytest_benchmark.utils import safe_dumps  # its encoder: odd params become text, as in its files
 
     path = os.fspath(path)
-    text = safe_dumps(doc, indent=2)  # serialize first: a bad document never touches the disk
+    text = safe_dumps(_finite(doc), indent=2)  # serialize first: a bad document never touches the disk
     try:
         atomic.write_text(path, text)
     except OSError as exc:
@@ -192,12 +194,26 @@ def save(path, doc: Mapping) -> None:
         ) from exc
 
 
+def _finite(value):
+    """``value`` with NaN and infinities as null: JSON has no such numbers, and load refuses them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def load(path) -> dict:
     """Read and check a baseline; ``BaselineError`` says what is wrong and how to fix it."""
     path = os.fspath(path)
     remake = f"re-create it with `{_SAVE_HOW.format(path=path)}`"
     try:
         with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # /dev/zero, a FIFO: would never end
+                raise BaselineError(f"baseline {path!r} is not a regular file (a device, a pipe, or a link to "
+                                    f"one); pass the baseline's JSON file")
             raw = fh.read()
     except FileNotFoundError:
         raise BaselineError(
@@ -212,11 +228,14 @@ def load(path) -> dict:
         raise BaselineError(f"baseline {path!r} is empty (an interrupted copy?); {remake}")
     try:
         text = raw.decode("utf-8")
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_not_a_number)
+    except _NotANumber as exc:
+        raise BaselineError(f"baseline {path!r} is damaged: it holds {exc.args[0]}, which is no measurement; "
+                            f"{remake}") from None
     except UnicodeDecodeError:
         raise BaselineError(f"baseline {path!r} is not JSON (not even UTF-8 text); {remake}") from None
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()):
+        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             raise BaselineError(
                 f"baseline {path!r} is truncated (the JSON stops at byte {exc.pos} of an "
                 f"unfinished document: an interrupted copy or download?); {remake}"
@@ -226,6 +245,14 @@ def load(path) -> dict:
         ) from None
     check(doc, path)
     return doc
+
+
+class _NotANumber(ValueError):
+    pass
+
+
+def _not_a_number(name: str):
+    raise _NotANumber(name)  # NaN, Infinity, -Infinity: Python's json reads them, JSON has none
 
 
 def load_previous(path) -> dict | None:
@@ -292,6 +319,11 @@ def check(doc: Any, path: str = "<baseline>") -> None:
     wrong = history.problem(meta.get("history"))
     if wrong:
         raise BaselineError(f"baseline {path!r} is damaged: {wrong}; {remake}")
+    for bench in benchmarks:
+        wrong = _shape_problem(bench)
+        if wrong:
+            name = bench.get("name", "?") if isinstance(bench, dict) else "?"
+            raise BaselineError(f"baseline {path!r} is damaged: benchmark {name!r} {wrong}; {remake}")
     bare = [b.get("name", "?") for b in benchmarks if not ((b.get("stats") or {}).get("data"))]
     if bare:
         shown = ", ".join(bare[:3]) + (f" and {len(bare) - 3} more" if len(bare) > 3 else "")
@@ -299,6 +331,24 @@ def check(doc: Any, path: str = "<baseline>") -> None:
             f"baseline {path!r} has benchmarks without raw samples ({shown}): the gate decides "
             f"on the samples, not on summary figures; {remake} (it always stores them)"
         )
+
+
+def _shape_problem(bench: Any) -> str | None:
+    """What is wrong with one benchmark entry's shape, or None: what the gate reads must be
+    what it expects (a damaged or hand-edited file must not crash it, or judge by garbage)."""
+    if not isinstance(bench, dict):
+        return f"is a JSON {type(bench).__name__}, not an object"
+    for key in ("stats", "extra_info"):
+        if not isinstance(bench.get(key) or {}, dict):
+            return f"has {key} that is not an object"
+    if not isinstance((bench.get("extra_info") or {}).get("params") or {}, dict):
+        return "has params that are not an object"
+    data = (bench.get("stats") or {}).get("data") or []
+    if not isinstance(data, list):
+        return "has samples (stats.data) that are not a list"
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0 for x in data):
+        return "has samples that are not non-negative numbers"
+    return None
 
 
 def meta(doc: Mapping) -> dict:

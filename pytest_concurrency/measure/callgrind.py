@@ -24,7 +24,6 @@ plain workers that run the memory pass (``memory_apart``), whose work is not cou
 
 from __future__ import annotations
 
-import atexit
 import gc
 import os
 import shutil
@@ -33,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 
-from ..backends import watchdog
+from ..backends import scratch, watchdog
 from ..workloads import _live_memory
 from . import Instrument, measuring_side, profile
 
@@ -71,6 +70,7 @@ def command(argv: list[str], directory: str) -> list[str]:
     return [
         shutil.which("valgrind") or "valgrind", "--tool=callgrind", "-q",
         f"--log-file={directory}/valgrind.%p.log",
+        f"--vgdb-prefix={directory}/vgdb",  # its debugger FIFOs, in our directory rather than TMPDIR
         f"--callgrind-out-file={directory}/callgrind.%p",
         f"--zero-before={ZERO_FN}", f"--dump-before={DUMP_FN}",
         "--dump-instr=no", "--dump-line=no", "--collect-jumps=no",
@@ -101,7 +101,7 @@ def run_session(argv: list[str], cwd: str) -> int:
     from subprocess import _args_from_interpreter_flags  # -W, -X, -O... as given to this python
 
     _compile_package()
-    with tempfile.TemporaryDirectory(prefix="pytest-concurrency-callgrind-", ignore_cleanup_errors=True) as directory:
+    with tempfile.TemporaryDirectory(prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True) as directory:
         env = {**counted_env(os.environ, directory), LAUNCHER_ENV: str(os.getpid())}
         full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
         proc = subprocess.Popen(full, cwd=cwd, env=env, start_new_session=True, preexec_fn=watchdog.die_with_parent)
@@ -130,11 +130,11 @@ _worker_dir: str | None = None
 
 
 def worker_dir() -> str:
-    """Where this session's workers write their dumps: made on first use, removed at exit."""
+    """Where this session's workers write their dumps: made on first use, removed with the
+    process's own directory (runner/scratch.py)."""
     global _worker_dir
     if _worker_dir is None:
-        _worker_dir = tempfile.mkdtemp(prefix="pytest-concurrency-callgrind-")
-        atexit.register(shutil.rmtree, _worker_dir, True)
+        _worker_dir = scratch.subdir("callgrind-")
     return _worker_dir
 
 

@@ -39,12 +39,15 @@ pytest-benchmark JSON viewer):
 ``kib_per_task``            memory per live task (spawn; cancel: per blocked task), the larger of
 ``rss_kib_per_task``/``heap_kib_per_task``  RSS growth and tracemalloc-traced growth (heap
                             alone under valgrind)
-``retained_b_per_task_round``  every workload, both measures: bytes a round keeps per task it
-                            spawned, the smallest growth over ``memory_rounds`` untimed rounds
-                            after a collection (measure/memory.py); a leak above 512 B fails
+``retained_b_per_task_round``  every workload (a user's test with --concurrency-memory: per
+``c_heap_b_per_task_round``  round), both measures: what a round keeps in the Python heap and in
+``threads_per_round``       the C heap per task it spawned, and how many more threads and
+``greenlets_per_round``     greenlets stay alive: the median growth over ``memory_rounds``
+``rss_kib_per_round``       untimed rounds (measure/memory.py); RSS is shown, never judged
 ``peak_traced_kib``         every workload, both measures: the traced heap's largest growth
                             within one round
-``memory_rounds``/``tasks_per_round``  how the two above were read
+``memory_rounds``/``tasks_per_round``  how the figures above were read (no tasks: per round)
+``memory_not_measured``     {figure: why} for a probe the process lacked (no mallinfo2)
 ``ideal_s``/``overhead_s``  IO workload: the ideal wall time and the median's excess over it
 ``workload_ref``            a user's ``module:OBJECT`` workload, so the gate can re-run it
 ``threshold``               the test's own threshold from the ``concurrency`` marker

@@ -24,6 +24,8 @@ import tempfile
 
 from pytest import UsageError
 
+from ..backends import scratch
+
 PROBE_ENV = "PYTEST_CONCURRENCY_PROBE"  # set in the collecting child: where to write its count
 
 
@@ -38,7 +40,7 @@ def has_tests_measured_here(config) -> bool:
     """Collect this session's command line in a child at full speed; ``True`` also when that
     collection fails (the session that runs inside the command then reports why)."""
     params = config.invocation_params
-    with tempfile.TemporaryDirectory(prefix="pytest-concurrency-probe-") as directory:
+    with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
         out = os.path.join(directory, "count")
         subprocess.run([sys.executable, "-m", "pytest", *params.args, "--collect-only", "-q"],
                        cwd=str(params.dir), env={**os.environ, PROBE_ENV: out},

@@ -25,6 +25,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backends import scratch
+
 #: In both sides' sessions: the directory the base side's code was installed into (the base side
 #: imports from it first; the head checks it imported none of it).
 SIDE_PATH_ENV = "PYTEST_CONCURRENCY_BASE_DIR"
@@ -117,9 +119,9 @@ def _run(cmd: list, what: str) -> str:
     return done.stdout.strip()
 
 
-def scratch() -> tempfile.TemporaryDirectory:
+def run_directory() -> tempfile.TemporaryDirectory:
     """The session's own directory for the base side (removed with the session)."""
-    return tempfile.TemporaryDirectory(prefix="pytest-concurrency-against-")
+    return tempfile.TemporaryDirectory(prefix="against-", dir=scratch.directory())
 
 
 # -- in each side's process ------------------------------------------------------------------------

@@ -1,0 +1,103 @@
+"""Broken and hostile baseline files: each one a one-line error naming the problem and the
+fix, and the file byte-identical afterwards (the gate never rewrites what it cannot read)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_concurrency import settings
+from pytest_concurrency.gate import baseline
+
+GOOD = (Path(__file__).parent / "data" / "run_a.json").read_text()
+
+
+def _edit(change):
+    doc = json.loads(GOOD)
+    change(doc)
+    return json.dumps(doc)
+
+
+def _samples(value):
+    return lambda d: d["benchmarks"][0]["stats"].__setitem__("data", value)
+
+
+CASES = {
+    "truncated": (GOOD[: len(GOOD) // 2], "is truncated"),
+    "empty": ("", "is empty"),
+    "binary": (os.urandom(4096).decode("latin-1"), "is not"),
+    "a list": ("[1, 2, 3]", "holds a JSON list"),
+    "NaN samples": (_edit(_samples([float("nan")] * 5)), "holds NaN"),
+    "infinite samples": (_edit(_samples([float("inf")] * 5)), "holds Infinity"),
+    "negative samples": (_edit(_samples([-1.0] * 5)), "samples that are not non-negative numbers"),
+    "text samples": (_edit(_samples(["fast"] * 5)), "samples that are not non-negative numbers"),
+    "benchmark not an object": (_edit(lambda d: d["benchmarks"].__setitem__(0, [1])), "is a JSON list, not an object"),
+    "params not an object": (_edit(lambda d: d["benchmarks"][0]["extra_info"].__setitem__("params", [1])),
+                             "params that are not an object"),
+    "newer format": (_edit(lambda d: d["pytest_concurrency"].__setitem__("schema_version", 99)),
+                     "written by a newer pytest-concurrency-bench: upgrade"),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_broken_baseline_is_one_clear_line_and_stays_as_it_was(tmp_path, name):
+    content, expected = CASES[name]
+    path = tmp_path / "base.json"
+    path.write_bytes(content.encode("latin-1" if name == "binary" else "utf-8"))
+    before = path.read_bytes()
+    with pytest.raises(baseline.BaselineError) as err:
+        baseline.load(path)
+    message = str(err.value)
+    assert expected in message and "\n" not in message and "base.json" in message, message
+    if content:  # a save adds to a baseline it can read, replaces an empty file, refuses the rest
+        with pytest.raises(baseline.BaselineError):
+            baseline.load_previous(path)
+    assert path.read_bytes() == before
+
+
+def test_a_huge_file_of_garbage_is_refused_without_a_traceback(tmp_path):
+    path = tmp_path / "base.json"
+    with open(path, "wb") as fh:  # 100 MB: a baseline never is
+        fh.write(b'{"benchmarks": "' + b"x" * (100 * 1024 * 1024) + b'"}')
+    with pytest.raises(baseline.BaselineError, match="JSON from another tool"):
+        baseline.load(path)
+
+
+def test_a_link_to_a_device_is_refused_rather_than_read_for_ever(tmp_path):
+    link = tmp_path / "base.json"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(baseline.BaselineError, match="not a regular file"):
+        baseline.load(link)
+
+
+def test_a_save_through_a_symlink_replaces_the_file_it_points_to_and_keeps_the_link(tmp_path):
+    (tmp_path / "shared").mkdir()
+    target = tmp_path / "shared" / "baseline.json"
+    target.write_text(GOOD)
+    link = tmp_path / "base.json"
+    link.symlink_to(target)
+    doc = json.loads(GOOD)
+    doc["benchmarks"] = doc["benchmarks"][:1]
+    baseline.save(link, doc)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert len(json.loads(target.read_text())["benchmarks"]) == 1
+
+
+def test_a_read_only_baseline_is_refused_before_the_run(tmp_path, monkeypatch):
+    path = tmp_path / "base.json"
+    path.write_text(GOOD)
+    path.chmod(0o444)
+    real_access = os.access  # root may write anything: ask as a user would be answered
+    monkeypatch.setattr(settings.os, "access", lambda p, mode: False if Path(p) == path else real_access(p, mode))
+    with pytest.raises(settings.SettingsError, match="is read-only, so it is left as it is"):
+        settings.writable_target(str(path), "--concurrency-save-baseline")
+
+
+def test_nan_in_a_document_is_saved_as_null_and_loads(tmp_path):
+    doc = json.loads(GOOD)
+    doc["benchmarks"][0]["extra_info"]["peak_rss_kib"] = float("nan")
+    baseline.save(tmp_path / "base.json", doc)
+    assert baseline.load(tmp_path / "base.json")["benchmarks"][0]["extra_info"]["peak_rss_kib"] is None
