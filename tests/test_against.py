@@ -156,7 +156,8 @@ def test_specs_name_git_refs_paths_and_pip_requirements(tmp_path):
     assert sides.parse("git:HEAD~1", tmp_path) == sides.Spec("git", "HEAD~1")
     assert sides.parse("old", tmp_path) == sides.Spec("path", str((tmp_path / "old").resolve()))
     assert sides.parse("mylib==1.4.2", tmp_path) == sides.Spec("pip", "mylib==1.4.2")
-    for bad, says in (("", "is empty"), ("git:", "names no ref"), ("./nowhere", "no such path")):
+    for bad, says in (("", "is empty"), ("git:", "names no ref"), ("./nowhere", "no such path"),
+                      ("git:--output=x", "cannot start with '-'"), ("--index-url=http://x", "cannot start with '-'")):
         with pytest.raises(sides.SideError, match=says):
             sides.parse(bad, tmp_path)
 

@@ -53,7 +53,12 @@ def parse(text: str, root: Path) -> Spec:
         ref = text[4:]
         if not ref:
             raise SideError("--concurrency-against=git: names no ref: give one, e.g. git:HEAD~1 or git:origin/main")
+        if ref.startswith("-"):  # git would read it as an option
+            raise SideError(f"--concurrency-against={text}: a ref cannot start with '-'; name a branch, tag or commit")
         return Spec("git", ref)
+    if text.startswith("-"):  # pip would read it as an option (--index-url=...)
+        raise SideError(f"--concurrency-against={text}: a requirement cannot start with '-'; give mylib==1.4.2, a "
+                        "path or git:REF (pip's options go in its environment, PIP_INDEX_URL=...)")
     path = (root / text) if not os.path.isabs(text) else Path(text)
     if path.exists() or text.startswith((".", "/")):
         if not path.exists():
