@@ -35,6 +35,7 @@ from .runner import lockstep, sides
 
 SIDE_ENV = "PYTEST_CONCURRENCY_SIDE"  # "A" (base) or "B" (head) in a side's session
 OUT_ENV = "PYTEST_CONCURRENCY_SIDE_OUT"  # where a side writes its rounds and what it imported
+ONLY_ENV = "PYTEST_CONCURRENCY_SIDE_ONLY"  # a second pair of sessions: the JSON list of node ids it runs
 #: A benchmark's rounds on each side under --concurrency-against, at least: two a quad, enough
 #: quads for the 99% interval of the median ratio (gate.paired.MIN_PAIRS), and two quads to spare
 #: (the sides' calibration calls need not line up with a quad).
@@ -96,21 +97,63 @@ def orchestrate(config, s) -> int:
 
 
 def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
-    coordinator = lockstep.Coordinator(str(directory / "turns.sock"), stall_s=max(s.timeout or 0, 60.0) * 2)
-    env = {k: v for k, v in os.environ.items() if k != SIDE_ENV}
-    env.setdefault("PYTHONHASHSEED", str(random.randrange(1, 2 ** 32)))  # one seed for both sides
-    env[lockstep.SOCKET_ENV] = coordinator.path
     args = list(config.invocation_params.args)
-    log = directory / "base-side.log"
     print(f"pytest-concurrency: this code (head) against {spec} (base), round for round in turns; "
           "the head's session follows", flush=True)
+    try:
+        first = _run_pair(s, site, directory / "1", root, args)
+        if first.codes[lockstep.B] not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR,
+                                           pytest.ExitCode.NO_TESTS_COLLECTED):
+            again = _again(s, site, directory, root, args, first)
+        else:
+            again = None
+    except KeyboardInterrupt:
+        print("pytest-concurrency: interrupted: no verdict against the base side, nothing written", flush=True)
+        return int(pytest.ExitCode.INTERRUPTED)
+    return _judge(s, spec, site, first, again)
+
+
+class _Pair:
+    """One pair of sessions, base and head: their exit statuses, outputs and what went wrong."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.codes: dict = {}
+        self.errors: list = []
+        self.docs: dict = {}
+        self.log = directory / "base-side.log"
+
+    def read(self) -> None:
+        for side in (lockstep.A, lockstep.B):
+            out = self.directory / f"side-{side}.json"
+            if out.exists():
+                self.docs[side] = json.loads(out.read_text())
+
+    def records(self, side: str) -> list:
+        return records.from_json(self.docs.get(side) or {})
+
+
+def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list | None = None) -> _Pair:
+    """Run the base's and the head's sessions in turns; ``only``: the node ids to run (a second
+    pair, whose head's output goes to a log too: the run's output is the first head's)."""
+    directory.mkdir(parents=True)
+    pair = _Pair(directory)
+    coordinator = lockstep.Coordinator(str(directory / "turns.sock"), stall_s=max(s.timeout or 0, 60.0) * 2)
+    env = {k: v for k, v in os.environ.items() if k not in (SIDE_ENV, ONLY_ENV)}
+    env.setdefault("PYTHONHASHSEED", str(random.randrange(1, 2 ** 32)))  # one seed for both sides
+    env[lockstep.SOCKET_ENV] = coordinator.path
+    if only is not None:
+        env[ONLY_ENV] = json.dumps(only)
+    quiet = head_only_removed(args)
     procs = {}
     try:
-        with open(log, "wb") as base_log:
+        with open(pair.log, "wb") as base_log, open(directory / "head-side.log", "wb") as head_log:
             for side, extra_env, argv, out in (
                     (lockstep.A, {"PYTHONPATH": _prepend(site, env.get("PYTHONPATH"))},
-                     [*head_only_removed(args), "-o", f"cache_dir={directory / 'cache'}"], base_log),
-                    (lockstep.B, {"PYTHONPATH": _prepend(_same_length(site), env.get("PYTHONPATH"))}, args, None)):
+                     [*quiet, "-o", f"cache_dir={directory / 'cache'}"], base_log),
+                    (lockstep.B, {"PYTHONPATH": _prepend(_same_length(site), env.get("PYTHONPATH"))},
+                     args if only is None else [*quiet, "-o", f"cache_dir={directory / 'cache'}"],
+                     None if only is None else head_log)):
                 side_env = {**env, **extra_env, SIDE_ENV: side, sides.SIDE_PATH_ENV: str(site),
                             OUT_ENV: str(directory / f"side-{side}.json")}
                 # a session of its own: a Ctrl-C reaches it once, forwarded from here (_stop)
@@ -118,18 +161,38 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
                                                stdin=subprocess.DEVNULL, stdout=out, start_new_session=True,
                                                stderr=subprocess.STDOUT if out else None, preexec_fn=_start_side)
                 threading.Thread(target=_leave_on_exit, args=(coordinator, side, procs[side]), daemon=True).start()
-            codes = _wait(procs)
+            pair.codes = _wait(procs)
     except KeyboardInterrupt:
         _stop(procs)
-        print("pytest-concurrency: interrupted: no verdict against the base side, nothing written", flush=True)
-        return int(pytest.ExitCode.INTERRUPTED)
+        raise
     finally:
         _stop(procs)
         coordinator.close()
-    errors = list(coordinator.stalled)
-    if codes[lockstep.A] is None:
-        errors.append(f"the base side ({spec}) did not end within {BASE_GRACE_S:.0f} s of the head and was stopped")
-    return _judge(s, spec, site, directory, codes, log, errors)
+    pair.errors = list(coordinator.stalled)
+    if pair.codes[lockstep.A] is None:
+        pair.errors.append(f"the base side did not end within {BASE_GRACE_S:.0f} s of the head and was stopped")
+    pair.read()
+    return pair
+
+
+def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair) -> _Pair | None:
+    """A second pair of sessions for the benchmarks whose time moved in the first: two processes
+    of the same code can differ by a few percent for their whole life, so a change must show in
+    both pairs (gate/paired.py) before it is a regression."""
+    from .session_end import paired_threshold
+
+    if len(first.docs) < 2:
+        return None
+    result = paired.judge(first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s))
+    keys = set(paired.suspects(result))
+    only = sorted({b["fullname"] for b in first.docs[lockstep.B].get("benchmarks") or ()
+                   if b.get("fullname") and {r.key for r in records.from_json({"benchmarks": [b]})} & keys})
+    if not only:
+        return None
+    print(f"pytest-concurrency: {len(only)} test{'s' if len(only) > 1 else ''} moved against the base: measuring "
+          f"{'them' if len(only) > 1 else 'it'} again in a second pair of sessions (two processes of the same code "
+          "can differ by a few percent; a change must show in both)", flush=True)
+    return _run_pair(s, site, directory / "2", root, args, only=only)
 
 
 def _wait(procs: dict) -> dict:
@@ -193,31 +256,29 @@ def head_only_removed(args) -> list[str]:
     return out
 
 
-def _judge(s, spec, site: Path, directory: Path, codes: dict, log: Path, errors: list) -> int:
+def _judge(s, spec, site: Path, first: _Pair, again: _Pair | None) -> int:
     from .report import terminal
     from .session_end import paired_threshold
 
-    head_code = codes[lockstep.B]
-    docs = {}
-    for side in (lockstep.A, lockstep.B):
-        out = directory / f"side-{side}.json"
-        if out.exists():
-            docs[side] = json.loads(out.read_text())
+    head_code = first.codes[lockstep.B]
     if head_code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
         return head_code  # the head's session said why; there is nothing to judge
-    if lockstep.B not in docs:
-        errors.append(f"the head's session ended (exit {head_code}) without its rounds")
-    if lockstep.A not in docs:
-        errors.append(f"the base side ({spec}) ended (exit {codes[lockstep.A]}) without its rounds; its log:\n"
-                      + _tail(log))
-    elif codes[lockstep.A] not in (0, 1, 5, 6, 7, None):
-        errors.append(f"the base side ({spec}) exited {codes[lockstep.A]}; its log:\n" + _tail(log))
+    errors = []
+    for pair in filter(None, (first, again)):
+        errors += pair.errors
+        if lockstep.B not in pair.docs:
+            errors.append(f"the head's session ended (exit {pair.codes[lockstep.B]}) without its rounds")
+        if lockstep.A not in pair.docs:
+            errors.append(f"the base side ({spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds; "
+                          f"its log:\n" + _tail(pair.log))
+        elif pair.codes[lockstep.A] not in (0, 1, 5, 6, 7, None):
+            errors.append(f"the base side ({spec}) exited {pair.codes[lockstep.A]}; its log:\n" + _tail(pair.log))
     result = None
-    if len(docs) == 2:
-        base_ids, head_ids = docs[lockstep.A].get("identity") or {}, docs[lockstep.B].get("identity") or {}
+    if len(first.docs) == 2:
+        base_ids, head_ids = first.docs[lockstep.A].get("identity") or {}, first.docs[lockstep.B].get("identity") or {}
         errors += sides.check(site, base_ids, head_ids)
-        result = paired.judge(records.from_json(docs[lockstep.A]), records.from_json(docs[lockstep.B]),
-                              paired_threshold(s))
+        second = (again.records(lockstep.A), again.records(lockstep.B)) if again and len(again.docs) == 2 else None
+        result = paired.judge(first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=second)
         result.sides = paired.sides_line(base_ids, head_ids)
         for line in terminal.paired_lines(result):
             print(line)
@@ -248,6 +309,16 @@ def at_least_min_rounds(config) -> None:
     bs = getattr(config, "_benchmarksession", None)
     if bs is not None and bs.options.get("min_rounds", 0) < MIN_ROUNDS:
         bs.options["min_rounds"] = MIN_ROUNDS
+
+
+def keep_only(config, items) -> None:
+    """In a second pair of sessions: only the tests it measures again (the same on both sides)."""
+    only = os.environ.get(ONLY_ENV) if side_session() else None
+    if only is None:
+        return
+    wanted = set(json.loads(only))
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in wanted])
+    items[:] = [item for item in items if item.nodeid in wanted]
 
 
 def collected(config, items) -> None:
@@ -294,8 +365,9 @@ def side_finish(config, bs) -> None:
         return
     site = Path(os.environ[sides.SIDE_PATH_ENV])
     doc = {"identity": sides.identity(site, base_side=base_side()),
-           "benchmarks": [{"name": r.name, "group": r.group, "extra_info": r.extra, "stats": {"data": r.samples}}
-                          for r in records.from_session(bs.benchmarks)]}
+           "benchmarks": [{"name": b.name, "fullname": b.fullname, "group": b.group, "extra_info": b.extra_info,
+                           "stats": {"data": list(b.stats.data)}}
+                          for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats.data]}
     atomic.write_text(os.environ[OUT_ENV], json.dumps(doc))
     client = config.stash.get(TURNS, None)
     if client is not None:

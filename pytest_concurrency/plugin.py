@@ -295,6 +295,10 @@ def _plan(case: Case, backend, s: settings.Settings) -> tuple:
     return workload, reason, max(rounds, against.MIN_ROUNDS) if s.paired else rounds, warmup
 
 
+def pytest_collection_modifyitems(config, items):
+    against.keep_only(config, items)
+
+
 def pytest_collection_finish(session):
     config = session.config
     if config.option.collectonly:

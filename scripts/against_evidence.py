@@ -114,24 +114,35 @@ def main() -> int:
     parser.add_argument("--aa", type=int, default=10, help="A/A sessions")
     parser.add_argument("--trials", type=int, default=10, help="sessions with the changes")
     parser.add_argument("--threshold", help="--concurrency-threshold for the sessions (percent)")
+    parser.add_argument("--keep", metavar="DIR", help="write the output of every session with an unexpected "
+                        "verdict (A/A: not unchanged; a change: not regressed) into DIR")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="against-evidence-") as tmp:
         head = make_project(Path(tmp))
         for name, slow, runs in (("A/A", "", args.aa), (f"changed ({args.changes})", args.changes, args.trials)):
+            if not runs:
+                continue
             counts, changes, times = collections.defaultdict(collections.Counter), collections.defaultdict(list), []
+            again = 0  # sessions that measured suspects again in a second pair of sessions
             for i in range(runs):
                 found, seconds, out = session(head, args.backends, slow, args.threshold)
                 times.append(seconds)
+                again += "in a second pair of sessions" in out
                 if not found:
                     print(textwrap.indent(out[-3000:], "  | "))
                     return 1
                 for model, (change, status) in found.items():
                     counts[model][status] += 1
                     changes[model].append(change)
+                expected = "unchanged" if not slow else "regressed"
+                if args.keep and any(status != expected for _, status in found.values()):
+                    os.makedirs(args.keep, exist_ok=True)
+                    Path(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}.txt").write_text(out)
                 print(f"{name} {i + 1}/{runs}: " + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items())),
                       flush=True)
             print(f"== {name}: {runs} sessions, median {statistics.median(times):.1f} s a session "
-                  f"({statistics.median(times) / max(1, len(counts)):.1f} s a verdict)")
+                  f"({statistics.median(times) / max(1, len(counts)):.1f} s a verdict); {again} measured "
+                  f"suspects again in a second pair of sessions")
             for model in sorted(counts):
                 print(f"   {model}: " + ", ".join(f"{n} {s}" for s, n in counts[model].most_common())
                       + f"; change median {statistics.median(changes[model]):+.1f}%, "

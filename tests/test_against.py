@@ -70,6 +70,36 @@ def test_a_stretch_of_disturbance_in_one_half_of_the_test_is_not_a_regression():
     assert paired.judge_pair(("w", "", "gevent"), base, head, 0.03).status == REGRESSED
 
 
+def test_a_change_in_one_pair_of_sessions_only_is_two_processes_not_the_code():
+    # one process of the same code 5% slower for its whole life: steady in both halves of its
+    # pair, so one pair reads it as a regression; a second pair of processes does not see it
+    key = ("w", "", "gevent")
+    biased = _rounds(30, 1.0, 1.05, noise=0.005, seed=3)
+    assert paired.judge_pair(key, *biased, 0.03).status == REGRESSED
+    fresh = _rounds(30, 1.0, 1.0, noise=0.005, seed=4)
+    v = paired.judge_pair(key, *biased, 0.03, again=[fresh])
+    assert v.status == INCONCLUSIVE and "pairs of sessions disagree (+5.0%, +0.1%)" in v.note and v.pairs == 60
+    # the code: slower in both pairs
+    v = paired.judge_pair(key, *biased, 0.03, again=[_rounds(30, 1.0, 1.05, noise=0.005, seed=5)])
+    assert v.status == REGRESSED and v.sessions == 2 and "in 2 pairs of sessions" in paired.line(v)
+
+
+def test_what_moved_or_may_have_is_measured_again_and_nothing_else():
+    def rec(name, rounds):
+        return Record(name, {}, "gevent", [1.0], extra={"paired_rounds": rounds})
+
+    moved, same = _rounds(30, 1.0, 1.05, noise=0.005), _rounds(30, 1.0, 1.0, noise=0.005)
+    result = paired.judge([rec("moved", moved[0]), rec("same", same[0])],
+                          [rec("moved", moved[1]), rec("same", same[1])], lambda r: 0.03)
+    assert paired.suspects(result) == [("moved", "", "gevent")]
+    # judged again on both pairs: the second pair only has what was measured again
+    again = ([rec("moved", same[0])], [rec("moved", same[1])])
+    result = paired.judge([rec("moved", moved[0]), rec("same", same[0])],
+                          [rec("moved", moved[1]), rec("same", same[1])], lambda r: 0.03, again=again)
+    assert {v.key[0]: (v.status, v.sessions) for v in result.verdicts} == {
+        "moved": (INCONCLUSIVE, 2), "same": (UNCHANGED, 1)}
+
+
 def test_a_benchmark_the_base_side_did_not_run_is_missing():
     base, head = _rounds(10, 1.0, 1.0, noise=0)
     rec = Record("w", {}, "gevent", [1.0], extra={"paired_rounds": head})

@@ -156,7 +156,9 @@ def paired_lines(result, width: int = 80) -> list[str]:
     from ..gate import paired
 
     lines = [" against the base side (paired rounds) ".center(width, "-")]
-    lines += textwrap.wrap(f"Sides: {result.sides}", width, subsequent_indent="  ", break_on_hyphens=False)
+    # paths stay whole (copyable), however long
+    lines += textwrap.wrap(f"Sides: {result.sides}", width, subsequent_indent="  ", break_on_hyphens=False,
+                           break_long_words=False)
     for v in result.verdicts:
         if v.figure != "time" and v.status not in (V.REGRESSED, V.IMPROVED):
             continue  # counted in the summary: four kernel figures per benchmark would bury the verdicts
