@@ -6,7 +6,8 @@ The process the user started measures nothing itself. It installs the base side 
 are): the head (side B, this code; its output is the run's) and the base (side A, its code
 imported first; its output in a log). They take turns round by round (runner/lockstep.py); each
 writes its rounds and what it imported to a file, and this process judges each benchmark on
-the per-quad ratios (gate/paired.py).
+the per-quad ratios (gate/paired.py). What moved runs again in a second pair of sessions, and is
+judged on both pairs: two processes of the same code can differ for their whole life.
 
 Why two sessions alike, not the user's session against one more: the user's process holds
 more (the coordinator, the collection of both) and its rounds read 1-2% slower than the
