@@ -301,9 +301,6 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 TURNS = pytest.StashKey[lockstep.Client]()
 CALLS = pytest.StashKey[list]()  # a test's runner calls: [turn, seconds per iteration, iterations]
-PINNED = pytest.StashKey[set]()  # the CPUs a test's main thread had before it was pinned
-#: Task kinds that run in one thread (the test's): both sides run them on one CPU.
-_ONE_THREAD = ("light",)
 
 
 def at_least_min_rounds(config) -> None:
@@ -340,20 +337,14 @@ def pair(item) -> None:
     bench = getattr(item, "funcargs", {}).get("benchmark")
     client = item.config.stash.get(TURNS, None)
     if bench is not None and client is not None and getattr(bench, "enabled", False):
+        # No CPU pinning: pinning single-threaded tests to one CPU (for a per-process CPU speed
+        # difference) made threading in the same sessions read 4-16% apart in one A/A in three;
+        # the second pair of sessions answers per-process differences instead (docs/gates/against.md).
         item.stash[CALLS] = lockstep.pair_rounds(bench, client, side_session(), item.nodeid)
-        backend = item.funcargs.get("concurrency_backend")
-        if getattr(backend, "task_kind", None) in _ONE_THREAD and hasattr(os, "sched_setaffinity"):
-            # The two CPUs of a cloud machine ran this loop at speeds up to 1.8x apart for seconds at
-            # a time, and a side keeps to its CPU: an A/A of greenlet read +6.3% (interval up to +24%).
-            # Both sides on one CPU (the same for both): within 1% in 10 A/As here.
-            item.stash[PINNED] = os.sched_getaffinity(0)
-            os.sched_setaffinity(0, {max(item.stash[PINNED])})
 
 
 def record_turns(item, bench) -> None:
     """After it: its rounds' turns into the record (``paired_rounds``), for gate/paired.py."""
-    if PINNED in item.stash:
-        os.sched_setaffinity(0, item.stash[PINNED])
     calls = item.stash.get(CALLS, None)
     stats = getattr(bench, "stats", None)
     if calls and stats is not None and stats.stats.data:

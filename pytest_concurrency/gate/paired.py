@@ -37,8 +37,8 @@ from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 #: Pairs cancel the machine's drift, so a smaller change than time's 7% counts; two processes of the
 #: same code can still differ (gevent: 3-9% in 3 pairs of sessions of 115 here), which the second
 #: pair of sessions for what moved answers (against.py; ``judge``). With it, 3% read no false
-#: regression in 100 A/A verdicts (scripts/against_evidence.py --aa 50 --threshold 3); one pair at
-#: 3% read one in 60.
+#: regression in 132 A/A verdicts (scripts/against_evidence.py --threshold 3; docs/gates/against.md);
+#: one pair at 3% read one in 60.
 DEFAULT_THRESHOLD = 0.03
 CONFIDENCE = 0.99
 MIN_PAIRS = 8  # the fewest quads whose sign-test interval reaches 99%: 2 * 0.5**8 < 0.01
