@@ -15,7 +15,7 @@ import pytest
 
 from pytest_concurrency.runner import isolate
 from pytest_concurrency import measure
-from pytest_concurrency.measure import callgrind, memory
+from pytest_concurrency.measure import callgrind, driver, memory
 
 needs_valgrind = pytest.mark.skipif(callgrind.unavailable_reason() is not None,
                                     reason=f"{callgrind.unavailable_reason()}")
@@ -62,16 +62,19 @@ def test_fork_server_answers_in_children_and_outlives_a_case_that_dies(tmp_path,
     assert worker.proc.returncode == 0  # the quit request reached the server through a child
 
 
-def test_a_plain_worker_runs_the_memory_pass_alone():
+def test_a_plain_worker_runs_the_memory_pass_and_the_kernel_figures_alone():
     worker = isolate.Worker("greenlet")
     try:
         reply = worker.request({"workload": "cancel", "params": {"tasks": 10, "wait": "get", "end": "cancel"},
-                                "memory_only": True}, round_timeout=60)
+                                "apart": True}, round_timeout=60)
     finally:
         worker.close()
     assert reply["ok"] and "samples" not in reply, reply
     assert reply["extra"]["memory_rounds"] == memory.READINGS and reply["extra"]["tasks_per_round"] == 10
     assert "kib_per_task" in reply["extra"]  # the workload's own memory hook ran too
+    # kernel figures of rounds no instrument slowed (a counted case's, measured apart)
+    extra = reply["extra"]
+    assert len(extra["kernel_rounds"]["csw"]) == driver.KERNEL_ROUNDS_APART and extra["csw_per_op"] >= 0
 
 
 class _Recording:

@@ -23,7 +23,7 @@ class Instrument:
     needs_launch = False  # a test measured in the session's own process needs it inside the instrument's command
     with_memory = True  # RSS figures mean something under it (the memory pass itself runs in every measure)
     fresh_process = False  # each workload case runs in a new worker process (isolate.py)
-    memory_apart = False  # the memory pass runs in a plain worker, not where the rounds were measured
+    memory_apart = False  # the memory pass and kernel figures run in a plain worker, not where the rounds were
     default_timeout = 120.0  # longest a round may take, seconds, unless --concurrency-timeout
 
     def unavailable_reason(self) -> str | None:

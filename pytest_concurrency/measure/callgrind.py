@@ -19,7 +19,8 @@ process forked per case, see isolate.py and worker.py), which the session starts
 test is counted in the session's own process, so a session that has one runs again whole
 under valgrind (``run_session``; its start-up, imports and collection are executed, never
 counted), and its children are traced, except the IO workload's latency server and the
-plain workers that run the memory pass (``memory_apart``), whose work is not counted.
+plain workers that run the memory pass and the kernel figures (``memory_apart``), whose
+work is not counted.
 """
 
 from __future__ import annotations

@@ -163,6 +163,28 @@ def memory_figures(workload, backend, params, guard=contextlib.nullcontext) -> d
     return out
 
 
+#: Rounds (after one warm-up) of the kernel figures measured apart, for an instrument whose own
+#: rounds cannot give them (valgrind runs a process's threads one at a time, and its own work
+#: would be in every figure).
+KERNEL_ROUNDS_APART = 5
+
+
+def kernel_figures_apart(workload, backend, params, guard=contextlib.nullcontext) -> dict:
+    """The kernel keys (kernel.per_op) from untimed rounds in a process no instrument slows:
+    the plain worker that runs a counted case's memory pass (``Instrument.memory_apart``)."""
+    rounds = []
+    counters = kernel.Counters()
+    try:
+        for _ in range(1 + KERNEL_ROUNDS_APART):
+            before = counters.read()
+            with guard():
+                outcome = workload.run(backend, params)
+            rounds.append(counters.between(before, counters.read()))
+    finally:
+        counters.close()
+    return kernel.per_op(rounds[1:], outcome.ops, counters.source, counters.why_not)
+
+
 def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, warmup: int, guard,
                      instrument) -> None:
     """Run ``rounds`` rounds here through pytest-benchmark; ``guard`` bounds each (see watchdog)."""

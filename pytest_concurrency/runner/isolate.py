@@ -166,7 +166,8 @@ class WorkerPool:
 
     def run_case(self, spec: str, payload: dict, timeout: float | None, on_round=None) -> dict:
         """A case's reply, finished in this process (``Instrument.received``), with its memory
-        pass run in a plain worker when the instrument wants it apart (``memory_apart``)."""
+        pass and kernel figures run in a plain worker when the instrument wants them apart
+        (``memory_apart``)."""
         instrument = measure.get(payload.get("measure"))
         apart = instrument.memory_apart and payload.get("with_memory")
         reply = self.run(spec, {**payload, "with_memory": payload.get("with_memory") and not apart}, timeout, on_round)
@@ -175,9 +176,9 @@ class WorkerPool:
         reply["extra"] = instrument.received(reply["extra"])
         if apart:
             memory = self.run(spec, {"workload": payload["workload"], "params": payload["params"],
-                                     "memory_only": True, "fork": False}, timeout, on_round)
+                                     "apart": True, "fork": False}, timeout, on_round)
             if not memory.get("ok"):
-                return {**memory, "error": f"the memory pass: {memory['error']}"}
+                return {**memory, "error": f"the memory pass and kernel figures: {memory['error']}"}
             reply["extra"].update(memory["extra"])
         return reply
 

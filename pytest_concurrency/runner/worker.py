@@ -7,8 +7,9 @@ on the original stdout, which we keep for ourselves: fd 1 is pointed at stderr s
 anything a library prints cannot corrupt the channel. We say ``{"ready": true}`` once
 the backend is loaded, ``{"round": true}`` after each round (the parent's deadline is per
 round), then ``{"ok": true, "samples": [...], "identity": {...}, "extra": {...}}`` or
-``{"ok": false, "error": "..."}``. A request with ``"memory_only": true`` runs only the
-memory pass (``driver.memory_figures``) and answers ``{"ok": true, "extra": {...}}``.
+``{"ok": false, "error": "..."}``. A request with ``"apart": true`` runs only what a counted
+case measures apart from its counted rounds, the memory pass (``driver.memory_figures``) and
+the kernel figures (``driver.kernel_figures_apart``), and answers ``{"ok": true, "extra": {...}}``.
 
 ``--fork-each`` makes the worker a fork server, for instruments whose figures depend on
 what the process did before (instruction counts, see measure.callgrind): after loading
@@ -55,9 +56,11 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
         try:
             workload = workloads.get(request["workload"])
             params = request["params"]
-            if request.get("memory_only"):
+            if request.get("apart"):
                 workloads.prepare(workload, params)
-                return {"ok": True, "extra": driver.memory_figures(workload, backend, params)}
+                extra = driver.memory_figures(workload, backend, params)
+                extra.update(driver.kernel_figures_apart(workload, backend, params))
+                return {"ok": True, "extra": extra}
             instrument = measure.get(request.get("measure"))
             samples, figures = driver.run_rounds(
                 backend, workload, params, request["rounds"], request["warmup"], instrument,
