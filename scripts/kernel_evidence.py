@@ -13,10 +13,14 @@ Injections (one at a time, per hop, in the channel's ``put``):
 * ``syscall``: one cheap extra syscall (``os.getppid()``);
 * ``lock``: a lock shared by 4 extra threads that take it in a loop while the round runs
   (threading only: the hops take it too);
-* ``poll``: a blocking ``get`` replaced by polling ``get(timeout=0.0005)`` (threading only).
+* ``poll``: a blocking ``get`` replaced by polling ``get(timeout=0.0005)`` (threading only);
+* ``readv``: the same syscall doing more kernel work: ``os.readv`` of /dev/zero per hop, 4 KiB
+  on the base side and 256 KiB on the changed one (syscalls and switches stay the same; only
+  system CPU time can tell).
 
     python3 scripts/kernel_evidence.py --trials 20 --aa 50 --backends threading,asyncio,gevent
     python3 scripts/kernel_evidence.py --spread 40 --backends threading    # A/A change per figure
+    python3 scripts/kernel_evidence.py --aa 0 --changes readv              # the readv case alone
 """
 
 from __future__ import annotations
@@ -40,6 +44,15 @@ META = {"schema_version": 1, "python": {"version": "x", "implementation": "CPyth
         "backends": {}, "libraries": {}, "cpu_count": os.cpu_count(), "cpu_model": "x", "calibration": None}
 
 
+_ZERO = os.open("/dev/zero", os.O_RDONLY)
+#: what each change is measured against: the model as it is, or the same change with less work
+BASE = {"readv": "readv:4096"}
+CHANGED = {"readv": "readv:262144"}
+#: system CPU time is read in scheduler ticks (getrusage: 4 ms here): the readv rounds are 10x
+#: longer, so that a round's system time is many ticks
+LONGER = {"n": 10, "m": 500, "capacity": 10}
+
+
 class Injected:
     """A backend whose channels do one more thing per ``put`` (and ``get`` for ``poll``)."""
 
@@ -58,6 +71,8 @@ class _Channel:
 
     def __init__(self, inner, how, lock, is_async):
         self._inner, self._how, self._lock = inner, how, lock
+        if how.startswith("readv:"):
+            self._buffers = [bytearray(int(how.split(":")[1]))]
         if is_async:
             self.put, self.get = self._aput, inner.get
         else:
@@ -71,6 +86,8 @@ class _Channel:
         elif self._how == "lock":
             with self._lock:
                 pass
+        elif self._how.startswith("readv:"):
+            os.readv(_ZERO, self._buffers)
 
     async def _aput(self, item):
         self._extra()
@@ -91,6 +108,7 @@ class _Channel:
 
 
 def measure_once(spec: str, how: str | None) -> Record:
+    params = LONGER if how and how.startswith("readv:") else PARAMS
     backend = backends.load(spec)
     lock, stop, hogs = threading.Lock(), threading.Event(), []
     if how == "lock":
@@ -103,14 +121,14 @@ def measure_once(spec: str, how: str | None) -> Record:
             t.start()
     try:
         subject = Injected(backend, how, lock) if how else backend
-        samples, extra = driver.run_rounds(subject, workloads.get("ring"), PARAMS, 5, 1, measure.get("time"),
+        samples, extra = driver.run_rounds(subject, workloads.get("ring"), params, 5, 1, measure.get("time"),
                                            with_memory=False)
     finally:
         stop.set()
         for t in hogs:
             t.join()
     extra.update(task_kind=backend.task_kind)
-    return Record("ring", dict(PARAMS), spec, samples, ops=extra["ops"], unit="hop", extra=extra)
+    return Record("ring", dict(params), spec, samples, ops=extra["ops"], unit="hop", extra=extra)
 
 
 def verdicts(base: Record, now: Record) -> dict:
@@ -140,6 +158,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20, help="injected trials per change and model")
     ap.add_argument("--aa", type=int, default=50, help="A/A trials per model")
     ap.add_argument("--backends", default="threading,asyncio,gevent")
+    ap.add_argument("--changes", default="yield,syscall,lock,poll,readv",
+                    help="injections to measure (lock and poll on threading only)")
     ap.add_argument("--spread", type=int, default=0,
                     help="instead: N A/A pairs per model, and how far each figure per op moved (median, max)")
     args = ap.parse_args()
@@ -147,7 +167,7 @@ def main() -> int:
         return spread(args.backends.split(","), args.spread)
     started = time.monotonic()
     for spec in args.backends.split(","):
-        changes = ["yield", "syscall"] + (["lock", "poll"] if spec == "threading" else [])
+        changes = [c for c in args.changes.split(",") if c not in ("lock", "poll") or spec == "threading"]
         first = measure_once(spec, None)  # discarded: see above
         figures = {k: round(v, 3) for k, v in first.extra.items() if k.endswith("_per_op") and k != "ns_per_op"}
         print(f"{spec}: ring {PARAMS}, per hop: {figures} ({first.extra['kernel_source']['syscalls']})", flush=True)
@@ -155,18 +175,19 @@ def main() -> int:
         for _ in range(args.aa):
             got = verdicts(measure_once(spec, None), measure_once(spec, None))
             alarms += any(v.status in ("regressed", "improved") for v in got.values())
-        print(f"  A/A: {alarms}/{args.aa} trials with a kernel verdict other than unchanged", flush=True)
+        if args.aa:
+            print(f"  A/A: {alarms}/{args.aa} trials with a kernel verdict other than unchanged", flush=True)
         for how in changes:
             caught, which = 0, {}
             for _ in range(args.trials):
-                got = verdicts(measure_once(spec, None), measure_once(spec, how))
+                got = verdicts(measure_once(spec, BASE.get(how)), measure_once(spec, CHANGED.get(how, how)))
                 failed = [f for f, v in got.items() if v.status == "regressed"]
                 caught += bool(failed)
                 for f in failed:
                     which[f] = which.get(f, 0) + 1
                 last = got
             shown = {f: f"{v.change:+.0%}" if v.change is not None else "from 0" for f, v in last.items()}
-            print(f"  +{how} per hop: caught {caught}/{args.trials} (by {which}); last trial: {shown}", flush=True)
+            print(f"  +{CHANGED.get(how, how)} per hop (against {BASE.get(how, 'the model as it is')}): caught {caught}/{args.trials} (by {which}); last trial: {shown}", flush=True)
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
 
