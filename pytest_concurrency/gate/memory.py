@@ -104,7 +104,7 @@ def judge(baseline_doc: Mapping | None, current: Iterable[Record], threshold: fl
     result = MemoryResult([], threshold, [])
     for rec in current:
         if not _has_pass(rec):
-            result.unmeasured += 1
+            result.unmeasured += rec.extra.get("unit") == "call"  # a user's own test that did not ask
             continue
         for why in (rec.extra.get("memory_not_measured") or {}).items():
             result.not_measured[why] = result.not_measured.get(why, 0) + 1
@@ -160,7 +160,7 @@ def _judge(metric: Metric, rec: Record, values: list | None, now: float, thresho
 
 def summary(result: MemoryResult) -> str:
     """``memory FAILED: 1 leak, 40 unchanged (threshold 10%)``; never "passed" for what was not
-    measured: ``memory: no leak where measured ...; not measured: c_heap_b_per_task_round (why) in 3``."""
+    measured: ``memory: no leak where measured (threshold 10%); not measured: C heap (why) in 3``."""
     counts = [f"{len(result.by_status(s))} {s}" for s in (LEAKED, REGRESSED, IMPROVED, NEW, UNCHANGED)
               if result.by_status(s)]
     gaps = [f"{_figure_name(key)} ({why}) in {n}" for (key, why), n in sorted(result.not_measured.items())]
@@ -220,7 +220,7 @@ def amount(metric_key: str, value: float | None) -> str:
 def line(v: MemoryVerdict) -> str:
     """``spawn[count=3000] on gevent: 5.6 -> 7.9 KiB per task (+41%)``; leaks:
     ``test_pool on gevent: keeps 40.2 KiB per round in the C heap (leak)``,
-    ``test_pool on threading: 1 thread per round stays alive (leak)``."""
+    ``test_pool on threading: 1 thread more alive after every round (leak)``."""
     m = find(v.metric)
     if v.status == LEAKED:
         if m.count:
