@@ -357,3 +357,27 @@ def test_section_titles_wrap_instead_of_being_cut():
     lines = terminal.render_summary(gate, width=60)
     assert not any(line.endswith("~") for line in lines)
     assert any("load" in line for line in lines)
+
+
+def test_kernel_chart_per_workload_with_kernel_figures_unmeasured_never_zero(tmp_path, current, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from pytest_concurrency.report import plot
+
+    ring = [r for r in current if r.workload == "ring"]
+    for i, r in enumerate(ring):  # one record did not measure syscalls (no perf): no bar, never 0
+        r.extra.update(syscalls_per_op=None if i == 0 else 1.5 + i, csw_per_op=0.25, sys_s_per_op=2e-6)
+    drawn = []
+    real_bars = plot._bars
+
+    def bars(ax, records, values, backends, colors):
+        drawn.append(values)
+        return real_bars(ax, records, values, backends, colors)
+
+    names = sorted(Path(p).name for p in plot.write(tmp_path / "charts", current))
+    assert [n for n in names if n.endswith("-kernel.png")] == ["ring-kernel.png"]  # the others have none
+    monkeypatch.setattr(plot, "_bars", bars)
+    plot.kernel_chart(str(tmp_path / "k.png"), "ring", ring, plot._colors(ring))
+    syscalls, switches, system_us = drawn
+    assert math.isnan(syscalls[0]) and syscalls[1:] == [1.5 + i for i in range(1, len(ring))]
+    assert switches == [0.25] * len(ring) and system_us == pytest.approx([2.0] * len(ring))
+    assert (tmp_path / "charts" / "ring-kernel.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

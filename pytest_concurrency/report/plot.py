@@ -1,9 +1,11 @@
-"""Charts: per workload a bar chart of the models, and scaling curves where a size sweeps.
+"""Charts: per workload a bar chart of the models, its kernel figures, and scaling curves where a size sweeps.
 
 Needs matplotlib (the ``plot`` extra). A size sweeps when one numeric parameter takes
 several values while the workload's other parameters stay fixed (ring ``n``, io ``tasks``,
 chain ``workers``, spawn ``count``); its curve shows per-op cost against that size on a log
-axis, one line per backend, as seed 001 drew it for threads and goroutines.
+axis, one line per backend, as seed 001 drew it for threads and goroutines. The kernel chart
+shows, per model, the syscalls, context switches and system CPU time each op cost, where the run
+recorded them (time mode; counted workload cases, from untimed rounds outside valgrind).
 """
 
 from __future__ import annotations
@@ -133,36 +135,103 @@ def _case_label(params: dict, varying: list[str]) -> str:
     return ", ".join(f"{k}={params.get(k)}" for k in varying)
 
 
-def bar_chart(path: str, workload: str, records: list[Record], colors: dict) -> str:
-    plt = _pyplot()
-    varying, fixed = split_params(records)
+def _cases(records: list[Record]) -> list[str]:
     cases: list[str] = []
     for r in records:
         pid = params_id(r.params)
         if pid not in cases:
             cases.append(pid)
-    backends = sorted({r.backend for r in records},
-                      key=lambda b: min(tables.round_median(r) / r.ops for r in records if r.backend == b))
-    values, label, higher = figure_of(records)
+    return cases
+
+
+def _bars(ax, records: list[Record], values: list[float], backends: list[str], colors: dict) -> dict:
+    """Grouped bars on ``ax``: one group per case, one bar per backend, labelled by the cases' varying
+    params; returns each record's bar position."""
+    varying, _ = split_params(records)
+    cases = _cases(records)
     value_of = {(params_id(r.params), r.backend): v for r, v in zip(records, values)}
     width = 0.8 / max(len(backends), 1)
-    fig, ax = plt.subplots(figsize=(max(6.4, 1.3 * len(cases) * max(len(backends), 2) * 0.45 + 2), 4.8))
+    where = {}
     for i, backend in enumerate(backends):
         xs = [c + (i - (len(backends) - 1) / 2) * width for c in range(len(cases))]
         ys = [value_of.get((case, backend), float("nan")) for case in cases]
         ax.bar(xs, ys, width * 0.95, label=backend, color=colors[backend])
+        where.update({(case, backend): x for case, x in zip(cases, xs)})
     ax.set_xticks(range(len(cases)))
     by_pid = {params_id(r.params): r.params for r in records}
     ax.set_xticklabels([_case_label(by_pid[c], varying) for c in cases])
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.set_axisbelow(True)
+    return {id(r): where[(params_id(r.params), r.backend)] for r in records}
+
+
+def _by_cost(records: list[Record]) -> list[str]:
+    """Backends, cheapest first (the order of every chart's bars and legend)."""
+    return sorted({r.backend for r in records},
+                  key=lambda b: min(tables.round_median(r) / r.ops for r in records if r.backend == b))
+
+
+def _width(records: list[Record]) -> float:
+    return max(6.4, 1.3 * len(_cases(records)) * max(len({r.backend for r in records}), 2) * 0.45 + 2)
+
+
+def bar_chart(path: str, workload: str, records: list[Record], colors: dict) -> str:
+    plt = _pyplot()
+    _, fixed = split_params(records)
+    backends = _by_cost(records)
+    values, label, higher = figure_of(records)
+    fig, ax = plt.subplots(figsize=(_width(records), 4.8))
+    _bars(ax, records, values, backends, colors)
     ax.set_ylabel(label)
     _log_if_wide(ax, values)
     title = f"{workload}: {'throughput' if higher else 'cost per ' + records[0].unit} by concurrency model"
     if fixed:
         title += "\n" + ", ".join(f"{k}={v}" for k, v in fixed.items())
     ax.set_title(title)
-    ax.grid(axis="y", which="both", alpha=0.3)
-    ax.set_axisbelow(True)
     _legend(ax, len(backends))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+#: The kernel figures charted, one panel each: what each model asks of the kernel per op.
+KERNEL_PANELS = (("syscalls_per_op", "syscalls", 1.0), ("csw_per_op", "context switches", 1.0),
+                 ("sys_s_per_op", "system CPU, us", 1e6))
+
+
+def _kernel_value(rec: Record, key: str) -> float:
+    value = rec.extra.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def has_kernel(records: Iterable[Record]) -> bool:
+    return any(math.isfinite(_kernel_value(r, "syscalls_per_op")) for r in records)
+
+
+def kernel_chart(path: str, workload: str, records: list[Record], colors: dict) -> str:
+    """Syscalls, context switches and system CPU per op, a panel each, models side by side.
+
+    A figure a record did not measure reads "not measured" where its bar would be, never 0.
+    """
+    plt = _pyplot()
+    _, fixed = split_params(records)
+    backends = _by_cost(records)
+    fig, axes = plt.subplots(len(KERNEL_PANELS), 1, figsize=(_width(records), 3.0 * len(KERNEL_PANELS)), sharex=True)
+    for ax, (key, what, scale) in zip(axes, KERNEL_PANELS):
+        values = [_kernel_value(r, key) * scale for r in records]
+        at = _bars(ax, records, values, backends, colors)
+        for r, v in zip(records, values):  # no bar can show these two: say which it is
+            if not v > 0:
+                ax.annotate("0" if v == 0 else "not\nmeasured", (at[id(r)], 0), xycoords=("data", "axes fraction"),
+                            xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize="x-small")
+        ax.set_ylabel(f"{what} per {records[0].unit}")
+        _log_if_wide(ax, values)
+    title = f"{workload}: what each model asks of the kernel per {records[0].unit} (lower is better)"
+    if fixed:
+        title += "\n" + ", ".join(f"{k}={v}" for k, v in fixed.items())
+    axes[0].set_title(title)
+    _legend(axes[0], len(backends))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -220,6 +289,8 @@ def write(directory, records: Iterable[Record]) -> list[str]:
     for workload, recs in by_workload.items():
         base = os.path.join(directory, _slug(workload))
         paths.append(atomic.replace_with(f"{base}-models.png", lambda p: bar_chart(p, workload, recs, colors)))
+        if has_kernel(recs):
+            paths.append(atomic.replace_with(f"{base}-kernel.png", lambda p: kernel_chart(p, workload, recs, colors)))
         found = sweeps(recs)
         for size, rest, group in found:
             suffix = f"-{_slug(params_id(rest))}" if rest and len(found) > 1 else ""
