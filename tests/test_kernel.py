@@ -106,6 +106,21 @@ def test_a_figure_one_side_did_not_measure_is_not_measured_never_passed():
     assert not result.failed and result.not_measured and "not measured" in kernel_gate.summary(result)
 
 
+def test_a_plain_test_counted_under_valgrind_reads_not_measured_with_why_never_nothing():
+    counted = Record("test_mine", {}, "gevent", [2.0e6] * 5, ops=1, unit="call",
+                     extra={"measure": "instructions", **kernel.not_measured(kernel.UNDER_VALGRIND)})
+    then = Record("test_mine", {}, "gevent", [2.0e6] * 5, ops=1, unit="call", extra={"measure": "instructions"})
+    result = kernel_gate.judge(baseline.document_from_records([then], META), [counted])
+    gated = [f.name for f in kernel_gate.FIGURES if f.gated]
+    assert sorted(v.figure for v in result.verdicts) == sorted(gated)
+    assert {v.status for v in result.verdicts} == {NOT_MEASURED} and not result.failed
+    (why,) = result.not_measured  # one line for the four figures, saying why and what to do
+    assert why.startswith("syscalls/op, context switches/op, system CPU/op, minor page faults/op not measured "
+                          "in this run (a plain test counted under valgrind"), why
+    assert "--concurrency-measure=time" in why and why.endswith(": 1 benchmark")
+    assert "passed: 4 not measured" in kernel_gate.summary(result)
+
+
 def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
     doc = baseline.document_from_records([_rec()], META)
     result = gate.compare(doc, [_rec(syscalls=1.24 * 3.33)], META)

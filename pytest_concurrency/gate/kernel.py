@@ -74,7 +74,8 @@ def judge(baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | No
     """
     busier = busier or {}
     base = {r.key: r for r in from_json(baseline_doc)}
-    verdicts, unmeasured = [], set()
+    verdicts = []
+    unmeasured: dict = {}  # why -> (the figures, the benchmarks): one line per reason in the report
     for rec in current:
         then = base.get(rec.key)
         if then is None or not _has_kernel(rec.extra) and not _has_kernel(then.extra):
@@ -87,19 +88,23 @@ def judge(baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | No
                     verdict.status, verdict.note = INCONCLUSIVE, busier[rec.key]
                 verdicts.append(verdict)
                 if verdict.status == NOT_MEASURED:
-                    unmeasured.add(verdict.note)
+                    figures, keys = unmeasured.setdefault(verdict.note, ([], set()))
+                    figures += [figure.what] if figure.what not in figures else []
+                    keys.add(rec.key)
     order = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, NOT_MEASURED: 3, NEW: 4, UNCHANGED: 5}
     verdicts.sort(key=lambda v: (order[v.status], v.key, v.figure))
-    return KernelResult(verdicts, sorted(unmeasured))
+    return KernelResult(verdicts, sorted(f"{', '.join(figures)} {why}: {len(keys)} benchmark{'s' * (len(keys) != 1)}"
+                                         for why, (figures, keys) in unmeasured.items()))
 
 
 def _judge(figure: Figure, then: Record, now: Record) -> KernelVerdict:
     before, after = _value(then.extra, figure.key), _value(now.extra, figure.key)
     if before is None or after is None:
-        side = "the baseline" if before is None else "this run"
-        why = then.extra.get("kernel_note") if before is None else now.extra.get("kernel_note")
+        # this run first: what the user can act on (both sides often lack it for the same reason)
+        side = "this run" if after is None else "the baseline"
+        why = (now if after is None else then).extra.get("kernel_note")
         return KernelVerdict(now.key, figure.name, NOT_MEASURED, before, after,
-                             note=f"{figure.what} not measured in {side}" + (f" ({why})" if why else ""))
+                             note=f"not measured in {side}" + (f" ({why})" if why else ""))
     threshold = max(figure.threshold_for(now), SPREAD_K * max(_spread(then, figure), _spread(now, figure)))
     change = after / before - 1 if before > 0 else None
     status = UNCHANGED
@@ -150,7 +155,7 @@ def line(v: KernelVerdict) -> str:
 
     what = find(v.figure).what
     if v.status == NOT_MEASURED:
-        return f"{key_label(v.key)}: {v.note}"
+        return f"{key_label(v.key)}: {what} {v.note}"
     change = f"+{amount(v.figure, v.current)} from none" if v.change is None else f"{v.change:+.0%}"
     return (f"{key_label(v.key)}: {amount(v.figure, v.baseline)} -> {amount(v.figure, v.current)} {what} "
             f"({change}, threshold {v.threshold:.0%})" + (f" ({v.note})" if v.note else ""))

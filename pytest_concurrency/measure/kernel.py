@@ -163,3 +163,15 @@ def per_op(rounds: list[dict], ops: int, source: dict, why_not: str) -> dict:
         mid = len(ordered) // 2
         out[f"{name}_per_op"] = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
     return out
+
+
+#: Why a user's plain test has no kernel figures in a counted run: it runs in the session's own
+#: process under valgrind (workload cases get theirs from untimed rounds outside it).
+UNDER_VALGRIND = ("a plain test counted under valgrind has none, as valgrind runs its threads one at a time "
+                  "and makes syscalls of its own; run it with --concurrency-measure=time for them")
+
+
+def not_measured(why: str) -> dict:
+    """The record's kernel keys when no figure could be measured: each reads "not measured", with why."""
+    return {"kernel_source": {name: "not measured" for name in FIGURES}, "kernel_rounds": {}, "kernel_note": why}
+
