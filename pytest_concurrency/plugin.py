@@ -8,7 +8,7 @@ import pytest
 
 from . import against, backends, options, session_end, settings, workloads
 from .backends import watchdog
-from .measure import driver, records
+from .measure import driver, kernel, records
 from .report import progress
 from .runner import launch
 
@@ -410,6 +410,8 @@ def _label_user_benchmark(item) -> None:
         bench.extra_info.update(instrument.after_rounds())
         if KERNEL in item.stash:  # each round's run call; the warm-up rounds came first
             bench.extra_info.update(item.stash[KERNEL].figures(last=len(bench.stats.stats.data)))
+        elif not instrument.machine_bound:  # said, so that the kernel gate reads "not measured", not nothing
+            bench.extra_info.update(kernel.not_measured(kernel.UNDER_VALGRIND))
 
 
 def pytest_sessionfinish(session, exitstatus):
