@@ -7,11 +7,12 @@ import random
 
 import pytest
 
-from pytest_concurrency.gate import baseline, compare as gate, history, wording
+from pytest_concurrency.gate import baseline, compare as gate, history
 from pytest_concurrency import measure
 from pytest_concurrency.gate.compare import GateSettings
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED
+from pytest_concurrency.report import tables
 
 CASES = [("ring", {"n": 50, "m": 1000}), ("switch", {"n": 1000})]
 BACKENDS = {"gevent": "25.1.0", "uvloop": "0.21.0", "threading": "3.11.7"}
@@ -45,6 +46,11 @@ def base_doc(seed: int = 1, **kw) -> dict:
     return baseline.document_from_records(run(seed, **kw), meta())
 
 
+def shown(result) -> list[str]:
+    """The gate's block as the report prints it: ``section title: line``."""
+    return [f"{title}: {line}" for title, lines in tables.summary(result) for line in lines]
+
+
 def statuses(result) -> dict:
     return {v.key: v.status for v in result.verdicts}
 
@@ -65,10 +71,8 @@ def test_slowdown_in_one_backend_regresses_only_that_backend():
     v = regressed[0]
     assert 0.10 < v.change < 0.20 and v.p_value < 0.01 and v.decided_by == "raw"
     assert v.ci[0] > 0
-    lines = wording.format_lines(result)
-    assert lines[0].startswith("concurrency gate: FAILED")
-    line = next(l for l in lines if l.startswith("REGRESSION uvloop ring[m=1000,n=50]"))
-    assert "% slower (median" in line and "p=" in line and " ms -> " in line
+    line = next(l for l in shown(result) if l.startswith("Regressions (fail the build): ring[m=1000,n=50] on uvloop"))
+    assert " ms -> " in line and "p=" in line and "threshold" in line
 
 
 def test_same_slowdown_with_three_rounds_is_inconclusive_not_a_failure():
@@ -84,7 +88,8 @@ def test_faster_run_is_reported_as_stale_baseline():
     assert not result.failed
     assert {v.key[2] for v in result.by_status(IMPROVED)} == {"gevent"}
     assert "baseline is stale" in result.summary
-    assert any(l.startswith("IMPROVED gevent") and "refresh it" in l for l in wording.format_lines(result))
+    assert any(l.startswith("Faster than the baseline (baseline is stale; refresh it): ring[m=1000,n=50] on gevent")
+               for l in shown(result))
 
 
 def test_new_and_missing_are_listed():
@@ -93,9 +98,10 @@ def test_new_and_missing_are_listed():
     result = gate.compare(base_doc(1), current, meta())
     assert [v.key for v in result.by_status(NEW)] == [("spawn", "n=10", "gevent")]
     assert {v.key for v in result.by_status(MISSING)} == {(w, ",".join(f"{k}={p[k]}" for k in sorted(p)), "threading") for w, p in CASES}
-    lines = wording.format_lines(result)
-    assert "NEW gevent spawn[n=10]: not in the baseline: refresh it (--concurrency-save-baseline) to gate it" in lines
-    assert any(l.startswith("MISSING threading ring[m=1000,n=50]") for l in lines)
+    lines = shown(result)
+    assert any(l.startswith("New since the baseline: spawn[n=10] on gevent") and "--concurrency-save-baseline" in l
+               for l in lines), lines
+    assert any(l.startswith("Missing from this run: ring[m=1000,n=50] on threading") for l in lines)
     assert "1 new, 2 missing" in result.summary
 
 
@@ -105,7 +111,8 @@ def test_other_python_minor_is_refused_with_the_opt_in_flag():
     assert result.failed and not result.verdicts
     assert "3.10.13" in result.refused and "3.11.7" in result.refused
     assert gate.ALLOW_CROSS_PYTHON_FLAG in result.refused
-    assert wording.format_lines(result)[0].startswith("concurrency gate: REFUSED")
+    assert tables.headline(result).startswith("Comparison refused: ")
+    assert shown(result)[0].startswith("Comparison refused: ")
 
 
 def test_other_implementation_is_refused():
@@ -136,8 +143,8 @@ def test_versions_that_moved_are_named_per_benchmark():
     by_backend = {v.key[2]: v.versions_changed for v in result.verdicts if v.key[0] == "ring"}
     assert by_backend["gevent"] == {"gevent": ("25.1.0", "26.9.0"), "greenlet": ("3.1.1", "3.2.0")}
     assert by_backend["uvloop"] == {} and by_backend["threading"] == {}
-    line = next(l for l in wording.format_lines(result) if l.startswith("REGRESSION gevent ring"))
-    assert line.endswith("gevent 25.1.0 -> 26.9.0, greenlet 3.1.1 -> 3.2.0")
+    line = next(l for l in shown(result) if l.startswith("Regressions (fail the build): ring[m=1000,n=50] on gevent"))
+    assert "versions changed: gevent 25.1.0 -> 26.9.0, greenlet 3.1.1 -> 3.2.0" in line
 
 
 ALL_SLOW = {("ring", "uvloop"), ("ring", "gevent"), ("switch", "uvloop"), ("switch", "gevent")}
@@ -193,8 +200,8 @@ def test_slower_machine_is_judged_normalized():
 def test_slower_machine_still_catches_a_real_regression():
     result = gate.compare(base_doc(1), run(2, speed=1.3, slower={"gevent": 1.15}), meta(ns=351.0, cpu=OTHER_CPU))
     assert {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
-    line = next(l for l in wording.format_lines(result) if l.startswith("REGRESSION gevent"))
-    assert "normalized; raw +" in line
+    line = next(l for l in shown(result) if l.startswith("Regressions (fail the build):") and " on gevent" in l)
+    assert "decided by normalized" in line and "raw +" in line
 
 
 def test_a_slow_calibration_reading_on_the_same_machine_never_normalizes():
@@ -300,12 +307,11 @@ def test_drift_between_sessions_widens_that_benchmarks_threshold():
     assert "median drifts" in v.note and "between the baseline's 5 sessions" in v.note
     assert not result.failed and result.too_noisy == [v for v in result.verdicts if v.key[2] == "gevent"]
     assert "inconclusive as the baseline is too noisy" in result.summary
-    assert any(l.startswith("INCONCLUSIVE gevent ring") and "baseline too noisy" in l
-               for l in wording.format_lines(result))
+    assert any(l.startswith("Inconclusive") and "ring[m=1000,n=50] on gevent" in l and "baseline too noisy" in l
+               for l in shown(result))
     quiet = next(v for v in result.verdicts if v.key[2] == "uvloop")
     assert quiet.status == UNCHANGED and quiet.threshold > 0.2  # within 7%: unchanged, its threshold shown
-    assert any(l.startswith("unchanged uvloop ring") and "threshold widened from 7%" in l
-               for l in wording.format_lines(result))
+    assert any("ring[m=1000,n=50] on uvloop" in l and "widened from 7%" in l for l in shown(result))
 
     steady = gate.compare(sessions_doc([1.0] * 5), run(2, slower={"gevent": 1.3}), meta())
     v = next(v for v in steady.verdicts if v.key[2] == "gevent")
@@ -420,7 +426,7 @@ def test_one_disturbed_session_of_three_never_hides_a_real_slowdown():
     v = result.verdicts[0]
     assert v.status in (REGRESSED, INCONCLUSIVE), (v.status, v.threshold, v.note)
     assert v.status != UNCHANGED and v.change > 0.5
-    line = next(l for l in wording.format_lines(result) if "asyncio ring" in l)
+    line = next(l for l in shown(result) if "ring[m=1000,n=50] on asyncio" in l)
     assert "disturbed" in line and "session 2" in line
 
 
@@ -534,7 +540,7 @@ def test_a_changed_measuring_side_asks_for_a_new_baseline_not_a_verdict(part, ne
     result = gate.compare(base, [_counted("ring", 1.3e6, waits=False)], _counted_meta(**{part: new}))
     assert result.rerecord and named in result.rerecord and "record the baseline again" in result.rerecord
     assert result.verdicts == [] and not result.failed  # neither a regression nor a pass
-    assert wording.format_lines(result)[0].startswith("concurrency gate: RE-RECORD THE BASELINE")
+    assert tables.headline(result).startswith("Re-record the baseline: ")
 
 
 def test_the_same_measuring_side_judges_and_other_library_versions_do_not_ask_for_a_new_baseline():

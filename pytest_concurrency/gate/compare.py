@@ -1,6 +1,6 @@
 """The regression gate: this run's records against a baseline document, one verdict each.
 
-Pure logic (no pytest): ``compare`` decides, ``wording.format_lines`` says it. The statistics are
+Pure logic (no pytest): ``compare`` decides; ``report.tables`` says it. The statistics are
 in ``stats``; this module matches benchmarks, picks thresholds (widened by a benchmark's
 between-session drift when its baseline has enough sessions, see ``history``), corrects for
 machine speed, refuses comparisons that would mislead, leaves undecided (and re-measures)

@@ -432,6 +432,9 @@ def summary(gate: V.GateResult) -> list[tuple[str, list[str]]]:
         lines = [verdict_line(v) for v in gate.by_status(status)]
         if lines:
             out.append((title, lines))
+    widened = [verdict_line(v) for v in gate.by_status(V.UNCHANGED) if v.widened_by]
+    if widened:  # "unchanged" on a threshold other than the one asked for: say which
+        out.append(("Unchanged on a widened threshold (the baseline's sessions drift)", widened))
     notes = []
     if gate.calibration_ratio is not None:
         notes.append(f"machine speed vs baseline: {gate.calibration_ratio:.3f} (>1 = slower now)")
