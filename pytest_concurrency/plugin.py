@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from . import against, backends, options, session_end, settings, workloads
-from .backends import watchdog
+from .backends import scratch, watchdog
 from .measure import driver, kernel, records
 from .report import progress
 from .runner import launch
@@ -16,6 +16,7 @@ SETTINGS = pytest.StashKey[settings.Settings]()
 PROGRESS = pytest.StashKey[progress.Progress]()
 KERNEL = pytest.StashKey["driver.KernelPerRun"]()  # a user's plain test: kernel figures per run call
 PLAIN = pytest.StashKey["driver.PlainCalls"]()  # a user's plain test with the memory pass: what it measured
+RUNNING = pytest.StashKey[str]()  # the test that started last: what a Ctrl-C interrupted
 MARKER = "concurrency"
 
 
@@ -76,6 +77,7 @@ def pytest_configure(config):
         f"{MARKER}(backends=None, workloads=None, threshold=None, memory=None): narrow the models or "
         "workloads a test runs on, set its regression threshold (percent), or give it the memory pass",
     )
+    scratch.sweep()  # what killed sessions left, whichever mode this one is (only some make a directory)
     s = _read_settings(config)
     if s.against and not s.paired:
         return  # the run that starts both sides' sessions: they read and check the rest
@@ -106,6 +108,9 @@ def pytest_configure(config):
 
 
 def pytest_sessionstart(session):
+    from .measure import callgrind
+
+    callgrind.take_ctrl_c()
     # after every pytest_configure: pytest-benchmark's made its session in one (trylast)
     _measure_with(session.config, _settings(session.config).instrument)
     if _settings(session.config).paired:
@@ -343,6 +348,7 @@ def _measure_ahead(config, items, s: settings.Settings) -> None:
 
 
 def pytest_runtest_setup(item):
+    item.config.stash[RUNNING] = item.nodeid
     against.at_test(item)
 
 
@@ -420,15 +426,29 @@ def pytest_sessionfinish(session, exitstatus):
     if bs is None:
         return
     config = session.config
+    if config.option.collectonly:  # launch.py's probe, or a user's: it measured nothing to write
+        return
     if exitstatus == pytest.ExitCode.INTERRUPTED:  # stopped by the user: what it measured is not a result
-        config.stash[session_end.OUTCOME] = session_end.SessionOutcome(
-            [], messages=["interrupted: no baseline, report, verdict or rounds written"])
+        running = config.stash.get(RUNNING, None)
+        config.stash[session_end.OUTCOME] = session_end.SessionOutcome([], messages=[
+            f"interrupted {f'in {running}' if running else 'before the first test'}: no baseline, report, "
+            "verdict or rounds written"])
         return
     against.side_finish(config, bs)
     outcome = session_end.finish(config, bs, _settings(config), config.stash.get(session_end.BASELINE, None))
     config.stash[session_end.OUTCOME] = outcome
     if session.exitstatus == pytest.ExitCode.OK and outcome.exit_status:
         session.exitstatus = outcome.exit_status  # 1 for a failure, session_end.EXIT_BASELINE_TOO_NOISY
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_sessionfinish")
+def pytest_sessionfinish_no_history_when_interrupted(session, exitstatus):  # pytest takes pytest_* only
+    """pytest-benchmark saves its run (--benchmark-autosave/--benchmark-save) whatever the exit
+    status: a run the user stopped must not become the history it compares with."""
+    bs = getattr(session.config, "_benchmarksession", None)
+    if bs is not None and exitstatus == pytest.ExitCode.INTERRUPTED:
+        bs.save = bs.autosave = None
+    yield
 
 
 def pytest_unconfigure(config):

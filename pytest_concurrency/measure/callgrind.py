@@ -105,20 +105,37 @@ def run_session(argv: list[str], cwd: str) -> int:
     with tempfile.TemporaryDirectory(prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True) as directory:
         env = {**counted_env(os.environ, directory), LAUNCHER_ENV: str(os.getpid())}
         full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
-        proc = subprocess.Popen(full, cwd=cwd, env=env, start_new_session=True, preexec_fn=watchdog.die_with_parent)
+        proc = subprocess.Popen(full, cwd=cwd, env=env, start_new_session=True, preexec_fn=_start_counted)
         try:
             code = proc.wait()
         except KeyboardInterrupt:
             proc.send_signal(signal.SIGINT)
             try:
                 proc.wait(INTERRUPT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            except subprocess.TimeoutExpired:  # it says nothing then: this is the line that does
+                os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+                print(f"pytest-concurrency: interrupted: the counted session under valgrind did not end within "
+                      f"{INTERRUPT_GRACE_S:g} s of the Ctrl-C and was killed; no baseline, report, verdict or "
+                      "rounds written", file=sys.stderr, flush=True)
             return 2  # pytest's own status for an interrupted session
         if code < 0 or code > 7:  # not pytest's 0-5 nor our gate's 6-7: valgrind may say why
             _show_logs(directory)
         return code
+
+
+def _start_counted() -> None:
+    """A ``preexec_fn``: die with the launcher, and ignore Ctrl-C until the session has started
+    (``take_ctrl_c``): under valgrind, Python's start-up takes 10-20 s, and an interrupt in it
+    is a traceback of the import it hit."""
+    watchdog.die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def take_ctrl_c() -> None:
+    """In a relaunched counted session, once pytest's session has started: Ctrl-C ends it."""
+    if os.environ.get(LAUNCHER_ENV) and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def launcher_gone() -> bool:

@@ -54,6 +54,7 @@ class Worker:
             start_new_session=True,
             env=env,
             bufsize=0,
+            preexec_fn=_with_parent(os.getpid()),
         )
         self._pending = b""  # bytes read from stdout past the last complete line
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
@@ -147,6 +148,25 @@ class Worker:
         self.proc.stderr.close()
 
 
+_prctl = None
+if sys.platform.startswith("linux"):
+    import ctypes
+
+    _prctl = ctypes.CDLL(None).prctl  # looked up here: a forked child must not load a library
+
+
+def _with_parent(parent: int):
+    """A ``preexec_fn``: the worker gets SIGTERM when this process dies, even by ``kill -9``
+    (PR_SET_PDEATHSIG), and takes its process group along (worker.py), the cases it forked and
+    their task processes included; a worker whose parent died before that exits at once."""
+    def preexec() -> None:
+        if _prctl is not None:
+            _prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+    return preexec
+
+
 def _worker_env() -> dict:
     # The worker must import what this session imports (a user's own workload module too).
     # Not the test's name: its length would move the stack, and so a counted round's work.
@@ -233,6 +253,7 @@ class Ahead:
         self._lanes: dict[int, str] = {}  # lane -> the spec it is on
         self._lock = threading.Lock()
         self._closed = False
+        self._ended = threading.Event()
 
     def submit(self, key: tuple, spec: str, payload: dict, timeout: float | None) -> None:
         future = self._futures[key] = Future()
@@ -267,6 +288,9 @@ class Ahead:
                 future.set_result(self._workers.run_case(spec, payload, timeout))
             except BaseException as exc:  # the test that takes it reports it
                 future.set_exception(exc)
+        # A worker gets its parent's death signal when the *thread* that started it ends, and
+        # another lane may be using a worker this one started: lanes end with the session.
+        self._ended.wait()
 
     def take(self, key: tuple):
         """The future reply for ``key``, or ``None`` when it was not run ahead."""
@@ -275,6 +299,7 @@ class Ahead:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+        self._ended.set()
         for future in self._futures.values():
             future.cancel()
 

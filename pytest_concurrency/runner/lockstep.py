@@ -25,6 +25,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 A, B = "A", "B"
 _ABBA = (A, B, B, A)
 SOCKET_ENV = "PYTEST_CONCURRENCY_LOCKSTEP"
@@ -45,7 +47,13 @@ class Coordinator:
         self._turns: dict[int, int] = {}  # test index -> turns granted within it
         self._busy = False
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(path)
+        try:
+            self._server.bind(path)
+        except OSError as exc:  # "AF_UNIX path too long" under a deep TMPDIR, as a traceback otherwise
+            self._server.close()
+            raise pytest.UsageError(
+                f"pytest-concurrency: cannot make the sides' socket {path} ({exc.strerror or exc}): a Unix "
+                "socket's path is at most 107 bytes; set TMPDIR to a shorter directory (TMPDIR=/tmp)") from None
         os.chmod(path, 0o600)
         self._server.listen(2)
         for _ in (A, B):

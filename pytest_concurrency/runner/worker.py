@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import traceback
 
@@ -132,10 +133,24 @@ def _read_line(fd: int) -> str:
     return data.decode()
 
 
+def _go_with_group(worker: int):
+    """SIGTERM to the worker (its parent's death signal, see isolate.py) kills its whole process
+    group: a forked case and its task processes would live on otherwise. A process forked from
+    the worker that is sent SIGTERM (multiprocessing's terminate) just ends, as by default."""
+    def on_term(signum, frame):
+        if os.getpid() == worker:
+            os.killpg(0, signal.SIGKILL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    return on_term
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in (FORK_EACH, PLAIN):
         print(f"usage: python -m pytest_concurrency.runner.worker {FORK_EACH}|{PLAIN} SPEC", file=sys.stderr)
         return 2
+    if os.getpgid(0) == os.getpid():  # a group of its own, as isolate.py starts it: not a shell's
+        signal.signal(signal.SIGTERM, _go_with_group(os.getpid()))
     fork_each, args = argv[0] == FORK_EACH, argv[1:]
     replies = _claim_stdout()
     serve(args[0], sys.stdin, replies, fork_each)

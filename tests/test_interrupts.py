@@ -1,0 +1,155 @@
+"""Killed and interrupted sessions: nothing runs on, nothing is written, nothing is left behind.
+
+The whole of it, every mode and signal against real sessions, is scripts/interrupt_evidence.py
+(its table is in docs/security.md); these are the pieces that once failed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from pytest_concurrency.backends import scratch
+from pytest_concurrency.measure import callgrind
+from pytest_concurrency.runner import isolate, lockstep
+
+MARKER = "PYTEST_CONCURRENCY_TEST_MARKER"
+
+# A launcher that starts a fork-server worker, hands it a case that runs for minutes, says when
+# the case runs, and waits: it is then killed with SIGKILL.
+LAUNCHER = textwrap.dedent("""
+    import json, time
+    from pytest_concurrency.runner import isolate
+    worker = isolate.Worker("threading", fork_each=True)
+    payload = {"workload": "switch", "params": {"rounds": 10 ** 9}, "rounds": 5, "warmup": 0,
+               "with_memory": False, "measure": "time", "fork": True}
+    worker._receive(60, "did not start")
+    worker.proc.stdin.write((json.dumps(payload) + "\\n").encode())
+    print(worker.proc.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def _ours(marker: str) -> list[int]:
+    """Live (not zombie) processes whose environment carries ``marker``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if marker.encode() in fh.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_launcher_takes_its_worker_and_the_case_it_forked_along():
+    """~3 s: a worker (a fork server, its case forked and running for minutes) once outlived
+    a ``kill -9`` of its session until its case ended."""
+    marker = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}"
+    key, value = marker.split("=")
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, key: value})
+    worker = int(launcher.stdout.readline())
+    deadline = time.monotonic() + 30
+    while len(_ours(marker)) < 3:  # the launcher, the fork server and the case it forked
+        assert time.monotonic() < deadline, f"the case never started: {_ours(marker)}"
+        time.sleep(0.1)
+    launcher.kill()
+    launcher.wait()
+    deadline = time.monotonic() + 5
+    while _ours(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _ours(marker)
+    for pid in left:  # not to leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"alive 5 s after the kill: {left} (the worker was {worker})"
+
+
+def test_a_lane_outlives_its_cases_until_the_session_ends():
+    """~0 s: a worker gets its parent's death signal when the thread that started it ends; a lane
+    that ran out of cases must not end while another lane may use the worker it started."""
+    class Pool:
+        def run_case(self, spec, payload, timeout):
+            return threading.current_thread().name
+
+    ahead = isolate.Ahead(Pool(), jobs=2)
+    for n in range(3):
+        ahead.submit(("s", n), "s", {}, None)
+    ahead.start()
+    lanes = {ahead.take(("s", n)).result(timeout=30) for n in range(3)}
+    alive = {t.name for t in threading.enumerate()}
+    ahead.close()
+    assert lanes <= alive, f"lanes ended before the session: {lanes - alive}"
+
+
+def test_a_collect_only_session_writes_no_report_nor_baseline(pytester):
+    """~0.5 s: the probe that counted sessions start (launch.py) is a --collect-only of the user's
+    command line, and it once wrote the user's report, empty, which a Ctrl-C then left behind."""
+    pytester.makepyfile(test_b="def test_b(benchmark):\n    benchmark(sum, range(10))\n")
+    result = pytester.runpytest_inprocess("--collect-only", "-p", "no:cacheprovider",
+                                          "--concurrency-report-md=r.md", "--concurrency-save-baseline=b.json")
+    assert result.ret == 0
+    assert not (pytester.path / "r.md").exists() and not (pytester.path / "b.json").exists()
+
+
+def test_an_interrupted_session_writes_no_history_and_says_which_test_it_stopped_in(pytester):
+    """~2 s: pytest-benchmark's --benchmark-autosave once saved a run the user had stopped."""
+    pytester.makepyfile(test_b="""
+        def test_a(benchmark):
+            benchmark(sum, range(10))
+
+        def test_stop(benchmark):  # not skipped by --benchmark-only
+            raise KeyboardInterrupt
+    """)
+    result = pytester.runpytest_subprocess("--benchmark-only", "-p", "no:cacheprovider", "--benchmark-autosave",
+                                           f"--benchmark-storage=file://{pytester.path / 'history'}",
+                                           "--concurrency-save-baseline=b.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "pytest-concurrency: interrupted in test_b.py::test_stop: no baseline" in result.stdout.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not list((pytester.path / "history").rglob("*.json")) and not (pytester.path / "b.json").exists()
+
+
+def test_any_session_sweeps_what_killed_sessions_left_in_tmpdir(pytester, monkeypatch):
+    """~1 s: only a counted session made (and so swept) a directory; a killed counted session's
+    stayed until the next counted one."""
+    tmp = pytester.mkdir("tmp")
+    dead = tmp / f"{scratch.PREFIX}99999999-abc"
+    dead.mkdir()
+    (dead / ".alive").touch()  # nobody holds its lock
+    (dead / "callgrind.1").write_bytes(b"x" * 1000)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    pytester.makepyfile(test_t="def test_t():\n    pass\n")
+    assert pytester.runpytest_subprocess("-p", "no:cacheprovider").ret == 0
+    assert not dead.exists()
+
+
+def test_a_relaunched_counted_session_takes_ctrl_c_only_once_started():
+    """~0.5 s: under valgrind, Python's start-up takes 10-20 s, and a Ctrl-C in it was a traceback."""
+    code = ("import signal; from pytest_concurrency.measure import callgrind; "
+            "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); callgrind.take_ctrl_c(); "
+            "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          preexec_fn=callgrind._start_counted,
+                          env={**os.environ, callgrind.LAUNCHER_ENV: str(os.getpid())})
+    assert done.stdout.split() == ["True", "True"]
+
+
+def test_a_socket_path_too_long_is_one_line_naming_tmpdir(tmp_path):
+    """~0 s: a deep TMPDIR made --concurrency-against end in a traceback (AF_UNIX path too long)."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    with pytest.raises(pytest.UsageError, match="at most 107 bytes; set TMPDIR to a shorter directory"):
+        lockstep.Coordinator(str(deep / "turns.sock"))
