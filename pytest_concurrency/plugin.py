@@ -356,6 +356,7 @@ def pytest_runtest_setup(item):
 def pytest_runtest_call(item):
     against.pair(item)
     _remember_plain_calls(item)
+    _warm_plain_counted(item)
     outcome = yield
     _label_user_benchmark(item)
     if outcome.excinfo is None:
@@ -376,6 +377,15 @@ def _remember_plain_calls(item) -> None:
     wanted = _marker_kwarg(item, "memory")
     if wanted if wanted is not None else _settings(item.config).memory_plain:
         item.stash[PLAIN] = driver.PlainCalls(bench)
+
+
+def _warm_plain_counted(item) -> None:
+    """A user's own benchmark test, counted: it warms up until its count repeats, as cases do."""
+    funcargs = getattr(item, "funcargs", {})
+    bench = funcargs.get("benchmark")
+    if bench is not None and "concurrency_backend" in funcargs and "concurrency_benchmark" not in funcargs \
+            and _settings(item.config).instrument.exact:
+        driver.WarmUntilStable(bench, _settings(item.config).instrument)
 
 
 def _plain_memory_pass(item) -> None:

@@ -366,3 +366,59 @@ def test_a_killed_launcher_takes_its_counted_session_along_and_no_baseline_is_wr
     from pytest_concurrency.backends import scratch
 
     assert scratch.sweep(str(tmp)) and os.listdir(tmp) == []
+
+
+COLD_START = """
+    import itertools
+
+    def work(backend, cold):
+        # the first two calls do extra work, less each time, as a cache being filled would
+        extra = cold.pop() if cold else 0
+        return backend.run(lambda: sum(range(20_000 * (1 + extra))))
+
+    def test_pedantic(benchmark, concurrency_backend):
+        cold, seen, tokens = [1, 2], set(), itertools.count()
+
+        def setup():
+            return (next(tokens),), {}
+
+        def target(token):
+            assert token not in seen, "a setup's arguments were used twice"
+            seen.add(token)
+            return work(concurrency_backend, cold)
+
+        benchmark.pedantic(target, setup=setup, rounds=3)
+        assert len(seen) == benchmark.extra_info["warmup_rounds"] + 3
+
+    def test_call(benchmark, concurrency_backend):
+        benchmark(work, concurrency_backend, [1, 2])
+"""
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_a_plain_counted_test_warms_up_until_its_count_repeats(pytester):
+    # One counted session of two plain tests on one model (about 25 s here, the session under
+    # valgrind): with their cold calls measured, the first round would count 2-3x the others.
+    pytester.makepyfile(test_plain=COLD_START)
+    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-measure=instructions",
+                                           "--concurrency-backends=greenlet", "--benchmark-json=run.json",
+                                           timeout=900)
+    result.assert_outcomes(passed=2)
+    for bench in json.loads((pytester.path / "run.json").read_text())["benchmarks"]:
+        rounds = bench["stats"]["data"]
+        # two cold calls and two that agree; at most MAX_WARMUP
+        assert 4 <= bench["extra_info"]["warmup_rounds"] <= callgrind.Callgrind.MAX_WARMUP, bench["name"]
+        assert stats.spread(rounds) < 0.01, (bench["name"], rounds)  # a cold call among them: +100% or more
+
+
+def test_a_plain_timed_test_keeps_pytest_benchmarks_own_rounds(pytester):
+    pytester.makepyfile(test_plain="""
+        def test_plain(benchmark, concurrency_backend):
+            benchmark.pedantic(concurrency_backend.run, args=(lambda: 1,), rounds=2)
+    """)
+    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=greenlet",
+                                           "--benchmark-json=run.json")
+    result.assert_outcomes(passed=1)
+    (bench,) = json.loads((pytester.path / "run.json").read_text())["benchmarks"]
+    assert len(bench["stats"]["data"]) == 2 and "warmup_rounds" not in bench["extra_info"]

@@ -134,6 +134,56 @@ class PlainCalls:
             return {"memory_not_measured": {"all": f"calling it again for the memory pass raised {exc!r}"}}
 
 
+class WarmUntilStable:
+    """A user's plain test under an exact instrument warms up as workload cases do (``run_rounds``):
+    before pytest-benchmark's first call of the test's function, the function is called until
+    two calls in a row count alike (``Instrument.warmed``), and those counts are dropped. Every
+    call starts with ``Instrument.before_round``. Without it the first measured round was a cold
+    outlier (+0.3 to +0.8%), as wide as the change a count is meant to catch.
+
+    A ``pedantic`` test's ``setup`` and ``teardown`` run around each warm-up call as around its
+    own rounds, so that a setup that hands out single-use arguments still gets them fresh.
+    """
+
+    def __init__(self, benchmark, instrument):
+        self.counts: list[float] = []  # the warm-up calls' counts
+        self._benchmark = benchmark
+        self._instrument = instrument
+        self._around = (None, None)  # pedantic's setup and teardown
+        make_runner = benchmark._make_runner
+        pedantic = benchmark.pedantic
+
+        def remembering_pedantic(target, args=(), kwargs=None, setup=None, teardown=None, *rounds, **named):
+            self._around = (setup, teardown)
+            return pedantic(target, args, kwargs, setup, teardown, *rounds, **named)
+
+        def warming(function, args, kwargs):
+            runner = make_runner(function, args, kwargs)
+
+            def run(loops_range, **timer):
+                if not self.counts:
+                    self._warm_up(lambda a, k: make_runner(function, a, k)(loops_range, **timer), args, kwargs)
+                instrument.before_round()
+                return runner(loops_range, **timer)
+
+            return run
+
+        benchmark.pedantic = remembering_pedantic
+        benchmark._make_runner = warming
+
+    def _warm_up(self, call, args, kwargs) -> None:
+        setup, teardown = self._around
+        while not self._instrument.warmed(self.counts):
+            if setup is not None:
+                args, kwargs = setup() or (args, kwargs)
+            self._instrument.before_round()
+            took = call(args, kwargs or {})
+            self.counts.append(took[0] if isinstance(took, tuple) else took)  # (count, result) without loops
+            if teardown is not None:
+                teardown(*args, **(kwargs or {}))
+        self._benchmark.extra_info["warmup_rounds"] = len(self.counts)
+
+
 def figures(samples: list, outcomes: list[Outcome], instrument, around: dict) -> dict:
     """Per-op figures from the rounds' samples and outcomes, with ``around`` (``_Stretch``)."""
     ops = _consistent_ops(outcomes)
