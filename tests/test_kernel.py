@@ -144,6 +144,40 @@ def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regr
     assert quiet.failed and quiet.kernel.by_status(REGRESSED)[0].figure == "syscalls"
 
 
+def test_a_plain_tests_figures_carry_the_machines_load_as_a_workload_cases_do():
+    # 0.3 s of sleeping rounds: long enough for /proc/stat's ticks to tell the load
+    from pytest_concurrency import backends
+    from pytest_concurrency.measure import driver
+
+    backend = backends.load("threading")
+    per_run = driver.KernelPerRun(backend)
+    try:
+        for _ in range(3):
+            backend.run(lambda: threading.Event().wait(0.1))
+        got = per_run.figures(last=3)
+    finally:
+        per_run.close()
+    assert len(got["kernel_rounds"]["csw"]) == 3
+    assert isinstance(got["foreign_cpu"], float) and 0.0 <= got["foreign_cpu"] <= os.cpu_count()
+
+
+def test_an_overloaded_machine_preempts_any_model_but_leaves_its_syscalls_judged():
+    def light(syscalls, csw, foreign_cpu):
+        rec = _rec("asyncio", syscalls=syscalls, csw=csw)
+        rec.extra.update(task_kind="light", foreign_cpu=foreign_cpu)
+        return rec
+
+    doc = baseline.document_from_records([light(1.24, 0.02, 0.05)], META)
+    # other processes kept 1.9 of 2 cores busy: preempted 10 times as often (the rounds' 100 hops: 2 -> 20)
+    busy = {v.figure: v.status for v in gate.compare(doc, [light(1.24, 0.2, 1.9)], META).kernel.verdicts}
+    assert busy["csw"] == INCONCLUSIVE and busy["syscalls"] == UNCHANGED
+    # a syscall more per hop is the code's, whatever the load
+    more = {v.figure: v.status for v in gate.compare(doc, [light(2.24, 0.2, 1.9)], META).kernel.verdicts}
+    assert more["syscalls"] == REGRESSED and more["csw"] == INCONCLUSIVE
+    quiet = {v.figure: v.status for v in gate.compare(doc, [light(1.24, 0.2, 0.05)], META).kernel.verdicts}
+    assert quiet["csw"] == REGRESSED
+
+
 # -- one real session ----------------------------------------------------------------------------
 
 #: A user's own code: a ping-pong over rendezvous channels; EXTRA_SYSCALL adds one syscall per hop.

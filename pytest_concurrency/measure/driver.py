@@ -82,11 +82,14 @@ class _KernelRounds:
 
 class KernelPerRun:
     """Kernel figures for a user's plain test: its rounds are pytest-benchmark's, each one a call
-    of ``backend.run``, so the figures are read around every call (one op per call)."""
+    of ``backend.run``, so the figures are read around every call (one op per call). Other
+    processes' load over the test (``foreign_cpu``) is read too, as around a workload case's
+    rounds: on threads, a busier machine moves switches and syscalls, and the gates say so."""
 
     def __init__(self, backend):
         self._counters = kernel.Counters()
         self._calls: list[dict] = []
+        self._window = Window(backend)  # from the fixture to the label: outside every round
         unwrapped = backend.run
 
         def run(main, *args):
@@ -103,7 +106,7 @@ class KernelPerRun:
         calls = self._calls[-last:] if last else []
         if not calls:
             return {}
-        return kernel.per_op(calls, 1, self._counters.source, self._counters.why_not)
+        return {**kernel.per_op(calls, 1, self._counters.source, self._counters.why_not), **self._window.close()[1]}
 
     def close(self) -> None:
         self._counters.close()

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""The kernel gate on a user's plain test, from real sessions of the plugin.
+
+A ring written in a test file as a user would (``benchmark.pedantic`` + ``concurrency_backend``,
+10 tasks x 50 messages over bounded channels, 500 hops a round), measured by the plugin in
+separate pytest sessions (time mode; the kernel figures are read around each ``run`` call),
+each session saving a baseline. Sessions are then judged against each other with the kernel
+gate's own rule (``gate.compare``, its kernel part), as ``--concurrency-baseline`` would judge them:
+
+* A/A: ``--aa`` pairs of sessions of the unchanged test; any verdict but unchanged is a false alarm;
+* each change, ``--trials`` sessions, each judged against an unchanged session of its own:
+  ``yield`` (``os.sched_yield()`` per hop), ``syscall`` (one ``os.getppid()`` per hop),
+  ``lock`` (a lock every hop takes, contended by 4 more threads; threading only) and
+  ``poll`` (``get(timeout=0.5 ms)`` in a loop instead of a blocking get; threading only).
+
+``--table`` instead reproduces, from the plugin's own figures, the measurement that motivated the
+kernel gate: 4 threads x 4,000 iterations of a small loop, as it is, with an ``os.sched_yield()``
+per iteration and with one shared ``threading.Lock`` taken per iteration; wall time, syscalls and
+context switches per round from a time-mode session, instructions from a counted one.
+
+    python3 scripts/kernel_plain_evidence.py --aa 50 --trials 20 --keep /tmp/kplain
+    python3 scripts/kernel_plain_evidence.py --table --sessions 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from pytest_concurrency.gate import compare as gate  # noqa: E402
+from pytest_concurrency.gate import kernel as kernel_gate  # noqa: E402
+from pytest_concurrency.measure.records import from_json  # noqa: E402
+
+INJECT_ENV = "KERNEL_INJECT"
+
+RING = textwrap.dedent('''
+    import os
+    import queue
+    import threading
+
+    HOW = os.environ.get("KERNEL_INJECT", "")
+    LOCK = threading.Lock()
+
+
+    def extra():
+        if HOW == "yield":
+            os.sched_yield()
+        elif HOW == "syscall":
+            os.getppid()
+        elif HOW == "lock":
+            with LOCK:
+                pass
+
+
+    def ring(backend, n=10, m=50):
+        """A message around a ring of n tasks, m times (the user's own code)."""
+        chans = [backend.channel(10) for _ in range(n)]
+
+        def get(ch):
+            if HOW != "poll":
+                return ch.get()
+            while True:
+                try:
+                    return ch.get(timeout=0.0005)
+                except queue.Empty:
+                    continue
+
+        def node(i):
+            for _ in range(m):
+                item = get(chans[i]) + 1
+                extra()
+                chans[(i + 1) % n].put(item)
+
+        async def anode(i):
+            for _ in range(m):
+                item = await chans[i].get() + 1
+                extra()
+                await chans[(i + 1) % n].put(item)
+
+        if backend.family == "async":
+            async def main():
+                tasks = [backend.spawn(anode, i) for i in range(1, n)]
+                total = 0
+                for _ in range(m):
+                    extra()
+                    await chans[1].put(total)
+                    total = await chans[0].get()
+                for t in tasks:
+                    await t.join()
+                return total
+        else:
+            def main():
+                tasks = [backend.spawn(node, i) for i in range(1, n)]
+                total = 0
+                for _ in range(m):
+                    extra()
+                    chans[1].put(total)
+                    total = get(chans[0])
+                for t in tasks:
+                    t.join()
+                return total
+        return main
+
+
+    def contended(run):
+        """Four more threads take LOCK in a loop while a round runs (the "lock" change)."""
+        def round_():
+            stop = threading.Event()
+
+            def hog():
+                while not stop.is_set():
+                    with LOCK:
+                        pass
+            hogs = [threading.Thread(target=hog) for _ in range(4)] if HOW == "lock" else []
+            for t in hogs:
+                t.start()
+            try:
+                return run()
+            finally:
+                stop.set()
+                for t in hogs:
+                    t.join()
+        return round_
+
+
+    def test_ring(benchmark, concurrency_backend):
+        b = concurrency_backend
+        total = benchmark.pedantic(contended(lambda: b.run(ring(b))), rounds=5, warmup_rounds=1)
+        assert total == 50 * 9  # every message went round: 9 increments each
+''')
+
+#: The loop of the motivating measurement: four threads, each 4,000 iterations of a little work.
+LOOP = textwrap.dedent('''
+    import os
+    import threading
+
+    HOW = os.environ.get("KERNEL_INJECT", "")
+    LOCK = threading.Lock()
+
+
+    def worker(iterations=4000):
+        total = 0
+        for i in range(iterations):
+            total += sum(range(40))
+            if HOW == "yield":
+                os.sched_yield()
+            elif HOW == "lock":
+                with LOCK:
+                    total += 1
+        return total
+
+
+    def loop(backend):
+        def main():
+            tasks = [backend.spawn(worker) for _ in range(4)]
+            for t in tasks:
+                t.join()
+        return main
+
+
+    def test_loop(benchmark, concurrency_backend):
+        b = concurrency_backend
+        benchmark.pedantic(lambda: b.run(loop(b)), rounds=5, warmup_rounds=1)
+''')
+
+
+def session(test: str, how: str, backends: str, work: str, index: int, counted: bool = False) -> dict:
+    """One pytest session of ``test`` with change ``how``; the baseline document it saved (kept
+    from an earlier run into the same ``--keep`` directory when there is one: the same arguments
+    give the same sessions in the same order)."""
+    directory = os.path.join(work, f"s{index}")
+    saved = os.path.join(directory, "baseline.json")
+    if os.path.exists(saved):
+        with open(saved, encoding="utf-8") as fh:
+            return json.load(fh)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "test_user.py"), "w") as fh:
+        fh.write(test)
+    env = {**os.environ, INJECT_ENV: how, "PYTHONPATH": ROOT}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
+            f"--concurrency-backends={backends}", f"--concurrency-save-baseline={saved}", "test_user.py"]
+    if counted:
+        argv.append("--concurrency-measure=instructions")
+    done = subprocess.run(argv, cwd=directory, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"session {index} ({how or 'unchanged'}) exited {done.returncode}:\n{done.stdout[-3000:]}")
+    with open(saved, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def model_of(key) -> str:
+    return next((part for part in key if part in MODELS), str(key))
+
+
+MODELS = ("threading", "asyncio", "gevent")
+
+
+def injections(args, work: str) -> int:
+    started, n = time.monotonic(), 0
+
+    def run(how: str, backends: str) -> dict:
+        nonlocal n
+        n += 1
+        return session(RING, how, backends, work, n)
+
+    run("", args.backends)  # discarded: the machine's first session warms its caches
+    changes = [c for c in args.changes.split(",") if c]
+    print("| model | A/A: any kernel verdict | " + " | ".join(changes) + " |")
+    print("|---" * (2 + len(changes)) + "|", flush=True)
+    alarms: dict = {}
+    for i in range(args.aa):
+        for model, by_figure in _by_model(run("", args.backends), run("", args.backends)).items():
+            moved = [f"{f} {v.status}" + (f" {v.change:+.0%}" if v.change is not None else "")
+                     for f, v in by_figure.items() if v.status != "unchanged"]
+            alarms.setdefault(model, []).append(moved)
+            if moved:
+                print(f"A/A {model} pair {i + 1}: {'; '.join(moved)}", flush=True)
+    for model, found in alarms.items():
+        print(f"| {model} | {sum(bool(a) for a in found)}/{len(found)} |", flush=True)
+    for how in changes:
+        backends = "threading" if how in ("lock", "poll") else args.backends
+        rows: dict = {}
+        for _ in range(args.trials):
+            for model, by_figure in _by_model(run("", backends), run(how, backends)).items():
+                row = rows.setdefault(model, {"caught": 0, "trials": 0, "changes": {}})
+                row["trials"] += 1
+                row["caught"] += any(v.status == "regressed" for v in by_figure.values())
+                for f, v in by_figure.items():
+                    if v.change is not None:
+                        row["changes"].setdefault(f, []).append(v.change)
+        for model, row in rows.items():
+            moved = ", ".join(f"{kernel_gate.find(f).what} {statistics.median(c):+.0%}" for f, c in
+                              sorted(row["changes"].items(), key=lambda kv: -abs(statistics.median(kv[1])))[:2])
+            print(f"| {model} | {how}: {row['caught']}/{row['trials']} regressed (median change: {moved}) |", flush=True)
+    print(f"({n} sessions, {time.monotonic() - started:.0f} s)")
+    return 0
+
+
+def _by_model(base: dict, now: dict) -> dict:
+    """Per model, by figure: the kernel verdicts the plugin gives ``now`` against ``base`` (the
+    whole gate, so that a busier machine is taken into account as in a real session)."""
+    out: dict = {}
+    for v in gate.compare(base, from_json(now), now["pytest_concurrency"]).kernel.verdicts:
+        out.setdefault(model_of(v.key), {})[v.figure] = v
+    return out
+
+
+def table(args, work: str) -> int:
+    """The motivating table from the plugin's figures (median of ``--sessions`` sessions each)."""
+    figures: dict = {}
+    n = 0
+    for _ in range(args.sessions):
+        for how in ("", "yield", "lock"):
+            n += 1
+            rec = from_json(session(LOOP, how, "threading", work, n))[0]
+            got = figures.setdefault(how, {"wall": [], "syscalls": [], "csw": [], "instructions": []})
+            got["wall"].append(statistics.median(rec.samples))
+            got["syscalls"].append(rec.extra["syscalls_per_op"])
+            got["csw"].append(rec.extra["csw_per_op"])
+    if args.counted:
+        for how in ("", "yield", "lock"):
+            n += 1
+            rec = from_json(session(LOOP, how, "threading", work, n, counted=True))[0]
+            figures[how]["instructions"].append(statistics.median(rec.samples))
+    base = {k: statistics.median(v) for k, v in figures[""].items() if v}
+    print("| change | instructions | wall | syscalls | context switches |")
+    print("|---|---|---|---|---|")
+    for how, label in (("", "none"), ("yield", "`os.sched_yield()` per iteration"), ("lock", "one shared `threading.Lock`")):
+        got = {k: statistics.median(v) for k, v in figures[how].items() if v}
+        if not how:
+            cells = [f"{got['instructions'] / 1e6:,.1f}M" if "instructions" in got else "",
+                     f"{got['wall'] * 1e3:.1f} ms", f"{got['syscalls']:,.0f}", f"{got['csw']:,.0f}"]
+        else:
+            cells = [f"{got[k] / base[k] - 1:+.1%}" if k in got and base.get(k) else ""
+                     for k in ("instructions", "wall", "syscalls")]
+            cells.append(f"x{got['csw'] / base['csw']:.1f}" if base["csw"] else f"{got['csw']:,.0f}")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print(f"\n(medians of {args.sessions} time-mode sessions per row, 5 rounds each; per round: 4 threads x 4,000 iterations"
+          + ("; instructions from one counted session per row" if args.counted else "") + ")")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--aa", type=int, default=50, help="A/A pairs of sessions")
+    ap.add_argument("--trials", type=int, default=20, help="sessions per change (each against its own unchanged one)")
+    ap.add_argument("--backends", default="threading,asyncio,gevent")
+    ap.add_argument("--changes", default="yield,syscall,lock,poll")
+    ap.add_argument("--table", action="store_true", help="instead: the motivating table from the plugin's figures")
+    ap.add_argument("--sessions", type=int, default=3, help="with --table: time-mode sessions per row")
+    ap.add_argument("--counted", action="store_true", help="with --table: also count instructions (slow)")
+    ap.add_argument("--keep", metavar="DIR", help="keep every session in DIR; a run with the same arguments "
+                    "into the same DIR reuses the sessions that finished")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kernel-plain-") as scratch:
+        work = args.keep or scratch
+        os.makedirs(work, exist_ok=True)
+        return table(args, work) if args.table else injections(args, work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
