@@ -439,6 +439,9 @@ def pytest_sessionfinish(session, exitstatus):
     if config.option.collectonly:  # launch.py's probe, or a user's: it measured nothing to write
         return
     if exitstatus == pytest.ExitCode.INTERRUPTED:  # stopped by the user: what it measured is not a result
+        from .runner import isolate
+
+        isolate.close(config, now=True)
         running = config.stash.get(RUNNING, None)
         config.stash[session_end.OUTCOME] = session_end.SessionOutcome([], messages=[
             f"interrupted {f'in {running}' if running else 'before the first test'}: no baseline, report, "

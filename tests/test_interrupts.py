@@ -153,3 +153,27 @@ def test_a_socket_path_too_long_is_one_line_naming_tmpdir(tmp_path):
     deep.mkdir()
     with pytest.raises(pytest.UsageError, match="at most 107 bytes; set TMPDIR to a shorter directory"):
         lockstep.Coordinator(str(deep / "turns.sock"))
+
+
+def test_a_fork_server_whose_first_child_failed_is_a_worker_that_did_not_start():
+    """~0.2 s: with TMPDIR nearly full, the first child's failure was read as "ready", and every
+    reply after it as the one before: a KeyError traceback in each test."""
+    class FirstChildFails:  # a fork server as worker.py writes it when its first fork dies
+        def worker_command(self, argv, env):
+            script = ("import sys; print('{\"ok\": false, \"error\": \"the case process ended with status 1\"}'); "
+                      "print('{\"ready\": true}', flush=True); sys.stdin.read()")
+            return [sys.executable, "-c", script], env
+
+    worker = isolate.Worker("asyncio", fork_each=True, instrument=FirstChildFails())
+    try:
+        with pytest.raises(isolate.WorkerFailure, match="did not start: the case process ended with status 1"):
+            worker.request({"workload": "spawn"}, 30)
+    finally:
+        worker.kill()
+
+
+def test_counting_with_no_room_in_tmpdir_is_one_line_naming_it(monkeypatch):
+    """~0 s: with 64 KiB free, every counted case failed on a cut dump, each with a traceback."""
+    monkeypatch.setattr(callgrind, "MIN_FREE_MB", 2 ** 40)
+    with pytest.raises(pytest.UsageError, match="MB free; counting writes callgrind's dumps there .* set TMPDIR"):
+        callgrind._check_room()

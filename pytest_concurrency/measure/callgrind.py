@@ -101,6 +101,7 @@ def run_session(argv: list[str], cwd: str) -> int:
     """
     from subprocess import _args_from_interpreter_flags  # -W, -X, -O... as given to this python
 
+    _check_room()
     _compile_package()
     with tempfile.TemporaryDirectory(prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True) as directory:
         env = {**counted_env(os.environ, directory), LAUNCHER_ENV: str(os.getpid())}
@@ -115,13 +116,30 @@ def run_session(argv: list[str], cwd: str) -> int:
             except subprocess.TimeoutExpired:  # it says nothing then: this is the line that does
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                print(f"pytest-concurrency: interrupted: the counted session under valgrind did not end within "
+                print(f"\npytest-concurrency: interrupted: the counted session under valgrind did not end within "
                       f"{INTERRUPT_GRACE_S:g} s of the Ctrl-C and was killed; no baseline, report, verdict or "
                       "rounds written", file=sys.stderr, flush=True)
             return 2  # pytest's own status for an interrupted session
         if code < 0 or code > 7:  # not pytest's 0-5 nor our gate's 6-7: valgrind may say why
             _show_logs(directory)
         return code
+
+
+#: What a counted session needs free in TMPDIR for callgrind's dumps: a smoke session of two
+#: models wrote 6-11 MB, 2 MB in one dump. With 64 KiB free, every case failed on a cut dump.
+MIN_FREE_MB = 32
+
+
+def _check_room() -> None:
+    from pytest import UsageError
+
+    where = scratch.directory()
+    st = os.statvfs(where)
+    free_mb = st.f_bavail * st.f_frsize / 2 ** 20
+    if free_mb < MIN_FREE_MB:
+        raise UsageError(f"pytest-concurrency: {os.path.dirname(where)} has {free_mb:.1f} MB free; counting writes "
+                         f"callgrind's dumps there (at least {MIN_FREE_MB} MB): free some space, or set TMPDIR to a "
+                         "directory with room")
 
 
 def _start_counted() -> None:
@@ -278,6 +296,7 @@ class Callgrind(Instrument):
         return inside()
 
     def prepare_session(self) -> None:
+        _check_room()
         _compile_package()
 
     def worker_command(self, argv: list[str], env: dict) -> tuple[list[str], dict]:

@@ -72,7 +72,10 @@ class Worker:
 
         ``on_round()`` is called as each round (and the memory step) reports."""
         if not self._ready:
-            self._receive(STARTUP_TIMEOUT_S, "did not start")
+            started = self._receive(STARTUP_TIMEOUT_S, "did not start")
+            if not started.get("ready"):  # a fork server's first child failed: taken for a reply, it shifted them all
+                raise WorkerFailure(f"worker for {self.spec} did not start: {started.get('error')}; last stderr "
+                                    "lines:\n" + ("\n".join(self.stderr_tail) or "(none)"))
             self._ready = True
         try:
             self.proc.stdin.write((json.dumps(payload) + "\n").encode())
@@ -228,11 +231,16 @@ class WorkerPool:
             self._all.append(worker)
             return worker
 
-    def close(self) -> None:
+    def close(self, now: bool = False) -> None:
+        """Ask each worker to quit, or kill them ``now`` (a Ctrl-C: one busy counting a case took
+        10 s, its grace, to be killed anyway)."""
         with self._lock:
             workers, self._all, self._idle = self._all, [], {}
         for worker in workers:
-            worker.close()
+            if now:
+                worker.kill()
+            else:
+                worker.close()
 
 
 class Ahead:
@@ -320,11 +328,11 @@ def ahead(config, jobs: int) -> Ahead:
     return config.stash[AHEAD]
 
 
-def close(config) -> None:
+def close(config, now: bool = False) -> None:
     if AHEAD in config.stash:
         config.stash[AHEAD].close()
     if POOL in config.stash:
-        config.stash[POOL].close()
+        config.stash[POOL].close(now)
 
 
 def request(workload_ref: str, params: dict, rounds: int, warmup: int, instrument, with_memory: bool = True) -> dict:
