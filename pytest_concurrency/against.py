@@ -160,7 +160,10 @@ def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list
                 # a session of its own: a Ctrl-C reaches it once, forwarded from here (_stop)
                 procs[side] = subprocess.Popen([sys.executable, "-m", "pytest", *argv], cwd=str(root), env=side_env,
                                                stdin=subprocess.DEVNULL, stdout=out, start_new_session=True,
-                                               stderr=subprocess.STDOUT if out else None, preexec_fn=_start_side)
+                                               stderr=subprocess.STDOUT if out else None,
+                                               # both sides alike: one address layout (a layout is one more
+                                               # difference between two processes), and killed with the run
+                                               preexec_fn=watchdog.with_parent(also=watchdog.no_address_randomization))
                 threading.Thread(target=_leave_on_exit, args=(coordinator, side, procs[side]), daemon=True).start()
             pair.codes = _wait(procs)
     except KeyboardInterrupt:
@@ -214,16 +217,6 @@ def _same_length(site: Path) -> Path:
 
 def _prepend(site: Path, path: str | None) -> str:
     return os.pathsep.join([str(site), *filter(None, [path])])
-
-
-def _start_side() -> None:
-    """Both sides alike: no address-space randomization (a layout is one more difference between
-    two processes), and killed with the run."""
-    watchdog.die_with_parent()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None).personality(0x0040000)  # ADDR_NO_RANDOMIZE
 
 
 def _leave_on_exit(coordinator, side: str, proc) -> None:

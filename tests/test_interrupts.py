@@ -142,7 +142,7 @@ def test_a_relaunched_counted_session_takes_ctrl_c_only_once_started():
             "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); callgrind.take_ctrl_c(); "
             "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          preexec_fn=callgrind._start_counted,
+                          preexec_fn=callgrind._counted_child(),
                           env={**os.environ, callgrind.LAUNCHER_ENV: str(os.getpid())})
     assert done.stdout.split() == ["True", "True"]
 

@@ -310,10 +310,35 @@ def bound_run(backend, seconds: float | None, what: str, on_timeout=None) -> Non
     backend.run = run
 
 
-def die_with_parent() -> None:
-    """A ``preexec_fn``: the child is killed when the process that started it dies (Linux), so a
-    ``kill -9`` of a run leaves nothing running on, nor writing results afterwards."""
-    if sys.platform.startswith("linux"):
-        import ctypes
+#: libc's functions a child calls between fork and exec, looked up here: in a child forked from a
+#: process with threads, looking one up could wait forever on a lock a vanished thread held.
+_PRCTL = _PERSONALITY = None
+if sys.platform.startswith("linux"):
+    import ctypes
 
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    _LIBC = ctypes.CDLL(None)
+    _PRCTL, _PERSONALITY = _LIBC.prctl, _LIBC.personality
+
+
+def with_parent(sig: int = signal.SIGKILL, also: Callable[[], None] | None = None) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets ``sig`` when the thread that started it ends, even by
+    ``kill -9`` of this process (PR_SET_PDEATHSIG, Linux), and exits at once if this process died
+    before that; then ``also``. A ``kill -9`` of a run so leaves nothing running on, nor writing
+    results afterwards."""
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if _PRCTL is not None:
+            _PRCTL(1, sig)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+        if also is not None:
+            also()
+
+    return preexec
+
+
+def no_address_randomization() -> None:
+    """In a ``preexec_fn``: the child's address layout is the same in every run (Linux)."""
+    if _PERSONALITY is not None:
+        _PERSONALITY(0x0040000)  # ADDR_NO_RANDOMIZE

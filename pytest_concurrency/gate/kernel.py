@@ -47,18 +47,21 @@ class Figure:
 
 
 #: Thresholds from repeatability measured here. Light models' syscalls per hop gave no verdict in 50
-#: of 50 A/A pairs (scripts/kernel_evidence.py). Threading's ring, 40 A/A pairs: syscalls per hop moved
-#: up to 11.3% (median 3.3%), switches up to 20.7% (median 6.5%). An A/A of the smoke suite (292
-#: verdicts): multiprocessing's switches per op moved 34%, threading's IO minor faults 33%.
+#: of 50 A/A pairs (scripts/kernel_evidence.py). Threading's ring, 40 A/A pairs in one process: syscalls
+#: per hop moved up to 11.3% (median 3.3%), switches up to 20.7% (median 6.5%); a user's plain threading
+#: ring in separate sessions (scripts/kernel_plain_evidence.py, 50 A/A pairs on a quiet machine): up to
+#: 30.5% (median 11.9%) and 65% (median 15.7%): two processes of the same code do not schedule their
+#: threads alike. An A/A of the smoke suite (292 verdicts): multiprocessing's switches per op moved 34%,
+#: threading's IO minor faults 33%.
 THREAD, PROCESS = "thread", "process"
 FIGURES = (
     # a thread preempted while it holds the GIL makes the others wait and time out: more syscalls
     # and switches on a busier machine (threading nap, two busy-loop processes: syscalls/op +16%).
     # A few a round are no change whatever the op count: a user's plain test (one op a round) read
     # gevent's 24 syscalls a round +-2 and asyncio's 1 switch a round 2 (preempted) in A/A sessions.
-    Figure("syscalls", "syscalls/op", 0.05, 0.05, scheduled=True, round_floor=8, wider=((THREAD, 0.20), (PROCESS, 0.40))),
+    Figure("syscalls", "syscalls/op", 0.05, 0.05, scheduled=True, round_floor=8, wider=((THREAD, 0.40), (PROCESS, 0.40))),
     Figure("csw", "context switches/op", 0.25, 0.05, scheduled=True, preempted=True, round_floor=8,
-           wider=((THREAD, 0.30), (PROCESS, 0.60))),
+           wider=((THREAD, 0.80), (PROCESS, 0.80))),
     # getrusage's system time moves in scheduler ticks (4 ms at 250 Hz): a short round reads 0 or
     # one tick, so a change must add up to more than two ticks a round to count
     Figure("sys_s", "system CPU/op", 0.30, 0.0, scheduled=True, round_floor=0.010),

@@ -106,7 +106,7 @@ def run_session(argv: list[str], cwd: str) -> int:
     with tempfile.TemporaryDirectory(prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True) as directory:
         env = {**counted_env(os.environ, directory), LAUNCHER_ENV: str(os.getpid())}
         full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
-        proc = subprocess.Popen(full, cwd=cwd, env=env, start_new_session=True, preexec_fn=_start_counted)
+        proc = subprocess.Popen(full, cwd=cwd, env=env, start_new_session=True, preexec_fn=_counted_child())
         try:
             code = proc.wait()
         except KeyboardInterrupt:
@@ -142,12 +142,11 @@ def _check_room() -> None:
                          "directory with room")
 
 
-def _start_counted() -> None:
-    """A ``preexec_fn``: die with the launcher, and ignore Ctrl-C until the session has started
-    (``take_ctrl_c``): under valgrind, Python's start-up takes 10-20 s, and an interrupt in it
-    is a traceback of the import it hit."""
-    watchdog.die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _counted_child():
+    """The relaunched session's ``preexec_fn``: it dies with the launcher, and ignores Ctrl-C until
+    the session has started (``take_ctrl_c``): under valgrind, Python's start-up takes 10-20 s, and
+    an interrupt in it is a traceback of the import it hit."""
+    return watchdog.with_parent(also=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
 
 
 def take_ctrl_c() -> None:

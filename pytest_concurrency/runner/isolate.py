@@ -26,6 +26,7 @@ from concurrent.futures import Future
 import pytest
 
 from .. import measure
+from ..backends import watchdog
 from ..measure import driver
 from .worker import FORK_EACH, PLAIN
 
@@ -54,7 +55,9 @@ class Worker:
             start_new_session=True,
             env=env,
             bufsize=0,
-            preexec_fn=_with_parent(os.getpid()),
+            # SIGTERM, not SIGKILL: the worker takes its process group along (worker.py), the cases
+            # it forked and their task processes included
+            preexec_fn=watchdog.with_parent(signal.SIGTERM),
         )
         self._pending = b""  # bytes read from stdout past the last complete line
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
@@ -149,25 +152,6 @@ class Worker:
                 pass
         self._drain.join(timeout=2)
         self.proc.stderr.close()
-
-
-_prctl = None
-if sys.platform.startswith("linux"):
-    import ctypes
-
-    _prctl = ctypes.CDLL(None).prctl  # looked up here: a forked child must not load a library
-
-
-def _with_parent(parent: int):
-    """A ``preexec_fn``: the worker gets SIGTERM when this process dies, even by ``kill -9``
-    (PR_SET_PDEATHSIG), and takes its process group along (worker.py), the cases it forked and
-    their task processes included; a worker whose parent died before that exits at once."""
-    def preexec() -> None:
-        if _prctl is not None:
-            _prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
-            os._exit(1)
-    return preexec
 
 
 def _worker_env() -> dict:
