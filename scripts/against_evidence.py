@@ -62,16 +62,7 @@ def test_work(benchmark, concurrency_backend):
     benchmark(b.run, main)
 '''
 
-PYPROJECT = '''
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-[project]
-name = "mylib"
-version = "{version}"
-[tool.setuptools]
-packages = ["mylib"]
-'''
+PYPROJECT = (Path(__file__).resolve().parent.parent / "tests" / "data" / "mylib.pyproject.toml").read_text()
 
 VERDICT = re.compile(r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)")
 

@@ -27,7 +27,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import uuid
 from pathlib import Path
@@ -45,16 +44,7 @@ def test_plain(benchmark, concurrency_backend):
 '''
 
 MYLIB = '__version__ = "{version}"\n\ndef work():\n    return sum(i * i for i in range(20000 * {factor}))\n'
-PYPROJECT = textwrap.dedent('''
-    [build-system]
-    requires = ["setuptools>=61"]
-    build-backend = "setuptools.build_meta"
-    [project]
-    name = "mylib"
-    version = "{version}"
-    [tool.setuptools]
-    packages = ["mylib"]
-''')
+PYPROJECT = (ROOT / "tests" / "data" / "mylib.pyproject.toml").read_text()
 AGAINST_TEST = '''
 import mylib
 

@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -211,16 +212,7 @@ def work(n=3000):
     return total
 '''
 
-PYPROJECT = '''
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-[project]
-name = "mylib"
-version = "{version}"
-[tool.setuptools]
-packages = ["mylib"]
-'''
+PYPROJECT = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
 
 TEST = '''
 import mylib
