@@ -6,16 +6,14 @@ import itertools
 
 import pytest
 
-from . import against, backends, options, session_end, settings, workloads
+from . import against, backends, options, plain_tests, session_end, settings, workloads
 from .backends import scratch, watchdog
-from .measure import driver, kernel, records
+from .measure import driver, records
 from .report import progress
 from .runner import launch
 
 SETTINGS = pytest.StashKey[settings.Settings]()
 PROGRESS = pytest.StashKey[progress.Progress]()
-KERNEL = pytest.StashKey["driver.KernelPerRun"]()  # a user's plain test: kernel figures per run call
-PLAIN = pytest.StashKey["driver.PlainCalls"]()  # a user's plain test with the memory pass: what it measured
 RUNNING = pytest.StashKey[str]()  # the test that started last: what a Ctrl-C interrupted
 MARKER = "concurrency"
 
@@ -223,10 +221,7 @@ def concurrency_backend(request):
         pytest.skip(f"{backend.name}: a native reference runs the seed workloads through concurrency_benchmark, "
                     "not Python code")
     watchdog.bound_run(backend, _settings(request.config).timeout, request.node.nodeid, _fail_stalled)
-    if instrument.machine_bound and "benchmark" in request.fixturenames \
-            and "concurrency_benchmark" not in request.fixturenames:
-        request.node.stash[KERNEL] = driver.KernelPerRun(backend)
-        request.addfinalizer(request.node.stash[KERNEL].close)
+    plain_tests.watch(request, backend, instrument)
     return backend
 
 
@@ -355,43 +350,15 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     against.pair(item)
-    _remember_plain_calls(item)
-    _warm_plain_counted(item)
+    s = _settings(item.config)
+    memory = _marker_kwarg(item, "memory")
+    plain_tests.before_call(item, s.instrument, memory if memory is not None else s.memory_plain)
     outcome = yield
-    _label_user_benchmark(item)
-    if outcome.excinfo is None:
-        _plain_memory_pass(item)
+    plain_tests.after_call(item, s.instrument, outcome.excinfo is None)
     _attach_threshold(item)
     bench = getattr(item, "funcargs", {}).get("benchmark")
     if bench is not None:
         against.record_turns(item, bench)
-
-
-def _remember_plain_calls(item) -> None:
-    """A user's own benchmark test with the memory pass (--concurrency-memory, the marker's
-    ``memory=True``): remember what it measured, to call it again after its rounds."""
-    funcargs = getattr(item, "funcargs", {})
-    bench = funcargs.get("benchmark")
-    if bench is None or "concurrency_backend" not in funcargs or "concurrency_benchmark" in funcargs:
-        return
-    wanted = _marker_kwarg(item, "memory")
-    if wanted if wanted is not None else _settings(item.config).memory_plain:
-        item.stash[PLAIN] = driver.PlainCalls(bench)
-
-
-def _warm_plain_counted(item) -> None:
-    """A user's own benchmark test, counted: it warms up until its count repeats, as cases do."""
-    funcargs = getattr(item, "funcargs", {})
-    bench = funcargs.get("benchmark")
-    if bench is not None and "concurrency_backend" in funcargs and "concurrency_benchmark" not in funcargs \
-            and _settings(item.config).instrument.exact:
-        driver.WarmUntilStable(bench, _settings(item.config).instrument)
-
-
-def _plain_memory_pass(item) -> None:
-    bench = item.funcargs.get("benchmark")
-    if PLAIN in item.stash and getattr(bench, "stats", None) is not None:
-        bench.extra_info.update(item.stash[PLAIN].memory_figures())
 
 
 def _attach_threshold(item) -> None:
@@ -400,34 +367,6 @@ def _attach_threshold(item) -> None:
     if bench is not None and threshold is not None:
         origin = f"@pytest.mark.{MARKER}(threshold=...) on {item.nodeid}"
         bench.extra_info["threshold"] = settings.parse_percent(threshold, origin)
-
-
-def _label_user_benchmark(item) -> None:
-    """Give a user's own ``benchmark`` + ``concurrency_backend`` test the keys the gate matches on."""
-    funcargs = getattr(item, "funcargs", {})
-    bench, backend = funcargs.get("benchmark"), funcargs.get("concurrency_backend")
-    if bench is None or backend is None or "backend" in bench.extra_info:
-        return
-    params = {k: v for k, v in getattr(getattr(item, "callspec", None), "params", {}).items()
-              if k != "concurrency_backend" and isinstance(v, (str, int, float, bool))}
-    instrument = _settings(item.config).instrument
-    bench.extra_info.update({
-        "concurrency_schema": records.SCHEMA,
-        "backend": backend.name,
-        "backend_version": backend.version,
-        "workload": item.originalname,
-        "params": params,
-        "unit": "call",
-        "ops": 1,
-        "task_kind": backend.task_kind,
-        "measure": instrument.kind,
-    })
-    if getattr(bench, "stats", None) is not None:  # it ran rounds: the last one ended last
-        bench.extra_info.update(instrument.after_rounds())
-        if KERNEL in item.stash:  # each round's run call; the warm-up rounds came first
-            bench.extra_info.update(item.stash[KERNEL].figures(last=len(bench.stats.stats.data)))
-        elif not instrument.machine_bound:  # said, so that the kernel gate reads "not measured", not nothing
-            bench.extra_info.update(kernel.not_measured(kernel.UNDER_VALGRIND))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -1,0 +1,79 @@
+"""A user's own benchmark test (``benchmark`` + ``concurrency_backend``, without
+``concurrency_benchmark``): what the plugin adds around it.
+
+Its rounds are pytest-benchmark's. In time mode each call of ``concurrency_backend.run`` gets its
+kernel figures (one op per call); counted, it warms up until its count repeats, as a workload
+case does; with ``memory=True`` (or ``--concurrency-memory``) its function is called again after
+its rounds for the memory pass; and its record gets the keys the gate matches on.
+"""
+
+from __future__ import annotations
+
+from typing import Collection
+
+import pytest
+
+from .measure import driver, kernel, records
+
+KERNEL = pytest.StashKey[driver.KernelPerRun]()  # kernel figures per run call
+CALLS = pytest.StashKey[driver.PlainCalls]()  # with the memory pass: what it measured
+
+
+def is_plain(names: Collection[str]) -> bool:
+    """Whether a test with these fixtures is a user's own benchmark test."""
+    return "benchmark" in names and "concurrency_backend" in names and "concurrency_benchmark" not in names
+
+
+def watch(request, backend, instrument) -> None:
+    """From the ``concurrency_backend`` fixture: read the kernel around each ``run`` call (time
+    mode; under valgrind the figures would be valgrind's)."""
+    if instrument.machine_bound and is_plain(request.fixturenames):
+        request.node.stash[KERNEL] = driver.KernelPerRun(backend)
+        request.addfinalizer(request.node.stash[KERNEL].close)
+
+
+def before_call(item, instrument, memory: bool) -> None:
+    """Before the test runs: remember what it measures (``memory``), and warm it up when counted."""
+    funcargs = getattr(item, "funcargs", {})
+    if not is_plain(funcargs):
+        return
+    bench = funcargs["benchmark"]
+    if memory:
+        item.stash[CALLS] = driver.PlainCalls(bench)
+    if instrument.exact:
+        driver.WarmUntilStable(bench, instrument)
+
+
+def after_call(item, instrument, passed: bool) -> None:
+    """After the test ran: its record's keys, kernel figures and (if it passed) memory pass."""
+    _label(item, instrument)
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    if passed and CALLS in item.stash and getattr(bench, "stats", None) is not None:
+        bench.extra_info.update(item.stash[CALLS].memory_figures())
+
+
+def _label(item, instrument) -> None:
+    """Give the test the keys the gate matches on (a ``concurrency_benchmark`` test has them)."""
+    funcargs = getattr(item, "funcargs", {})
+    bench, backend = funcargs.get("benchmark"), funcargs.get("concurrency_backend")
+    if bench is None or backend is None or "backend" in bench.extra_info:
+        return
+    params = {k: v for k, v in getattr(getattr(item, "callspec", None), "params", {}).items()
+              if k != "concurrency_backend" and isinstance(v, (str, int, float, bool))}
+    bench.extra_info.update({
+        "concurrency_schema": records.SCHEMA,
+        "backend": backend.name,
+        "backend_version": backend.version,
+        "workload": item.originalname,
+        "params": params,
+        "unit": "call",
+        "ops": 1,
+        "task_kind": backend.task_kind,
+        "measure": instrument.kind,
+    })
+    if getattr(bench, "stats", None) is not None:  # it ran rounds: the last one ended last
+        bench.extra_info.update(instrument.after_rounds())
+        if KERNEL in item.stash:  # each round's run call; the warm-up rounds came first
+            bench.extra_info.update(item.stash[KERNEL].figures(last=len(bench.stats.stats.data)))
+        elif not instrument.machine_bound:  # said, so that the kernel gate reads "not measured", not nothing
+            bench.extra_info.update(kernel.not_measured(kernel.UNDER_VALGRIND))
