@@ -101,8 +101,7 @@ def run_session(argv: list[str], cwd: str) -> int:
     """
     from subprocess import _args_from_interpreter_flags  # -W, -X, -O... as given to this python
 
-    _check_room()
-    _compile_package()
+    _prepare()
     with tempfile.TemporaryDirectory(prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True) as directory:
         env = {**counted_env(os.environ, directory), LAUNCHER_ENV: str(os.getpid())}
         full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
@@ -128,6 +127,13 @@ def run_session(argv: list[str], cwd: str) -> int:
 #: What a counted session needs free in TMPDIR for callgrind's dumps: a smoke session of two
 #: models wrote 6-11 MB, 2 MB in one dump. With 64 KiB free, every case failed on a cut dump.
 MIN_FREE_MB = 32
+
+
+def _prepare() -> None:
+    """Before anything is counted, in the launcher and in a session whose workers count: room
+    for the dumps, and the package's bytecode written (see ``_compile_package``)."""
+    _check_room()
+    _compile_package()
 
 
 def _check_room() -> None:
@@ -295,8 +301,7 @@ class Callgrind(Instrument):
         return inside()
 
     def prepare_session(self) -> None:
-        _check_room()
-        _compile_package()
+        _prepare()
 
     def worker_command(self, argv: list[str], env: dict) -> tuple[list[str], dict]:
         if inside():  # valgrind traces this session's children already

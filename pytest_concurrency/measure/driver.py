@@ -56,10 +56,12 @@ class _Stretch:
 
 class _KernelRounds:
     """Each round's kernel figures (see kernel.py), read around the round's work. Not under
-    valgrind: it runs threads one at a time and its own work would be in every figure."""
+    valgrind (``enabled`` false): it runs threads one at a time and its own work would be in
+    every figure. The one recorder for workload rounds, a plain test's ``run`` calls and the
+    rounds a counted case runs apart."""
 
-    def __init__(self, instrument):
-        self._counters = kernel.Counters() if instrument.machine_bound else None
+    def __init__(self, enabled: bool):
+        self._counters = kernel.Counters() if enabled else None
         self.rounds: list[dict] = []
 
     @contextlib.contextmanager
@@ -68,16 +70,23 @@ class _KernelRounds:
             yield
             return
         before = self._counters.read()
-        yield
-        self.rounds.append(self._counters.between(before, self._counters.read()))
+        try:
+            yield
+        finally:
+            self.rounds.append(self._counters.between(before, self._counters.read()))
 
     def close(self, ops: int, skip: int = 0) -> dict:
         """The record's kernel keys for the rounds after the first ``skip`` (warm-ups)."""
         if self._counters is None:
             return {}
-        self._counters.close()
+        self.release()
         c = self._counters
         return kernel.per_op(self.rounds[skip:], ops, c.source, c.why_not)
+
+    def release(self) -> None:
+        """Close the counters (again is harmless)."""
+        if self._counters is not None:
+            self._counters.close()
 
 
 class KernelPerRun:
@@ -87,29 +96,25 @@ class KernelPerRun:
     rounds: on threads, a busier machine moves switches and syscalls, and the gates say so."""
 
     def __init__(self, backend):
-        self._counters = kernel.Counters()
-        self._calls: list[dict] = []
+        self._calls = _KernelRounds(enabled=True)
         self._window = Window(backend)  # from the fixture to the label: outside every round
         unwrapped = backend.run
 
         def run(main, *args):
-            before = self._counters.read()
-            try:
+            with self._calls.round():
                 return unwrapped(main, *args)
-            finally:
-                self._calls.append(self._counters.between(before, self._counters.read()))
 
         backend.run = run
 
     def figures(self, last: int) -> dict:
         """The record's kernel keys from the last ``last`` calls (the measured rounds)."""
-        calls = self._calls[-last:] if last else []
-        if not calls:
+        made = len(self._calls.rounds)
+        if not last or not made:
             return {}
-        return {**kernel.per_op(calls, 1, self._counters.source, self._counters.why_not), **self._window.close()[1]}
+        return {**self._calls.close(1, skip=max(0, made - last)), **self._window.close()[1]}
 
     def close(self) -> None:
-        self._counters.close()
+        self._calls.release()
 
 
 class PlainCalls:
@@ -225,24 +230,21 @@ KERNEL_ROUNDS_APART = 5
 def kernel_figures_apart(workload, backend, params, guard=contextlib.nullcontext) -> dict:
     """The kernel keys (kernel.per_op) from untimed rounds in a process no instrument slows:
     the plain worker that runs a counted case's memory pass (``Instrument.memory_apart``)."""
-    rounds = []
-    counters = kernel.Counters()
+    recorder = _KernelRounds(enabled=True)
     try:
         for _ in range(1 + KERNEL_ROUNDS_APART):
-            before = counters.read()
-            with guard():
+            with guard(), recorder.round():
                 outcome = workload.run(backend, params)
-            rounds.append(counters.between(before, counters.read()))
     finally:
-        counters.close()
-    return kernel.per_op(rounds[1:], outcome.ops, counters.source, counters.why_not)
+        recorder.release()
+    return recorder.close(outcome.ops, skip=1)
 
 
 def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, warmup: int, guard,
                      instrument) -> None:
     """Run ``rounds`` rounds here through pytest-benchmark; ``guard`` bounds each (see watchdog)."""
     outcomes: list[Outcome] = []
-    kernel_rounds = _KernelRounds(instrument)
+    kernel_rounds = _KernelRounds(instrument.machine_bound)
 
     def one_round():
         with guard(), kernel_rounds.round():
@@ -281,7 +283,7 @@ def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instru
         return elapsed
 
     outcomes: list[Outcome] = []
-    kernel_rounds = _KernelRounds(instrument)
+    kernel_rounds = _KernelRounds(instrument.machine_bound)
     warm = [measured_round() for _ in range(warmup)]
     while not instrument.warmed(warm):  # an exact measure warms up until its count repeats
         warm.append(measured_round())
