@@ -35,7 +35,9 @@ def test_a_round_counts_its_syscalls_exactly_and_its_threads_too():
             t.join()
         in_threads = c.between(before, c.read())
     assert empty["syscalls"] == 0  # the readings' own reads are subtracted
-    assert yields["syscalls"] == 1000
+    # each yield once; a GIL hand-off to another thread of this process (pytest-xdist's IO thread)
+    # is a futex call or two more, now and then (1002 in one CI run of 4)
+    assert 1000 <= yields["syscalls"] <= 1010
     assert in_threads["syscalls"] >= 2000  # inherited: the threads' yields, plus starting and joining them
     assert all(c.source[f] == "perf_event_open" for f in ("csw", "minflt"))
 
