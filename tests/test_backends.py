@@ -386,6 +386,24 @@ def test_multiprocessing_error_that_cannot_be_unpickled_still_fails_join():
         b.run(lambda: b.spawn(raise_unpicklable, b).join())
 
 
+def test_multiprocessing_queues_made_in_a_run_end_their_feeder_threads_with_it():
+    b = load("multiprocessing[fork]")
+    kept = b.channel(4)  # made before the run: the caller's, still usable after it
+
+    def main():
+        ch = b.channel(4)
+        task = b.spawn(put_all, b, ch, [1, 2, 3], kept)
+        got = [ch.get() for _ in range(3)]
+        task.join()
+        ch.put("left in the queue")  # the parent's own put: its feeder thread
+        return got
+
+    before = threading.active_count()
+    assert b.run(main) == [1, 2, 3]
+    assert threading.active_count() == before  # no feeder thread outlives the run (the memory pass counts threads)
+    assert [kept.get(timeout=5) for _ in range(4)] == ["put 0", "put 1", "put 2", "all put"]
+
+
 def test_multiprocessing_reports_child_cpu_and_resets():
     b = load("multiprocessing[forkserver]")
     b.take_child_usage()

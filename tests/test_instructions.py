@@ -145,7 +145,7 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
         assert stats.spread(samples) < 0.01, samples  # a case this small: within 1% (see README)
         extra = bench["extra_info"]
         assert extra["measure"] == "instructions" and extra["profile"] and "profile_dump" not in extra
-        assert extra["memory_rounds"] == memory.READINGS and "retained_b_per_task_round" in extra  # the memory pass, apart
+        assert extra["memory_rounds"] in (memory.READINGS, 2 * memory.READINGS) and "retained_b_per_task_round" in extra  # the memory pass, apart
         assert "csw_per_op" in extra and extra["kernel_source"]  # and the kernel figures, from the same plain worker
 
     same = counted(suite, f"--concurrency-baseline={base}", "-n", "2")  # both cases at once, as xdist's -n asks

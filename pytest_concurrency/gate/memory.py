@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from . import history, stats
+from ..measure.memory import ROUND_FLOORS
 from ..measure.records import Record, from_json, key_label, params_id
 from .verdicts import IMPROVED, LEAKED, NEW, REGRESSED, UNCHANGED, MemoryResult, MemoryVerdict
 
@@ -89,10 +90,10 @@ class Leak:
 #: or more counts once its round's total is above that. Counts grow by whole things: a median
 #: growth of one thread or greenlet per round is a task that never ends.
 LEAKS = (
-    Leak("retained_b_per_task_round", "in the Python heap", 512.0, 512.0),
-    Leak("c_heap_b_per_task_round", "in the C heap", 64.0, 4096.0),
-    Leak("threads_per_round", "threads alive", 0.5, 0.5, count="thread"),
-    Leak("greenlets_per_round", "greenlets alive", 0.5, 0.5, count="greenlet"),
+    Leak("retained_b_per_task_round", "in the Python heap", 512.0, ROUND_FLOORS["python"]),
+    Leak("c_heap_b_per_task_round", "in the C heap", 64.0, ROUND_FLOORS["c"]),
+    Leak("threads_per_round", "threads alive", 0.5, ROUND_FLOORS["threads"], count="thread"),
+    Leak("greenlets_per_round", "greenlets alive", 0.5, ROUND_FLOORS["greenlets"], count="greenlet"),
 )
 
 

@@ -1,0 +1,40 @@
+"""The memory pass's rule on its own (no session: a few rounds of a function, ~0.1 s): a leak
+grows in every round; what grew in one stretch only is read again and is no leak."""
+
+from __future__ import annotations
+
+import contextlib
+
+from pytest_concurrency.measure import memory
+
+KEY = "retained_b_per_task_round"
+
+
+def _pass(one_round) -> dict:
+    return memory.leak_pass(one_round, contextlib.nullcontext)
+
+
+def test_a_steady_leak_reads_whole_in_both_sets_of_rounds():
+    kept = []
+    out = _pass(lambda: kept.append(bytes(4096)))
+    assert out["memory_rounds"] == 2 * memory.READINGS  # it grew: read again
+    assert 4096 <= out[KEY] < 4096 + 512, out
+
+
+def test_a_stretch_of_retention_in_the_first_rounds_is_no_leak():
+    kept, calls = [], []
+
+    def one_round():
+        calls.append(None)
+        if len(calls) <= memory.WARMUP + memory.READINGS:
+            kept.append(bytes(4096))  # held for a while (a loaded machine's slow cleanup)...
+        else:
+            kept.clear()  # ...then let go
+
+    out = _pass(one_round)
+    assert out["memory_rounds"] == 2 * memory.READINGS and out[KEY] <= 0, out
+
+
+def test_rounds_that_keep_nothing_are_read_once():
+    out = _pass(lambda: sum(range(1000)))
+    assert out["memory_rounds"] == memory.READINGS and out[KEY] == 0, out
