@@ -276,12 +276,24 @@ def _judge(s, spec, site: Path, first: _Pair, again: _Pair | None) -> int:
         result.sides = paired.sides_line(base_ids, head_ids)
         for line in terminal.paired_lines(result):
             print(line)
+        if s.report_md:
+            _append_report(s.report_md, result)
     for error in errors:
         print(f"pytest-concurrency: ERROR: {error}")
     failed = bool(errors) or bool(result and result.failed)
     if head_code in (0, 6, 7) and failed:
         return int(pytest.ExitCode.TESTS_FAILED)
     return head_code
+
+
+def _append_report(path: Path, result) -> None:
+    """The verdicts against the base after the head's tables in its markdown report (one file for
+    the CI job summary; the head's session wrote its part, if it got that far)."""
+    from .report import markdown
+
+    head_part = path.read_text(encoding="utf-8") + "\n" if path.exists() else ""
+    markdown.write(path, head_part + markdown.render_paired(result))
+    print(f"pytest-concurrency: the verdicts against the base side added to {path}")
 
 
 def _tail(path: Path, lines: int = 20) -> str:

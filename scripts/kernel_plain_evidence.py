@@ -14,12 +14,18 @@ gate's own rule (``gate.compare``, its kernel part), as ``--concurrency-baseline
   ``lock`` (a lock every hop takes, contended by 4 more threads; threading only) and
   ``poll`` (``get(timeout=0.5 ms)`` in a loop instead of a blocking get; threading only).
 
+``--against`` judges each change the other way: the change is in a small library the test imports,
+and each trial is one session of ``--concurrency-against`` (the unchanged library installed apart
+as the base side, rounds paired in turns, gate/paired.py), its verdicts read from the markdown
+report; A/A sessions have the same library on both sides.
+
 ``--table`` instead reproduces, from the plugin's own figures, the measurement that motivated the
 kernel gate: 4 threads x 4,000 iterations of a small loop, as it is, with an ``os.sched_yield()``
 per iteration and with one shared ``threading.Lock`` taken per iteration; wall time, syscalls and
 context switches per round from a time-mode session, instructions from a counted one.
 
     python3 scripts/kernel_plain_evidence.py --aa 50 --trials 20 --keep /tmp/kplain
+    python3 scripts/kernel_plain_evidence.py --against --aa 20 --trials 10 --backends threading
     python3 scripts/kernel_plain_evidence.py --table --sessions 3
 """
 
@@ -27,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import collections
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -293,12 +301,78 @@ def table(args, work: str) -> int:
     return 0
 
 
+#: The against mode's library: the change is in code the two sides import from different places.
+MYLIB = '__version__ = "{version}"\nHOW = "{how}"\n'
+PYPROJECT = open(os.path.join(ROOT, "tests", "data", "mylib.pyproject.toml"), encoding="utf-8").read()
+ROW = re.compile(r"^\| test_ring on (\w+) \| ([^|]+) \| ([^|]*) \|(?:[^|]*\|){4} \**(\w+)\** \|")
+
+
+def against(args, work: str) -> int:
+    """Each trial one ``--concurrency-against`` session; its verdicts, per model and figure."""
+    test = (RING.replace('HOW = os.environ.get("KERNEL_INJECT", "")', "from mylib import HOW")
+            .replace("rounds=5, warmup_rounds=1", "rounds=64, warmup_rounds=1"))  # 16 quads a side
+    started, n = time.monotonic(), 0
+    for how in ["", *[c for c in args.changes.split(",") if c]]:
+        runs = args.aa if not how else args.trials
+        backends = "threading" if how in ("lock", "poll") else args.backends
+        tally: dict = collections.defaultdict(collections.Counter)
+        changes: dict = collections.defaultdict(list)
+        for i in range(runs):
+            n += 1
+            project = os.path.join(work, f"a{n}")
+            for side, version, side_how in (("base", "1.0", ""), ("head", "1.1", how)):
+                os.makedirs(os.path.join(project, side, "mylib"), exist_ok=True)
+                with open(os.path.join(project, side, "mylib", "__init__.py"), "w") as fh:
+                    fh.write(MYLIB.format(version=version, how=side_how))
+                with open(os.path.join(project, side, "pyproject.toml"), "w") as fh:
+                    fh.write(PYPROJECT.format(version=version))
+            with open(os.path.join(project, "head", "test_user.py"), "w") as fh:
+                fh.write(test)
+            report = os.path.join(project, "head", "report.md")
+            if not os.path.exists(report):
+                done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
+                                       f"--concurrency-backends={backends}", "--concurrency-against=../base",
+                                       f"--concurrency-report-md={report}", "test_user.py"],
+                                      cwd=os.path.join(project, "head"), env={**os.environ, "PYTHONPATH": ROOT},
+                                      capture_output=True, text=True, timeout=1800)
+                if done.returncode not in (0, 1) or not os.path.exists(report):
+                    raise SystemExit(f"session {n} ({how or 'A/A'}) exited {done.returncode}:\n{done.stdout[-3000:]}")
+            verdicts: dict = {}
+            with open(report, encoding="utf-8") as fh:
+                for line in fh.read().partition("## Against the base side")[2].splitlines():
+                    match = ROW.match(line)
+                    if match:
+                        model, figure, change, status = (g.strip() for g in match.groups())
+                        verdicts.setdefault(model, {})[figure] = (change, status)
+            moved = []
+            for model, by_figure in verdicts.items():
+                kernel = {f: v for f, v in by_figure.items() if f != "time"}
+                caught = any(st == "regressed" for _, st in kernel.values())
+                alarm = any(st in ("regressed", "improved") for _, st in kernel.values())
+                tally[model]["caught" if (caught if how else alarm) else "not"] += 1
+                for f, (change, _) in by_figure.items():
+                    if change:
+                        changes[(model, f)].append(float(change.rstrip("%")))
+                moved.append(f"{model}: " + ", ".join(f"{f} {c} {st}" for f, (c, st) in by_figure.items()
+                                                      if st != "unchanged" or f == "time"))
+            print(f"{how or 'A/A'} {i + 1}/{runs}: " + "; ".join(moved), flush=True)
+        for model, counts in sorted(tally.items()):
+            total = sum(counts.values())
+            ranges = ", ".join(f"{f} {min(c):+.1f}%..{max(c):+.1f}% (median {statistics.median(c):+.1f}%)"
+                               for (m, f), c in sorted(changes.items()) if m == model)
+            what = "kernel regressed or improved (false alarms)" if not how else "kernel regressed"
+            print(f"| {model} | {how or 'A/A'}: {counts['caught']}/{total} {what} | {ranges} |", flush=True)
+    print(f"({n} sessions, {time.monotonic() - started:.0f} s)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aa", type=int, default=50, help="A/A pairs of sessions")
     ap.add_argument("--trials", type=int, default=20, help="sessions per change (each against its own unchanged one)")
     ap.add_argument("--backends", default="threading,asyncio,gevent")
     ap.add_argument("--changes", default="yield,syscall,lock,poll")
+    ap.add_argument("--against", action="store_true", help="instead: each trial one --concurrency-against session")
     ap.add_argument("--table", action="store_true", help="instead: the motivating table from the plugin's figures")
     ap.add_argument("--sessions", type=int, default=3, help="with --table: time-mode sessions per row")
     ap.add_argument("--counted", action="store_true", help="with --table: also count instructions (slow)")
@@ -308,7 +382,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kernel-plain-") as scratch:
         work = args.keep or scratch
         os.makedirs(work, exist_ok=True)
-        return table(args, work) if args.table else injections(args, work)
+        return table(args, work) if args.table else against(args, work) if args.against else injections(args, work)
 
 
 if __name__ == "__main__":

@@ -246,13 +246,20 @@ def project(pytester):
 @pytest.mark.serial
 def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(project):
     result = project.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
-                                          "--concurrency-against=base", "-p", "no:cacheprovider")
+                                          "--concurrency-against=base", "-p", "no:cacheprovider",
+                                          "--concurrency-report-md=report.md")
     out = " ".join(result.stdout.str().split())
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "mylib 1.0 from " in out and "/site/mylib/__init__.py (base) against 1.1 from " in out
     assert "mylib/__init__.py (head)" in out and "/site/" not in out.split("(base) against")[1]
     assert "test_work on asyncio: +" in out and "): regressed" in out
     assert "against the base FAILED: time 1 regressed" in out
+    # the job summary: the head's tables, then every verdict against the base, kernel figures too
+    head_part, _, paired_part = (project.path / "report.md").read_text().partition("## Against the base side")
+    assert "## Concurrency benchmarks" in head_part and "test_work" in head_part
+    rows = [line for line in paired_part.splitlines() if line.startswith("| test_work on asyncio |")]
+    assert rows[0].startswith("| test_work on asyncio | time | +") and "| **regressed** |" in rows[0], paired_part
+    assert any("| syscalls/op |" in row for row in rows[1:]), paired_part
 
 
 @pytest.mark.slow

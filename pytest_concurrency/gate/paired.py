@@ -260,20 +260,20 @@ def _by_turn(rec: Record, figure: str) -> list:
 
 def line(v: PairedVerdict) -> str:
     """``nap[ms=20] on threading: +8.1% (99% interval +6.0% to +9.9%, 40 pairs, threshold 3%): regressed``."""
-    what = key_label(v.key) + ("" if v.figure == "time" else f", {_figure_name(v.figure)}")
+    what = key_label(v.key) + ("" if v.figure == "time" else f", {figure_name(v.figure)}")
     if v.change is None:
         return f"{what}: {v.status} ({v.note})"
-    interval = f"{CONFIDENCE:.0%} interval {_pct(v.ci[0])} to {_pct(v.ci[1])}, " if v.ci else ""
+    interval = f"{CONFIDENCE:.0%} interval {pct(v.ci[0])} to {pct(v.ci[1])}, " if v.ci else ""
     pairs = f" in {v.sessions} pairs of sessions" if v.sessions > 1 else ""
-    text = f"{what}: {_pct(v.change)} ({interval}{v.pairs} quads ABBA{pairs}, threshold {v.threshold:.0%}): {v.status}"
+    text = f"{what}: {pct(v.change)} ({interval}{v.pairs} quads ABBA{pairs}, threshold {v.threshold:.0%}): {v.status}"
     return text + (f"; {v.note}" if v.note else "")
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return "from none" if math.isinf(x) else f"{x:+.1%}"
 
 
-def _figure_name(name: str) -> str:
+def figure_name(name: str) -> str:
     from . import kernel as kernel_gate
 
     return kernel_gate.find(name).what

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from ..gate import atomic
 from ..gate import verdicts as V
-from ..measure.records import Record
+from ..measure.records import Record, key_label
 from . import tables
 
 
@@ -75,6 +75,26 @@ def render_matrix(records: Iterable[Record]) -> str:
             cells.append(f"**{_cell(text)}**" if backend == fastest else _cell(text))
         lines.append(f"| {_cell(tab.title)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def render_paired(result) -> str:
+    """The verdicts against the base side (``--concurrency-against``): every one, kernel figures
+    included (the terminal shows only the kernel figures that moved), so a CI job can read them."""
+    from ..gate import paired
+
+    mark = ":x:" if result.failed else ":white_check_mark:"
+    out = ["## Against the base side (paired rounds)", "", f"**{mark} {_cell(paired.summary(result))}**", "",
+           f"Sides: {_cell(result.sides)}", "",
+           "| benchmark | figure | change | 99% interval | quads | pairs of sessions | threshold | verdict | why |",
+           "|:---|:---|---:|---:|---:|---:|---:|:---|:---|"]
+    for v in result.verdicts:
+        figure = "time" if v.figure == "time" else paired.figure_name(v.figure)
+        change = paired.pct(v.change) if v.change is not None else " "
+        interval = f"{paired.pct(v.ci[0])} to {paired.pct(v.ci[1])}" if v.ci else " "
+        status = f"**{v.status}**" if v.status == V.REGRESSED else v.status
+        out.append(f"| {_cell(key_label(v.key))} | {figure} | {change} | {interval} | {v.pairs} | {v.sessions} | "
+                   f"{v.threshold:.0%} | {status} | {_cell(v.note)} |")
+    return "\n".join(out) + "\n"
 
 
 def write(path, text: str) -> str:
