@@ -395,11 +395,11 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_sessionfinish")
 def pytest_sessionfinish_no_history_when_interrupted(session, exitstatus):  # pytest takes pytest_* only
-    """pytest-benchmark saves its run (--benchmark-autosave/--benchmark-save) whatever the exit
-    status: a run the user stopped must not become the history it compares with."""
+    """pytest-benchmark saves its run (--benchmark-autosave/--benchmark-save/--benchmark-json)
+    whatever the exit status: a run the user stopped must not become the history it compares with."""
     bs = getattr(session.config, "_benchmarksession", None)
     if bs is not None and exitstatus == pytest.ExitCode.INTERRUPTED:
-        bs.save = bs.autosave = None
+        bs.save = bs.autosave = bs.json = None
     yield
 
 

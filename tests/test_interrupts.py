@@ -105,7 +105,7 @@ def test_a_collect_only_session_writes_no_report_nor_baseline(pytester):
 
 
 def test_an_interrupted_session_writes_no_history_and_says_which_test_it_stopped_in(pytester):
-    """~2 s: pytest-benchmark's --benchmark-autosave once saved a run the user had stopped."""
+    """~2 s: pytest-benchmark's --benchmark-autosave and --benchmark-json once saved a run the user had stopped."""
     pytester.makepyfile(test_b="""
         def test_a(benchmark):
             benchmark(sum, range(10))
@@ -115,11 +115,12 @@ def test_an_interrupted_session_writes_no_history_and_says_which_test_it_stopped
     """)
     result = pytester.runpytest_subprocess("--benchmark-only", "-p", "no:cacheprovider", "--benchmark-autosave",
                                            f"--benchmark-storage=file://{pytester.path / 'history'}",
-                                           "--concurrency-save-baseline=b.json")
+                                           "--concurrency-save-baseline=b.json", "--benchmark-json=run.json")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "pytest-concurrency: interrupted in test_b.py::test_stop: no baseline" in result.stdout.str()
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert not list((pytester.path / "history").rglob("*.json")) and not (pytester.path / "b.json").exists()
+    assert not (pytester.path / "run.json").exists()
 
 
 def test_any_session_sweeps_what_killed_sessions_left_in_tmpdir(pytester, monkeypatch):
