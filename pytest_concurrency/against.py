@@ -7,7 +7,8 @@ are): the head (side B, this code; its output is the run's) and the base (side A
 imported first; its output in a log). They take turns round by round (runner/lockstep.py); each
 writes its rounds and what it imported to a file, and this process judges each benchmark on
 the per-quad ratios (gate/paired.py). What moved runs again in a second pair of sessions, and is
-judged on both pairs: two processes of the same code can differ for their whole life.
+judged on both pairs: two processes of the same code can differ for their whole life. What the
+two pairs left inconclusive runs in a third, and the pair least like the others is left out.
 
 Why two sessions alike, not the user's session against one more: the user's process holds
 more (the coordinator, the collection of both) and its rounds read 1-2% slower than the
@@ -103,11 +104,10 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
           "the head's session follows", flush=True)
     try:
         first = _run_pair(s, site, directory / "1", root, args)
+        again: list = []
         if first.codes[lockstep.B] not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR,
                                            pytest.ExitCode.NO_TESTS_COLLECTED):
             again = _again(s, site, directory, root, args, first)
-        else:
-            again = None
     except KeyboardInterrupt:
         print("pytest-concurrency: interrupted: no verdict against the base side, nothing written", flush=True)
         return int(pytest.ExitCode.INTERRUPTED)
@@ -179,24 +179,32 @@ def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list
     return pair
 
 
-def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair) -> _Pair | None:
-    """A second pair of sessions for the benchmarks whose time moved in the first: two processes
-    of the same code can differ by a few percent for their whole life, so a change must show in
-    both pairs (gate/paired.py) before it is a regression."""
+def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair) -> list:
+    """Further pairs of sessions: a second for the benchmarks whose time moved in the first (two
+    processes of the same code can differ by a few percent for their whole life, so a change must
+    show in both pairs), a third for those the two left inconclusive (gate/paired.py leaves out
+    the pair least like the others)."""
     from .session_end import paired_threshold
 
     if len(first.docs) < 2:
-        return None
-    result = paired.judge(first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s))
-    keys = set(paired.suspects(result))
-    only = sorted({b["fullname"] for b in first.docs[lockstep.B].get("benchmarks") or ()
-                   if b.get("fullname") and {r.key for r in records.from_json({"benchmarks": [b]})} & keys})
-    if not only:
-        return None
-    print(f"pytest-concurrency: {len(only)} test{'s' if len(only) > 1 else ''} moved against the base: measuring "
-          f"{'them' if len(only) > 1 else 'it'} again in a second pair of sessions (two processes of the same code "
-          "can differ by a few percent; a change must show in both)", flush=True)
-    return _run_pair(s, site, directory / "2", root, args, only=only)
+        return []
+    again: list = []
+    for number, pick, why in (
+            (2, paired.suspects, "moved against the base: measuring {them} again in a second pair of sessions (two "
+                                 "processes of the same code can differ by a few percent; a change must show in both)"),
+            (3, paired.unsettled, "left inconclusive by two pairs of sessions: measuring {them} in a third (the pair "
+                                  "least like the others is then left out)")):
+        done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
+        result = paired.judge(first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=done)
+        keys = set(pick(result))
+        only = sorted({b["fullname"] for b in first.docs[lockstep.B].get("benchmarks") or ()
+                       if b.get("fullname") and {r.key for r in records.from_json({"benchmarks": [b]})} & keys})
+        if not only:
+            break
+        print(f"pytest-concurrency: {len(only)} test{'s' if len(only) > 1 else ''} "
+              + why.format(them="them" if len(only) > 1 else "it"), flush=True)
+        again.append(_run_pair(s, site, directory / str(number), root, args, only=only))
+    return again
 
 
 def _wait(procs: dict) -> dict:
@@ -250,7 +258,7 @@ def head_only_removed(args) -> list[str]:
     return out
 
 
-def _judge(s, spec, site: Path, first: _Pair, again: _Pair | None) -> int:
+def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
     from .report import terminal
     from .session_end import paired_threshold
 
@@ -258,7 +266,7 @@ def _judge(s, spec, site: Path, first: _Pair, again: _Pair | None) -> int:
     if head_code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
         return head_code  # the head's session said why; there is nothing to judge
     errors = []
-    for pair in filter(None, (first, again)):
+    for pair in (first, *again):
         errors += pair.errors
         if lockstep.B not in pair.docs:
             errors.append(f"the head's session ended (exit {pair.codes[lockstep.B]}) without its rounds")
@@ -271,8 +279,8 @@ def _judge(s, spec, site: Path, first: _Pair, again: _Pair | None) -> int:
     if len(first.docs) == 2:
         base_ids, head_ids = first.docs[lockstep.A].get("identity") or {}, first.docs[lockstep.B].get("identity") or {}
         errors += sides.check(site, base_ids, head_ids)
-        second = (again.records(lockstep.A), again.records(lockstep.B)) if again and len(again.docs) == 2 else None
-        result = paired.judge(first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=second)
+        further = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
+        result = paired.judge(first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=further)
         result.sides = paired.sides_line(base_ids, head_ids)
         for line in terminal.paired_lines(result):
             print(line)

@@ -85,6 +85,20 @@ def test_a_change_in_one_pair_of_sessions_only_is_two_processes_not_the_code():
     assert v.status == REGRESSED and v.sessions == 2 and "in 2 pairs of sessions" in paired.line(v)
 
 
+def test_a_third_pair_of_sessions_leaves_out_the_one_least_like_the_others():
+    key = ("w", "", "gevent")
+    change, unlike = _rounds(30, 1.0, 1.05, noise=0.005, seed=3), _rounds(30, 1.0, 1.0, noise=0.005, seed=4)
+    two = paired.judge_pair(key, *change, 0.03, again=[unlike])
+    assert two.status == INCONCLUSIVE and two.sessions == 2
+    # the third pair sees the change: the pair that did not is left out, and named
+    v = paired.judge_pair(key, *change, 0.03, again=[unlike, _rounds(30, 1.0, 1.05, noise=0.005, seed=5)])
+    assert v.status == REGRESSED and v.sessions == 3 and v.pairs == 60, paired.line(v)
+    assert "pair of sessions 2 left out (+0.1%, the least like the others)" in v.note
+    # ...and when the third is like the unchanged one, the change is what is left out: no regression
+    v = paired.judge_pair(key, *change, 0.03, again=[unlike, _rounds(30, 1.0, 1.0, noise=0.005, seed=6)])
+    assert v.status == UNCHANGED and "pair of sessions 1 left out (+5.0%" in v.note, paired.line(v)
+
+
 def test_what_moved_or_may_have_is_measured_again_and_nothing_else():
     def rec(name, rounds):
         return Record(name, {}, "gevent", [1.0], extra={"paired_rounds": rounds})
@@ -94,11 +108,12 @@ def test_what_moved_or_may_have_is_measured_again_and_nothing_else():
                           [rec("moved", moved[1]), rec("same", same[1])], lambda r: 0.03)
     assert paired.suspects(result) == [("moved", "", "gevent")]
     # judged again on both pairs: the second pair only has what was measured again
-    again = ([rec("moved", same[0])], [rec("moved", same[1])])
+    again = [([rec("moved", same[0])], [rec("moved", same[1])])]
     result = paired.judge([rec("moved", moved[0]), rec("same", same[0])],
                           [rec("moved", moved[1]), rec("same", same[1])], lambda r: 0.03, again=again)
     assert {v.key[0]: (v.status, v.sessions) for v in result.verdicts} == {
         "moved": (INCONCLUSIVE, 2), "same": (UNCHANGED, 1)}
+    assert paired.unsettled(result) == [("moved", "", "gevent")]  # a third pair for it, only
 
 
 def test_a_benchmark_the_base_side_did_not_run_is_missing():

@@ -20,7 +20,9 @@ A/A here once read as +9.2%, is in one half, a change in the code in both); impr
 below; unchanged when the whole interval lies within the threshold; otherwise inconclusive,
 saying why. A benchmark measured again in a second pair of sessions (``again``) is judged on the
 quads of both, its "halves" being the two pairs, and pairs whose intervals share no value are
-inconclusive unless both are beyond the threshold the same way (a process unlike its twin).
+inconclusive unless both are beyond the threshold the same way (a process unlike its twin). One
+that two pairs left inconclusive is measured in a third, and the pair whose median is farthest from
+the median of the three is left out: one process unlike its twin spoils one pair, not two.
 """
 
 from __future__ import annotations
@@ -130,13 +132,29 @@ def judge_pair(key: tuple, base_rounds: list, head_rounds: list, threshold: floa
                figure: str = "time", again: Iterable[tuple] = ()) -> PairedVerdict:
     """The verdict on one benchmark from both sides' ``[turn, value]`` rounds; ``again``: the
     ``(base_rounds, head_rounds)`` of further pairs of sessions that measured it (see ``judge``)."""
-    groups = [quad_ratios(base_rounds, head_rounds), *(quad_ratios(b, h) for b, h in again)]
-    groups = [g for g in groups if g]
+    numbered = [(i, g) for i, g in enumerate([quad_ratios(base_rounds, head_rounds),
+                                              *(quad_ratios(b, h) for b, h in again)], 1) if g]
+    measured, left_out = len(numbered), ""
+    if measured > 2:  # measured again because two pairs disagreed: the pair least like the others is left out
+        medians = [statistics.median(g) for _, g in numbered]
+        mid = statistics.median(medians)
+        out = max(range(measured), key=lambda i: abs(medians[i] - mid))
+        left_out = f"pair of sessions {numbered[out][0]} left out ({medians[out] - 1:+.1%}, the least like the others)"
+        numbered.pop(out)
+    groups = [g for _, g in numbered]
     ratios = [r for g in groups for r in g]
     verdict = PairedVerdict(key, INCONCLUSIVE, figure=figure, pairs=len(ratios), threshold=threshold,
                             base_median=statistics.median(r[1] for r in base_rounds) if base_rounds else None,
                             head_median=statistics.median(r[1] for r in head_rounds) if head_rounds else None,
-                            sessions=len(groups))
+                            sessions=measured)
+    verdict = _judged(verdict, numbered, ratios, threshold)
+    if left_out:
+        verdict.note = f"{verdict.note}; {left_out}" if verdict.note else left_out
+    return verdict
+
+
+def _judged(verdict: PairedVerdict, numbered: list, ratios: list, threshold: float) -> PairedVerdict:
+    groups = [g for _, g in numbered]
     if not ratios:
         verdict.note = ("no rounds ran in turns with the base side's (measured outside pytest-benchmark's "
                         "rounds, or the other side did not reach this test)")
@@ -158,7 +176,7 @@ def judge_pair(key: tuple, base_rounds: list, head_rounds: list, threshold: floa
     # sessions, and in each pair of sessions when there are more (two processes of the same code
     # can differ by a few percent for their whole life: that is in one pair only).
     if len(groups) > 1:
-        parts = [("pair of sessions " + str(i + 1), statistics.median(g) - 1) for i, g in enumerate(groups)]
+        parts = [(f"pair of sessions {i}", statistics.median(g) - 1) for i, g in numbered]
     else:
         parts = [("first half", statistics.median(ratios[:len(ratios) // 2]) - 1),
                  ("second half", statistics.median(ratios[len(ratios) // 2:]) - 1)]
@@ -203,13 +221,20 @@ def suspects(result: PairedResult) -> list[tuple]:
                    and v.status in (REGRESSED, IMPROVED, INCONCLUSIVE)})
 
 
+def unsettled(result: PairedResult) -> list[tuple]:
+    """The benchmarks two pairs of sessions left inconclusive: measured in a third, the pair least
+    like the others is then left out (``judge_pair``)."""
+    return sorted({v.key for v in result.verdicts if v.figure == "time" and v.change is not None
+                   and v.status == INCONCLUSIVE and v.sessions == 2})
+
+
 def judge(base: Iterable[Record], head: Iterable[Record], threshold_for,
-          again: tuple[Iterable[Record], Iterable[Record]] | None = None) -> PairedResult:
-    """Verdicts for every head record, against the base record of the same benchmark; with
-    ``again`` (the base's and head's records of a second pair of sessions), those it measured
-    are judged on the quads of both pairs."""
+          again: Iterable[tuple[Iterable[Record], Iterable[Record]]] = ()) -> PairedResult:
+    """Verdicts for every head record, against the base record of the same benchmark; ``again``:
+    the base's and head's records of each further pair of sessions, whose benchmarks are judged
+    on the quads of every pair that measured them."""
     by_key = {r.key: r for r in base}
-    second = ({r.key: r for r in again[0]}, {r.key: r for r in again[1]}) if again else ({}, {})
+    further = [({r.key: r for r in b}, {r.key: r for r in h}) for b, h in again]
     verdicts = []
     for rec in head:
         then = by_key.get(rec.key)
@@ -217,7 +242,7 @@ def judge(base: Iterable[Record], head: Iterable[Record], threshold_for,
             verdicts.append(PairedVerdict(rec.key, MISSING, note="the base side did not run it (failed, skipped, "
                                                                  "or not in its code)"))
             continue
-        more = [(second[0][rec.key], second[1][rec.key])] if rec.key in second[0] and rec.key in second[1] else []
+        more = [(b[rec.key], h[rec.key]) for b, h in further if rec.key in b and rec.key in h]
         verdicts.append(judge_pair(rec.key, then.extra.get("paired_rounds") or [],
                                    rec.extra.get("paired_rounds") or [], threshold_for(rec),
                                    again=[(b.extra.get("paired_rounds") or [], h.extra.get("paired_rounds") or [])
