@@ -114,11 +114,12 @@ def main() -> int:
             if not runs:
                 continue
             counts, changes, times = collections.defaultdict(collections.Counter), collections.defaultdict(list), []
-            again = 0  # sessions that measured suspects again in a second pair of sessions
+            again = third = 0  # sessions that measured suspects again in a second (and a third) pair of sessions
             for i in range(runs):
                 found, seconds, out = session(head, args.backends, slow, args.threshold)
                 times.append(seconds)
                 again += "in a second pair of sessions" in out
+                third += "measuring it in a third" in out or "measuring them in a third" in out
                 if not found:
                     print(textwrap.indent(out[-3000:], "  | "))
                     return 1
@@ -133,7 +134,7 @@ def main() -> int:
                       flush=True)
             print(f"== {name}: {runs} sessions, median {statistics.median(times):.1f} s a session "
                   f"({statistics.median(times) / max(1, len(counts)):.1f} s a verdict); {again} measured "
-                  f"suspects again in a second pair of sessions")
+                  f"suspects again in a second pair of sessions, {third} in a third")
             for model in sorted(counts):
                 print(f"   {model}: " + ", ".join(f"{n} {s}" for s, n in counts[model].most_common())
                       + f"; change median {statistics.median(changes[model]):+.1f}%, "

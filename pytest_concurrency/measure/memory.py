@@ -53,7 +53,8 @@ def key_of(probe: str) -> str:
 
 
 def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
-    """The figures above from ``WARMUP + READINGS`` calls of ``one_round()`` under ``guard()``;
+    """The figures above from ``WARMUP + READINGS`` calls of ``one_round()`` under ``guard()``
+    (``READINGS`` more when a leak probe grew in those);
     ``tasks_of(result)`` is how many tasks a round spawned (None: figures per round)."""
     probes, missing = memory_probes.available()
     rounds = WARMUP + 2 * READINGS
