@@ -94,6 +94,10 @@ def test_a_third_pair_of_sessions_leaves_out_the_one_least_like_the_others():
     v = paired.judge_pair(key, *change, 0.03, again=[unlike, _rounds(30, 1.0, 1.05, noise=0.005, seed=5)])
     assert v.status == REGRESSED and v.sessions == 3 and v.pairs == 60, paired.line(v)
     assert "pair of sessions 2 left out (+0.1%, the least like the others)" in v.note
+    # with one left out, each pair left must have moved by the whole threshold, not half
+    v = paired.judge_pair(key, *_rounds(30, 1.0, 1.038, noise=0.03, seed=3), 0.03,
+                          again=[unlike, _rounds(30, 1.0, 1.027, noise=0.03, seed=5)])
+    assert v.status == INCONCLUSIVE and "not beyond the threshold in every pair" in v.note, paired.line(v)
     # ...and when the third is like the unchanged one, the change is what is left out: no regression
     v = paired.judge_pair(key, *change, 0.03, again=[unlike, _rounds(30, 1.0, 1.0, noise=0.005, seed=6)])
     assert v.status == UNCHANGED and "pair of sessions 1 left out (+5.0%" in v.note, paired.line(v)
