@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +44,7 @@ ONLY_ENV = "PYTEST_CONCURRENCY_SIDE_ONLY"  # a second pair of sessions: the JSON
 #: (the sides' calibration calls need not line up with a quad).
 MIN_ROUNDS = 2 * paired.MIN_PAIRS + 4
 INTERRUPT_GRACE_S = 10.0
+KEEP_ENV = "PYTEST_CONCURRENCY_AGAINST_KEEP"
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
 
@@ -95,7 +97,22 @@ def orchestrate(config, s) -> int:
             raise pytest.UsageError(f"--concurrency-against={s.against}: {exc}") from None
         return _run_sides(config, s, spec, site, Path(scratch.name), root)
     finally:
+        _keep(Path(scratch.name))
         scratch.cleanup()
+
+
+def _keep(directory: Path) -> None:
+    """With ``PYTEST_CONCURRENCY_AGAINST_KEEP=DIR``, each pair's rounds and logs (``1/side-A.json``,
+    ``1/base-side.log``, ...) are copied into DIR before the run's directory goes: to look into a
+    verdict, or judge the same sessions again by another rule (scripts/against_evidence.py)."""
+    keep = os.environ.get(KEEP_ENV)
+    if not keep:
+        return
+    for path in directory.glob("[0-9]*/*"):
+        if path.suffix in (".json", ".log"):
+            target = Path(keep) / path.parent.name / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
 
 
 def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import re
 import statistics
@@ -64,6 +65,7 @@ def test_work(benchmark, concurrency_backend):
 
 PYPROJECT = (Path(__file__).resolve().parent.parent / "tests" / "data" / "mylib.pyproject.toml").read_text()
 
+KEEP_ENV = "PYTEST_CONCURRENCY_AGAINST_KEEP"  # against.py: each pair's rounds copied there
 VERDICT = re.compile(r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)")
 
 
@@ -76,8 +78,8 @@ def make_project(root: Path) -> Path:
     return root / "head"
 
 
-def session(head: Path, backends: str, slow: str, threshold: str | None) -> tuple[dict, float, str]:
-    env = {**os.environ, "MYLIB_SLOW": slow}
+def session(head: Path, backends: str, slow: str, threshold: str | None, keep: str | None = None) -> tuple[dict, float, str]:
+    env = {**os.environ, "MYLIB_SLOW": slow, **({KEEP_ENV: keep} if keep else {})}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
                            f"--concurrency-backends={backends}", "--concurrency-against=../base",
@@ -97,6 +99,33 @@ def session(head: Path, backends: str, slow: str, threshold: str | None) -> tupl
     return found, seconds, done.stdout + done.stderr
 
 
+def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
+    """The kept sessions' verdicts by the plugin's rule at other thresholds (the pairs each session
+    measured again were chosen at the threshold it ran with: a close, not an exact, replay)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from pytest_concurrency.gate import paired
+    from pytest_concurrency.measure.records import from_json
+
+    def read(pair: Path, side: str) -> list:
+        path = pair / f"side-{side}.json"
+        return from_json(json.loads(path.read_text())) if path.exists() else []
+
+    counts: dict = collections.defaultdict(collections.Counter)
+    for run in sorted(kept.iterdir()):
+        if not run.is_dir():
+            continue
+        pairs = sorted(p for p in run.iterdir() if p.is_dir())
+        result = paired.judge(read(pairs[0], "A"), read(pairs[0], "B"),
+                              lambda rec: thread_threshold if rec.backend == "threading" else threshold,
+                              again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]])
+        for v in result.verdicts:
+            if v.figure == "time":
+                counts[(run.name.split("-")[0], v.key[2])][v.status] += 1
+    for (kind, model), c in sorted(counts.items()):
+        print(f"{kind} {model}: " + ", ".join(f"{n} {s}" for s, n in c.most_common()))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="threading,gevent")
@@ -105,9 +134,15 @@ def main() -> int:
     parser.add_argument("--aa", type=int, default=10, help="A/A sessions")
     parser.add_argument("--trials", type=int, default=10, help="sessions with the changes")
     parser.add_argument("--threshold", help="--concurrency-threshold for the sessions (percent)")
-    parser.add_argument("--keep", metavar="DIR", help="write the output of every session with an unexpected "
-                        "verdict (A/A: not unchanged; a change: not regressed) into DIR")
+    parser.add_argument("--keep", metavar="DIR", help="keep every session's rounds in DIR (and the output of every "
+                        "session with an unexpected verdict: A/A not unchanged, a change not regressed)")
+    parser.add_argument("--rejudge", metavar="DIR", help="instead: judge the sessions kept in DIR again "
+                        "(--threshold, --thread-threshold), without running any")
+    parser.add_argument("--thread-threshold", type=float, help="with --rejudge: threading's threshold (percent)")
     args = parser.parse_args()
+    if args.rejudge:
+        return rejudge(Path(args.rejudge), float(args.threshold or 3) / 100,
+                       (args.thread_threshold or float(args.threshold or 3)) / 100)
     with tempfile.TemporaryDirectory(prefix="against-evidence-") as tmp:
         head = make_project(Path(tmp))
         for name, slow, runs in (("A/A", "", args.aa), (f"changed ({args.changes})", args.changes, args.trials)):
@@ -116,7 +151,8 @@ def main() -> int:
             counts, changes, times = collections.defaultdict(collections.Counter), collections.defaultdict(list), []
             again = third = 0  # sessions that measured suspects again in a second (and a third) pair of sessions
             for i in range(runs):
-                found, seconds, out = session(head, args.backends, slow, args.threshold)
+                kept = os.path.join(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}") if args.keep else None
+                found, seconds, out = session(head, args.backends, slow, args.threshold, kept)
                 times.append(seconds)
                 again += "in a second pair of sessions" in out
                 third += "measuring it in a third" in out or "measuring them in a third" in out

@@ -263,7 +263,8 @@ def project(pytester):
 
 # ~15 s: pip installs the base side (setuptools from the index), then two sessions of one test
 @pytest.mark.serial
-def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(project):
+def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(project, monkeypatch):
+    monkeypatch.setenv(against.KEEP_ENV, str(project.path / "kept"))
     result = project.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
                                           "--concurrency-against=base", "-p", "no:cacheprovider",
                                           "--concurrency-report-md=report.md")
@@ -279,6 +280,9 @@ def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(p
     rows = [line for line in paired_part.splitlines() if line.startswith("| test_work on asyncio |")]
     assert rows[0].startswith("| test_work on asyncio | time | +") and "| **regressed** |" in rows[0], paired_part
     assert any("| syscalls/op |" in row for row in rows[1:]), paired_part
+    # each pair's rounds kept for a second look (the run's own directory is gone)
+    kept = {str(p.relative_to(project.path / "kept")) for p in (project.path / "kept").rglob("*")}
+    assert {"1/side-A.json", "1/side-B.json", "1/base-side.log", "2/side-A.json"} <= kept, kept
 
 
 @pytest.mark.slow
