@@ -51,6 +51,7 @@ from pytest_concurrency.gate import kernel as kernel_gate  # noqa: E402
 from pytest_concurrency.measure.records import from_json  # noqa: E402
 
 INJECT_ENV = "KERNEL_INJECT"
+KEEP_ENV = "PYTEST_CONCURRENCY_AGAINST_KEEP"  # against.py keeps each pair's rounds there
 
 RING = textwrap.dedent('''
     import os
@@ -333,7 +334,8 @@ def against(args, work: str) -> int:
                 done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
                                        f"--concurrency-backends={backends}", "--concurrency-against=../base",
                                        f"--concurrency-report-md={report}", "test_user.py"],
-                                      cwd=os.path.join(project, "head"), env={**os.environ, "PYTHONPATH": ROOT},
+                                      cwd=os.path.join(project, "head"), env={**os.environ, "PYTHONPATH": ROOT,
+                                                                              KEEP_ENV: os.path.join(project, "kept")},
                                       capture_output=True, text=True, timeout=1800)
                 if done.returncode not in (0, 1) or not os.path.exists(report):
                     raise SystemExit(f"session {n} ({how or 'A/A'}) exited {done.returncode}:\n{done.stdout[-3000:]}")
