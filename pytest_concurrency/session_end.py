@@ -108,11 +108,11 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
 
 
 def paired_threshold(s):
-    """A benchmark's threshold against the base side: as the gate's, but paired's own default."""
+    """A benchmark's threshold against the base side: as the gate's, but paired's own defaults."""
     from .gate import paired
 
     settings = _gate_settings(s)
-    return lambda rec: settings.threshold_for(rec, default=paired.DEFAULT_THRESHOLD)
+    return lambda rec: settings.threshold_for(rec, default=paired.default_threshold(rec))
 
 
 def _judge(baseline_doc: dict, meta: dict, settings, s):

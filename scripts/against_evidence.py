@@ -70,12 +70,19 @@ VERDICT = re.compile(r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|imp
 
 
 def make_project(root: Path) -> Path:
-    for side, version, slow in (("base", "1.0", "1.0"), ("head", "1.1", "_SLOW.get(model, 1.0)")):
+    for side in ("base", "head"):
         (root / side / "mylib").mkdir(parents=True)
-        (root / side / "mylib" / "__init__.py").write_text(LIB.format(version=version, slow=slow))
-        (root / side / "pyproject.toml").write_text(PYPROJECT.format(version=version))
+        write_lib(root / side, changed=False)
     (root / "head" / "test_mylib.py").write_text(TEST)
     return root / "head"
+
+
+def write_lib(side: Path, changed: bool) -> None:
+    """The library as the base has it, or (``changed``) the head's that reads MYLIB_SLOW. An A/A's
+    head is byte for byte the base's: a test of the tool, not of two texts of the code."""
+    version, slow = ("1.1", "_SLOW.get(model, 1.0)") if changed else ("1.0", "1.0")
+    (side / "mylib" / "__init__.py").write_text(LIB.format(version=version, slow=slow))
+    (side / "pyproject.toml").write_text(PYPROJECT.format(version=version))
 
 
 def session(head: Path, backends: str, slow: str, threshold: str | None, keep: str | None = None) -> tuple[dict, float, str]:
@@ -148,6 +155,7 @@ def main() -> int:
         for name, slow, runs in (("A/A", "", args.aa), (f"changed ({args.changes})", args.changes, args.trials)):
             if not runs:
                 continue
+            write_lib(head.parent / "head", changed=bool(slow))
             counts, changes, times = collections.defaultdict(collections.Counter), collections.defaultdict(list), []
             again = third = 0  # sessions that measured suspects again in a second (and a third) pair of sessions
             for i in range(runs):

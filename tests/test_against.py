@@ -103,6 +103,20 @@ def test_a_third_pair_of_sessions_leaves_out_the_one_least_like_the_others():
     assert v.status == UNCHANGED and "pair of sessions 1 left out (+5.0%" in v.note, paired.line(v)
 
 
+def test_threads_and_processes_are_judged_against_the_base_at_a_wider_default_and_a_users_threshold_wins():
+    from pytest_concurrency import session_end
+    from pytest_concurrency.settings import Settings
+
+    def rec(backend, kind):
+        return Record("w", {}, backend, [1.0], extra={"task_kind": kind})
+
+    default = session_end.paired_threshold(Settings())
+    assert [default(rec(b, k)) for b, k in (("gevent", "light"), ("threading", "thread"),
+                                           ("multiprocessing", "process"))] == [0.03, 0.05, 0.05]
+    own = session_end.paired_threshold(Settings(threshold=0.02, thresholds={"gevent": 0.04}))
+    assert [own(rec("threading", "thread")), own(rec("gevent", "light"))] == [0.02, 0.04]
+
+
 def test_what_moved_or_may_have_is_measured_again_and_nothing_else():
     def rec(name, rounds):
         return Record(name, {}, "gevent", [1.0], extra={"paired_rounds": rounds})
