@@ -93,6 +93,7 @@ def orchestrate(config, s) -> int:
         try:
             spec = sides.parse(s.against, root)
             site = sides.install(spec, root, Path(scratch.name), log=lambda m: print(m, flush=True))
+            sides.same_length(site).mkdir()  # the head's stand-in for it
         except sides.SideError as exc:
             raise pytest.UsageError(f"--concurrency-against={s.against}: {exc}") from None
         return _run_sides(config, s, spec, site, Path(scratch.name), root)
@@ -169,7 +170,7 @@ def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list
             for side, extra_env, argv, out in (
                     (lockstep.A, {"PYTHONPATH": _prepend(site, env.get("PYTHONPATH"))},
                      [*quiet, "-o", f"cache_dir={directory / 'cache'}"], base_log),
-                    (lockstep.B, {"PYTHONPATH": _prepend(_same_length(site), env.get("PYTHONPATH"))},
+                    (lockstep.B, {"PYTHONPATH": _prepend(sides.same_length(site), env.get("PYTHONPATH"))},
                      args if only is None else [*quiet, "-o", f"cache_dir={directory / 'cache'}"],
                      None if only is None else head_log)):
                 side_env = {**env, **extra_env, SIDE_ENV: side, sides.SIDE_PATH_ENV: str(site),
@@ -232,12 +233,6 @@ def _wait(procs: dict) -> dict:
     except subprocess.TimeoutExpired:
         codes[lockstep.A] = None
     return codes
-
-
-def _same_length(site: Path) -> Path:
-    """A directory that does not exist, named as long as ``site``: the head's environment is then
-    as large as the base side's, and so its stack starts at the same address (a layout effect)."""
-    return site.parent / ("n" * len(site.name))
 
 
 def _prepend(site: Path, path: str | None) -> str:

@@ -34,7 +34,8 @@ def add(parser) -> None:
     add("--concurrency-baseline", metavar="PATH", help="compare against this baseline; a regression fails the session")
     add("--concurrency-threshold", metavar="PCT",
         help="practical threshold for a regression, percent (default: 7 for time, 2 for instructions, "
-        "where counts of workloads that wait, such as IO, are judged beyond 10)")
+        "where counts of workloads that wait, such as IO, are judged beyond 10; against the base: 3, "
+        "5 for threads and processes)")
     add("--concurrency-memory-threshold", metavar="PCT",
         help="how far a memory figure (per task, peak heap) may grow over the baseline's, percent "
         f"(default: {memory_gate.DEFAULT_THRESHOLD * 100:.0f}); a leak fails without a baseline too")

@@ -24,10 +24,10 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
-    if against.base_side():  # before a conftest or a test module imports the code under test
+    if against.side_session():  # before a conftest or a test module imports the code under test
         from .runner import sides
 
-        sides.import_base_first()
+        sides.import_base_first(head=not against.base_side())
 
 
 @pytest.hookimpl(tryfirst=True)

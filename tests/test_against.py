@@ -336,3 +336,13 @@ def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
                           capture_output=True, text=True, check=True)
     assert done.stdout.split() == [str(site / "mylib" / "__init__.py"), "1.0"]
     assert sides.top_level(site) == {"mylib": "1.0"}
+    # the head's session: the same finder first, looking in an empty stand-in as long as the
+    # install (both processes import alike), so the working tree's code is what it imports
+    stand_in = sides.same_length(site)
+    stand_in.mkdir()
+    code = code.replace("import_base_first()", "import_base_first(head=True); "
+                        "print(len(sys.meta_path[0].site) == len(%r))" % str(site))
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, sides.SIDE_PATH_ENV: str(site)},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", str(tmp_path / "tree" / "mylib" / "__init__.py"), "1.1"]
+    assert stand_in != site and len(str(stand_in)) == len(str(site))
