@@ -45,15 +45,11 @@ from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 DEFAULT_THRESHOLD = 0.03
 #: Tasks the OS schedules (threads, processes): the two sides' processes run them apart by a steady
 #: 1-2% even when their code is byte for byte the same (threading here: +1.7% in every pair of 50 A/A
-#: sessions, no CPU pinning, address layout fixed; docs/gates/against.md). At 3% that read 1 false
-#: regression and 25 inconclusive of 50; the same sessions at 5% none and 4, and +8% was caught 50/50.
+#: sessions, no CPU pinning, address layout fixed, before the head's stand-in finder; docs/gates/against.md).
+#: At 3% that read 1 false regression and 25 inconclusive of 50; the same sessions at 5% none and 4,
+#: and +8% was caught 50/50.
 #: Processes were not measured paired; they are scheduled as threads are.
 OS_TASKS_THRESHOLD = 0.05
-
-
-def default_threshold(rec: Record) -> float:
-    """A benchmark's threshold against the base side when the user set none."""
-    return OS_TASKS_THRESHOLD if rec.extra.get("task_kind") in ("thread", "process") else DEFAULT_THRESHOLD
 CONFIDENCE = 0.99
 MIN_PAIRS = 8  # the fewest quads whose sign-test interval reaches 99%: 2 * 0.5**8 < 0.01
 WILCOXON_FROM = 16  # quads from which the signed-rank interval's normal approximation holds
@@ -88,6 +84,11 @@ class PairedResult:
 
     def by_status(self, status: str) -> list:
         return [v for v in self.verdicts if v.status == status]
+
+
+def default_threshold(rec: Record) -> float:
+    """A benchmark's threshold against the base side when the user set none."""
+    return OS_TASKS_THRESHOLD if rec.extra.get("task_kind") in ("thread", "process") else DEFAULT_THRESHOLD
 
 
 def median_interval(values: list[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
