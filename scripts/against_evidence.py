@@ -118,6 +118,7 @@ def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
         return from_json(json.loads(path.read_text())) if path.exists() else []
 
     counts: dict = collections.defaultdict(collections.Counter)
+    by_pair: dict = collections.defaultdict(list)  # (kind, model, pair number) -> each session's median ratio - 1
     for run in sorted(kept.iterdir()):
         if not run.is_dir():
             continue
@@ -125,11 +126,24 @@ def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
         result = paired.judge(read(pairs[0], "A"), read(pairs[0], "B"),
                               lambda rec: thread_threshold if rec.backend == "threading" else threshold,
                               again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]])
+        kind = run.name.split("-")[0]
         for v in result.verdicts:
             if v.figure == "time":
-                counts[(run.name.split("-")[0], v.key[2])][v.status] += 1
+                counts[(kind, v.key[2])][v.status] += 1
+        for pair in pairs:
+            base = {r.key: r for r in read(pair, "A")}
+            for rec in read(pair, "B"):
+                if rec.key in base:
+                    ratios = paired.quad_ratios(base[rec.key].extra.get("paired_rounds") or [],
+                                                rec.extra.get("paired_rounds") or [])
+                    if ratios:
+                        by_pair[(kind, rec.key[2], pair.name)].append(statistics.median(ratios) - 1)
     for (kind, model), c in sorted(counts.items()):
         print(f"{kind} {model}: " + ", ".join(f"{n} {s}" for s, n in c.most_common()))
+    # the sides' own bias: in an A/A every pair of sessions should centre on 0 (docs/gates/against.md)
+    for (kind, model, pair), values in sorted(by_pair.items()):
+        print(f"{kind} {model} pair of sessions {pair}: median {statistics.median(values):+.2%} over {len(values)} "
+              f"sessions, {min(values):+.1%} to {max(values):+.1%}")
     return 0
 
 
