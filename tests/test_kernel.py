@@ -22,7 +22,9 @@ needs_syscalls = pytest.mark.skipif(not SYSCALLS, reason=f"syscalls cannot be co
 @needs_syscalls
 def test_a_round_counts_its_syscalls_exactly_and_its_threads_too():
     with kernel.Counters() as c:
-        empty = c.between(c.read(), c.read())
+        # another thread of this process (pytest-xdist's IO thread) may call the kernel between two
+        # reads (4 syscalls in one CI run): the least of several readings of nothing is exact
+        empty = min((c.between(c.read(), c.read()) for _ in range(20)), key=lambda got: got["syscalls"])
         before = c.read()
         for _ in range(1000):
             os.sched_yield()
