@@ -88,7 +88,9 @@ class PairedResult:
 
 def default_threshold(rec: Record) -> float:
     """A benchmark's threshold against the base side when the user set none."""
-    return OS_TASKS_THRESHOLD if rec.extra.get("task_kind") in ("thread", "process") else DEFAULT_THRESHOLD
+    from .kernel import PROCESS, THREAD  # the kernel gate's kinds of task the OS schedules
+
+    return OS_TASKS_THRESHOLD if rec.extra.get("task_kind") in (THREAD, PROCESS) else DEFAULT_THRESHOLD
 
 
 def median_interval(values: list[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
