@@ -198,29 +198,27 @@ def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list
 
 
 def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair) -> list:
-    """Further pairs of sessions: a second for the benchmarks whose time moved in the first (two
-    processes of the same code can differ by a few percent for their whole life, so a change must
-    show in both pairs), a third for those the two left inconclusive (gate/paired.py leaves out
-    the pair least like the others)."""
+    """Further pairs of sessions, one at a time, for the benchmarks whose time is not decided yet:
+    two processes of the same code differ by a percent or two for their whole life, so a change
+    must show in two pairs of sessions, and a pair is the unit of the verdict (gate/paired.py)."""
     from .session_end import paired_threshold
 
     if len(first.docs) < 2:
         return []
     again: list = []
-    for number, pick, why in (
-            (2, paired.suspects, "moved against the base: measuring {them} again in a second pair of sessions (two "
-                                 "processes of the same code can differ by a few percent; a change must show in both)"),
-            (3, paired.unsettled, "left inconclusive by two pairs of sessions: measuring {them} in a third (the pair "
-                                  "least like the others is then left out)")):
+    for number in range(2, paired.MAX_SESSIONS + 1):
         done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
         result = paired.judge(first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=done)
-        keys = set(pick(result))
+        keys = set(paired.undecided(result))
         only = sorted({b["fullname"] for b in first.docs[lockstep.B].get("benchmarks") or ()
                        if b.get("fullname") and {r.key for r in records.from_json({"benchmarks": [b]})} & keys})
         if not only:
             break
-        print(f"pytest-concurrency: {len(only)} test{'s' if len(only) > 1 else ''} "
-              + why.format(them="them" if len(only) > 1 else "it"), flush=True)
+        them = f"{len(only)} test{'s' if len(only) > 1 else ''}"
+        print(f"pytest-concurrency: {them} not decided against the base yet: measuring "
+              f"{'them' if len(only) > 1 else 'it'} in pair of sessions {number} (of at most "
+              f"{paired.MAX_SESSIONS}; two processes of the same code differ a little, so each pair is one "
+              "measurement)", flush=True)
         again.append(_run_pair(s, site, directory / str(number), root, args, only=only))
     return again
 

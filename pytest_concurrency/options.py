@@ -26,7 +26,8 @@ def add(parser) -> None:
         help="with --concurrency-measure=instructions: cases counted at once, each in a process "
         "of its own (default: one per core)")
     add("--concurrency-isolate", action="store_true", default=None,
-        help="run each model's workloads in a fresh worker process of its own")
+        help="run each model's workloads in a fresh worker process of its own, and each of your own "
+        "benchmark tests' call in a child forked for it (a crash, a hang or a leaked thread fails that test alone)")
     add("--concurrency-save-baseline", metavar="PATH", help="after the run, write a baseline with raw samples (atomically)")
     add("--concurrency-baseline-sessions", metavar="K",
         help="sessions a saved baseline keeps: saving to an existing baseline adds this run's session "

@@ -9,6 +9,7 @@ its rounds for the memory pass; and its record gets the keys the gate matches on
 
 from __future__ import annotations
 
+import os
 from typing import Collection
 
 import pytest
@@ -24,12 +25,38 @@ def is_plain(names: Collection[str]) -> bool:
     return "benchmark" in names and "concurrency_backend" in names and "concurrency_benchmark" not in names
 
 
-def watch(request, backend, instrument) -> None:
+def runs_apart(item, s) -> bool:
+    """Whether the test's call runs in a child forked for it (``--concurrency-isolate``; see
+    runner/forked.py). Not when counted (the session already runs under valgrind) nor as a side of
+    ``--concurrency-against`` (its turns are taken from the session's process)."""
+    return (s.isolate and not s.instrument.fresh_process and not s.paired and hasattr(os, "waitid")  # Linux, BSD
+            and is_plain(item.fixturenames))
+
+
+def watch(request, backend, instrument, apart: bool) -> None:
     """From the ``concurrency_backend`` fixture: read the kernel around each ``run`` call (time
-    mode; under valgrind the figures would be valgrind's)."""
-    if instrument.machine_bound and is_plain(request.fixturenames):
+    mode; under valgrind the figures would be valgrind's). A test that runs ``apart`` is watched
+    in its child (``call_apart``)."""
+    if instrument.machine_bound and is_plain(request.fixturenames) and not apart:
         request.node.stash[KERNEL] = driver.KernelPerRun(backend)
         request.addfinalizer(request.node.stash[KERNEL].close)
+
+
+def call_apart(item, instrument, timeout: float | None) -> None:
+    """The test's call, in a child forked for it (``runs_apart``): kernel figures read there (counters
+    opened here would count this process), ``after_call`` done there (the memory pass, the record's
+    keys), so that here it has nothing left to add."""
+    from .runner import forked
+
+    def before() -> None:
+        if instrument.machine_bound:
+            item.stash[KERNEL] = driver.KernelPerRun(item.funcargs["concurrency_backend"])
+
+    try:
+        forked.run(item, timeout, before, lambda passed: after_call(item, instrument, passed))
+    finally:
+        if CALLS in item.stash:
+            del item.stash[CALLS]
 
 
 def before_call(item, instrument, memory: bool) -> None:

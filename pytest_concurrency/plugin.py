@@ -213,15 +213,16 @@ def concurrency_backend(request):
         backend = backends.load(request.param)
     except backends.Unsupported as exc:
         pytest.skip(f"{request.param}: {exc}")
-    instrument = _settings(request.config).instrument
+    s = _settings(request.config)
+    instrument = s.instrument
     reason = instrument.unsupported(backend) or backend.unsupported_measure(instrument)
     if reason:
         pytest.skip(f"{backend.name} with --concurrency-measure={instrument.kind}: {reason}")
     if backend.family == "native" and "concurrency_benchmark" not in request.fixturenames:
         pytest.skip(f"{backend.name}: a native reference runs the seed workloads through concurrency_benchmark, "
                     "not Python code")
-    watchdog.bound_run(backend, _settings(request.config).timeout, request.node.nodeid, _fail_stalled)
-    plain_tests.watch(request, backend, instrument)
+    watchdog.bound_run(backend, s.timeout, request.node.nodeid, _fail_stalled)
+    plain_tests.watch(request, backend, instrument, plain_tests.runs_apart(request.node, s))
     return backend
 
 
@@ -347,6 +348,20 @@ def pytest_runtest_setup(item):
     against.at_test(item)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A user's plain test, isolated: its call runs in a child forked for it (runner/forked.py)."""
+    s = _settings(pyfuncitem.config)
+    if not plain_tests.runs_apart(pyfuncitem, s):
+        return None
+    from .runner import forked
+
+    if forked.in_child():  # the child: pytest's own hook calls the function
+        return None
+    plain_tests.call_apart(pyfuncitem, s.instrument, s.timeout)
+    return True
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     against.pair(item)
@@ -413,3 +428,11 @@ def pytest_terminal_summary(terminalreporter):
     outcome = terminalreporter.config.stash.get(session_end.OUTCOME, None)
     if outcome is not None:
         session_end.show(terminalreporter, outcome)
+    from .runner import forked
+
+    left = forked.threads_left()
+    if left:  # or the session seems to hang after its summary, with nothing said
+        terminalreporter.write_line(
+            f"pytest-concurrency: tests left threads running ({', '.join(left)}); Python waits for them before "
+            "this process exits, so it may not end. Join them in the test, or run with --concurrency-isolate, "
+            "where a test's threads end with the child process it runs in.", yellow=True)

@@ -171,13 +171,12 @@ def main() -> int:
                 continue
             write_lib(head.parent / "head", changed=bool(slow))
             counts, changes, times = collections.defaultdict(collections.Counter), collections.defaultdict(list), []
-            again = third = 0  # sessions that measured suspects again in a second (and a third) pair of sessions
+            pairs = []  # pairs of sessions each session ran
             for i in range(runs):
                 kept = os.path.join(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}") if args.keep else None
                 found, seconds, out = session(head, args.backends, slow, args.threshold, kept)
                 times.append(seconds)
-                again += "in a second pair of sessions" in out
-                third += "measuring it in a third" in out or "measuring them in a third" in out
+                pairs.append(max([1, *map(int, re.findall(r"in pair of sessions (\d+)", out))]))
                 if not found:
                     print(textwrap.indent(out[-3000:], "  | "))
                     return 1
@@ -191,8 +190,9 @@ def main() -> int:
                 print(f"{name} {i + 1}/{runs}: " + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items())),
                       flush=True)
             print(f"== {name}: {runs} sessions, median {statistics.median(times):.1f} s a session "
-                  f"({statistics.median(times) / max(1, len(counts)):.1f} s a verdict); {again} measured "
-                  f"suspects again in a second pair of sessions, {third} in a third")
+                  f"({statistics.median(times) / max(1, len(counts)):.1f} s a verdict); pairs of sessions a session: "
+                  f"mean {statistics.fmean(pairs):.1f}, " + ", ".join(f"{n} in {k}" for k, n in
+                                                                      sorted(collections.Counter(pairs).items())))
             for model in sorted(counts):
                 print(f"   {model}: " + ", ".join(f"{n} {s}" for s, n in counts[model].most_common())
                       + f"; change median {statistics.median(changes[model]):+.1f}%, "

@@ -138,6 +138,16 @@ def next_start(tmp: Path, marker: str) -> None:
                    timeout=300)
 
 
+def wait_or_kill(proc, seconds: float):
+    """Its exit status, or "hang (> N s)" when it had not ended by then (its session is killed)."""
+    try:
+        return proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return f"hang (> {seconds:.0f} s)"
+
+
 def traceback_in(text: str) -> str:
     n = text.count("Traceback (most recent call last)")
     return f"yes ({n})" if n else "no"
@@ -170,12 +180,7 @@ def interrupt(mode: str, sig: str, base: Path, wait_s: float) -> dict:
     time.sleep(wait_s)
     measuring_s = time.monotonic() - started
     SIGNALS[sig](proc)
-    try:
-        code = proc.wait(END_S)
-    except subprocess.TimeoutExpired:
-        code = f"hang (> {END_S:.0f} s)"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    code = wait_or_kill(proc, END_S)
     ended = time.monotonic()
     if isinstance(code, int):
         code = f"{code} ({ended - started - measuring_s:.1f} s)"
@@ -226,12 +231,7 @@ def limited(limit: str, mode: str, base: Path) -> dict:
     with open(log, "wb") as fh:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=fh,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        code = proc.wait(900)
-    except subprocess.TimeoutExpired:
-        code = "hang (> 900 s)"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    code = wait_or_kill(proc, 900)
     took = time.monotonic() - started
     time.sleep(SETTLE_S)
     text = log.read_text(errors="replace")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import psutil
 import pytest
@@ -164,6 +165,51 @@ def test_patched_variants_run_the_io_workload_on_stdlib_sockets(pytester):
                                             f"--concurrency-backends={specs[0]}")
     without.assert_outcomes(skipped=2)
     without.stdout.fnmatch_lines(["*monkey-patches the whole process: run it with --concurrency-isolate*"])
+
+
+def test_isolated_users_tests_that_exit_crash_stall_or_leak_fail_alone(pytester, tmp_path):
+    """--concurrency-isolate runs each of a user's plain tests in a child of its own: one that ends
+    its process, segfaults, never returns or leaves a thread running is reported, the session goes
+    on and ends, and what the good ones measured is recorded as usual. (One session, ~6 s.)"""
+    pytester.makepyfile(test_hostile=(Path(__file__).parent / "data" / "hostile.py").read_text())
+    out = tmp_path / "bench.json"
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-isolate", "--concurrency-timeout=1", "--concurrency-backends=threading",
+        "-p", "no:randomly", f"--benchmark-json={out}", "-rs", "-k", "not 2gb and not 100mb")  # slow, not hostile here
+    result.assert_outcomes(passed=2, failed=4, skipped=1, warnings=1)  # not "the fixture was not used"
+    result.stdout.fnmatch_lines_random([
+        "*test_exits?threading?: the test's process ended without a result: exit status 3*",
+        "*leaving now*",
+        "*test_segfaults?threading?: the test's process ended without a result: killed by signal 11 (SIGSEGV)*",
+        "*test_never_returns?threading?: for 3.1 s no backend.run call ended and the test did not return*",
+        "*test_hostile.py\", line 3? in test_never_returns*",  # its stack, dumped before it was killed
+        "*test_leaks_a_thread?threading?: the test left non-daemon threads running (left-behind)*",
+        "*assert 499500 == 1*",  # pytest's own report of the assertion, rewritten in the child
+        "*not today*",
+    ])
+    records = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
+    # as in-process, a test that failed after its rounds keeps them
+    assert sorted(records) == ["test_fails[threading]", "test_fine[threading]", "test_leaks_a_thread[threading]"]
+    for name, rounds in (("test_fine[threading]", 5), ("test_leaks_a_thread[threading]", 3), ("test_fails[threading]", 2)):
+        record = records[name]
+        assert len(record["stats"]["data"]) == rounds
+        assert record["extra_info"]["backend"] == "threading"
+        assert record["extra_info"]["csw_per_op"] is not None  # read in the child, around its calls
+
+
+def test_in_process_a_thread_left_running_is_named_at_the_end(pytester):
+    """In-process, a test's non-daemon thread keeps pytest from exiting: the session says whose
+    it is instead of seeming to hang. (The thread ends after 1 s, so this session does too; ~3 s.)"""
+    pytester.makepyfile("""
+        import threading, time
+
+        def test_leaks(benchmark, concurrency_backend):
+            threading.Thread(target=time.sleep, args=(1,), name="left-behind").start()
+            benchmark.pedantic(concurrency_backend.run, args=(lambda: None,), rounds=2)
+    """)
+    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=threading")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["pytest-concurrency: tests left threads running (left-behind); Python waits*"])
 
 
 LEAK_CONFTEST = """

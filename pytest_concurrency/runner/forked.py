@@ -1,0 +1,310 @@
+"""A user's plain benchmark test, run in a child forked for it (``--concurrency-isolate``).
+
+Why: a user's test can do what no guard inside the session survives: ``os._exit``, a segfault in
+C code, a hang outside ``backend.run`` or in C code (where SIGALRM does not reach), non-daemon
+threads that keep the interpreter from ever exiting. Forked once its fixtures are set up, the
+child runs only the test's call and what the plugin reads around it (kernel figures, the memory
+pass), sends back the outcome and pytest-benchmark's record, and ends with ``os._exit``; the
+session takes the record as if measured here. The child leads a process group of its own, dies
+with the session (PDEATHSIG), and is killed with everything it started when it stops reporting:
+each ``backend.run`` call that ends says so, and ``--concurrency-timeout`` (plus a grace, so that
+the child's own watchdog names where a stalled run waited: ``silence``) is the longest it may go
+silent.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import selectors
+import signal
+import sys
+import threading
+import time
+import traceback
+import warnings
+from typing import Callable
+
+import pytest
+
+from ..backends import watchdog
+
+DUMP_S = 1.0  # a silent child's time to write its threads' stacks (SIGUSR1) before it is killed
+EXIT_S = 5.0  # after its reply, the child's time to flush its output and exit before it is killed
+POLL_S = 0.1  # how often the child's end is looked for while it runs
+TICK = b"t\n"  # a backend.run call ended
+
+_in_child = False
+
+
+def silence(timeout: float) -> float:
+    """How long a child may go without a ``backend.run`` call ending: ``timeout`` bounds each call
+    in the child, which then fails the test naming where it waited; this is for what it does not
+    reach (code outside ``run``, C code that does not return to Python)."""
+    return timeout + 2.0 + timeout / 10
+
+
+def threads_left() -> list[str]:
+    """Non-daemon threads besides this one: Python waits for them before the process exits (an
+    executor's workers, which it first tells to stop, left out)."""
+    from concurrent.futures import thread as executor
+
+    told = set(getattr(executor, "_threads_queues", ()))
+    here = threading.current_thread()
+    return [t.name for t in threading.enumerate() if t is not here and t.is_alive() and not t.daemon and t not in told]
+
+
+def in_child() -> bool:
+    """Whether this process is a child running a test's call (it runs the call itself)."""
+    return _in_child
+
+
+def run(item, timeout: float | None, before: Callable[[], None], after: Callable[[bool], None]) -> None:
+    """Run ``item``'s call in a child; record what it measured; fail, skip or warn as it did.
+    In the child, ``before()`` runs before the call and ``after(passed)`` after it."""
+    arm = watchdog.with_parent(signal.SIGKILL)
+    readable, writable = os.pipe()
+    for stream in (sys.stdout, sys.stderr):  # or what is buffered would be written twice
+        stream.flush()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns on fork with threads alive (the session's may drain a worker's pipe):
+        # the child only runs the test's call and never takes a lock those threads use.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            pid, refused = -1, exc.strerror
+    if pid < 0:
+        os.close(readable)
+        os.close(writable)
+        item.funcargs["benchmark"]._mode = "in the test's own process, which could not start"
+        pytest.fail(f"{item.nodeid}: no process could be started for the test (--concurrency-isolate): "
+                    f"{refused}. The user's process limit (ulimit -u) or memory is reached: raise it, or run "
+                    "without --concurrency-isolate.", pytrace=False)
+    if pid == 0:
+        os.close(readable)
+        _child(item, before, after, writable, arm)  # never returns
+    os.close(writable)
+    try:
+        os.setpgid(pid, pid)  # the child does too: whichever runs first, a kill below reaches its group
+    except OSError:
+        pass
+    try:
+        reply, silent = _wait(pid, readable, timeout)
+    finally:  # a Ctrl-C while it runs included: nothing of it may run on
+        os.close(readable)
+        how = _end(pid)
+    _apply(item, reply, silent, how, timeout)
+
+
+def _wait(pid: int, fd: int, timeout: float | None) -> tuple[dict | None, bool]:
+    """(the child's reply or None, whether it went silent) once it has ended or sent its reply.
+
+    The end of the pipe is no sign: a process the test started may hold it open."""
+    limit = None if not timeout else silence(timeout)
+    data = bytearray()
+    last = time.monotonic()
+    os.set_blocking(fd, False)
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not _complete(data):
+            if _exited(pid):
+                data += _read(fd)
+                break
+            if limit is not None and time.monotonic() - last > limit:
+                _dump_stacks(pid)
+                return None, True
+            if sel.select(POLL_S):
+                chunk = _read(fd)
+                if chunk:
+                    data += chunk
+                    last = time.monotonic()
+                else:  # closed: only its end is left to see
+                    sel.unregister(fd)
+        else:
+            _await_exit(pid)
+    lines = [line for line in bytes(data).split(b"\n") if line and line + b"\n" != TICK]
+    try:
+        return (json.loads(lines[-1]) if lines else None), False
+    except ValueError:  # cut short by its end
+        return None, False
+
+
+def _complete(data: bytearray) -> bool:
+    """Whether ``data`` ends with the child's reply (a line that is not a tick)."""
+    return data.endswith(b"\n") and not data.endswith(TICK) and len(data) > len(TICK)
+
+
+def _read(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child has ended (left unreaped, so its pid and group id stay its own)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _await_exit(pid: int) -> None:
+    """After its reply the child only flushes its output and exits."""
+    until = time.monotonic() + EXIT_S
+    while not _exited(pid) and time.monotonic() < until:
+        time.sleep(POLL_S / 10)
+
+
+def _dump_stacks(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return
+    time.sleep(DUMP_S)
+
+
+def _end(pid: int) -> str | None:
+    """Kill the child's group (what the test left running; the child, if it still runs), reap the
+    child; how it ended, or None if it exited with 0."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if not _exited(pid):  # not in its group after all (both setpgid calls failed)
+        os.kill(pid, signal.SIGKILL)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return f"exit status {code}" if code else None
+    try:
+        return f"killed by signal {-code} ({signal.Signals(-code).name})"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
+def _apply(item, reply: dict | None, silent: bool, how: str | None, timeout: float | None) -> None:
+    bench = item.funcargs["benchmark"]
+    if reply is None:  # it may have measured, in the child: not "the fixture was not used"
+        bench._mode = "in the test's own process, which ended without a result"
+    if silent:
+        pytest.fail(
+            f"{item.nodeid}: for {silence(timeout):g} s no backend.run call ended and the test did not "
+            "return, so its process was killed with every process it started (--concurrency-timeout "
+            f"{timeout:g} s, and a grace). Its threads' stacks are in the captured stderr. Deadlock or "
+            "stall? Raise --concurrency-timeout if the test is just slow.", pytrace=False)
+    if reply is None:
+        pytest.fail(f"{item.nodeid}: the test's process ended without a result: {how or 'exit status 0'}. "
+                    "It ran apart from the session (--concurrency-isolate), which goes on; its last "
+                    "output is in the captured stdout and stderr.", pytrace=False)
+    _take_record(bench, reply["bench"])
+    if reply["threads"]:
+        item.warn(pytest.PytestWarning(
+            f"{item.nodeid}: the test left non-daemon threads running ({', '.join(reply['threads'])}); "
+            "they ended with its process, but in the session's own process they would keep it from "
+            "exiting: join them in the test"))
+    outcome = reply["outcome"]
+    if outcome == "skipped":
+        pytest.skip(reply["message"])
+    if outcome == "xfailed":
+        pytest.xfail(reply["message"])
+    if outcome == "failed":
+        raise pytest.fail.Exception(reply["message"], pytrace=False)
+
+
+def _take_record(bench, sent: dict) -> None:
+    """pytest-benchmark's record of the child's rounds, made here as the fixture would have."""
+    bench._mode = sent["mode"]
+    bench.has_error = sent["has_error"]
+    if sent["group"] is not None:
+        bench.group = sent["group"]
+    bench.extra_info.update(sent["extra_info"])
+    if sent["samples"]:
+        stats = bench._make_stats(sent["iterations"])
+        for sample in sent["samples"]:
+            stats.update(sample)
+
+
+# -- in the child --------------------------------------------------------------------------------------
+
+def _child(item, before, after, fd: int, arm) -> None:
+    global _in_child
+    _in_child = True
+    try:
+        try:
+            os.setpgid(0, 0)
+        except OSError:  # the session made it so first
+            pass
+        arm()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # the session stops it; a Ctrl-C is the session's
+        try:
+            faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+        except (AttributeError, ValueError, OSError):  # sys.stderr without a file descriptor (--capture=sys)
+            faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+        _tick_on_run(item.funcargs["concurrency_backend"], fd)
+        before()
+        reply = _call(item)
+        after(reply["outcome"] == "passed")
+        bench = item.funcargs["benchmark"]
+        meta = getattr(bench, "stats", None)
+        reply["bench"] = {
+            "mode": bench._mode, "has_error": bench.has_error, "group": bench.group,
+            "extra_info": bench.extra_info, "iterations": meta.iterations if meta else 1,
+            "samples": list(meta.stats.data) if meta else [],
+        }
+        reply["threads"] = threads_left()
+        _send(fd, json.dumps(reply, default=repr).encode() + b"\n")
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+        code = 70  # EX_SOFTWARE: ours, not the test's (whose failures are in the reply)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+    os._exit(code)
+
+
+def _call(item) -> dict:
+    """Call the test function as pytest would (this module's hook stands aside in the child)."""
+    try:
+        item.ihook.pytest_pyfunc_call(pyfuncitem=item)
+    except pytest.skip.Exception as exc:
+        return {"outcome": "skipped", "message": exc.msg}
+    except pytest.xfail.Exception as exc:
+        return {"outcome": "xfailed", "message": exc.msg}
+    except BaseException:
+        excinfo = pytest.ExceptionInfo.from_current()
+        return {"outcome": "failed", "message": str(item.repr_failure(excinfo))}
+    return {"outcome": "passed"}
+
+
+def _tick_on_run(backend, fd: int) -> None:
+    unticked = backend.run
+
+    def run(main, *args):
+        try:
+            return unticked(main, *args)
+        finally:
+            _send(fd, TICK)
+
+    backend.run = run
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
