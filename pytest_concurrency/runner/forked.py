@@ -7,15 +7,17 @@ child runs only the test's call and what the plugin reads around it (kernel figu
 pass), sends back the outcome and pytest-benchmark's record, and ends with ``os._exit``; the
 session takes the record as if measured here. The child leads a process group of its own, dies
 with the session (PDEATHSIG), and is killed with everything it started when it stops reporting:
-each ``backend.run`` call that ends says so, and ``--concurrency-timeout`` (plus a grace, so that
-the child's own watchdog names where a stalled run waited: ``silence``) is the longest it may go
-silent.
+each ``backend.run`` call that ends counts one in a word of memory both processes share (inside
+the timed call: a store, not a syscall that wakes the session, which the kernel figures would
+count), and ``--concurrency-timeout`` (plus a grace, so that the child's own watchdog names where a
+stalled run waited: ``silence``) is the longest it may go without one.
 """
 
 from __future__ import annotations
 
 import faulthandler
 import json
+import mmap
 import os
 import selectors
 import signal
@@ -33,7 +35,6 @@ from ..backends import watchdog
 DUMP_S = 1.0  # a silent child's time to write its threads' stacks (SIGUSR1) before it is killed
 EXIT_S = 5.0  # after its reply, the child's time to flush its output and exit before it is killed
 POLL_S = 0.1  # how often the child's end is looked for while it runs
-TICK = b"t\n"  # a backend.run call ended
 
 _in_child = False
 
@@ -64,6 +65,7 @@ def run(item, timeout: float | None, before: Callable[[], None], after: Callable
     """Run ``item``'s call in a child; record what it measured; fail, skip or warn as it did.
     In the child, ``before()`` runs before the call and ``after(passed)`` after it."""
     arm = watchdog.with_parent(signal.SIGKILL)
+    runs = memoryview(mmap.mmap(-1, 8)).cast("Q")  # shared (MAP_SHARED): run calls the child ended
     readable, writable = os.pipe()
     for stream in (sys.stdout, sys.stderr):  # or what is buffered would be written twice
         stream.flush()
@@ -84,34 +86,36 @@ def run(item, timeout: float | None, before: Callable[[], None], after: Callable
                     "without --concurrency-isolate.", pytrace=False)
     if pid == 0:
         os.close(readable)
-        _child(item, before, after, writable, arm)  # never returns
+        _child(item, before, after, writable, arm, runs)  # never returns
     os.close(writable)
     try:
         os.setpgid(pid, pid)  # the child does too: whichever runs first, a kill below reaches its group
     except OSError:
         pass
     try:
-        reply, silent = _wait(pid, readable, timeout)
+        reply, silent = _wait(pid, readable, runs, timeout)
     finally:  # a Ctrl-C while it runs included: nothing of it may run on
         os.close(readable)
         how = _end(pid)
     _apply(item, reply, silent, how, timeout)
 
 
-def _wait(pid: int, fd: int, timeout: float | None) -> tuple[dict | None, bool]:
+def _wait(pid: int, fd: int, runs, timeout: float | None) -> tuple[dict | None, bool]:
     """(the child's reply or None, whether it went silent) once it has ended or sent its reply.
 
     The end of the pipe is no sign: a process the test started may hold it open."""
     limit = None if not timeout else silence(timeout)
     data = bytearray()
-    last = time.monotonic()
+    last, seen = time.monotonic(), 0
     os.set_blocking(fd, False)
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
-        while not _complete(data):
+        while not data.endswith(b"\n"):  # its reply is one line
             if _exited(pid):
                 data += _read(fd)
                 break
+            if runs[0] != seen:
+                last, seen = time.monotonic(), runs[0]
             if limit is not None and time.monotonic() - last > limit:
                 _dump_stacks(pid)
                 return None, True
@@ -119,21 +123,14 @@ def _wait(pid: int, fd: int, timeout: float | None) -> tuple[dict | None, bool]:
                 chunk = _read(fd)
                 if chunk:
                     data += chunk
-                    last = time.monotonic()
                 else:  # closed: only its end is left to see
                     sel.unregister(fd)
         else:
             _await_exit(pid)
-    lines = [line for line in bytes(data).split(b"\n") if line and line + b"\n" != TICK]
     try:
-        return (json.loads(lines[-1]) if lines else None), False
+        return (json.loads(data) if data.endswith(b"\n") else None), False
     except ValueError:  # cut short by its end
         return None, False
-
-
-def _complete(data: bytearray) -> bool:
-    """Whether ``data`` ends with the child's reply (a line that is not a tick)."""
-    return data.endswith(b"\n") and not data.endswith(TICK) and len(data) > len(TICK)
 
 
 def _read(fd: int) -> bytes:
@@ -238,7 +235,7 @@ def _take_record(bench, sent: dict) -> None:
 
 # -- in the child --------------------------------------------------------------------------------------
 
-def _child(item, before, after, fd: int, arm) -> None:
+def _child(item, before, after, fd: int, arm, runs) -> None:
     global _in_child
     _in_child = True
     try:
@@ -252,7 +249,7 @@ def _child(item, before, after, fd: int, arm) -> None:
             faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         except (AttributeError, ValueError, OSError):  # sys.stderr without a file descriptor (--capture=sys)
             faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
-        _tick_on_run(item.funcargs["concurrency_backend"], fd)
+        _count_runs(item.funcargs["concurrency_backend"], runs)
         before()
         reply = _call(item)
         after(reply["outcome"] == "passed")
@@ -292,14 +289,14 @@ def _call(item) -> dict:
     return {"outcome": "passed"}
 
 
-def _tick_on_run(backend, fd: int) -> None:
-    unticked = backend.run
+def _count_runs(backend, runs) -> None:
+    uncounted = backend.run
 
     def run(main, *args):
         try:
-            return unticked(main, *args)
+            return uncounted(main, *args)
         finally:
-            _send(fd, TICK)
+            runs[0] += 1
 
     backend.run = run
 
