@@ -58,9 +58,6 @@ UNLIKE = 3.0  # spreads from the pairs' median beyond which a pair of sessions i
 MIN_SESSIONS_FOR_CHANGE = 2  # one process unlike its twin spoils one pair of sessions, not two
 MAX_SESSIONS = 8  # pairs of sessions a benchmark is measured in, at most, before it stays inconclusive
 CONFIDENCE = 0.99
-#: Student's t quantiles by degrees of freedom: 99.5% and 95%
-T_99 = {4: 4.604, 5: 4.032, 6: 3.707, 7: 3.499, 8: 3.355, 9: 3.250, 10: 3.169, 11: 3.106}
-T_90 = {4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812, 11: 1.796}
 MIN_PAIRS = 8  # the fewest quads whose sign-test interval reaches 99%: 2 * 0.5**8 < 0.01
 WILCOXON_FROM = 16  # quads from which the signed-rank interval's normal approximation holds
 #: ...and up to which its n(n+1)/2 pairwise means are cheap: a microsecond test gets thousands of
@@ -192,8 +189,11 @@ def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> 
     # what is expected, worth PRIOR_PAIRS pairs, pooled with what the pairs show (a scaled inverse
     # chi-square prior), with Student's t on the degrees of freedom of both
     observed = statistics.variance(kept) if n > 1 else 0.0
+    from scipy.stats import t  # lazy, as in gate/stats.py: ~0.3 s to import
+
     df = PRIOR_PAIRS + n - 1
-    sd, q99, q90 = math.sqrt((PRIOR_PAIRS * expected + (n - 1) * observed) / df), T_99[df], T_90[df]
+    sd = math.sqrt((PRIOR_PAIRS * expected + (n - 1) * observed) / df)
+    q99, q90 = (float(t.ppf(0.5 + c / 2, df)) for c in (CONFIDENCE, 0.90))
     half = sd / math.sqrt(n)
     verdict.change = math.exp(mean) - 1
     low, high = math.exp(mean - q99 * half) - 1, math.exp(mean + q99 * half) - 1
