@@ -320,6 +320,16 @@ if sys.platform.startswith("linux"):
     _PRCTL, _PERSONALITY = _LIBC.prctl, _LIBC.personality
 
 
+def how_it_ended(code: int | None) -> str:
+    """A child's exit code (``Popen.returncode``, ``os.waitstatus_to_exitcode``) in words."""
+    if code is None or code >= 0:
+        return f"exit status {code}"
+    try:
+        return f"killed by signal {-code} ({signal.Signals(-code).name})"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
 def with_parent(sig: int = signal.SIGKILL, also: Callable[[], None] | None = None) -> Callable[[], None]:
     """A ``preexec_fn``: the child gets ``sig`` when the thread that started it ends, even by
     ``kill -9`` of this process (PR_SET_PDEATHSIG, Linux), and exits at once if this process died

@@ -23,7 +23,7 @@ from ..measure.driver import figures
 from ..measure.wallclock import WALLCLOCK
 from ..workloads import latency_server
 from . import build, checks
-from ..backends import toolchains
+from ..backends import toolchains, watchdog
 
 STDERR_CHARS = 4000  # of a failed child's stderr, shown in the failure
 
@@ -126,8 +126,8 @@ def _messages(cmd: list[str], timeout: float | None):
             if code != 0 or not done:
                 stderr.seek(0)
                 text = stderr.read()[-STDERR_CHARS:].decode(errors="replace").strip() or "(no output on stderr)"
-                status = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
-                raise NativeFailure(f"`{' '.join(cmd)}` ended ({status}) before it finished; its stderr:\n{text}")
+                raise NativeFailure(f"`{' '.join(cmd)}` ended ({watchdog.how_it_ended(code)}) before it finished; "
+                                    f"its stderr:\n{text}")
         finally:
             _kill(proc)
 

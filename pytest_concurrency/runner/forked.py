@@ -183,12 +183,7 @@ def _end(pid: int) -> str | None:
     except ChildProcessError:
         return None
     code = os.waitstatus_to_exitcode(status)
-    if code >= 0:
-        return f"exit status {code}" if code else None
-    try:
-        return f"killed by signal {-code} ({signal.Signals(-code).name})"
-    except ValueError:
-        return f"killed by signal {-code}"
+    return watchdog.how_it_ended(code) if code else None
 
 
 def _apply(item, reply: dict | None, silent: bool, how: str | None, timeout: float | None) -> None:

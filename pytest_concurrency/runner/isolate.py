@@ -122,7 +122,7 @@ class Worker:
             self.kill()
             code = self.proc.returncode
         self._drain.join(timeout=2)
-        status = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        status = watchdog.how_it_ended(code)
         tail = "\n".join(self.stderr_tail) or "(no output on stderr)"
         return f"worker for {self.spec} {what}: {status}; last stderr lines:\n{tail}"
 
