@@ -10,14 +10,17 @@ its rounds for the memory pass; and its record gets the keys the gate matches on
 from __future__ import annotations
 
 import os
+import threading
 from typing import Collection
 
 import pytest
 
+from .backends import watchdog
 from .measure import driver, kernel, records
 
 KERNEL = pytest.StashKey[driver.KernelPerRun]()  # kernel figures per run call
 CALLS = pytest.StashKey[driver.PlainCalls]()  # with the memory pass: what it measured
+WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call_watched``)
 
 
 def is_plain(names: Collection[str]) -> bool:
@@ -57,6 +60,36 @@ def call_apart(item, instrument, timeout: float | None) -> None:
     finally:
         if CALLS in item.stash:
             del item.stash[CALLS]
+
+
+def call_watched(item, timeout: float | None) -> bool | None:
+    """In the session's process: the test's call, failed instead of hung when for
+    ``watchdog.silence(timeout)`` no ``backend.run`` call ends and it does not return (each run has
+    its own deadline; this bounds the code around them), and warned about when it leaves non-daemon
+    threads running, which would keep the session from exiting. None when not a plain test (or
+    already inside its watch): pytest calls it as usual."""
+    if not is_plain(item.fixturenames) or item.stash.get(WATCHED, False):
+        return None
+    from .runner import forked
+
+    older = set(threading.enumerate())
+    guard = watchdog.deadline(timeout and watchdog.silence(timeout), item.nodeid,
+                              "return, nor end a backend.run call,", silence=True)
+    item.stash[WATCHED] = True
+    try:
+        with guard():
+            item.ihook.pytest_pyfunc_call(pyfuncitem=item)  # this module's hook stands aside
+    except watchdog.WorkloadTimeout as exc:
+        raise pytest.fail.Exception(str(exc), pytrace=False) from None
+    finally:
+        del item.stash[WATCHED]
+        left = forked.threads_left(besides=older)
+        if left:
+            item.warn(pytest.PytestWarning(
+                f"{item.nodeid}: the test left non-daemon threads running ({', '.join(left)}); Python waits "
+                "for them before the session's process exits: join them in the test, or run with "
+                "--concurrency-isolate"))
+    return True
 
 
 def before_call(item, instrument, memory: bool) -> None:

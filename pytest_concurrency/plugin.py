@@ -350,10 +350,11 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
-    """A user's plain test, isolated: its call runs in a child forked for it (runner/forked.py)."""
+    """A user's plain test: isolated, its call runs in a child forked for it (runner/forked.py);
+    in-process, under a watch for what no ``backend.run`` deadline covers."""
     s = _settings(pyfuncitem.config)
     if not plain_tests.runs_apart(pyfuncitem, s):
-        return None
+        return plain_tests.call_watched(pyfuncitem, s.timeout)
     from .runner import forked
 
     if forked.in_child():  # the child: pytest's own hook calls the function

@@ -321,7 +321,7 @@ def test_against_a_git_ref_the_same_code_passes(project):
     out = " ".join(result.stdout.str().split())
     assert result.ret == 0, out
     assert "mylib 1.1 from " in out and "test_work on asyncio: " in out
-    assert "regressed" not in out.split("against the base side")[1]
+    assert "regressed" not in out.split("against the base side")[1], out
 
 
 def test_a_bad_spec_is_a_usage_error_before_anything_runs(project):

@@ -197,19 +197,34 @@ def test_isolated_users_tests_that_exit_crash_stall_or_leak_fail_alone(pytester,
         assert record["extra_info"]["csw_per_op"] is not None  # read in the child, around its calls
 
 
-def test_in_process_a_thread_left_running_is_named_at_the_end(pytester):
-    """In-process, a test's non-daemon thread keeps pytest from exiting: the session says whose
-    it is instead of seeming to hang. (The thread ends after 1 s, so this session does too; ~3 s.)"""
+def test_in_process_a_stalled_test_fails_and_a_thread_left_running_is_named(pytester):
+    """In the session's process, a test stalled outside ``backend.run`` fails once no run call has
+    ended for the silence deadline (1 s timeout: 3.1 s), naming where it waited; one that leaves a
+    non-daemon thread gets a warning, and the session says whose thread keeps it from exiting
+    instead of seeming to hang. (The thread ends after 5 s, so the session does too; ~6 s.)"""
     pytester.makepyfile("""
         import threading, time
 
         def test_leaks(benchmark, concurrency_backend):
-            threading.Thread(target=time.sleep, args=(1,), name="left-behind").start()
+            threading.Thread(target=time.sleep, args=(5,), name="left-behind").start()
+            benchmark.pedantic(concurrency_backend.run, args=(lambda: None,), rounds=2)
+
+        def test_stalls(benchmark, concurrency_backend):
+            benchmark.pedantic(concurrency_backend.run, args=(lambda: None,), rounds=2)
+            threading.Event().wait()
+
+        def test_after(benchmark, concurrency_backend):
             benchmark.pedantic(concurrency_backend.run, args=(lambda: None,), rounds=2)
     """)
-    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=threading")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["pytest-concurrency: tests left threads running (left-behind); Python waits*"])
+    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=threading",
+                                           "--concurrency-timeout=1")
+    result.assert_outcomes(passed=2, failed=1, warnings=1)
+    result.stdout.fnmatch_lines([
+        "*test_stalls?threading? did not return, nor end a backend.run call, within 3.1 s*",
+        "*in test_stalls: threading.Event().wait()",
+        "*test_leaks?threading?: the test left non-daemon threads running (left-behind)*",
+        "pytest-concurrency: tests left threads running (left-behind); Python waits*",
+    ])
 
 
 LEAK_CONFTEST = """

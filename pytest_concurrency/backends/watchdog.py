@@ -21,7 +21,10 @@ that entered the deadline, wherever it waits:
 Threads stuck elsewhere cannot be stopped; they are daemon threads and die with the process.
 Isolated runs get the hard guarantee: the parent kills the worker process (see ``isolate``).
 Deadlines do not nest: an inner one (``backend.run`` inside a timed round) leaves the outer
-one in charge, and an alarm set by someone else (pytest-timeout) is restored on exit.
+one in charge, and an alarm set by someone else (pytest-timeout) is restored on exit. The
+exception is a user's test's ``silence`` watch (``deadline(..., silence=True)``), which bounds
+what no ``run`` call covers: each run's own deadline takes over while it runs, and starts the
+watch again when it ends.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ FRAMES = 6  # frames of a blocked stack shown, innermost first up to the first o
 TASKS = 5  # asyncio tasks listed
 
 _active = False  # a deadline is armed (main thread only, so no lock)
+_rearm: float | None = None  # a test's silence watch is armed: for how long, each time a run ends
 _stoppers: list["Stopper"] = []  # runs of trio/anyio in progress, innermost last
 
 
@@ -76,19 +80,28 @@ class WorkloadTimeout(ConcurrencyError):
     pass
 
 
-def deadline(seconds: float | None, what: str, doing: str = "finish a round"):
+def silence(timeout: float) -> float:
+    """How long a user's test may go without a ``backend.run`` call ending: ``timeout`` bounds each
+    call, which then fails the test naming where it waited; this is for what it does not reach
+    (code outside ``run``), with a grace so that a stalled run is the one to report."""
+    return timeout + 2.0 + timeout / 10
+
+
+def deadline(seconds: float | None, what: str, doing: str = "finish a round", *, silence: bool = False):
     """Context manager factory: ``with deadline(5, "ring on gevent")(): ...``.
 
     The timeout's message reads "{what} did not {doing} within {seconds} s", then where the
-    code was blocked.
+    code was blocked. With ``silence``, the ``seconds`` start again each time a deadline inside
+    it ends (a test's ``run`` calls); it stands aside for an alarm someone else set.
     """
 
     @contextlib.contextmanager
     def guard():
-        global _active
+        global _active, _rearm
         usable = (
             seconds
             and not _active
+            and not (silence and (_rearm or signal.getitimer(signal.ITIMER_REAL)[0]))
             and hasattr(signal, "setitimer")
             and threading.current_thread() is threading.main_thread()
         )
@@ -126,7 +139,10 @@ def deadline(seconds: float | None, what: str, doing: str = "finish a round"):
                 return
             raise error
 
-        _active = True
+        if silence:
+            _rearm = seconds
+        else:
+            _active = True
         started = time.monotonic()
         previous = signal.signal(signal.SIGALRM, on_alarm)
         outer_left, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -141,10 +157,15 @@ def deadline(seconds: float | None, what: str, doing: str = "finish a round"):
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-            if outer_left:
-                left = max(outer_left - (time.monotonic() - started), 1e-3)
-                signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
-            _active = False
+            if silence:
+                _rearm = None
+            else:
+                _active = False
+                if _rearm:  # a run inside a test's silence watch ended: the watch starts again
+                    signal.setitimer(signal.ITIMER_REAL, _rearm)
+                elif outer_left:
+                    left = max(outer_left - (time.monotonic() - started), 1e-3)
+                    signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
 
     return guard
 

@@ -10,7 +10,7 @@ with the session (PDEATHSIG), and is killed with everything it started when it s
 each ``backend.run`` call that ends counts one in a word of memory both processes share (inside
 the timed call: a store, not a syscall that wakes the session, which the kernel figures would
 count), and ``--concurrency-timeout`` (plus a grace, so that the child's own watchdog names where a
-stalled run waited: ``silence``) is the longest it may go without one.
+stalled run waited: ``watchdog.silence``) is the longest it may go without one.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 import warnings
-from typing import Callable
+from typing import Callable, Collection
 
 import pytest
 
@@ -39,21 +39,15 @@ POLL_S = 0.1  # how often the child's end is looked for while it runs
 _in_child = False
 
 
-def silence(timeout: float) -> float:
-    """How long a child may go without a ``backend.run`` call ending: ``timeout`` bounds each call
-    in the child, which then fails the test naming where it waited; this is for what it does not
-    reach (code outside ``run``, C code that does not return to Python)."""
-    return timeout + 2.0 + timeout / 10
-
-
-def threads_left() -> list[str]:
-    """Non-daemon threads besides this one: Python waits for them before the process exits (an
-    executor's workers, which it first tells to stop, left out)."""
+def threads_left(besides: Collection[threading.Thread] = ()) -> list[str]:
+    """Non-daemon threads besides this one (and ``besides``): Python waits for them before the
+    process exits (an executor's workers, which it first tells to stop, left out)."""
     from concurrent.futures import thread as executor
 
     told = set(getattr(executor, "_threads_queues", ()))
     here = threading.current_thread()
-    return [t.name for t in threading.enumerate() if t is not here and t.is_alive() and not t.daemon and t not in told]
+    return [t.name for t in threading.enumerate()
+            if t is not here and t.is_alive() and not t.daemon and t not in told and t not in besides]
 
 
 def in_child() -> bool:
@@ -104,7 +98,7 @@ def _wait(pid: int, fd: int, runs, timeout: float | None) -> tuple[dict | None, 
     """(the child's reply or None, whether it went silent) once it has ended or sent its reply.
 
     The end of the pipe is no sign: a process the test started may hold it open."""
-    limit = None if not timeout else silence(timeout)
+    limit = None if not timeout else watchdog.silence(timeout)
     data = bytearray()
     last, seen = time.monotonic(), 0
     os.set_blocking(fd, False)
@@ -192,7 +186,7 @@ def _apply(item, reply: dict | None, silent: bool, how: str | None, timeout: flo
         bench._mode = "in the test's own process, which ended without a result"
     if silent:
         pytest.fail(
-            f"{item.nodeid}: for {silence(timeout):g} s no backend.run call ended and the test did not "
+            f"{item.nodeid}: for {watchdog.silence(timeout):g} s no backend.run call ended and the test did not "
             "return, so its process was killed with every process it started (--concurrency-timeout "
             f"{timeout:g} s, and a grace). Its threads' stacks are in the captured stderr. Deadlock or "
             "stall? Raise --concurrency-timeout if the test is just slow.", pytrace=False)
