@@ -127,9 +127,8 @@ def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
                               lambda rec: thread_threshold if rec.backend == "threading" else threshold,
                               again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]])
         kind = run.name.split("-")[0]
-        for v in result.verdicts:
-            if v.figure == "time":
-                counts[(kind, v.key[2])][v.status] += 1
+        for v in result.verdicts:  # time, then each kernel figure at the kernel gate's paired thresholds
+            counts[(kind, v.key[2], v.figure)][v.status] += 1
         for pair in pairs:
             base = {r.key: r for r in read(pair, "A")}
             for rec in read(pair, "B"):
@@ -138,8 +137,8 @@ def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
                                                 rec.extra.get("paired_rounds") or [])
                     if ratios:
                         by_pair[(kind, rec.key[2], pair.name)].append(statistics.median(ratios) - 1)
-    for (kind, model), c in sorted(counts.items()):
-        print(f"{kind} {model}: " + ", ".join(f"{n} {s}" for s, n in c.most_common()))
+    for (kind, model, figure), c in sorted(counts.items()):
+        print(f"{kind} {model} {figure}: " + ", ".join(f"{n} {s}" for s, n in c.most_common()))
     # the sides' own bias: in an A/A every pair of sessions should centre on 0 (docs/gates/against.md)
     for (kind, model, pair), values in sorted(by_pair.items()):
         print(f"{kind} {model} pair of sessions {pair}: median {statistics.median(values):+.2%} over {len(values)} "

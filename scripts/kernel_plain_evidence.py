@@ -25,7 +25,8 @@ per iteration and with one shared ``threading.Lock`` taken per iteration; wall t
 context switches per round from a time-mode session, instructions from a counted one.
 
     python3 scripts/kernel_plain_evidence.py --aa 50 --trials 20 --keep /tmp/kplain
-    python3 scripts/kernel_plain_evidence.py --against --aa 20 --trials 10 --backends threading
+    python3 scripts/kernel_plain_evidence.py --against --aa 20 --trials 10 --backends threading --keep /tmp/ka
+    python3 scripts/kernel_plain_evidence.py --rejudge /tmp/ka
     python3 scripts/kernel_plain_evidence.py --table --sessions 3
 """
 
@@ -368,6 +369,32 @@ def against(args, work: str) -> int:
     return 0
 
 
+def rejudge(work: str) -> int:
+    """The sessions an ``--against --keep DIR`` run kept, judged again by the plugin's rule as it is
+    now (its pairs of sessions as they ran: which tests ran again was decided at the time)."""
+    from pytest_concurrency.gate import paired
+
+    def read(pair: str, side: str) -> list:
+        path = os.path.join(pair, f"side-{side}.json")
+        return from_json(json.load(open(path, encoding="utf-8"))) if os.path.exists(path) else []
+
+    tally: dict = collections.defaultdict(collections.Counter)
+    for name in sorted(os.listdir(work), key=lambda n: int(n[1:]) if n[1:].isdigit() else 0):
+        kept = os.path.join(work, name, "kept")
+        if not name.startswith("a") or not os.path.isdir(kept):
+            continue
+        with open(os.path.join(work, name, "head", "mylib", "__init__.py"), encoding="utf-8") as fh:
+            how = re.search(r'HOW = "(\w*)"', fh.read()).group(1) or "A/A"
+        pairs = sorted((os.path.join(kept, p) for p in os.listdir(kept)), key=lambda p: int(os.path.basename(p)))
+        result = paired.judge(read(pairs[0], "A"), read(pairs[0], "B"), paired.default_threshold,
+                              again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]])
+        for v in result.verdicts:
+            tally[(how, v.key[2], v.figure)][v.status] += 1
+    for (how, model, figure), counts in sorted(tally.items()):
+        print(f"{how} {model} {figure}: " + ", ".join(f"{n} {s}" for s, n in counts.most_common()))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aa", type=int, default=50, help="A/A pairs of sessions")
@@ -380,7 +407,11 @@ def main() -> int:
     ap.add_argument("--counted", action="store_true", help="with --table: also count instructions (slow)")
     ap.add_argument("--keep", metavar="DIR", help="keep every session in DIR; a run with the same arguments "
                     "into the same DIR reuses the sessions that finished")
+    ap.add_argument("--rejudge", metavar="DIR", help="instead: judge the sessions an --against --keep DIR run kept "
+                    "again, by the plugin's rule as it is now")
     args = ap.parse_args()
+    if args.rejudge:
+        return rejudge(args.rejudge)
     with tempfile.TemporaryDirectory(prefix="kernel-plain-") as scratch:
         work = args.keep or scratch
         os.makedirs(work, exist_ok=True)

@@ -171,6 +171,22 @@ def test_kernel_figures_are_paired_by_turn_like_time():
     assert paired.summary(more) == "against the base FAILED: time 1 unchanged; kernel 1 regressed, 1 unchanged"
 
 
+@pytest.mark.parametrize("kind, status", [("thread", REGRESSED), ("process", UNCHANGED)])
+def test_thread_kernel_figures_are_judged_at_the_figures_own_threshold_against_the_base(kind, status):
+    """A stored baseline judges threads' syscalls at 40% (two sessions at different times schedule
+    them apart); against the base, rounds take turns and 8% holds. Processes keep 40%."""
+    base, head = _rounds(10, 1.0, 1.0, noise=0)
+
+    def rec(rounds, syscalls):
+        extra = {"paired_rounds": [[t, s, 1] for t, s in rounds], "task_kind": kind,
+                 "kernel_rounds": {"syscalls": [syscalls] * len(rounds)}}
+        return Record("ring", {"n": 500}, "threading", [s for _, s in rounds], ops=500, extra=extra)
+
+    result = paired.judge([rec(base, 1300.0)], [rec(head, 1560.0)], lambda r: 0.05)  # +20%
+    [v] = [v for v in result.verdicts if v.figure == "syscalls"]
+    assert (v.status, v.threshold) == (status, 0.08 if kind == "thread" else 0.40)
+
+
 # -- the turns --------------------------------------------------------------------------------------
 
 def test_the_sides_take_turns_abba_and_one_that_leaves_lets_the_other_run_alone(tmp_path):
