@@ -10,7 +10,9 @@ its rounds for the memory pass; and its record gets the keys the gate matches on
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import time
 from typing import Collection
 
 import pytest
@@ -74,7 +76,7 @@ def call_watched(item, timeout: float | None) -> bool | None:
 
     older = set(threading.enumerate())
     guard = watchdog.deadline(timeout and watchdog.silence(timeout), item.nodeid,
-                              "return, nor end a backend.run call,", silence=True)
+                              "return, nor end a backend.run call,", silence_watch=True)
     item.stash[WATCHED] = True
     try:
         with guard():
@@ -86,10 +88,56 @@ def call_watched(item, timeout: float | None) -> bool | None:
         left = forked.threads_left(besides=older)
         if left:
             item.warn(pytest.PytestWarning(
-                f"{item.nodeid}: the test left non-daemon threads running ({', '.join(left)}); Python waits "
-                "for them before the session's process exits: join them in the test, or run with "
+                f"{item.nodeid}: the test left non-daemon threads running ({', '.join(t.name for t in left)}); "
+                "Python waits for them before the session's process exits: join them in the test, or run with "
                 "--concurrency-isolate"))
+            if timeout:
+                _exit_without(left, watchdog.silence(timeout))
     return True
+
+
+#: Threads users' tests left running in the session's process, the longest the process waits for
+#: them at exit, and the session's exit status (``session_ended``): see ``_exit_without``.
+_left: list[threading.Thread] = []
+_exit: dict = {"bound": None, "status": 1}
+
+
+def exit_bound() -> float | None:
+    """How long the process waits for the threads users' tests left, or None: as long as they run."""
+    return _exit["bound"] if any(t.is_alive() for t in _left) else None
+
+
+def session_ended(status: int) -> None:
+    _exit["status"] = status
+
+
+def _exit_without(threads: list[threading.Thread], grace: float) -> None:
+    """At the process's exit, Python waits for every non-daemon thread: a thread a test left waiting
+    for ever would keep a CI job alive until the job's own limit. The first time, register (with
+    Python's shutdown, which calls it before that wait; a session run inside another process never
+    gets there) a bounded wait for them, then ``os._exit`` with the session's status."""
+    first = not _left
+    _left.extend(threads)
+    _exit["bound"] = max(_exit["bound"] or 0, grace)
+    register = getattr(threading, "_register_atexit", None)  # CPython 3.9+; private, hence looked up
+    if first and register is not None:
+        try:
+            register(_wait_or_exit)
+        except RuntimeError:  # shutting down already
+            pass
+
+
+def _wait_or_exit() -> None:
+    until = time.monotonic() + _exit["bound"]
+    for thread in _left:
+        thread.join(max(0.0, until - time.monotonic()))
+    alive = [t.name for t in _left if t.is_alive()]
+    if alive:
+        sys.stderr.write(f"pytest-concurrency: threads users' tests left ({', '.join(alive)}) still run "
+                         f"{_exit['bound']:g} s after the session: exiting without them, status {_exit['status']}\n")
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(_exit["status"])
 
 
 def before_call(item, instrument, memory: bool) -> None:

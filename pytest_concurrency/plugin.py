@@ -409,6 +409,11 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = outcome.exit_status  # 1 for a failure, session_end.EXIT_BASELINE_TOO_NOISY
 
 
+@pytest.hookimpl(trylast=True, specname="pytest_sessionfinish")
+def pytest_sessionfinish_exit_status(session, exitstatus):  # pytest takes pytest_* only
+    plain_tests.session_ended(int(session.exitstatus))
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_sessionfinish")
 def pytest_sessionfinish_no_history_when_interrupted(session, exitstatus):  # pytest takes pytest_* only
     """pytest-benchmark saves its run (--benchmark-autosave/--benchmark-save/--benchmark-json)
@@ -431,9 +436,12 @@ def pytest_terminal_summary(terminalreporter):
         session_end.show(terminalreporter, outcome)
     from .runner import forked
 
-    left = forked.threads_left()
+    left = [t.name for t in forked.threads_left()]
     if left:  # or the session seems to hang after its summary, with nothing said
+        bound = plain_tests.exit_bound()
         terminalreporter.write_line(
             f"pytest-concurrency: tests left threads running ({', '.join(left)}); Python waits for them before "
-            "this process exits, so it may not end. Join them in the test, or run with --concurrency-isolate, "
-            "where a test's threads end with the child process it runs in.", yellow=True)
+            "this process exits, " + (f"here for at most {bound:g} s of them (then it exits without them). "
+                                       if bound else "so it may not end. ") +
+            "Join them in the test, or run with --concurrency-isolate, where a test's threads end with the child "
+            "process it runs in.", yellow=True)

@@ -200,13 +200,13 @@ def test_isolated_users_tests_that_exit_crash_stall_or_leak_fail_alone(pytester,
 def test_in_process_a_stalled_test_fails_and_a_thread_left_running_is_named(pytester):
     """In the session's process, a test stalled outside ``backend.run`` fails once no run call has
     ended for the silence deadline (1 s timeout: 3.1 s), naming where it waited; one that leaves a
-    non-daemon thread gets a warning, and the session says whose thread keeps it from exiting
-    instead of seeming to hang. (The thread ends after 5 s, so the session does too; ~6 s.)"""
+    non-daemon thread waiting for ever gets a warning, the session says whose thread it is, and the
+    process exits without it after the same bound, with the session's status (~8 s)."""
     pytester.makepyfile("""
         import threading, time
 
         def test_leaks(benchmark, concurrency_backend):
-            threading.Thread(target=time.sleep, args=(5,), name="left-behind").start()
+            threading.Thread(target=threading.Event().wait, name="left-behind").start()
             benchmark.pedantic(concurrency_backend.run, args=(lambda: None,), rounds=2)
 
         def test_stalls(benchmark, concurrency_backend):
@@ -217,14 +217,18 @@ def test_in_process_a_stalled_test_fails_and_a_thread_left_running_is_named(pyte
             benchmark.pedantic(concurrency_backend.run, args=(lambda: None,), rounds=2)
     """)
     result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=threading",
-                                           "--concurrency-timeout=1")
+                                           "--concurrency-timeout=1", timeout=60)
     result.assert_outcomes(passed=2, failed=1, warnings=1)
+    assert result.ret == 1
     result.stdout.fnmatch_lines([
         "*test_stalls?threading? did not return, nor end a backend.run call, within 3.1 s*",
         "*in test_stalls: threading.Event().wait()",
         "*test_leaks?threading?: the test left non-daemon threads running (left-behind)*",
-        "pytest-concurrency: tests left threads running (left-behind); Python waits*",
+        "pytest-concurrency: tests left threads running (left-behind); Python waits for them before this "
+        "process exits, here for at most 3.1 s of them (then it exits without them).*",
     ])
+    result.stderr.fnmatch_lines(["pytest-concurrency: threads users' tests left (left-behind) still run 3.1 s "
+                                 "after the session: exiting without them, status 1"])
 
 
 LEAK_CONFTEST = """

@@ -197,3 +197,30 @@ def test_deadline_raises_with_the_blocked_line():
     message = str(info.value)
     assert message.startswith("the lock test did not get the lock within 0.2 s (deadlock or stall?)")
     assert "in test_deadline_raises_with_the_blocked_line: lock.acquire()  # never released" in message
+
+
+@pytest.mark.timeout(0)  # pytest-timeout's own alarm would be the one in charge (the last part)
+def test_a_silence_watch_starts_again_as_each_run_ends_and_stands_aside_for_another_alarm():
+    """A user's test's watch (plain_tests.call_watched) bounds the code between its ``run`` calls,
+    not the whole test: 0.6 s outside runs in all passes a 0.3 s watch when no stretch is that long."""
+    watch = watchdog.deadline(0.3, "the test", "return, nor end a backend.run call,", silence_watch=True)
+    with watch():
+        for _ in range(6):
+            time.sleep(0.1)
+            with watchdog.deadline(5, "a run")():
+                pass
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # nothing left armed
+    with pytest.raises(watchdog.WorkloadTimeout, match="the test did not return, nor end a backend.run call, within 0.3 s"):
+        with watch():
+            with watchdog.deadline(5, "a run")():
+                pass
+            time.sleep(2)
+    previous = signal.signal(signal.SIGALRM, lambda *args: None)
+    try:  # pytest-timeout's alarm is in charge: the watch arms nothing
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        with watch():
+            time.sleep(0.5)
+        assert 25 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -22,7 +22,7 @@ Threads stuck elsewhere cannot be stopped; they are daemon threads and die with 
 Isolated runs get the hard guarantee: the parent kills the worker process (see ``isolate``).
 Deadlines do not nest: an inner one (``backend.run`` inside a timed round) leaves the outer
 one in charge, and an alarm set by someone else (pytest-timeout) is restored on exit. The
-exception is a user's test's ``silence`` watch (``deadline(..., silence=True)``), which bounds
+exception is a user's test's silence watch (``deadline(..., silence_watch=True)``), which bounds
 what no ``run`` call covers: each run's own deadline takes over while it runs, and starts the
 watch again when it ends.
 """
@@ -87,11 +87,11 @@ def silence(timeout: float) -> float:
     return timeout + 2.0 + timeout / 10
 
 
-def deadline(seconds: float | None, what: str, doing: str = "finish a round", *, silence: bool = False):
+def deadline(seconds: float | None, what: str, doing: str = "finish a round", *, silence_watch: bool = False):
     """Context manager factory: ``with deadline(5, "ring on gevent")(): ...``.
 
     The timeout's message reads "{what} did not {doing} within {seconds} s", then where the
-    code was blocked. With ``silence``, the ``seconds`` start again each time a deadline inside
+    code was blocked. With ``silence_watch``, the ``seconds`` start again each time a deadline inside
     it ends (a test's ``run`` calls); it stands aside for an alarm someone else set.
     """
 
@@ -101,7 +101,7 @@ def deadline(seconds: float | None, what: str, doing: str = "finish a round", *,
         usable = (
             seconds
             and not _active
-            and not (silence and (_rearm or signal.getitimer(signal.ITIMER_REAL)[0]))
+            and not (silence_watch and (_rearm or signal.getitimer(signal.ITIMER_REAL)[0]))
             and hasattr(signal, "setitimer")
             and threading.current_thread() is threading.main_thread()
         )
@@ -139,7 +139,7 @@ def deadline(seconds: float | None, what: str, doing: str = "finish a round", *,
                 return
             raise error
 
-        if silence:
+        if silence_watch:
             _rearm = seconds
         else:
             _active = True
@@ -157,7 +157,7 @@ def deadline(seconds: float | None, what: str, doing: str = "finish a round", *,
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-            if silence:
+            if silence_watch:
                 _rearm = None
             else:
                 _active = False

@@ -39,14 +39,14 @@ POLL_S = 0.1  # how often the child's end is looked for while it runs
 _in_child = False
 
 
-def threads_left(besides: Collection[threading.Thread] = ()) -> list[str]:
+def threads_left(besides: Collection[threading.Thread] = ()) -> list[threading.Thread]:
     """Non-daemon threads besides this one (and ``besides``): Python waits for them before the
     process exits (an executor's workers, which it first tells to stop, left out)."""
     from concurrent.futures import thread as executor
 
     told = set(getattr(executor, "_threads_queues", ()))
     here = threading.current_thread()
-    return [t.name for t in threading.enumerate()
+    return [t for t in threading.enumerate()
             if t is not here and t.is_alive() and not t.daemon and t not in told and t not in besides]
 
 
@@ -249,7 +249,7 @@ def _child(item, before, after, fd: int, arm, runs) -> None:
             "extra_info": bench.extra_info, "iterations": meta.iterations if meta else 1,
             "samples": list(meta.stats.data) if meta else [],
         }
-        reply["threads"] = threads_left()
+        reply["threads"] = [t.name for t in threads_left()]
         _send(fd, json.dumps(reply, default=repr).encode() + b"\n")
         code = 0
     except BaseException:
