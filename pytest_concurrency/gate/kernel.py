@@ -39,9 +39,9 @@ class Figure:
     wider: tuple = ()  # (task kind, threshold) where the scheduler makes the figure move more
     #: (task kind, threshold) against the base side in the same run (``paired``): the rounds take
     #: turns, so what two sessions at different times differ by on threads is gone (a threaded ring's
-    #: syscalls per op -0.7% to +3.4% in 30 A/A verdicts, where two stored sessions moved up to 30%;
-    #: polling moved them +9.5% to +18.5%: scripts/kernel_plain_evidence.py --against); processes
-    #: were not measured that way, so they keep ``wider``
+    #: syscalls per op -0.7% to +3.4% in 50 A/A sessions, where two stored sessions moved up to 30%;
+    #: a sched_yield per hop +34% to +41%, polling +5% to +18%: scripts/kernel_plain_evidence.py
+    #: --against, docs/gates/kernel.md); processes were not measured that way, so they keep ``wider``
     wider_paired: tuple = ()
 
     def threshold_for(self, rec: Record, paired: bool = False) -> float:
