@@ -113,9 +113,9 @@ def session_ended(status: int) -> None:
 
 def _exit_without(threads: list[threading.Thread], grace: float) -> None:
     """At the process's exit, Python waits for every non-daemon thread: a thread a test left waiting
-    for ever would keep a CI job alive until the job's own limit. The first time, register (with
-    Python's shutdown, which calls it before that wait; a session run inside another process never
-    gets there) a bounded wait for them, then ``os._exit`` with the session's status."""
+    for ever would keep a CI job alive until the job's own limit. The first time, register with
+    Python's shutdown (which calls it before that wait, at the process's own exit, not a session's)
+    a bounded wait for them, then ``os._exit`` with the session's status."""
     first = not _left
     _left.extend(threads)
     _exit["bound"] = max(_exit["bound"] or 0, grace)
