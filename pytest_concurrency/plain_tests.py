@@ -72,8 +72,6 @@ def call_watched(item, timeout: float | None) -> bool | None:
     already inside its watch): pytest calls it as usual."""
     if not is_plain(item.fixturenames) or item.stash.get(WATCHED, False):
         return None
-    from .runner import forked
-
     older = set(threading.enumerate())
     guard = watchdog.deadline(timeout and watchdog.silence(timeout), item.nodeid,
                               "return, nor end a backend.run call,", silence_watch=True)
@@ -85,7 +83,7 @@ def call_watched(item, timeout: float | None) -> bool | None:
         raise pytest.fail.Exception(str(exc), pytrace=False) from None
     finally:
         del item.stash[WATCHED]
-        left = forked.threads_left(besides=older)
+        left = watchdog.threads_left(besides=older)
         if left:
             item.warn(pytest.PytestWarning(
                 f"{item.nodeid}: the test left non-daemon threads running ({', '.join(t.name for t in left)}); "

@@ -434,9 +434,7 @@ def pytest_terminal_summary(terminalreporter):
     outcome = terminalreporter.config.stash.get(session_end.OUTCOME, None)
     if outcome is not None:
         session_end.show(terminalreporter, outcome)
-    from .runner import forked
-
-    left = [t.name for t in forked.threads_left()]
+    left = [t.name for t in watchdog.threads_left()]
     if left:  # or the session seems to hang after its summary, with nothing said
         bound = plain_tests.exit_bound()
         terminalreporter.write_line(

@@ -40,7 +40,7 @@ import threading
 import time
 import traceback
 
-from typing import Callable
+from typing import Callable, Collection
 
 from .base import ConcurrencyError
 
@@ -85,6 +85,17 @@ def silence(timeout: float) -> float:
     call, which then fails the test naming where it waited; this is for what it does not reach
     (code outside ``run``), with a grace so that a stalled run is the one to report."""
     return timeout + 2.0 + timeout / 10
+
+
+def threads_left(besides: Collection[threading.Thread] = ()) -> list[threading.Thread]:
+    """Non-daemon threads besides this one (and ``besides``): Python waits for them before the
+    process exits (an executor's workers, which it first tells to stop, left out)."""
+    from concurrent.futures import thread as executor
+
+    told = set(getattr(executor, "_threads_queues", ()))
+    here = threading.current_thread()
+    return [t for t in threading.enumerate()
+            if t is not here and t.is_alive() and not t.daemon and t not in told and t not in besides]
 
 
 def deadline(seconds: float | None, what: str, doing: str = "finish a round", *, silence_watch: bool = False):

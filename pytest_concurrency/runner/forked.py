@@ -22,11 +22,10 @@ import os
 import selectors
 import signal
 import sys
-import threading
 import time
 import traceback
 import warnings
-from typing import Callable, Collection
+from typing import Callable
 
 import pytest
 
@@ -37,17 +36,6 @@ EXIT_S = 5.0  # after its reply, the child's time to flush its output and exit b
 POLL_S = 0.1  # how often the child's end is looked for while it runs
 
 _in_child = False
-
-
-def threads_left(besides: Collection[threading.Thread] = ()) -> list[threading.Thread]:
-    """Non-daemon threads besides this one (and ``besides``): Python waits for them before the
-    process exits (an executor's workers, which it first tells to stop, left out)."""
-    from concurrent.futures import thread as executor
-
-    told = set(getattr(executor, "_threads_queues", ()))
-    here = threading.current_thread()
-    return [t for t in threading.enumerate()
-            if t is not here and t.is_alive() and not t.daemon and t not in told and t not in besides]
 
 
 def in_child() -> bool:
@@ -249,7 +237,7 @@ def _child(item, before, after, fd: int, arm, runs) -> None:
             "extra_info": bench.extra_info, "iterations": meta.iterations if meta else 1,
             "samples": list(meta.stats.data) if meta else [],
         }
-        reply["threads"] = [t.name for t in threads_left()]
+        reply["threads"] = [t.name for t in watchdog.threads_left()]
         _send(fd, json.dumps(reply, default=repr).encode() + b"\n")
         code = 0
     except BaseException:
