@@ -45,6 +45,7 @@ ONLY_ENV = "PYTEST_CONCURRENCY_SIDE_ONLY"  # a second pair of sessions: the JSON
 MIN_ROUNDS = 2 * paired.MIN_PAIRS + 4
 INTERRUPT_GRACE_S = 10.0
 KEEP_ENV = "PYTEST_CONCURRENCY_AGAINST_KEEP"
+PAD_ENV = "PYTEST_CONCURRENCY_PAD"  # same_size: the sides' environments padded to one size
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
 
@@ -164,19 +165,21 @@ def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list
     if only is not None:
         env[ONLY_ENV] = json.dumps(only)
     quiet = head_only_removed(args)
+    launches = {}
+    for side, path, argv in (
+            (lockstep.A, site, [*quiet, "-o", f"cache_dir={directory / 'cache'}"]),
+            (lockstep.B, sides.same_length(site), args if only is None else [*quiet, "-o", f"cache_dir={directory / 'cache'}"])):
+        launches[side] = ([sys.executable, "-m", "pytest", *argv],
+                          {**env, "PYTHONPATH": _prepend(path, env.get("PYTHONPATH")), SIDE_ENV: side,
+                           sides.SIDE_PATH_ENV: str(site), OUT_ENV: str(directory / f"side-{side}.json")})
+    same_size(launches)
     procs = {}
     try:
         with open(pair.log, "wb") as base_log, open(directory / "head-side.log", "wb") as head_log:
-            for side, extra_env, argv, out in (
-                    (lockstep.A, {"PYTHONPATH": _prepend(site, env.get("PYTHONPATH"))},
-                     [*quiet, "-o", f"cache_dir={directory / 'cache'}"], base_log),
-                    (lockstep.B, {"PYTHONPATH": _prepend(sides.same_length(site), env.get("PYTHONPATH"))},
-                     args if only is None else [*quiet, "-o", f"cache_dir={directory / 'cache'}"],
-                     None if only is None else head_log)):
-                side_env = {**env, **extra_env, SIDE_ENV: side, sides.SIDE_PATH_ENV: str(site),
-                            OUT_ENV: str(directory / f"side-{side}.json")}
+            for side, out in ((lockstep.A, base_log), (lockstep.B, None if only is None else head_log)):
+                argv, side_env = launches[side]
                 # a session of its own: a Ctrl-C reaches it once, forwarded from here (_stop)
-                procs[side] = subprocess.Popen([sys.executable, "-m", "pytest", *argv], cwd=str(root), env=side_env,
+                procs[side] = subprocess.Popen(argv, cwd=str(root), env=side_env,
                                                stdin=subprocess.DEVNULL, stdout=out, start_new_session=True,
                                                stderr=subprocess.STDOUT if out else None,
                                                # both sides alike: one address layout (a layout is one more
@@ -195,6 +198,32 @@ def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list
         pair.errors.append(f"the base side did not end within {BASE_GRACE_S:.0f} s of the head and was stopped")
     pair.read()
     return pair
+
+
+def same_size(launches: dict) -> None:
+    """Pad the sides' environments so that both processes start with as many strings, of as many
+    bytes, above their stacks: with the address layout fixed, where the stack starts (and all that
+    is aligned from it) then does not differ between them. In the first pair the head has the user's
+    command line and the base one of its own: one more layout difference between the two processes."""
+    def size(argv, env) -> tuple[int, int]:
+        strings = sum(len(os.fsencode(a)) + 1 for a in argv)
+        strings += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items())
+        return len(argv) + len(env), strings
+
+    for _, env in launches.values():
+        for key in [k for k in env if k.startswith(PAD_ENV)]:
+            del env[key]
+    sizes = {side: size(*launch) for side, launch in launches.items()}
+    entries = max(n for n, _ in sizes.values())
+    pads = {side: entries - n + 1 for side, (n, _) in sizes.items()}  # every side at least one
+    # each pad costs its name, "=" and the terminating NUL: the longest total wins, the rest fill up
+    strings = max(b + sum(len(f"{PAD_ENV}{i}") + 2 for i in range(pads[side])) for side, (_, b) in sizes.items())
+    for side, (argv, env) in launches.items():
+        names = [f"{PAD_ENV}{i}" for i in range(pads[side])]
+        room = strings - sizes[side][1] - sum(len(name) + 2 for name in names)
+        for name in names:
+            env[name] = ""
+        env[names[-1]] = "x" * room
 
 
 def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair) -> list:
@@ -323,7 +352,7 @@ def _tail(path: Path, lines: int = 20) -> str:
 # -- in each side's session --------------------------------------------------------------------------
 
 TURNS = pytest.StashKey[lockstep.Client]()
-CALLS = pytest.StashKey[list]()  # a test's runner calls: [turn, seconds per iteration, iterations]
+CALLS = pytest.StashKey[list]()  # a test's runner calls: [turn, seconds per iteration, iterations, CPU]
 
 
 def at_least_min_rounds(config) -> None:
@@ -360,10 +389,11 @@ def pair(item) -> None:
     bench = getattr(item, "funcargs", {}).get("benchmark")
     client = item.config.stash.get(TURNS, None)
     if bench is not None and client is not None and getattr(bench, "enabled", False):
-        # No CPU pinning: pinning single-threaded tests to one CPU (for a per-process CPU speed
-        # difference) made threading in the same sessions read 4-16% apart in one A/A in three;
-        # the second pair of sessions answers per-process differences instead (docs/gates/against.md).
-        item.stash[CALLS] = lockstep.pair_rounds(bench, client, side_session(), item.nodeid)
+        # single-threaded rounds on one CPU, the same for both sides, round by round (pinned for a
+        # whole test instead, threading later in the same sessions read 4-16% apart in one A/A in
+        # three: docs/gates/against.md)
+        cpu = lockstep.shared_cpu(item.funcargs.get("concurrency_backend"))
+        item.stash[CALLS] = lockstep.pair_rounds(bench, client, side_session(), item.nodeid, cpu)
 
 
 def record_turns(item, bench) -> None:

@@ -52,12 +52,12 @@ def test_work(benchmark, concurrency_backend):
             mylib.work(b.name)
 
         async def main():
-            tasks = [b.spawn(job) for _ in range(4)]
+            tasks = [b.spawn(job) for _ in range(TASKS)]
             for t in tasks:
                 await t.join()
     else:
         def main():
-            tasks = [b.spawn(mylib.work, b.name) for _ in range(4)]
+            tasks = [b.spawn(mylib.work, b.name) for _ in range(TASKS)]
             for t in tasks:
                 t.join()
     benchmark(b.run, main)
@@ -69,11 +69,16 @@ KEEP_ENV = "PYTEST_CONCURRENCY_AGAINST_KEEP"  # against.py: each pair's rounds c
 VERDICT = re.compile(r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)")
 
 
-def make_project(root: Path) -> Path:
+def make_project(root: Path, tasks: int, git: bool) -> Path:
     for side in ("base", "head"):
         (root / side / "mylib").mkdir(parents=True)
         write_lib(root / side, changed=False)
-    (root / "head" / "test_mylib.py").write_text(TEST)
+    (root / "head" / "test_mylib.py").write_text(TEST.replace("TASKS", str(tasks)))
+    if git:  # the base is the head's last commit, as a user compares a working tree with git:HEAD
+        cmd = ["git", "-c", "user.name=e", "-c", "user.email=e@e"]
+        subprocess.run([*cmd, "init", "-q"], cwd=root / "head", check=True)
+        subprocess.run([*cmd, "add", "mylib", "pyproject.toml"], cwd=root / "head", check=True)
+        subprocess.run([*cmd, "commit", "-qm", "base"], cwd=root / "head", check=True)
     return root / "head"
 
 
@@ -85,11 +90,12 @@ def write_lib(side: Path, changed: bool) -> None:
     (side / "pyproject.toml").write_text(PYPROJECT.format(version=version))
 
 
-def session(head: Path, backends: str, slow: str, threshold: str | None, keep: str | None = None) -> tuple[dict, float, str]:
+def session(head: Path, backends: str, slow: str, threshold: str | None, keep: str | None = None,
+            base: str = "../base") -> tuple[dict, float, str]:
     env = {**os.environ, "MYLIB_SLOW": slow, **({KEEP_ENV: keep} if keep else {})}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
-                           f"--concurrency-backends={backends}", "--concurrency-against=../base",
+                           f"--concurrency-backends={backends}", f"--concurrency-against={base}",
                            *([f"--concurrency-threshold={threshold}"] if threshold else [])],
                           cwd=head, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -153,6 +159,9 @@ def main() -> int:
                         help="model:factor of the head's work, comma-separated")
     parser.add_argument("--aa", type=int, default=10, help="A/A sessions")
     parser.add_argument("--trials", type=int, default=10, help="sessions with the changes")
+    parser.add_argument("--tasks", type=int, default=4, help="tasks the test spawns, each running work (default 4)")
+    parser.add_argument("--git", action="store_true", help="the base is git:HEAD of the head's directory (its "
+                        "library committed), not a path beside it")
     parser.add_argument("--threshold", help="--concurrency-threshold for the sessions (percent)")
     parser.add_argument("--keep", metavar="DIR", help="keep every session's rounds in DIR (and the output of every "
                         "session with an unexpected verdict: A/A not unchanged, a change not regressed)")
@@ -164,7 +173,7 @@ def main() -> int:
         return rejudge(Path(args.rejudge), float(args.threshold or 3) / 100,
                        (args.thread_threshold or float(args.threshold or 3)) / 100)
     with tempfile.TemporaryDirectory(prefix="against-evidence-") as tmp:
-        head = make_project(Path(tmp))
+        head = make_project(Path(tmp), args.tasks, args.git)
         for name, slow, runs in (("A/A", "", args.aa), (f"changed ({args.changes})", args.changes, args.trials)):
             if not runs:
                 continue
@@ -173,7 +182,8 @@ def main() -> int:
             pairs = []  # pairs of sessions each session ran
             for i in range(runs):
                 kept = os.path.join(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}") if args.keep else None
-                found, seconds, out = session(head, args.backends, slow, args.threshold, kept)
+                found, seconds, out = session(head, args.backends, slow, args.threshold, kept,
+                                              "git:HEAD" if args.git else "../base")
                 times.append(seconds)
                 pairs.append(max([1, *map(int, re.findall(r"in pair of sessions (\d+)", out))]))
                 if not found:

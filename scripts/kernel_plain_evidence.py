@@ -17,7 +17,8 @@ gate's own rule (``gate.compare``, its kernel part), as ``--concurrency-baseline
 ``--against`` judges each change the other way: the change is in a small library the test imports,
 and each trial is one session of ``--concurrency-against`` (the unchanged library installed apart
 as the base side, rounds paired in turns, gate/paired.py), its verdicts read from the markdown
-report; A/A sessions have the same library on both sides.
+report; A/A sessions have the same library on both sides. There the lock is taken in the loop of
+``--table`` (4 threads, the shared lock every iteration), with its own A/A (``--aa-loop``).
 
 ``--table`` instead reproduces, from the plugin's own figures, the measurement that motivated the
 kernel gate: 4 threads x 4,000 iterations of a small loop, as it is, with an ``os.sched_yield()``
@@ -26,6 +27,7 @@ context switches per round from a time-mode session, instructions from a counted
 
     python3 scripts/kernel_plain_evidence.py --aa 50 --trials 20 --keep /tmp/kplain
     python3 scripts/kernel_plain_evidence.py --against --aa 20 --trials 10 --backends threading --keep /tmp/ka
+    python3 scripts/kernel_plain_evidence.py --against --aa 0 --aa-loop 20 --trials 20 --changes lock --keep /tmp/kl
     python3 scripts/kernel_plain_evidence.py --rejudge /tmp/ka
     python3 scripts/kernel_plain_evidence.py --table --sessions 3
 """
@@ -306,19 +308,29 @@ def table(args, work: str) -> int:
 #: The against mode's library: the change is in code the two sides import from different places.
 MYLIB = '__version__ = "{version}"\nHOW = "{how}"\n'
 PYPROJECT = open(os.path.join(ROOT, "tests", "data", "mylib.pyproject.toml"), encoding="utf-8").read()
-ROW = re.compile(r"^\| test_ring on (\w+) \| ([^|]+) \| ([^|]*) \|(?:[^|]*\|){4} \**(\w+)\** \|")
+ROW = re.compile(r"^\| test_(?:ring|loop) on (\w+) \| ([^|]+) \| ([^|]*) \|(?:[^|]*\|){4} \**(\w+)\** \|")
 
 
 def against(args, work: str) -> int:
-    """Each trial one ``--concurrency-against`` session; its verdicts, per model and figure."""
-    test = (RING.replace('HOW = os.environ.get("KERNEL_INJECT", "")', "from mylib import HOW")
-            .replace("rounds=5, warmup_rounds=1", "rounds=64, warmup_rounds=1"))  # 16 quads a side
+    """Each trial one ``--concurrency-against`` session; its verdicts, per model and figure. The lock
+    is taken in the loop of the motivating table (4 threads, the shared lock every iteration), not
+    in the ring: the ring's 4 contending threads hold the GIL, and 64 rounds a side of it take ~10
+    minutes a session. Its A/A is ``--aa-loop`` sessions of that loop unchanged."""
+    def paired(test: str) -> str:
+        return (test.replace('HOW = os.environ.get("KERNEL_INJECT", "")', "from mylib import HOW")
+                .replace("rounds=5, warmup_rounds=1", "rounds=64, warmup_rounds=1"))  # 16 quads a side
+
     started, n = time.monotonic(), 0
-    for how in ["", *[c for c in args.changes.split(",") if c]]:
-        runs = args.aa if not how else args.trials
-        backends = "threading" if how in ("lock", "poll") else args.backends
+    changes = [c for c in args.changes.split(",") if c]
+    aa_loop = args.aa if args.aa_loop is None else args.aa_loop
+    scenarios = [("", "ring", args.aa), *([("", "loop", aa_loop)] if "lock" in changes else []),
+                 *((how, "loop" if how == "lock" else "ring", args.trials) for how in changes)]
+    for how, shape, runs in scenarios:
+        test = paired(LOOP if shape == "loop" else RING)
+        label = (how or "A/A") + (" (the loop)" if shape == "loop" and not how else "")
+        backends = "threading" if how in ("lock", "poll") or shape == "loop" else args.backends
         tally: dict = collections.defaultdict(collections.Counter)
-        changes: dict = collections.defaultdict(list)
+        changes_seen: dict = collections.defaultdict(list)
         for i in range(runs):
             n += 1
             project = os.path.join(work, f"a{n}")
@@ -355,16 +367,16 @@ def against(args, work: str) -> int:
                 tally[model]["caught" if (caught if how else alarm) else "not"] += 1
                 for f, (change, _) in by_figure.items():
                     if change:
-                        changes[(model, f)].append(float(change.rstrip("%")))
+                        changes_seen[(model, f)].append(float(change.rstrip("%")))
                 moved.append(f"{model}: " + ", ".join(f"{f} {c} {st}" for f, (c, st) in by_figure.items()
                                                       if st != "unchanged" or f == "time"))
-            print(f"{how or 'A/A'} {i + 1}/{runs}: " + "; ".join(moved), flush=True)
+            print(f"{label} {i + 1}/{runs}: " + "; ".join(moved), flush=True)
         for model, counts in sorted(tally.items()):
             total = sum(counts.values())
             ranges = ", ".join(f"{f} {min(c):+.1f}%..{max(c):+.1f}% (median {statistics.median(c):+.1f}%)"
-                               for (m, f), c in sorted(changes.items()) if m == model)
+                               for (m, f), c in sorted(changes_seen.items()) if m == model)
             what = "kernel regressed or improved (false alarms)" if not how else "kernel regressed"
-            print(f"| {model} | {how or 'A/A'}: {counts['caught']}/{total} {what} | {ranges} |", flush=True)
+            print(f"| {model} | {label}: {counts['caught']}/{total} {what} | {ranges} |", flush=True)
     print(f"({n} sessions, {time.monotonic() - started:.0f} s)")
     return 0
 
@@ -385,6 +397,8 @@ def rejudge(work: str) -> int:
             continue
         with open(os.path.join(work, name, "head", "mylib", "__init__.py"), encoding="utf-8") as fh:
             how = re.search(r'HOW = "(\w*)"', fh.read()).group(1) or "A/A"
+        with open(os.path.join(work, name, "head", "test_user.py"), encoding="utf-8") as fh:
+            how += " (the loop)" if "def test_loop" in fh.read() and how == "A/A" else ""
         pairs = sorted((os.path.join(kept, p) for p in os.listdir(kept)), key=lambda p: int(os.path.basename(p)))
         result = paired.judge(read(pairs[0], "A"), read(pairs[0], "B"), paired.default_threshold,
                               again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]])
@@ -401,6 +415,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20, help="sessions per change (each against its own unchanged one)")
     ap.add_argument("--backends", default="threading,asyncio,gevent")
     ap.add_argument("--changes", default="yield,syscall,lock,poll")
+    ap.add_argument("--aa-loop", type=int, help="with --against and the lock among the changes: A/A sessions of "
+                    "the lock's loop (default: --aa)")
     ap.add_argument("--against", action="store_true", help="instead: each trial one --concurrency-against session")
     ap.add_argument("--table", action="store_true", help="instead: the motivating table from the plugin's figures")
     ap.add_argument("--sessions", type=int, default=3, help="with --table: time-mode sessions per row")

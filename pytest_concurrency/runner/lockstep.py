@@ -202,14 +202,17 @@ class Client:
             self._sock.close()
 
 
-def pair_rounds(benchmark, turns, side: str, nodeid: str) -> list:
-    """Make each round of this ``benchmark`` fixture wait for its side's turn (outside its timer).
+def pair_rounds(benchmark, turns, side: str, nodeid: str, cpu: int | None = None) -> list:
+    """Make each round of this ``benchmark`` fixture wait for its side's turn (outside its timer);
+    ``cpu``: run each round on that CPU (``shared_cpu``), restoring the thread's CPUs after it.
 
-    Returns the list it fills with ``[turn, seconds per iteration, iterations]`` for every
-    runner call (calibration and warm-up first: the rounds are the last ``len(stats.data)``).
+    Returns the list it fills with ``[turn, seconds per iteration, iterations, CPU]`` for every
+    runner call (calibration and warm-up first: the rounds are the last ``len(stats.data)``); CPU
+    is the one the round ended on (-1: unknown).
     """
     make_runner = benchmark._make_runner
     calls: list = []
+    allowed = os.sched_getaffinity(0) if cpu is not None else None
 
     def paired_runner(function, args, kwargs):
         runner = make_runner(function, args, kwargs)
@@ -217,14 +220,47 @@ def pair_rounds(benchmark, turns, side: str, nodeid: str) -> list:
         def run(loops_range, *rest, **kw):
             number = turns.turn(side, nodeid)
             try:
+                if cpu is not None:
+                    with contextlib.suppress(OSError):  # a CPU taken away meanwhile: run where allowed
+                        os.sched_setaffinity(0, {cpu})
                 got = runner(loops_range, *rest, **kw)
+                ran_on = current_cpu()
             finally:
+                if allowed is not None:
+                    with contextlib.suppress(OSError):
+                        os.sched_setaffinity(0, allowed)
                 turns.done()
             seconds, iterations = (got, len(loops_range)) if loops_range else (got[0], 1)
-            calls.append([number, seconds / iterations, iterations])
+            calls.append([number, seconds / iterations, iterations, ran_on])
             return got
 
         return run
 
     benchmark._make_runner = paired_runner
     return calls
+
+
+def shared_cpu(backend) -> int | None:
+    """The CPU both sides run a test's rounds on, when its tasks all run in the test's thread.
+
+    Each side's process tends to keep to the CPU it last ran on, and the two sides mostly sit on
+    different ones (A/As here: a side ran 70-100% of its rounds on one CPU, the other side on the
+    other), while the two CPUs of a shared machine ran the same rounds up to 27% apart for a
+    stretch: a pair of sessions then read a whole-life difference of 5-15% that was where they ran,
+    not their code. On one CPU both sides share its speed, and the quads cancel how it drifts.
+    Threads and processes keep every CPU (they are measured running in parallel), and so do the
+    native runtimes, which start threads of their own.
+    """
+    if (getattr(backend, "task_kind", None) != "light" or getattr(backend, "family", "") == "native"
+            or not hasattr(os, "sched_setaffinity")):
+        return None
+    return max(os.sched_getaffinity(0))
+
+
+def current_cpu() -> int:
+    """The CPU this thread runs on (Linux), else -1."""
+    try:
+        with open("/proc/thread-self/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[36])  # field 39, "processor"
+    except (OSError, ValueError, IndexError):
+        return -1
