@@ -288,6 +288,21 @@ def test_the_base_side_gets_the_command_line_without_what_only_the_head_writes()
                                                "--concurrency-backends=gevent"]
 
 
+def test_the_first_pair_runs_both_sides_with_command_lines_of_one_shape():
+    args = ["tests", "-q", "--concurrency-against=git:HEAD"]
+    first = against.command_lines(args, "/tmp/pytest-concurrency-x/against-y/1/cache", "/home/u/p/.pytest_cache")
+    assert first[lockstep.A][:-1] == first[lockstep.B][:-1] == [*args, "-o"]
+    base, head = (first[side][-1] for side in (lockstep.A, lockstep.B))
+    assert len(base) == len(head) and head.startswith("cache_dir=/home/u/p//")
+    assert Path(head.split("=", 1)[1]) == Path("/home/u/p/.pytest_cache")  # where pytest keeps it
+    assert base == "cache_dir=/tmp/pytest-concurrency-x/against-y/1/cache"
+    # what only the head writes stays the head's; later pairs run both sides alike
+    first = against.command_lines([*args, "--benchmark-json=out.json"], "/tmp/r/1/cache", "/p/.pytest_cache")
+    assert "--benchmark-json=out.json" in first[lockstep.B] and "--benchmark-json=out.json" not in first[lockstep.A]
+    later = against.command_lines([*args, "--benchmark-json=out.json"], "/tmp/r/2/cache")
+    assert later[lockstep.A] == later[lockstep.B] == [*args, "-o", "cache_dir=/tmp/r/2/cache"]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/stat")
 def test_both_sides_start_with_their_stacks_at_one_address():
     # the head has the user's command line, the base a shorter one and other variables: with the
@@ -389,7 +404,7 @@ def test_against_a_git_ref_the_same_code_passes(project):
     # The mechanism (a git ref installed apart, both sides run, judged), not the statistics, whose
     # A/A rates are scripts/against_evidence.py's (--tasks 2 --git is this shape): at the default 3%
     # this session read "+3.5% regressed" twice in about a dozen runs while each side ran on a CPU
-    # of its own (docs/gates/against.md, "Where the sides run").
+    # of its own, which the sides no longer do (docs/gates/against.md, "Where the sides run").
     result = project.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
                                           "--concurrency-against=git:HEAD", "--concurrency-threshold=10",
                                           "-p", "no:cacheprovider")
