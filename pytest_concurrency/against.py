@@ -167,7 +167,7 @@ def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list
     if only is not None:
         env[ONLY_ENV] = json.dumps(only)
     launches = {}
-    for side, argv in command_lines(args, str(directory / "cache"), head_cache if only is None else None).items():
+    for side, argv in command_lines(args, str(directory / "cache"), head_cache).items():
         path = site if side == lockstep.A else sides.same_length(site)
         launches[side] = ([sys.executable, "-m", "pytest", *argv],
                           {**env, "PYTHONPATH": _prepend(path, env.get("PYTHONPATH")), SIDE_ENV: side,

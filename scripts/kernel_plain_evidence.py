@@ -328,7 +328,7 @@ def against(args, work: str) -> int:
     for how, shape, runs in scenarios:
         test = paired(LOOP if shape == "loop" else RING)
         label = (how or "A/A") + (" (the loop)" if shape == "loop" and not how else "")
-        backends = "threading" if how in ("lock", "poll") or shape == "loop" else args.backends
+        backends = "threading" if how == "poll" or shape == "loop" else args.backends
         tally: dict = collections.defaultdict(collections.Counter)
         changes_seen: dict = collections.defaultdict(list)
         for i in range(runs):
