@@ -8,13 +8,14 @@ environment variable: a change of a few percent, which only an exact count can g
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from pytest_concurrency.gate import stats
-from pytest_concurrency.measure import callgrind, memory, profile
+from pytest_concurrency.measure import callgrind, client_request, memory, profile
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
 
@@ -248,6 +249,8 @@ def test_an_unknown_measure_is_a_usage_error(pytester):
 def test_dump_reader_against_a_real_callgrind_run(tmp_path):
     script = tmp_path / "work.py"
     script.write_text("import os\n"
+                      "from pytest_concurrency.measure import client_request\n"
+                      "client_request.start_instrumentation()  # as a Counter does, where it can\n"
                       "def spin(n):\n    return sum(i * i for i in range(n))\n"
                       "for n in (10_000, 40_000):\n"
                       "    os.sched_get_priority_max(os.SCHED_OTHER)\n"
@@ -269,6 +272,39 @@ def test_dump_reader_against_a_real_callgrind_run(tmp_path):
     # every object's total, all of it: the interpreter first, libc among them
     assert objects[0][0].startswith(("libpython", "python")) and any(lib.startswith("libc") for lib, _ in objects)
     assert large * 0.999 <= sum(c for _, c in objects) <= large * 1.001
+
+
+@needs_valgrind
+@pytest.mark.skipif(not client_request.available(), reason="valgrind client requests are made on x86-64 Linux only")
+def test_a_process_started_without_instrumentation_counts_from_its_first_reading(tmp_path):
+    """Two real callgrind processes, ~5 s: one instrumented from its start, one that switches
+    instrumentation on when it makes its counter; their rounds count the same."""
+    script = tmp_path / "work.py"
+    script.write_text("import sys\n"
+                      "from pytest_concurrency.measure import callgrind\n"
+                      "counter = callgrind.Counter(sys.argv[1])\n"
+                      "readings = [counter()]\n"
+                      "for _ in range(3):\n"
+                      "    sum(i * i for i in range(40_000))\n"
+                      "    readings.append(counter())\n"
+                      "print([b - a for a, b in zip(readings, readings[1:])])\n")
+    late = callgrind.command([sys.executable, str(script), str(tmp_path)], str(tmp_path))
+    assert "--instr-atstart=no" in late
+    early = [a for a in late if a != "--instr-atstart=no"]
+    env = callgrind.counted_env(os.environ, str(tmp_path))
+    rounds = {}
+    for name, argv in (("late", late), ("early", early)):
+        out = subprocess.run(argv, env=env, check=True, timeout=300, capture_output=True, text=True).stdout
+        rounds[name] = json.loads(out.splitlines()[-1])
+    assert min(rounds["late"]) > 1_000_000  # switched on: a loop of 40,000 counted, not 0
+    for late_round, early_round in zip(rounds["late"], rounds["early"]):
+        assert abs(late_round - early_round) <= 1e-4 * early_round, rounds
+
+
+def test_a_counter_that_cannot_switch_instrumentation_on_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv(callgrind.LATE_ENV, "1")  # as in a process started with --instr-atstart=no
+    with pytest.raises(callgrind.CountingError, match="could not switch it on"):
+        callgrind.Counter(str(tmp_path))  # this process is not under valgrind: every count would be 0
 
 
 def test_reading_a_dump_that_is_not_there_says_why(tmp_path):

@@ -51,6 +51,7 @@ one task costs the machine), ``has_sockets``, ``can_cancel`` and ``isolation_onl
 
 from __future__ import annotations
 
+import functools
 import os
 
 
@@ -110,7 +111,7 @@ class Backend:
     can_cancel: bool = True
     isolation_only: bool = False
 
-    @property
+    @functools.cached_property  # read once: importing importlib.metadata took 2.4 s a case under valgrind
     def version(self) -> str:
         from importlib import metadata
 

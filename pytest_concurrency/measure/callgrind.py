@@ -35,9 +35,10 @@ import tempfile
 
 from ..backends import scratch, watchdog
 from ..workloads import _live_memory
-from . import Instrument, measuring_side, profile
+from . import Instrument, client_request, measuring_side, profile
 
 ENV_DIR = "PYTEST_CONCURRENCY_CALLGRIND_DIR"  # where dumps go; set only for a counted session
+LATE_ENV = "PYTEST_CONCURRENCY_CALLGRIND_LATE"  # set: started with --instr-atstart=no (``command``)
 ZERO_FN = "sched_get_priority_max"
 DUMP_FN = "sched_get_priority_min"
 #: A process started with this argument counts nothing and is not traced (the memory pass
@@ -67,9 +68,14 @@ def inside() -> bool:
 
 
 def command(argv: list[str], directory: str) -> list[str]:
-    """``argv`` run under callgrind as a counted process (its children too)."""
+    """``argv`` run under callgrind as a counted process (its children too).
+
+    Where a process can switch instrumentation on itself (client_request.py), it starts without
+    it, and does so when it first reads the counter (``Counter``): start-up and imports, which
+    are never counted, run 3-4x faster."""
+    late = ["--instr-atstart=no"] if client_request.available() else []
     return [
-        shutil.which("valgrind") or "valgrind", "--tool=callgrind", "-q",
+        shutil.which("valgrind") or "valgrind", "--tool=callgrind", "-q", *late,
         f"--log-file={directory}/valgrind.%p.log",
         f"--vgdb-prefix={directory}/vgdb",  # its debugger FIFOs, in our directory rather than TMPDIR
         f"--callgrind-out-file={directory}/callgrind.%p",
@@ -82,7 +88,8 @@ def command(argv: list[str], directory: str) -> list[str]:
 
 
 def counted_env(env: dict, directory: str) -> dict:
-    return {**env, ENV_DIR: directory, "PYTHONHASHSEED": HASH_SEED}
+    late = {LATE_ENV: "1"} if client_request.available() else {}
+    return {**env, ENV_DIR: directory, "PYTHONHASHSEED": HASH_SEED, **late}
 
 
 #: The relaunching process's pid, in the counted session's environment: a session whose launcher
@@ -227,6 +234,9 @@ class Counter:
     __name__ = "Counter"  # how pytest-benchmark names its timer in its header
 
     def __init__(self, directory: str):
+        if not client_request.start_instrumentation() and os.environ.get(LATE_ENV):
+            raise CountingError("callgrind was started without instrumentation and this process could not "
+                                "switch it on (a valgrind client request): every count would read 0")
         self.directory = directory
         self._pid = os.getpid()
         self._part = 0

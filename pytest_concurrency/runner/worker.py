@@ -25,6 +25,7 @@ by the address of the name and the type's version tag, and eventlet's switch cou
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -85,6 +86,11 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
     if fork_each:
         for name in workloads.names():  # imported once here, not in every child
             workloads.get(name)
+        backend.version  # read once here, not in every child (it imports importlib.metadata)
+        # Every object made so far outlives the server: out of the collector's reach, the
+        # collection before each counted round (Callgrind.before_round) walks only what the case
+        # made. Under valgrind a walk of everything took 0.1 s, six times a case.
+        gc.freeze()
         _fork_server(answer, send)
         return
     send({"ready": True})
