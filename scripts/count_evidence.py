@@ -32,6 +32,7 @@ own ``compare``:
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import itertools
 import json
@@ -144,6 +145,8 @@ def main(argv=None) -> int:
     os.makedirs(site, exist_ok=True)
     with open(os.path.join(site, "sitecustomize.py"), "w") as fh:
         fh.write(textwrap.dedent(SITECUSTOMIZE))
+    # compiled now, or the first session alone compiles it, and starts with another memory layout
+    compileall.compile_dir(site, quiet=2)
     path_env = {"PYTHONPATH": os.pathsep.join([site, ROOT, os.environ.get("PYTHONPATH", "")]),
                 "COUNT_INJECT_BACKEND": args.target, "COUNT_INJECT_BYTES": _fixed_width(0),
                 "COUNT_LAYOUT_PAD": _fixed_width(0)}

@@ -157,7 +157,7 @@ def _check_room() -> None:
 
 def _counted_child():
     """The relaunched session's ``preexec_fn``: it dies with the launcher, and ignores Ctrl-C until
-    the session has started (``take_ctrl_c``): under valgrind, Python's start-up takes 10-20 s, and
+    the session has started (``take_ctrl_c``): under valgrind, Python's start-up takes seconds, and
     an interrupt in it is a traceback of the import it hit."""
     return watchdog.with_parent(also=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
 

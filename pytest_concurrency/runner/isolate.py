@@ -233,8 +233,9 @@ class Ahead:
     process of its own, so the session uses every core while pytest runs tests one by one.
 
     Each of the ``jobs`` lanes keeps to one model while it has cases left, so that a model's
-    worker starts once, not once per lane: a fork server's start under valgrind took 10-20 s,
-    as long as several cases. A lane out of cases takes the model with the most left that no
+    worker starts once, not once per lane: a fork server's start under valgrind takes 3-5 s
+    (10-20 s where it cannot start uninstrumented: measure/client_request.py), as long as
+    several cases. A lane out of cases takes the model with the most left that no
     lane is on, else helps the one with the most left."""
 
     def __init__(self, workers: WorkerPool, jobs: int):
