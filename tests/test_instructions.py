@@ -274,31 +274,39 @@ def test_dump_reader_against_a_real_callgrind_run(tmp_path):
     assert large * 0.999 <= sum(c for _, c in objects) <= large * 1.001
 
 
+@pytest.mark.slow
 @needs_valgrind
 @pytest.mark.skipif(not client_request.available(), reason="valgrind client requests are made on x86-64 Linux only")
-def test_a_process_started_without_instrumentation_counts_from_its_first_reading(tmp_path):
-    """Two real callgrind processes, ~5 s: one instrumented from its start, one that switches
-    instrumentation on when it makes its counter; their rounds count the same."""
+def test_a_process_started_without_instrumentation_counts_once_it_switches_it_on(tmp_path):
+    """Three real callgrind processes of a bare interpreter (no site), 7-9 s: instrumented from the
+    start, started without and switched on (as a Counter does), started without and never switched
+    on. (Every counted session of the fast tier relies on the switch: without it, no dump.)"""
     script = tmp_path / "work.py"
-    script.write_text("import sys\n"
-                      "from pytest_concurrency.measure import callgrind\n"
-                      "counter = callgrind.Counter(sys.argv[1])\n"
-                      "readings = [counter()]\n"
+    script.write_text("import importlib.util, os, sys\n"
+                      "spec = importlib.util.spec_from_file_location('client_request', sys.argv[1])\n"
+                      "client_request = importlib.util.module_from_spec(spec)\n"
+                      "spec.loader.exec_module(client_request)\n"
+                      "if sys.argv[2] == 'switch':\n"
+                      "    client_request.start_instrumentation()\n"
                       "for _ in range(3):\n"
+                      f"    os.{callgrind.ZERO_FN}(os.SCHED_OTHER)\n"
                       "    sum(i * i for i in range(40_000))\n"
-                      "    readings.append(counter())\n"
-                      "print([b - a for a, b in zip(readings, readings[1:])])\n")
-    late = callgrind.command([sys.executable, str(script), str(tmp_path)], str(tmp_path))
-    assert "--instr-atstart=no" in late
-    early = [a for a in late if a != "--instr-atstart=no"]
-    env = callgrind.counted_env(os.environ, str(tmp_path))
-    rounds = {}
-    for name, argv in (("late", late), ("early", early)):
-        out = subprocess.run(argv, env=env, check=True, timeout=300, capture_output=True, text=True).stdout
-        rounds[name] = json.loads(out.splitlines()[-1])
-    assert min(rounds["late"]) > 1_000_000  # switched on: a loop of 40,000 counted, not 0
-    for late_round, early_round in zip(rounds["late"], rounds["early"]):
-        assert abs(late_round - early_round) <= 1e-4 * early_round, rounds
+                      f"    os.{callgrind.DUMP_FN}(os.SCHED_OTHER)\n")
+    counts = {}
+    for name in ("early", "late", "never"):
+        out = tmp_path / name
+        out.mkdir()
+        argv = callgrind.command([sys.executable, "-I", "-S", str(script), client_request.__file__,
+                                  "never" if name == "never" else "switch"], str(out))
+        assert "--instr-atstart=no" in argv
+        if name == "early":
+            argv.remove("--instr-atstart=no")
+        subprocess.run(argv, check=True, timeout=300)
+        counts[name] = [callgrind.read_total(str(p)) for p in sorted(out.glob("callgrind.*.*"))]
+    assert len(counts["late"]) == 3 and min(counts["late"]) > 1_000_000, counts  # a loop of 40,000, counted
+    for late, early in zip(counts["late"], counts["early"]):
+        assert abs(late - early) <= 1e-4 * early, counts
+    assert counts["never"] == [], counts  # never switched on: callgrind saw no call to dump at
 
 
 def test_a_counter_that_cannot_switch_instrumentation_on_says_so(tmp_path, monkeypatch):
