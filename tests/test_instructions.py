@@ -8,7 +8,6 @@ environment variable: a change of a few percent, which only an exact count can g
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
