@@ -14,6 +14,7 @@ Injections (one at a time, per hop, in the channel's ``put``):
 * ``lock``: a lock shared by 4 extra threads that take it in a loop while the round runs
   (threading only: the hops take it too);
 * ``poll``: a blocking ``get`` replaced by polling ``get(timeout=0.0005)`` (threading only);
+  ``poll:SECONDS`` with another timeout (one shorter than a hop's wait expires: ``poll:0.0001``);
 * ``readv``: the same syscall doing more kernel work: ``os.readv`` of /dev/zero per hop, 4 KiB
   on the base side and 256 KiB on the changed one (syscalls and switches stay the same; only
   system CPU time can tell).
@@ -76,7 +77,8 @@ class _Channel:
         if is_async:
             self.put, self.get = self._aput, inner.get
         else:
-            self.put, self.get = self._sput, self._poll_get if how == "poll" else inner.get
+            self.put, self.get = self._sput, self._poll_get if how.startswith("poll") else inner.get
+        self._timeout = float(how.split(":")[1]) if how.startswith("poll:") else 0.0005
 
     def _extra(self):
         if self._how == "yield":
@@ -102,7 +104,7 @@ class _Channel:
 
         while True:
             try:
-                return self._inner.get(timeout=0.0005)
+                return self._inner.get(timeout=self._timeout)
             except queue.Empty:
                 continue
 
@@ -167,7 +169,7 @@ def main() -> int:
         return spread(args.backends.split(","), args.spread)
     started = time.monotonic()
     for spec in args.backends.split(","):
-        changes = [c for c in args.changes.split(",") if c not in ("lock", "poll") or spec == "threading"]
+        changes = [c for c in args.changes.split(",") if c.split(":")[0] not in ("lock", "poll") or spec == "threading"]
         first = measure_once(spec, None)  # discarded: see above
         figures = {k: round(v, 3) for k, v in first.extra.items() if k.endswith("_per_op") and k != "ns_per_op"}
         print(f"{spec}: ring {PARAMS}, per hop: {figures} ({first.extra['kernel_source']['syscalls']})", flush=True)

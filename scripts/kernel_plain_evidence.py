@@ -12,7 +12,8 @@ gate's own rule (``gate.compare``, its kernel part), as ``--concurrency-baseline
 * each change, ``--trials`` sessions, each judged against an unchanged session of its own:
   ``yield`` (``os.sched_yield()`` per hop), ``syscall`` (one ``os.getppid()`` per hop),
   ``lock`` (a lock every hop takes, contended by 4 more threads; threading only) and
-  ``poll`` (``get(timeout=0.5 ms)`` in a loop instead of a blocking get; threading only).
+  ``poll`` (``get(timeout=0.5 ms)`` in a loop instead of a blocking get; threading only;
+  ``poll:SECONDS`` another timeout: one shorter than a hop's wait expires, and polls).
 
 ``--against`` judges each change the other way: the change is in a small library the test imports,
 and each trial is one session of ``--concurrency-against`` (the unchanged library installed apart
@@ -80,11 +81,12 @@ RING = textwrap.dedent('''
         chans = [backend.channel(10) for _ in range(n)]
 
         def get(ch):
-            if HOW != "poll":
+            if not HOW.startswith("poll"):
                 return ch.get()
+            timeout = float(HOW.partition(":")[2] or 0.0005)
             while True:
                 try:
-                    return ch.get(timeout=0.0005)
+                    return ch.get(timeout=timeout)
                 except queue.Empty:
                     continue
 
@@ -243,7 +245,7 @@ def injections(args, work: str) -> int:
         print(f"| {model} | {false}/{len(found)} regressed or improved ({unsure} more inconclusive: the load) |",
               flush=True)
     for how in changes:
-        backends = "threading" if how in ("lock", "poll") else args.backends
+        backends = "threading" if how.split(":")[0] in ("lock", "poll") else args.backends
         rows: dict = {}
         for _ in range(args.trials):
             for model, by_figure in _by_model(run("", backends), run(how, backends)).items():
@@ -328,7 +330,7 @@ def against(args, work: str) -> int:
     for how, shape, runs in scenarios:
         test = paired(LOOP if shape == "loop" else RING)
         label = (how or "A/A") + (" (the loop)" if shape == "loop" and not how else "")
-        backends = "threading" if how == "poll" or shape == "loop" else args.backends
+        backends = "threading" if how.startswith("poll") or shape == "loop" else args.backends
         tally: dict = collections.defaultdict(collections.Counter)
         changes_seen: dict = collections.defaultdict(list)
         for i in range(runs):
@@ -396,7 +398,7 @@ def rejudge(work: str) -> int:
         if not name.startswith("a") or not os.path.isdir(kept):
             continue
         with open(os.path.join(work, name, "head", "mylib", "__init__.py"), encoding="utf-8") as fh:
-            how = re.search(r'HOW = "(\w*)"', fh.read()).group(1) or "A/A"
+            how = re.search(r'HOW = "([\w:.]*)"', fh.read()).group(1) or "A/A"
         with open(os.path.join(work, name, "head", "test_user.py"), encoding="utf-8") as fh:
             how += " (the loop)" if "def test_loop" in fh.read() and how == "A/A" else ""
         pairs = sorted((os.path.join(kept, p) for p in os.listdir(kept)), key=lambda p: int(os.path.basename(p)))

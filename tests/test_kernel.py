@@ -12,6 +12,7 @@ from pytest_concurrency.gate import baseline, compare as gate, kernel as kernel_
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, NOT_MEASURED, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import kernel
 from pytest_concurrency.measure.records import Record
+from pytest_concurrency.report import kernel as kernel_report
 
 with kernel.Counters() as _probe:
     SYSCALLS = _probe.source["syscalls"] == "perf_event_open"
@@ -290,3 +291,15 @@ def test_a_users_plain_test_gets_kernel_figures_and_its_extra_syscalls_fail(pyte
     out = " ".join(slow.stdout.str().split())
     assert slow.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "test_my_ping_pong on asyncio:" in out and "syscalls/op" in out.split("Kernel regressions")[1]
+
+
+def test_threads_judged_on_a_stored_baseline_are_told_what_judges_them_tighter():
+    threaded = _rec("threading")
+    threaded.extra["task_kind"] = "thread"
+    result = kernel_gate.judge(baseline.document_from_records([threaded], META), [threaded])
+    (title, lines), = kernel_report.sections(result)
+    assert title == "Kernel" and lines[0] == "kernel passed: 4 unchanged"
+    assert lines[1].startswith("on threads a stored baseline holds syscalls/op to 40%, context switches/op to 80%")
+    assert "--concurrency-against" in lines[1] and "at 8%, 25%" in lines[1] and lines[1].endswith(": 1 benchmark")
+    light = kernel_gate.judge(baseline.document_from_records([_rec()], META), [_rec()])
+    assert kernel_gate.loose_note(light) is None  # light tasks are held tightly either way

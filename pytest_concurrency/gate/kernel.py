@@ -44,8 +44,8 @@ class Figure:
     #: --against, docs/gates/kernel.md); processes were not measured that way, so they keep ``wider``
     wider_paired: tuple = ()
 
-    def threshold_for(self, rec: Record, paired: bool = False) -> float:
-        return dict(self.wider_paired if paired else self.wider).get(rec.extra.get("task_kind"), self.threshold)
+    def threshold_for(self, task_kind: str | None, paired: bool = False) -> float:
+        return dict(self.wider_paired if paired else self.wider).get(task_kind, self.threshold)
 
     @property
     def key(self) -> str:
@@ -92,11 +92,13 @@ def judge(baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | No
     busier = busier or {}
     base = {r.key: r for r in from_json(baseline_doc)}
     verdicts = []
+    loose = 0
     unmeasured: dict = {}  # why -> (the figures, the benchmarks): one line per reason in the report
     for rec in current:
         then = base.get(rec.key)
         if then is None or not _has_kernel(rec.extra) and not _has_kernel(then.extra):
             continue  # a benchmark new to the baseline (the time gate says so), or no figures either side
+        loose += rec.extra.get("task_kind") == THREAD
         for figure in FIGURES:
             if figure.gated:
                 verdict = _judge(figure, then, rec)
@@ -111,7 +113,7 @@ def judge(baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | No
     order = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, NOT_MEASURED: 3, NEW: 4, UNCHANGED: 5}
     verdicts.sort(key=lambda v: (order[v.status], v.key, v.figure))
     return KernelResult(verdicts, sorted(f"{', '.join(figures)} {why}: {len(keys)} benchmark{'s' * (len(keys) != 1)}"
-                                         for why, (figures, keys) in unmeasured.items()))
+                                         for why, (figures, keys) in unmeasured.items()), loose)
 
 
 def _judge(figure: Figure, then: Record, now: Record) -> KernelVerdict:
@@ -122,7 +124,7 @@ def _judge(figure: Figure, then: Record, now: Record) -> KernelVerdict:
         why = (now if after is None else then).extra.get("kernel_note")
         return KernelVerdict(now.key, figure.name, NOT_MEASURED, before, after,
                              note=f"not measured in {side}" + (f" ({why})" if why else ""))
-    threshold = max(figure.threshold_for(now), SPREAD_K * max(_spread(then, figure), _spread(now, figure)))
+    threshold = max(figure.threshold_for(now.extra.get("task_kind")), SPREAD_K * max(_spread(then, figure), _spread(now, figure)))
     change = after / before - 1 if before > 0 else None
     status = UNCHANGED
     if abs(after - before) > figure.floor and abs(after - before) * (now.ops or 1) > figure.round_floor:
@@ -176,6 +178,18 @@ def line(v: KernelVerdict) -> str:
     change = f"+{amount(v.figure, v.current)} from none" if v.change is None else f"{v.change:+.0%}"
     return (f"{key_label(v.key)}: {amount(v.figure, v.baseline)} -> {amount(v.figure, v.current)} {what} "
             f"({change}, threshold {v.threshold:.0%})" + (f" ({v.note})" if v.note else ""))
+
+
+def loose_note(result: KernelResult) -> str | None:
+    """What a stored baseline cannot see on threads, and what can: said whenever threads were judged."""
+    if not result.loose:
+        return None
+    held = [(f.what, f.threshold_for(THREAD), f.threshold_for(THREAD, paired=True)) for f in FIGURES
+            if f.gated and f.threshold_for(THREAD) > f.threshold_for(THREAD, paired=True)]
+    return (f"on threads a stored baseline holds {', '.join(f'{what} to {wide:.0%}' for what, wide, _ in held)} (two "
+            "sessions of the same threaded code differ by up to 30%); --concurrency-against judges them against the "
+            f"base in the same run, at {', '.join(f'{tight:.0%}' for _, _, tight in held)}: "
+            f"{result.loose} benchmark{'s' * (result.loose != 1)}")
 
 
 def summary(result: KernelResult) -> str:

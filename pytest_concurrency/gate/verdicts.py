@@ -118,6 +118,7 @@ class KernelVerdict:
 class KernelResult:
     verdicts: list[KernelVerdict] = field(default_factory=list)
     not_measured: list = field(default_factory=list)  # why figures were not measured, once each
+    loose: int = 0  # benchmarks on threads judged at a stored baseline's wide thresholds (gate/kernel.py)
 
     @property
     def failed(self) -> bool:

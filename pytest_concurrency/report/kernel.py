@@ -42,5 +42,5 @@ def sections(result: V.KernelResult | None) -> list[tuple[str, list[str]]]:
             lines = [kernel_gate.line(v) for v in result.by_status(status)]
         if lines:
             out.append((title, lines))
-    out.append(("Kernel", [kernel_gate.summary(result)]))
+    out.append(("Kernel", [kernel_gate.summary(result), *filter(None, [kernel_gate.loose_note(result)])]))
     return out
