@@ -21,6 +21,7 @@ session against every unchanged one (anything but regressed is a miss).
 
     python3 scripts/plain_count_repeat.py --sessions 4 --inject 0
     python3 scripts/plain_count_repeat.py --sessions 10 --inject 2:5 --parallel 5
+    python3 scripts/plain_count_repeat.py --sessions 10 --inject 0 --layout 0    # one checkout's sessions
 """
 
 from __future__ import annotations
@@ -133,11 +134,13 @@ def session(root: str, label: str, layout: int, backends: str, steps: dict) -> d
     return rounds
 
 
-def sessions(root: str, kinds: dict, backends: str, parallel: int) -> dict:
-    """``{label: (count, steps)}`` -> ``{label: [rounds by model, per session]}``, all in one pool."""
+def sessions(root: str, kinds: dict, backends: str, parallel: int, layout: int | None = None) -> dict:
+    """``{label: (count, steps)}`` -> ``{label: [rounds by model, per session]}``, all in one pool;
+    each session in layout ``layout``, or in its own (its index)."""
     jobs = [(label, i, steps) for label, (count, steps) in kinds.items() for i in range(count)]
     with ThreadPoolExecutor(parallel) as pool:
-        done = list(pool.map(lambda job: session(root, f"{job[0]}{job[1]}", job[1] % 10, backends, job[2]), jobs))
+        done = list(pool.map(lambda job: session(root, f"{job[0]}{job[1]}", job[1] % 10 if layout is None else layout,
+                                                 backends, job[2]), jobs))
     return {label: [r for (lab, _, _), r in zip(jobs, done) if lab == label] for label in kinds}
 
 
@@ -170,6 +173,8 @@ def main() -> int:
                     "its number of sessions if not --sessions (2:10,1:5); 0 for none")
     ap.add_argument("--threshold", default="0.02,0.01,0.005", help="thresholds to judge at, fractions (default 0.02,0.01,0.005)")
     ap.add_argument("--parallel", type=int, default=1, help="sessions at a time (default 1)")
+    ap.add_argument("--layout", type=int, choices=range(10), help="every session in this layout (cwd depth and "
+                    "environment size), as sessions of one checkout; default: each session in another")
     ap.add_argument("--root", help="keep every session's files here, and resume: sessions found there are not run again")
     args = ap.parse_args()
     models = args.backends.split(",")
@@ -180,7 +185,7 @@ def main() -> int:
         root = args.root or temporary
         first = sessions(root, {"same": (args.sessions, {m: 0 for m in models}),
                                 **{label: (1 if percents else 0, {m: k for m in models}) for label, k in CALIBRATION.items()}},
-                         args.backends, args.parallel)
+                         args.backends, args.parallel, args.layout)
         same = first["same"]
         base = {m: statistics.median(medians(same, m)) for m in models}
         kinds = {}
@@ -194,7 +199,7 @@ def main() -> int:
             steps = {m: max(1, round((pct / 100 * base[m] / HOPS - fixed[m]) / per_step[m])) for m in models}
             print(f"+{pct:g}%: steps per hop {steps}", flush=True)
             kinds[f"plus{pct:g}-"] = (count, steps)
-        changed = dict(zip(percents, sessions(root, kinds, args.backends, args.parallel).values()))
+        changed = dict(zip(percents, sessions(root, kinds, args.backends, args.parallel, args.layout).values()))
     print(f"all sessions: {time.monotonic() - started:.0f} s, {args.parallel} at a time")
     print("spread of the unchanged sessions' medians, (max - min) / min:")
     for m in models:
