@@ -29,49 +29,22 @@ sys.path.insert(0, ROOT)
 
 from pytest_concurrency import backends  # noqa: E402
 from pytest_concurrency.measure import callgrind, profile  # noqa: E402
+from plain_count_repeat import LAPS, N_TASKS, TEST  # noqa: E402  (this directory is on sys.path)
 
-N_TASKS, LAPS = 20, 100  # as scripts/plain_count_repeat.py's test: 2,000 hops a round
 QUICKEN = "_PyCode_Quicken"
 
 
-def ring(backend, n=N_TASKS, m=LAPS):
-    """A message around a ring of n tasks, m times; returns the sum the last lap carried."""
-    chans = [backend.channel(1) for _ in range(n)]
-
-    def node(i):
-        for _ in range(m):
-            chans[(i + 1) % n].put(chans[i].get() + 1)
-
-    async def anode(i):
-        for _ in range(m):
-            await chans[(i + 1) % n].put(await chans[i].get() + 1)
-
-    if backend.family == "async":
-        async def main():
-            tasks = [backend.spawn(anode, i) for i in range(1, n)]
-            total = 0
-            for _ in range(m):
-                await chans[1].put(total)
-                total = await chans[0].get()
-            for t in tasks:
-                await t.join()
-            return total
-    else:
-        def main():
-            tasks = [backend.spawn(node, i) for i in range(1, n)]
-            total = 0
-            for _ in range(m):
-                chans[1].put(total)
-                total = chans[0].get()
-            for t in tasks:
-                t.join()
-            return total
-    return main
+def user_ring():
+    """The ring of scripts/plain_count_repeat.py's test (the same file text), unchanged (``extra(0)``):
+    compiled once, as a test file is (code compiled anew would run unquickened every round)."""
+    namespace: dict = {}
+    exec(compile(TEST, "test_plain.py", "exec"), namespace)
+    return namespace["ring"]
 
 
 def child(model: str, rounds: int, keep: str) -> None:
     """Under callgrind: ``rounds`` rounds, each dump kept as ``keep/roundN``; the counts as JSON."""
-    backend = backends.load(model)
+    backend, ring = backends.load(model), user_ring()
     counter = callgrind.Counter(os.environ[callgrind.ENV_DIR])
     counts = []
     for r in range(rounds):

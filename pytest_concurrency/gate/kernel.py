@@ -124,7 +124,8 @@ def _judge(figure: Figure, then: Record, now: Record) -> KernelVerdict:
         why = (now if after is None else then).extra.get("kernel_note")
         return KernelVerdict(now.key, figure.name, NOT_MEASURED, before, after,
                              note=f"not measured in {side}" + (f" ({why})" if why else ""))
-    threshold = max(figure.threshold_for(now.extra.get("task_kind")), SPREAD_K * max(_spread(then, figure), _spread(now, figure)))
+    threshold = max(figure.threshold_for(now.extra.get("task_kind")),
+                    SPREAD_K * max(_spread(then, figure), _spread(now, figure)))
     change = after / before - 1 if before > 0 else None
     status = UNCHANGED
     if abs(after - before) > figure.floor and abs(after - before) * (now.ops or 1) > figure.round_floor:

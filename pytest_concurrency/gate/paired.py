@@ -304,8 +304,8 @@ def _kernel(base: Record, head: Record, more: list = ()) -> list:
         rounds = [_by_turn(rec, figure.name) for rec in (base, head)]
         again = [(_by_turn(b, figure.name), _by_turn(h, figure.name)) for b, h in more]
         if figure.gated and all(rounds):
-            v = judge_pair(head.key, rounds[0], rounds[1], figure.threshold_for(head.extra.get("task_kind"), paired=True), figure.name,
-                           again=[g for g in again if all(g)])
+            threshold = figure.threshold_for(head.extra.get("task_kind"), paired=True)
+            v = judge_pair(head.key, rounds[0], rounds[1], threshold, figure.name, again=[g for g in again if all(g)])
             per_op = [statistics.median(x[1] for x in r) / (rec.ops or 1) for r, rec in zip(rounds, (base, head))]
             moved = abs(per_op[1] - per_op[0])
             if v.status in (REGRESSED, IMPROVED) and (moved <= figure.floor or moved * (head.ops or 1) <= figure.round_floor):
