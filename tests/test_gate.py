@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import random
 
@@ -548,6 +549,17 @@ def test_the_same_measuring_side_judges_and_other_library_versions_do_not_ask_fo
     now = {**_counted_meta(), "libraries": {"greenlet": "3.2.0", "gevent": "25.1.0"}}  # the user's upgrade
     result = gate.compare(base, [_counted("ring", 1.3e6, waits=False)], now)
     assert result.rerecord is None and list(statuses(result).values()) == [REGRESSED]
+
+
+def test_a_counted_baseline_from_another_directory_judges_and_says_counts_follow_the_directory():
+    base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], {**_counted_meta(), "directory": "/a/x"})
+    moved = gate.compare(base, [_counted("ring", 1.3e6, waits=False)], {**_counted_meta(), "directory": "/b/longer"})
+    assert moved.rerecord is None and list(statuses(moved).values()) == [REGRESSED]  # judged, not refused
+    (said,) = [n for n in moved.notes if "another directory" in n]
+    assert "('/a/x' -> '/b/longer')" in said and "record the baseline in the directory it is judged in" in said
+    same = gate.compare(base, [_counted("ring", 1e6, waits=False)], {**_counted_meta(), "directory": "/a/x"})
+    assert not any("another directory" in n for n in same.notes)
+    assert measure.get("instructions").session_meta()["directory"] == os.getcwd()
 
 
 def test_a_counted_baseline_that_does_not_say_what_measured_it_is_recorded_again():

@@ -107,7 +107,8 @@ def compare(
         cal, normalize = _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, notes)
     else:
         notes.append(f"{instrument.kind} do not depend on the machine's speed or load: a baseline "
-                     f"from another machine of the same architecture compares as well")
+                     f"from another machine of the same architecture, in the same directory, compares as well")
+        notes += [n for n in (measuring.layout_note(base_meta, current_meta),) if n]
     cpus = (base_meta.get("cpu_count"), current_meta.get("cpu_count"))
     if cpus[0] != cpus[1]:
         notes.append(f"CPU count differs ({cpus[0]} in the baseline, {cpus[1]} now): threaded models may scale differently")

@@ -400,7 +400,9 @@ class Callgrind(Instrument):
 
     def session_meta(self) -> dict:
         valgrind = _valgrind_version()
-        return {"valgrind": valgrind, "hash_seed": HASH_SEED,
+        # the directory is not part of the measuring side (a changed one asks for no re-recording),
+        # but counts follow it: gate.measuring.layout_note
+        return {"valgrind": valgrind, "hash_seed": HASH_SEED, "directory": os.getcwd(),
                 "measuring": {**measuring_side(), "valgrind": valgrind}}
 
 
