@@ -9,7 +9,7 @@ marks the rounds in which CPython 3.11 quickened code (a function runs unquicken
 8th call), and for the two layouts whose late rounds differ most, the functions that differ.
 
     python3 scripts/count_layouts.py --backends gevent,asyncio --rounds 16
-    python3 scripts/count_layouts.py --backends gevent --layouts 2:0,33:0,2:3000 --rounds 8
+    python3 scripts/count_layouts.py --backends gevent --rounds 10 --layouts 1:0,5:0,9:0,13:0,17:0,21:0,25:0,29:0,33:0,37:0
 """
 
 from __future__ import annotations
@@ -97,6 +97,8 @@ def main() -> int:
     if args.child:
         child(args.child[0], int(args.child[1]), args.child[2])
         return 0
+    if not 0 <= args.late < args.rounds:
+        ap.error(f"--late {args.late} must be a round of the {args.rounds} (--rounds)")
     if callgrind.unavailable_reason():
         raise SystemExit(callgrind.unavailable_reason())
     layouts = [tuple(int(x) for x in part.split(":")) for part in args.layouts.split(",")]
