@@ -10,7 +10,7 @@ import pytest
 
 from pytest_concurrency.gate import baseline, compare as gate, kernel as kernel_gate
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, NOT_MEASURED, REGRESSED, UNCHANGED
-from pytest_concurrency.measure import kernel
+from pytest_concurrency.measure import callgrind, kernel
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import kernel as kernel_report
 
@@ -303,3 +303,23 @@ def test_threads_judged_on_a_stored_baseline_are_told_what_judges_them_tighter()
     assert "--concurrency-against" in lines[1] and "at 8%, 25%" in lines[1] and lines[1].endswith(": 1 benchmark")
     light = kernel_gate.judge(baseline.document_from_records([_rec()], META), [_rec()])
     assert kernel_gate.loose_note(light) is None  # light tasks are held tightly either way
+
+
+@pytest.mark.slow  # one counted session of one plain test (and its pass at full speed): about 40 s here
+@needs_syscalls
+@pytest.mark.skipif(callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}")
+def test_a_users_plain_test_counted_gets_kernel_figures_from_a_pass_outside_valgrind(pytester):
+    # the gate judges them as in time mode (the test above); here: they are there, and they are the test's own
+    pytester.makepyfile(test_plain=PLAIN)
+    base, out = pytester.path / "base.json", pytester.path / "run.json"
+    saved = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
+                                          "--concurrency-measure=instructions", f"--concurrency-save-baseline={base}",
+                                          f"--benchmark-json={out}", "-p", "no:cacheprovider")
+    saved.assert_outcomes(passed=1)
+    assert "kernel figures for 1 benchmark measured here, from a pass at full speed" in saved.stdout.str()
+    extra = json.loads(base.read_text())["benchmarks"][0]["extra_info"]
+    assert extra["measure"] == "instructions" and len(extra["kernel_rounds"]["syscalls"]) == 5
+    assert 300 < extra["syscalls_per_op"] < 5000  # the ping-pong's own (~800 a call), not valgrind's, nor none
+    written = json.loads(out.read_text())["benchmarks"]  # the counted session's JSON, not the pass's
+    assert [(b["extra_info"]["measure"], "syscalls_per_op" in b["extra_info"]) for b in written] == [
+        ("instructions", True)]

@@ -166,9 +166,17 @@ def per_op(rounds: list[dict], ops: int, source: dict, why_not: str) -> dict:
 
 
 #: Why a user's plain test has no kernel figures in a counted run: it runs in the session's own
-#: process under valgrind (workload cases get theirs from untimed rounds outside it).
-UNDER_VALGRIND = ("a plain test counted under valgrind has none, as valgrind runs its threads one at a time "
-                  "and makes syscalls of its own; run it with --concurrency-measure=time for them")
+#: process under valgrind, and the pass outside it (kernel_pass.py) did not measure it (workload
+#: cases get theirs from untimed rounds outside valgrind).
+UNDER_VALGRIND = ("a plain test counted under valgrind has none of its own, as valgrind runs its threads one at a "
+                  "time and makes syscalls of its own, and the pass at full speed before the session measured "
+                  "none for it; run it with --concurrency-measure=time for them")
+
+
+def keys_of(extra: dict) -> dict:
+    """The kernel keys of a record's ``extra`` (what ``per_op`` or ``not_measured`` gave it)."""
+    names = {"kernel_source", "kernel_rounds", "kernel_note", *(f"{name}_per_op" for name in FIGURES)}
+    return {k: v for k, v in extra.items() if k in names}
 
 
 def not_measured(why: str) -> dict:
