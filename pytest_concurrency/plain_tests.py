@@ -3,7 +3,7 @@
 
 Its rounds are pytest-benchmark's. In time mode each call of ``concurrency_backend.run`` gets its
 kernel figures (one op per call); counted, it warms up until its count repeats, as a workload
-case does; with ``memory=True`` (or ``--concurrency-memory``) its function is called again after
+case does, and its kernel figures come from a pass at full speed before (kernel_pass.py); with ``memory=True`` (or ``--concurrency-memory``) its function is called again after
 its rounds for the memory pass; and its record gets the keys the gate matches on.
 """
 
