@@ -12,6 +12,7 @@ A pass that fails leaves them "not measured", and says why.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -99,18 +100,16 @@ def finish(bs) -> bool:
     return True
 
 
-_read: dict = {}
-
-
 def figures(fullname: str) -> dict | None:
     """In the counted session: the pass's kernel keys for this test, or None."""
     path = os.environ.get(FIGURES_ENV)
-    if not path:
-        return None
-    if path not in _read:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                _read[path] = json.load(fh)
-        except (OSError, ValueError):
-            _read[path] = {}
-    return _read[path].get(fullname)
+    return _load(path).get(fullname) if path else None
+
+
+@functools.lru_cache(maxsize=None)  # read once a session, not once a test
+def _load(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}
