@@ -394,6 +394,48 @@ def test_counts_of_a_waiting_workload_are_judged_beyond_their_floor(change, stat
     assert ring.status == REGRESSED and ring.threshold == pytest.approx(measure.get("instructions").default_threshold)
 
 
+def _in_layouts(count: float, *others: float) -> Record:
+    rec = _counted("ring", count, waits=False)
+    rec.extra["layouts"] = [[x, x * 1.0001, x * 0.9999] for x in others]
+    return rec
+
+
+def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_baseline():
+    counted_meta = {**meta(), "measure": "instructions", "calibration": None}
+    base = baseline.document_from_records([_in_layouts(1e6, 1.001e6, 1.028e6)], counted_meta)  # one landed badly
+    assert baseline.check(base, "base.json") is None
+    (session,) = history.sessions(base)[0][_counted("ring", 1, False).key]
+    assert [len(rounds) for rounds in session.layouts] == [3, 3]
+    (same,) = gate.compare(base, [_in_layouts(1.028e6, 0.999e6, 1.0005e6)], counted_meta, gate.GateSettings(threshold=0.01)).verdicts
+    assert same.status == UNCHANGED and same.current_median == pytest.approx(1.0005e6), same
+    assert "layouts disagree by 2.80%" in same.note
+    (slower,) = gate.compare(base, [_in_layouts(1.02e6, 1.021e6, 1.05e6)], counted_meta, gate.GateSettings(threshold=0.01)).verdicts
+    assert slower.status == REGRESSED and slower.change == pytest.approx(1.021 / 1.001 - 1, abs=1e-4)
+    result = gate.compare(base, [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta)  # the default threshold
+    (v,) = result.verdicts
+    assert v.status == REGRESSED and v.threshold == pytest.approx(0.01)  # three layouts a side: 1%, not 2%
+    assert "(threshold 1%, instructions, exact)" in result.summary
+    one = baseline.document_from_records([_counted("ring", 1.001e6, waits=False)], counted_meta)
+    result = gate.compare(one, [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta)
+    assert [(v.status, v.threshold) for v in result.verdicts] == [(UNCHANGED, pytest.approx(0.02))]
+    mixed = baseline.document_from_records([_in_layouts(1e6, 1.001e6, 1.028e6), _counted("chain", 1e6, waits=False)],
+                                           counted_meta)  # a workload case beside a plain test
+    both = gate.compare(mixed, [_in_layouts(1e6, 1e6, 1e6), _counted("chain", 1e6, waits=False)], counted_meta)
+    assert "(thresholds 1%, 2%, instructions, exact)" in both.summary
+    again, _ = gate.add_session(baseline.document_from_records([_in_layouts(1e6, 1e6, 1e6)], counted_meta), base,
+                                [_in_layouts(1e6, 1e6, 1e6)])
+    assert [len(s.layouts) for s in history.sessions(again)[0][_counted("ring", 1, False).key]] == [2, 2]
+
+
+@pytest.mark.parametrize("layouts", [[[]], [[1.0, "x"]], {"a": [1.0]}, [[-1.0]]])
+def test_a_baseline_with_layouts_that_are_not_rounds_is_refused_by_name(layouts):
+    counted_meta = {**meta(), "measure": "instructions", "calibration": None}
+    rec = _counted("ring", 1e6, waits=False)
+    rec.extra["layouts"] = layouts
+    with pytest.raises(baseline.BaselineError, match=r"'ring\[tasks=10\] on gevent' has layouts \(extra_info.layouts"):
+        baseline.check(baseline.document_from_records([rec], counted_meta), "base.json")
+
+
 # -- disturbed baseline sessions (the misreports) ---------------------------------
 
 RING = ("ring", {"n": 50, "m": 1000})

@@ -146,3 +146,47 @@ def test_two_outlying_rounds_are_wandering_not_outliers():
 def test_three_rounds_are_too_few_to_call_one_an_outlier():
     assert stats.set_aside([1.0, 1.0, 1.2]) == ([1.0, 1.0, 1.2], None)
     assert stats.set_aside([5.0] * 6) == ([5.0] * 6, None)  # nothing set aside when all agree
+
+
+# -- counts in several layouts: the median of the layouts' medians ---------------------------
+
+def _layout(level: float, rounds: int = 5) -> list[float]:
+    return [round(level * (1 + 0.0002 * i)) for i in range(rounds)]  # rounds that agree within 0.1%
+
+
+def test_one_layout_whose_objects_landed_badly_moves_nothing():
+    # the issue's shift: a gevent ring counted 2.8% more in one directory, nothing else changed
+    base = [_layout(42.9e6), _layout(42.95e6), _layout(42.9e6 * 1.028)]
+    now = [_layout(42.92e6), _layout(42.9e6 * 1.028), _layout(42.88e6)]
+    alone = stats.decide_exact(base[0], now[1], 0.01)  # one layout a side, as before
+    assert alone.status == REGRESSED
+    c = stats.decide_layouts(base, now, 0.01)
+    assert c.status == UNCHANGED and abs(c.change) < 0.002, c
+    assert "the baseline's 3 layouts disagree by 2.80%" in c.note and "judged on their median" in c.note
+
+
+def test_a_change_in_every_layout_is_caught_at_its_size():
+    base = [_layout(42.9e6), _layout(42.95e6), _layout(44.1e6)]
+    now = [_layout(x * 1.02) for x in (42.9e6, 43.0e6, 42.85e6)]  # +2%, landing elsewhere again
+    c = stats.decide_layouts(base, now, 0.01)
+    assert c.status == REGRESSED and 0.015 < c.change < 0.025, c
+    improved = stats.decide_layouts(now, base, 0.01)
+    assert improved.status == IMPROVED
+
+
+def test_a_layout_whose_rounds_wander_makes_it_inconclusive_and_an_outlier_is_named_by_layout():
+    wandering = [1_000_000, 1_000_000, 1_000_000, 1_030_000, 1_031_000]
+    steady = [_layout(1e6), _layout(1e6)]
+    c = stats.decide_layouts([*steady, wandering], [_layout(1.025e6)] * 3, 0.02)
+    assert c.status == INCONCLUSIVE and "the rounds disagree by up to 3.10%" in c.note, c
+    cold = [_layout(1e6), [1_050_000, *_layout(1e6, 4)], _layout(1e6)]
+    c = stats.decide_layouts(cold, [_layout(1e6)] * 3, 0.01)
+    assert c.status == UNCHANGED and "baseline round 1 of 5 in layout 1 (1,050,000," in c.note
+
+
+def test_one_layout_is_judged_as_before_and_a_side_without_rounds_is_refused():
+    base, now = [2_076_295, *STEADY], [round(x * 1.02) for x in [2_076_295, *STEADY]]
+    assert stats.decide_layouts([base], [now], 0.018) == stats.decide_exact(base, now, 0.018)
+    assert stats.center([[1.0, 2.0, 3.0], [10.0], [4.0, 5.0]]) == 4.5
+    with pytest.raises(ValueError, match="in every layout"):
+        stats.decide_layouts([base, []], [now], 0.02)

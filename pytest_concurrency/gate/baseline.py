@@ -348,6 +348,8 @@ def _shape_problem(bench: Any) -> str | None:
         return "has samples (stats.data) that are not a list"
     if any(isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0 for x in data):
         return "has samples that are not non-negative numbers"
+    if not history.layouts_ok((bench.get("extra_info") or {}).get("layouts", [])):
+        return "has layouts (extra_info.layouts, its rounds in other layouts) that are not lists of rounds"
     return None
 
 

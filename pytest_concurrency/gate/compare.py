@@ -313,8 +313,9 @@ def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
 
 def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, normalize: bool,
            settings: GateSettings) -> Verdict:
-    threshold = settings.threshold_for(cur)
     instrument = measure.get(cur.measure)
+    counted_in = min(len(cur.layouts), *(1 + len(s.layouts) for s in sessions))  # layouts, the fewer side's
+    threshold = settings.threshold_for(cur, instrument.default_threshold_for(counted_in))
     floor = instrument.threshold_floor(cur)
     widened = floor is not None and floor[0] > threshold
     if widened:
@@ -322,8 +323,9 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
     bad = session_quality.disturbed(sessions, threshold) if instrument.machine_bound else {}
     kept = {i: s for i, s in enumerate(sessions) if i not in bad}
     raw = [x for s in kept.values() for x in s.samples]
+    layouts = [raw, *(rounds for s in kept.values() for rounds in s.layouts)]  # counted in other layouts too
     verdict = Verdict(
-        cur.key, UNCHANGED, baseline_median=stats.median(raw), current_median=cur.median, threshold=threshold,
+        cur.key, UNCHANGED, baseline_median=stats.center(layouts), current_median=cur.median, threshold=threshold,
         versions_changed=versions_changed(sessions[0].backend_version, cur, base_meta, cur_meta),
         rounds=(len(raw), len(cur.samples)), sessions=len(kept), measure=cur.measure, base_threshold=threshold,
     )
@@ -352,7 +354,7 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
             widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
             verdict.note = _join(verdict.note, widening)
     if instrument.exact:
-        c = stats.decide_exact(reference, cur.samples, verdict.threshold)
+        c = stats.decide_layouts(layouts, cur.layouts, verdict.threshold)
     else:
         c = stats.decide(reference, cur.samples, verdict.threshold, settings.alpha, settings.confidence,
                          settings.resamples, settings.seed)
@@ -393,8 +395,10 @@ def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
     if result.by_status(REFERENCE):
         counts.append(f"{len(result.by_status(REFERENCE))} native reference (not gated)")
     scale = "normalized" if any(v.decided_by == "normalized" for v in result.verdicts) else "raw"
+    used = sorted({v.base_threshold for v in result.verdicts if v.base_threshold is not None})
+    thresholds = ([settings.threshold] if settings.threshold else used) or [instrument.default_threshold]
     text = (f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
-            f"(threshold {settings.threshold or instrument.default_threshold:.0%}, "
+            f"(threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{t:.0%}' for t in thresholds)}, "
             + (f"{instrument.kind}, exact)" if instrument.exact else f"alpha {settings.alpha:g}, {scale})"))
     if result.by_status(IMPROVED):
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"

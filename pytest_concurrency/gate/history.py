@@ -28,7 +28,7 @@ is flagged ``disturbed`` and left out of the gate until then (see ``compare.add_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from ..measure.records import Record, from_json, params_id
@@ -47,6 +47,7 @@ class Session:
     foreign_cpu: float | None  # cores other processes kept busy (None: not recorded)
     backend_version: str = ""
     disturbed: str = ""  # why it was flagged disturbed when saved (see sessions.py), "" if not
+    layouts: list = field(default_factory=list)  # counted: its rounds in other layouts (measure/layouts.py)
 
 
 def sessions(doc: Mapping) -> tuple[dict, list[str]]:
@@ -59,13 +60,13 @@ def sessions(doc: Mapping) -> tuple[dict, list[str]]:
             twice.append(rec.label)
             continue
         out[rec.key] = [Session(rec.samples, rec.extra.get("foreign_cpu"), rec.backend_version,
-                                rec.extra.get("disturbed") or "")]
+                                rec.extra.get("disturbed") or "", rec.layouts[1:])]
     for entry in doc[SECTION].get("history") or ():
         for b in entry["benchmarks"]:
             key = (b["workload"], params_id(b["params"]), b["backend"])
             out.setdefault(key, []).append(Session(
                 [float(x) for x in b["samples"]], b.get("foreign_cpu"), b.get("backend_version", ""),
-                b.get("disturbed") or ""))
+                b.get("disturbed") or "", [[float(x) for x in rounds] for rounds in b.get("layouts") or ()]))
     return out, twice
 
 
@@ -137,6 +138,7 @@ def _benchmark(rec: Record) -> dict:
             "backend_version": rec.backend_version, "samples": list(rec.samples),
             "foreign_cpu": rec.extra.get("foreign_cpu"),
             **({"disturbed": rec.extra["disturbed"]} if rec.extra.get("disturbed") else {}),
+            **({"layouts": rec.layouts[1:]} if len(rec.layouts) > 1 else {}),
             "memory": {k: rec.extra[k] for k in MEMORY_KEYS if k in rec.extra}}
 
 
@@ -156,4 +158,14 @@ def problem(history) -> str | None:
                     and all(isinstance(x, (int, float)) for x in b["samples"])):
                 return (f"session {i + 1} of its history has a benchmark without workload, params, "
                         f"backend and raw samples")
+            if not layouts_ok(b.get("layouts", [])):
+                return f"session {i + 1} of its history has layouts that are not lists of rounds"
     return None
+
+
+def layouts_ok(value) -> bool:
+    """Whether a benchmark's ``layouts`` (its rounds in other layouts) is a list of non-empty lists
+    of non-negative numbers."""
+    return isinstance(value, list) and all(
+        isinstance(rounds, list) and rounds and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+                                                    for x in rounds) for rounds in value)

@@ -184,44 +184,64 @@ def set_aside(samples: Sequence[float]) -> tuple[list[float], int | None]:
 
 
 def decide_exact(baseline: Sequence[float], current: Sequence[float], threshold: float) -> Comparison:
-    """Judge samples that repeat themselves (instruction counts) on the size of the change
-    alone; no test pretends they are noisy. One outlying round per side may be set aside
-    (``set_aside``; the note says which). When a side's remaining rounds disagree by more
-    than ``AGREEMENT`` of the threshold, the count wanders: the change is judged only if
-    every pairing of rounds lies beyond the threshold, else it is inconclusive, with the spread.
+    """Judge samples that repeat themselves (instruction counts), one layout a side: ``decide_layouts``."""
+    return decide_layouts([baseline], [current], threshold)
+
+
+def center(layouts: Sequence[Sequence[float]]) -> float:
+    """The median of the layouts' median rounds (one layout: its median)."""
+    return median([median(rounds) for rounds in layouts])
+
+
+def decide_layouts(baseline: Sequence[Sequence[float]], current: Sequence[Sequence[float]], threshold: float) -> Comparison:
+    """Judge counts on the size of the change alone; no test pretends they are noisy. Each side
+    is its rounds in each layout it was counted in (measure/layouts.py), and the change is that of
+    the median of the layouts' medians: where one layout's objects landed badly, it moves nothing.
+
+    One outlying round per layout may be set aside (``set_aside``; the note says which). When
+    the remaining rounds of a layout disagree by more than ``AGREEMENT`` of the threshold, the
+    count wanders: the change is judged only if every pairing of rounds lies beyond the
+    threshold, else it is inconclusive, with the spread. Layouts that disagree with each other
+    are named in the note, never a reason to withhold a verdict (that is what the median is for).
 
     ``ci`` is the range of the change over every pairing of rounds, ``p_value`` is ``None``.
     """
-    if not baseline or not current:
-        raise ValueError("decide_exact() needs samples on both sides")
-    dropped = []
-    for side, samples in (("baseline", baseline), ("current", current)):
-        kept, index = set_aside(samples)
-        if index is not None:
-            dropped.append(f"{side} round {index + 1} of {len(samples)} ({samples[index]:,.0f}, "
-                           f"{samples[index] / median(kept) - 1:+.2%} from the others) set aside as an outlier")
-        if side == "baseline":
-            baseline = kept
-        else:
-            current = kept
-    c = _decide_exact(baseline, current, threshold)
-    if dropped:
-        c.note = "; ".join(filter(None, ["; ".join(dropped), c.note]))
+    if not (baseline and current and all(baseline) and all(current)):
+        raise ValueError("decide_layouts() needs rounds on both sides, in every layout")
+    notes, kept = [], {}
+    for side, groups in (("baseline", baseline), ("current", current)):
+        kept[side] = []
+        for n, samples in enumerate(groups):
+            rounds, index = set_aside(samples)
+            kept[side].append(rounds)
+            if index is not None:
+                where = f" in layout {n}" if len(groups) > 1 else ""
+                notes.append(f"{side} round {index + 1} of {len(samples)}{where} ({samples[index]:,.0f}, "
+                             f"{samples[index] / median(rounds) - 1:+.2%} from the others) set aside as an outlier")
+    c = _decide(kept["baseline"], kept["current"], threshold)
+    for side, groups in kept.items():
+        apart = spread([median(rounds) for rounds in groups])
+        if len(groups) > 1 and apart > threshold * AGREEMENT:
+            notes.append(f"the {side}'s {len(groups)} layouts disagree by {apart:.2%} (medians "
+                         f"{', '.join(f'{median(r):,.0f}' for r in groups)}): judged on their median")
+    c.note = "; ".join(filter(None, [*notes, c.note]))
     return c
 
 
-def _decide_exact(baseline: Sequence[float], current: Sequence[float], threshold: float) -> Comparison:
-    ratio = median(current) / median(baseline)
-    ci = (min(current) / max(baseline), max(current) / min(baseline))
+def _decide(baseline: list[list[float]], current: list[list[float]], threshold: float) -> Comparison:
+    ratio = center(current) / center(baseline)
+    every_b, every_c = [x for g in baseline for x in g], [x for g in current for x in g]
+    ci = (min(every_c) / max(every_b), max(every_c) / min(every_b))
     slower, faster = ratio > 1 + threshold, ratio < 1 - threshold
     if not (slower or faster):
         return Comparison(UNCHANGED, ratio, None, ci)
-    wander = max(spread(baseline), spread(current))
+    within = {side: max(map(spread, groups)) for side, groups in (("baseline", baseline), ("now", current))}
+    wander = max(within.values())
     beyond = ci[0] > 1 + threshold if slower else ci[1] < 1 - threshold
     if wander > threshold * AGREEMENT and not beyond:
         return Comparison(INCONCLUSIVE, ratio, None, ci,
-                          f"the rounds disagree by up to {wander:.2%} (baseline {spread(baseline):.2%}, now "
-                          f"{spread(current):.2%}): this count wanders too much to judge a {threshold:.0%} "
+                          f"the rounds disagree by up to {wander:.2%} (baseline {within['baseline']:.2%}, now "
+                          f"{within['now']:.2%}): this count wanders too much to judge a {threshold:.0%} "
                           f"change; give it a threshold above {wander / AGREEMENT:.1%}")
     return Comparison(REGRESSED if slower else IMPROVED, ratio, None, ci)
 

@@ -81,6 +81,11 @@ class Instrument:
         """A worker's figures (``after_rounds(in_worker=True)``) finished in the session's process."""
         return extra
 
+    def default_threshold_for(self, layouts: int) -> float:
+        """The threshold unless one is given, for a benchmark counted in ``layouts`` layouts (the
+        fewer of its two sides; see layouts.py)."""
+        return self.default_threshold
+
     def threshold_floor(self, rec) -> tuple[float, str] | None:
         """The smallest change this measure can judge for ``rec`` (a record), and why, when
         that is above the gate's threshold; ``None`` when the threshold stands."""

@@ -49,6 +49,9 @@ pytest-benchmark JSON viewer):
 ``memory_rounds``/``tasks_per_round``  how the figures above were read (no tasks: per round)
 ``memory_not_measured``     {figure: why} for a probe the process lacked (no mallinfo2)
 ``ideal_s``/``overhead_s``  IO workload: the ideal wall time and the median's excess over it
+``layouts``                 instructions, a user's plain test: its rounds in each other layout it was
+                            counted in (measure/layouts.py), ``[[...], ...]``; its median is then
+                            the median of the layouts' medians, its own rounds' among them
 ``workload_ref``            a user's ``module:OBJECT`` workload, so the gate can re-run it
 ``threshold``               the test's own threshold from the ``concurrency`` marker
 ``isolated``/``worker_wall_s``  measured in a worker process, and its wall time
@@ -113,8 +116,16 @@ class Record:
         return str(self.extra.get("measure") or "time")
 
     @property
+    def layouts(self) -> list[list[float]]:
+        """Its rounds in each layout it was counted in (measure/layouts.py), its own samples first."""
+        if not self.samples:
+            return []
+        return [self.samples, *([float(x) for x in rounds] for rounds in self.extra.get("layouts") or ())]
+
+    @property
     def median(self) -> float:
-        return median(self.samples) if self.samples else float("nan")
+        """The median round; counted in several layouts, the median of the layouts' medians."""
+        return median([median(rounds) for rounds in self.layouts]) if self.samples else float("nan")
 
     def metric(self, name: str, default=None):
         return self.extra.get(name, default)
