@@ -25,6 +25,9 @@ def add(parser) -> None:
     add("--concurrency-jobs", metavar="N",
         help="with --concurrency-measure=instructions: cases counted at once, each in a process "
         "of its own (default: one per core)")
+    add("--concurrency-layouts", metavar="N",
+        help="with --concurrency-measure=instructions: count your own benchmark tests in N layouts (the "
+        "interpreter's objects landing elsewhere; N-1 counted passes first) and judge the median (default: 3)")
     add("--concurrency-isolate", action="store_true", default=None,
         help="run each model's workloads in a fresh worker process of its own, and each of your own "
         "benchmark tests' call in a child forked for it (a crash, a hang or a leaked thread fails that test alone)")
@@ -35,7 +38,8 @@ def add(parser) -> None:
     add("--concurrency-baseline", metavar="PATH", help="compare against this baseline; a regression fails the session")
     add("--concurrency-threshold", metavar="PCT",
         help="practical threshold for a regression, percent (default: 7 for time, 2 for instructions, "
-        "where counts of workloads that wait, such as IO, are judged beyond 10; against the base: 3, "
+        "1 for your own tests counted in 3 layouts or more, and counts of workloads that wait, such as "
+        "IO, judged beyond 10; against the base: 3, "
         "5 for threads and processes)")
     add("--concurrency-memory-threshold", metavar="PCT",
         help="how far a memory figure (per task, peak heap) may grow over the baseline's, percent "
@@ -64,6 +68,7 @@ def add(parser) -> None:
     parser.addini("concurrency_timeout", "longest a round may take, seconds", default="")
     parser.addini("concurrency_isolate", "run each model in a worker process", type="bool", default=False)
     parser.addini("concurrency_jobs", "cases counted at once (instructions only)", default="")
+    parser.addini("concurrency_layouts", "layouts your own tests are counted in (instructions only)", default="")
     parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
     parser.addini("concurrency_gate_native", "judge the native reference rows in the gate", type="bool",
                   default=False)

@@ -3,8 +3,9 @@
 
 Its rounds are pytest-benchmark's. In time mode each call of ``concurrency_backend.run`` gets its
 kernel figures (one op per call); counted, it warms up until its count repeats, as a workload
-case does, and its kernel figures come from a pass at full speed before (kernel_pass.py); with ``memory=True`` (or ``--concurrency-memory``) its function is called again after
-its rounds for the memory pass; and its record gets the keys the gate matches on.
+case does, and its kernel figures and its rounds in other layouts come from passes before the
+session (passes.py); with ``memory=True`` (or ``--concurrency-memory``) its function is called
+again after its rounds for the memory pass; and its record gets the keys the gate matches on.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Collection
 
 import pytest
 
-from . import kernel_pass
+from . import passes
 from .backends import watchdog
 from .measure import driver, kernel, records
 
@@ -182,5 +183,8 @@ def _label(item, instrument) -> None:
         bench.extra_info.update(instrument.after_rounds())
         if KERNEL in item.stash:  # each round's run call; the warm-up rounds came first
             bench.extra_info.update(item.stash[KERNEL].figures(last=len(bench.stats.stats.data)))
-        elif not instrument.machine_bound:  # from the pass outside valgrind (kernel_pass.py), else "not measured"
-            bench.extra_info.update(kernel_pass.figures(bench.fullname) or kernel.not_measured(kernel.UNDER_VALGRIND))
+        elif not instrument.machine_bound:  # from the passes before this session (passes.py)
+            bench.extra_info.update(passes.kernel_figures(bench.fullname) or kernel.not_measured(kernel.UNDER_VALGRIND))
+            others = passes.layout_rounds(bench.fullname)
+            if others:  # the gate judges the median over layouts
+                bench.extra_info["layouts"] = others

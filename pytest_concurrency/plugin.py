@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from . import against, backends, kernel_pass, options, plain_tests, session_end, settings, workloads
+from . import against, backends, options, passes, plain_tests, session_end, settings, workloads
 from .backends import scratch, watchdog
 from .measure import driver, records
 from .report import progress
@@ -51,7 +51,7 @@ def pytest_cmdline_main(config):
     print(f"pytest-concurrency: counting {instrument.kind}: a benchmark test measured in this process "
           "makes the session run again under valgrind (callgrind, about 30-50x slower than timing; "
           "only the rounds are counted)", flush=True)
-    with kernel_pass.before(config):  # those tests' kernel figures, which valgrind would distort
+    with passes.before(config, s.layouts):  # their kernel figures, which valgrind would distort; more layouts
         return instrument.run_session(["-m", "pytest", *params.args], str(params.dir))
 
 
@@ -98,7 +98,7 @@ def pytest_configure(config):
         config.stash[session_end.CALIBRATION] = calibrate.measure()
     if launch.xdist_active(config) and s.instrument.fresh_process:
         launch.lanes_instead_of_xdist(config, s)
-    kernel_pass.configure(config)
+    passes.configure(config)
     if launch.xdist_active(config) and not config.getoption("benchmark_disable", False):
         raise pytest.UsageError(
             "pytest-concurrency: benchmarks running in parallel under pytest-xdist measure each "
@@ -300,7 +300,7 @@ def _plan(case: Case, backend, s: settings.Settings) -> tuple:
 
 def pytest_collection_modifyitems(config, items):
     against.keep_only(config, items)
-    kernel_pass.keep_measured_here(config, items)
+    passes.keep_measured_here(config, items)
 
 
 def pytest_collection_finish(session):
@@ -405,7 +405,7 @@ def pytest_sessionfinish(session, exitstatus):
             f"interrupted {f'in {running}' if running else 'before the first test'}: no baseline, report, "
             "verdict or rounds written"])
         return
-    if kernel_pass.finish(bs):
+    if passes.finish(bs):
         return
     against.side_finish(config, bs)
     outcome = session_end.finish(config, bs, _settings(config), config.stash.get(session_end.BASELINE, None))

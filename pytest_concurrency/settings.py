@@ -30,6 +30,7 @@ class Settings:
     timeout: float | None = None  # None until read: then the given one or the instrument's default
     isolate: bool = False
     jobs: int = 1  # cases measured at once (instruction counts only: times would disturb each other)
+    layouts: int = 3  # layouts a plain test is counted in (measure/layouts.py); time: one process
     baseline: Path | None = None
     save_baseline: Path | None = None
     baseline_sessions: int = DEFAULT_KEEP  # sessions a saved baseline keeps
@@ -151,6 +152,9 @@ def from_config(config) -> Settings:
     s.timeout = parse_positive(timeout, "--concurrency-timeout") if timeout else s.instrument.default_timeout
     s.isolate = bool(opt("concurrency_isolate") or config.getini("concurrency_isolate"))
     s.jobs = parse_jobs(opt("concurrency_jobs") or config.getini("concurrency_jobs"), s.instrument)
+    layouts = opt("concurrency_layouts") or config.getini("concurrency_layouts")
+    if layouts:
+        s.layouts = parse_positive(layouts, "--concurrency-layouts", int)
     threshold = opt("concurrency_threshold") or config.getini("concurrency_threshold")
     if threshold:
         s.threshold = parse_percent(threshold, "--concurrency-threshold")

@@ -288,7 +288,7 @@ def table(args, work: str) -> int:
         for how in ("", "yield", "lock"):
             n += 1
             rec = from_json(session(LOOP, how, "threading", work, n, counted=True))[0]
-            figures[how]["instructions"].append(statistics.median(rec.samples))
+            figures[how]["instructions"].append(rec.median)  # over its layouts
     base = {k: statistics.median(v) for k, v in figures[""].items() if v}
     print("| change | instructions | wall | syscalls | context switches |")
     print("|---|---|---|---|---|")

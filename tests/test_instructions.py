@@ -202,7 +202,7 @@ def test_a_plain_benchmark_test_is_counted_in_the_session(pytester):
             assert result == [19900] * 20
     """)
     result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-measure=instructions",
-                                           "--concurrency-backends=greenlet,multiprocessing",
+                                           "--concurrency-backends=greenlet,multiprocessing", "--concurrency-layouts=1",
                                            "--benchmark-json=run.json", "-rs", timeout=900)
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*a benchmark test measured in this process makes the session run again under valgrind*",
@@ -446,7 +446,7 @@ def test_a_plain_counted_test_warms_up_until_its_count_repeats(pytester):
     pytester.makepyfile(test_plain=COLD_START)
     result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-measure=instructions",
                                            "--concurrency-backends=greenlet", "--benchmark-json=run.json",
-                                           timeout=900)
+                                           "--concurrency-layouts=1", timeout=900)  # one layout: the warm-up is the point
     result.assert_outcomes(passed=2)
     for bench in json.loads((pytester.path / "run.json").read_text())["benchmarks"]:
         rounds = bench["stats"]["data"]

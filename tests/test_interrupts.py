@@ -178,3 +178,44 @@ def test_counting_with_no_room_in_tmpdir_is_one_line_naming_it(monkeypatch):
     monkeypatch.setattr(callgrind, "MIN_FREE_MB", 2 ** 40)
     with pytest.raises(pytest.UsageError, match="MB free; counting writes callgrind's dumps there .* set TMPDIR"):
         callgrind._check_room()
+
+
+ONE_SLOW_LAYOUT = """
+    import os, time
+
+    def test_plain(benchmark, concurrency_backend):
+        def work():
+            if os.environ.get("PYTEST_CONCURRENCY_PASS", "").startswith("layout:"):  # a layout pass: hold it here
+                open(os.environ["LAYOUT_STARTED"], "w").close()
+                time.sleep(600)
+            return sum(range(1000))
+
+        benchmark.pedantic(concurrency_backend.run, args=(work,), rounds=1)
+"""
+
+
+@pytest.mark.slow  # 54 s here beside another counted run: the pass starts under valgrind, then is interrupted
+@pytest.mark.skipif(callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}")
+def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(pytester):
+    pytester.makepyfile(test_plain=ONE_SLOW_LAYOUT)
+    marker, started, base = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}", pytester.path / "started", pytester.path / "b.json"
+    name, _, value = marker.partition("=")
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--concurrency-backends=greenlet",
+         "--concurrency-measure=instructions", "--concurrency-layouts=2", f"--concurrency-save-baseline={base}"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, name: value, "LAYOUT_STARTED": str(started)})
+    try:
+        deadline = time.monotonic() + 300
+        while not started.exists():
+            assert time.monotonic() < deadline and launcher.poll() is None, "the layout pass never ran its test"
+            time.sleep(0.2)
+        launcher.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches the launcher
+        out, _ = launcher.communicate(timeout=120)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode == 2, out
+    assert "interrupted in the layout passes, before the counted session: no baseline, report, verdict" in out
+    assert "Traceback" not in out and not base.exists()
+    assert _ours(marker) == [], "a layout pass outlived the interrupted launcher"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import threading
 
 import pytest
@@ -305,11 +306,12 @@ def test_threads_judged_on_a_stored_baseline_are_told_what_judges_them_tighter()
     assert kernel_gate.loose_note(light) is None  # light tasks are held tightly either way
 
 
-@pytest.mark.slow  # one counted session of one plain test (and its pass at full speed): about 40 s here
+@pytest.mark.slow  # one counted session of one plain test, its pass at full speed and two layout passes: ~60 s here
 @needs_syscalls
 @pytest.mark.skipif(callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}")
-def test_a_users_plain_test_counted_gets_kernel_figures_from_a_pass_outside_valgrind(pytester):
-    # the gate judges them as in time mode (the test above); here: they are there, and they are the test's own
+def test_a_users_plain_test_counted_gets_kernel_figures_and_other_layouts_from_passes(pytester):
+    # the gate judges them as in time mode (the test above) and over layouts (test_stats.py); here: they
+    # are there, and they are the test's own
     pytester.makepyfile(test_plain=PLAIN)
     base, out = pytester.path / "base.json", pytester.path / "run.json"
     saved = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
@@ -317,7 +319,13 @@ def test_a_users_plain_test_counted_gets_kernel_figures_from_a_pass_outside_valg
                                           f"--benchmark-json={out}", "-p", "no:cacheprovider")
     saved.assert_outcomes(passed=1)
     assert "kernel figures for 1 benchmark measured here, from a pass at full speed" in saved.stdout.str()
-    extra = json.loads(base.read_text())["benchmarks"][0]["extra_info"]
+    saved.stdout.fnmatch_lines(["*counting in 2 more layouts first*median over 3 layouts*", "*2 more layouts counted*"])
+    (bench,) = json.loads(base.read_text())["benchmarks"]
+    extra = bench["extra_info"]
+    own, others = bench["stats"]["data"], extra["layouts"]  # counted, each in its own process
+    assert len(others) == 2 and all(len(rounds) == len(own) == 5 for rounds in others)
+    medians = [statistics.median(rounds) for rounds in (own, *others)]
+    assert max(medians) / min(medians) < 1.02 and len(set(medians)) == 3, medians  # the same code, landed elsewhere
     assert extra["measure"] == "instructions" and len(extra["kernel_rounds"]["syscalls"]) == 5
     assert 300 < extra["syscalls_per_op"] < 5000  # the ping-pong's own (~800 a call), not valgrind's, nor none
     written = json.loads(out.read_text())["benchmarks"]  # the counted session's JSON, not the pass's

@@ -16,7 +16,7 @@ import pytest_concurrency
 
 PACKAGE = Path(pytest_concurrency.__file__).parent
 
-#: Lowest first. A top-level module (plugin, plain_tests, options, settings, session_end, against, kernel_pass,
+#: Lowest first. A top-level module (plugin, plain_tests, options, settings, session_end, against, passes,
 #: __main__) is glue: layer 7.
 LAYERS = {"backends": 1, "workloads": 2, "measure": 3, "runner": 4, "native": 4, "gate": 5, "report": 6}
 GLUE = 7
@@ -109,7 +109,7 @@ def test_every_subpackage_has_a_layer():
 
 def test_the_top_level_holds_only_the_glue():
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == [
-        "__init__.py", "__main__.py", "against.py", "kernel_pass.py", "options.py", "plain_tests.py", "plugin.py",
+        "__init__.py", "__main__.py", "against.py", "options.py", "passes.py", "plain_tests.py", "plugin.py",
         "session_end.py", "settings.py"]
 
 

@@ -166,7 +166,7 @@ def per_op(rounds: list[dict], ops: int, source: dict, why_not: str) -> dict:
 
 
 #: Why a user's plain test has no kernel figures in a counted run: it runs in the session's own
-#: process under valgrind, and the pass outside it (kernel_pass.py) did not measure it (workload
+#: process under valgrind, and the pass outside it (passes.py) did not measure it (workload
 #: cases get theirs from untimed rounds outside valgrind).
 UNDER_VALGRIND = ("a plain test counted under valgrind has none of its own, as valgrind runs its threads one at a "
                   "time and makes syscalls of its own, and the pass at full speed before the session measured "

@@ -1,0 +1,27 @@
+"""Layouts: the same code counted with the interpreter's objects landing elsewhere.
+
+A count follows where objects land. CPython caches type attribute lookups by the type's version
+and the *address* of the attribute's name, so in some layouts two names a test looks up at every
+step share a slot and evict each other (a gevent ring counted 2.8% more with only its directory's
+name changed), and pymalloc's pools and libc's free lists follow the layout as well. A change
+anywhere in the code moves every object allocated after it, and so does another directory; the
+code a test runs has no layout of its own. Counting it in several layouts and taking the median
+(gate/stats.py) judges the code rather than where its objects happened to land.
+
+Layout 0 is the process as started. Layout N first allocates ``N * PAD_OBJECTS`` small objects of
+mixed sizes, kept alive, before pytest, the plugins and the code under test are imported.
+"""
+
+from __future__ import annotations
+
+#: Objects of 14 sizes, an odd number of them: each size class of the allocator moves by another
+#: amount, so the names imported afterwards land at other offsets in their pools.
+PAD_OBJECTS = 101
+
+
+def pytest_argv(layout: int) -> list[str]:
+    """The interpreter's arguments that run pytest in ``layout`` (its own arguments follow)."""
+    if layout == 0:
+        return ["-m", "pytest"]
+    return ["-c", f"_pad = [str(k) * (1 + k % 14) for k in range({layout * PAD_OBJECTS})]\n"
+                  "import sys, pytest\nsys.exit(pytest.console_main())"]
