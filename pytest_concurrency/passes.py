@@ -109,11 +109,12 @@ def _layouts(config, where: str, count: int) -> list[str]:
         raise SystemExit(2)
     written = []
     for n, ((out, log, _), code) in enumerate(zip(runs, codes), 1):
-        if _written(out) is None:
+        wrote = _written(out) is not None
+        if code != 0 or not wrote:  # a test that failed there is judged without this layout
             with open(log, encoding="utf-8", errors="replace") as fh:
-                _failed(f"layout {n}'s counted pass exited {code} and wrote no rounds: its tests are judged "
-                        "on the layouts that did", fh.read())
-        else:
+                _failed(f"layout {n}'s counted pass exited {code}{'' if wrote else ' and wrote no rounds'}: "
+                        "its tests are judged on the layouts that counted them", fh.read())
+        if wrote:
             written.append(out)
     print(f"pytest-concurrency: {len(written)} more layout{'s' * (len(written) != 1)} counted "
           f"({time.monotonic() - started:.0f} s)", flush=True)

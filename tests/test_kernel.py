@@ -306,21 +306,32 @@ def test_threads_judged_on_a_stored_baseline_are_told_what_judges_them_tighter()
     assert kernel_gate.loose_note(light) is None  # light tasks are held tightly either way
 
 
-@pytest.mark.slow  # one counted session of one plain test, its pass at full speed and two layout passes: ~60 s here
+NOT_IN_LAYOUT_TWO = PING_PONG + """
+
+def test_not_in_layout_two(benchmark, concurrency_backend):
+    assert "layout2" not in os.environ.get("PYTEST_CONCURRENCY_PASS", ""), "fails in the second layout pass only"
+    benchmark.pedantic(concurrency_backend.run, args=(ping_pong(concurrency_backend),), rounds=5)
+"""
+
+
+@pytest.mark.slow  # one counted session of two plain tests, their pass at full speed and two layout passes: ~60 s here
 @needs_syscalls
 @pytest.mark.skipif(callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}")
 def test_a_users_plain_test_counted_gets_kernel_figures_and_other_layouts_from_passes(pytester):
     # the gate judges them as in time mode (the test above) and over layouts (test_stats.py); here: they
-    # are there, and they are the test's own
-    pytester.makepyfile(test_plain=PLAIN)
+    # are there, and they are the test's own; a test failing in one layout pass has the others
+    pytester.makepyfile(test_plain=PLAIN, test_other=NOT_IN_LAYOUT_TWO)
     base, out = pytester.path / "base.json", pytester.path / "run.json"
     saved = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
                                           "--concurrency-measure=instructions", f"--concurrency-save-baseline={base}",
                                           f"--benchmark-json={out}", "-p", "no:cacheprovider")
-    saved.assert_outcomes(passed=1)
-    assert "kernel figures for 1 benchmark measured here, from a pass at full speed" in saved.stdout.str()
-    saved.stdout.fnmatch_lines(["*counting in 2 more layouts first*median over 3 layouts*", "*2 more layouts counted*"])
-    (bench,) = json.loads(base.read_text())["benchmarks"]
+    saved.assert_outcomes(passed=2)
+    assert "kernel figures for 2 benchmarks measured here, from a pass at full speed" in saved.stdout.str()
+    saved.stdout.fnmatch_lines(["*counting in 2 more layouts first*median over 3 layouts*",
+                                "*layout 2's counted pass exited 1: its tests are judged on the layouts that counted them*",
+                                "*FAILED test_other.py::test_not_in_layout_two*", "*2 more layouts counted*"])
+    bench, other = sorted(json.loads(base.read_text())["benchmarks"], key=lambda b: "ping_pong" not in b["name"])
+    assert len(other["extra_info"]["layouts"]) == 1  # layout 1's; layout 2 failed it
     extra = bench["extra_info"]
     own, others = bench["stats"]["data"], extra["layouts"]  # counted, each in its own process
     assert len(others) == 2 and all(len(rounds) == len(own) == 5 for rounds in others)
@@ -330,4 +341,4 @@ def test_a_users_plain_test_counted_gets_kernel_figures_and_other_layouts_from_p
     assert 300 < extra["syscalls_per_op"] < 5000  # the ping-pong's own (~800 a call), not valgrind's, nor none
     written = json.loads(out.read_text())["benchmarks"]  # the counted session's JSON, not the pass's
     assert [(b["extra_info"]["measure"], "syscalls_per_op" in b["extra_info"]) for b in written] == [
-        ("instructions", True)]
+        ("instructions", True)] * 2
