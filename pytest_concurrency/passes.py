@@ -52,10 +52,8 @@ def before(config, layout_count: int):
     """Run the passes, and while the block runs (the counted session, which inherits this process's
     environment) point at what they found."""
     with tempfile.TemporaryDirectory(prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True) as where:
-        found: dict = {LAYOUT: []}
-        if _kernel(config, where):
-            found[KERNEL] = os.path.join(where, "kernel.json")
-        found[LAYOUT] = _layouts(config, where, layout_count)
+        kernel_file = os.path.join(where, "kernel.json") if _kernel(config, where) else None
+        found = {KERNEL: kernel_file, LAYOUT: _layouts(config, where, layout_count)}
         os.environ[FOUND_ENV] = json.dumps(found)
         try:
             yield

@@ -14,8 +14,8 @@ mixed sizes, kept alive, before pytest, the plugins and the code under test are 
 
 from __future__ import annotations
 
-#: Objects of 14 sizes, an odd number of them: each size class of the allocator moves by another
-#: amount, so the names imported afterwards land at other offsets in their pools.
+#: Strings of several lengths, an odd number of them: each of the allocator's size classes moves by
+#: another amount, so the names imported afterwards land at other offsets in their pools.
 PAD_OBJECTS = 101
 
 
