@@ -25,6 +25,7 @@ session against every unchanged one (anything but regressed is a miss).
     python3 scripts/plain_count_repeat.py --sessions 4 --inject 0
     python3 scripts/plain_count_repeat.py --sessions 10 --inject 2:5 --parallel 5
     python3 scripts/plain_count_repeat.py --sessions 10 --inject 0 --layout 0    # one checkout's sessions
+    python3 scripts/plain_count_repeat.py --sessions 10 --inject 2:5,1:5 --parallel 2 --root DIR   # docs' three layouts
     python3 scripts/plain_count_repeat.py --sessions 8 --inject 2:6 --layouts 1  # one layout a session, as before
 """
 
