@@ -146,7 +146,7 @@ def before_call(item, instrument, memory: bool) -> None:
     if not is_plain(funcargs):
         return
     bench = funcargs["benchmark"]
-    if memory:
+    if memory and not passes.kind():  # a pass keeps only what it runs for (passes.py)
         item.stash[CALLS] = driver.PlainCalls(bench)
     if instrument.exact:
         driver.WarmUntilStable(bench, instrument)

@@ -77,3 +77,24 @@ def test_the_marker_asks_for_the_pass_per_test(pytester, marker, expect_leak):
                                            "test_plain_leaks.py::test_pool[asyncio-list]", timeout=300)
     text = result.stdout.str()
     assert ("(leak)" in text) == expect_leak and result.ret == (1 if expect_leak else 0), text
+
+
+def test_a_pass_before_a_counted_session_calls_the_test_only_for_its_rounds(pytester, monkeypatch):
+    """~4 s, two sessions at full speed: the memory pass's calls belong to the counted session, not
+    to a pass that keeps only kernel figures or rounds (passes.py)."""
+    calls = pytester.path / "calls"
+    pytester.makepyfile(test_calls=f"""
+        def test_calls(benchmark, concurrency_backend):
+            def once():
+                with open({str(calls)!r}, "a") as fh:
+                    fh.write(".")
+            benchmark.pedantic(concurrency_backend.run, args=(once,), rounds=3)
+    """)
+    args = ("--benchmark-only", "--concurrency-backends=greenlet", "--concurrency-memory", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+    with_memory = len(calls.read_text())
+    calls.unlink()
+    monkeypatch.setenv("PYTEST_CONCURRENCY_PASS", f"kernel:{pytester.path / 'kernel.json'}")
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+    assert len(calls.read_text()) == 3 < with_memory, with_memory  # its rounds alone
+    assert "test_calls" in (pytester.path / "kernel.json").read_text()
