@@ -237,6 +237,14 @@ def test_parallel_jobs_are_refused_when_timing(pytester):
     result.stderr.fnmatch_lines(["*--concurrency-jobs=2: cases measured at the same time slow each other*"])
 
 
+@pytest.mark.parametrize("given, said", [("0", "must be above 0"), ("three", "'three' is not a number")])
+def test_layouts_that_are_not_a_count_are_a_usage_error(pytester, given, said):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest(f"--concurrency-layouts={given}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--concurrency-layouts: {said}*"])
+
+
 def test_an_unknown_measure_is_a_usage_error(pytester):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest("--concurrency-measure=cycles")
