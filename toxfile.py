@@ -39,10 +39,16 @@ def _pyenv_versions() -> list[str]:
 def _runs(exe: str) -> str | None:
     """Why ``exe`` does not run, or None when it does."""
     try:
-        run = subprocess.run([exe, "-c", "pass"], capture_output=True, text=True, timeout=60, check=False)
+        run = subprocess.run(
+            [exe, "-c", "pass"], capture_output=True, text=True, timeout=60, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
-    return None if run.returncode == 0 else (run.stderr.strip().splitlines() or ["exit status %d" % run.returncode])[-1]
+    return (
+        None
+        if run.returncode == 0
+        else (run.stderr.strip().splitlines() or ["exit status %d" % run.returncode])[-1]
+    )
 
 
 @impl
@@ -50,8 +56,12 @@ def tox_add_core_config(core_conf, state) -> None:
     versions = _pyenv_versions()
     if versions and os.environ.get("PYENV_VERSION") != ":".join(versions):
         os.environ["PYENV_VERSION"] = ":".join(versions)  # tox's interpreter discovery runs shims
-        print(f"toxfile.py: PYENV_VERSION={os.environ['PYENV_VERSION']} (every pyenv CPython 3.10+)")
-    wanted = [(name, f"python3.{m.group(1)}") for name in core_conf["env_list"] if (m := _ENV.match(name))]
+        print(
+            f"toxfile.py: PYENV_VERSION={os.environ['PYENV_VERSION']} (every pyenv CPython 3.10+)"
+        )
+    wanted = [
+        (name, f"python3.{m.group(1)}") for name in core_conf["env_list"] if (m := _ENV.match(name))
+    ]
     found, absent, broken = [], [], []
     for name, exe in wanted:
         if shutil.which(exe) is None:
@@ -62,13 +72,25 @@ def tox_add_core_config(core_conf, state) -> None:
             found.append(name)
     if broken:
         raise RuntimeError(
-            "toxfile.py: " + "; ".join(broken) + ". Repair or uninstall it (with pyenv: `pyenv rehash`, "
-            "or `pyenv install 3.X` again), or run only the others with `tox -e " + ",".join(found) + "`."
+            "toxfile.py: "
+            + "; ".join(broken)
+            + ". Repair or uninstall it (with pyenv: `pyenv rehash`, "
+            "or `pyenv install 3.X` again), or run only the others with `tox -e "
+            + ",".join(found)
+            + "`."
         )
     if not found:
         raise RuntimeError(
-            "toxfile.py: no CPython 3.10+ found (looked for " + ", ".join(exe for _, exe in wanted) + " on PATH). "
+            "toxfile.py: no CPython 3.10+ found (looked for "
+            + ", ".join(exe for _, exe in wanted)
+            + " on PATH). "
             "Install one (python.org, your OS's packages, or `pyenv install 3.12`)."
         )
-    print(f"toxfile.py: testing on {', '.join(found)}" + (
-        f"; not installed, skipped: {', '.join(absent)} (install them to test them too)" if absent else ""))
+    print(
+        f"toxfile.py: testing on {', '.join(found)}"
+        + (
+            f"; not installed, skipped: {', '.join(absent)} (install them to test them too)"
+            if absent
+            else ""
+        )
+    )

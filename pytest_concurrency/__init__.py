@@ -5,8 +5,17 @@ Public API for users' own benchmarks: the ``concurrency_backend`` fixture hands 
 workloads are importable from ``pytest_concurrency.workloads``.
 """
 
-from .backends import DEFAULT_SPECS, load as load_backend
-from .backends.base import AsyncBackend, Backend, ConcurrencyError, Deadlock, SyncBackend, TaskFailed, Unsupported
+from .backends import DEFAULT_SPECS
+from .backends import load as load_backend
+from .backends.base import (
+    AsyncBackend,
+    Backend,
+    ConcurrencyError,
+    Deadlock,
+    SyncBackend,
+    TaskFailed,
+    Unsupported,
+)
 
 __version__ = "0.1.0"
 

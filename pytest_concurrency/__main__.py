@@ -14,8 +14,8 @@ import os
 import shutil
 import sys
 
-from .gate import verdicts as V
 from .backends.base import ConcurrencyError
+from .gate import verdicts as V
 from .measure.records import Record, from_json
 from .report import tables
 from .report.plot import PlotError
@@ -38,7 +38,9 @@ def load_records(path: str) -> tuple[dict, list[Record]]:
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a JSON file (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        raise InputError(
+            f"{path}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
@@ -78,17 +80,22 @@ def changes_only(baseline: list[Record], current: list[Record], why: str) -> V.G
 
 def compare(a_path: str, a_doc: dict, a_recs, b_doc: dict, b_recs, args) -> V.GateResult:
     """The gate's verdicts when it can judge these files, else the changes with the reason."""
-    from .gate import baseline, compare as gate
+    from .gate import baseline
+    from .gate import compare as gate
 
     try:
         baseline.check(a_doc, a_path)
     except baseline.BaselineError as exc:
-        return changes_only(a_recs, b_recs, f"the first file is not a baseline the gate can use ({exc})")
+        return changes_only(
+            a_recs, b_recs, f"the first file is not a baseline the gate can use ({exc})"
+        )
     meta = b_doc.get(baseline.SECTION)
     if not isinstance(meta, dict):
         return changes_only(
-            a_recs, b_recs, "the second file has no pytest_concurrency section (Python, versions, "
-            "calibration); save it with --concurrency-save-baseline to get verdicts"
+            a_recs,
+            b_recs,
+            "the second file has no pytest_concurrency section (Python, versions, "
+            "calibration); save it with --concurrency-save-baseline to get verdicts",
         )
     settings = gate.GateSettings(
         threshold=args.threshold,
@@ -104,7 +111,9 @@ def _percent(text: str) -> float:
     try:
         return parse_percent(text, "--threshold")
     except SettingsError as exc:
-        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None  # argparse names the option
+        raise argparse.ArgumentTypeError(
+            str(exc).partition(": ")[2]
+        ) from None  # argparse names the option
 
 
 def _width(text: str) -> int:
@@ -133,19 +142,41 @@ def parser() -> argparse.ArgumentParser:
         "1 regression or memory leak found, or comparison "
         "refused, 2 usage error or unreadable file.",
     )
-    r.add_argument("files", nargs="+", metavar="FILE.json", help="A.json, or A.json B.json (baseline, current)")
+    r.add_argument(
+        "files", nargs="+", metavar="FILE.json", help="A.json, or A.json B.json (baseline, current)"
+    )
     r.add_argument("--markdown", metavar="PATH", help="also write the tables as markdown to PATH")
-    r.add_argument("--plot", metavar="DIR", help="also write charts (PNG) of the last file into DIR")
-    r.add_argument("--matrix", action="store_true",
-                   help="print one markdown table instead: a line per case, a column per model (per-op figure)")
-    r.add_argument("--width", type=_width, default=None, help="terminal width (default: this terminal's)")
+    r.add_argument(
+        "--plot", metavar="DIR", help="also write charts (PNG) of the last file into DIR"
+    )
+    r.add_argument(
+        "--matrix",
+        action="store_true",
+        help="print one markdown table instead: a line per case, a column per model (per-op figure)",
+    )
+    r.add_argument(
+        "--width", type=_width, default=None, help="terminal width (default: this terminal's)"
+    )
     r.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
-    r.add_argument("--threshold", type=_percent, default=None, metavar="PCT",
-                   help="practical threshold for verdicts, e.g. 10 (default: the gate's)")
-    r.add_argument("--memory-threshold", type=_percent, default=None, metavar="PCT",
-                   help="how far a memory figure may grow over the baseline's, e.g. 10 (default: the gate's)")
-    r.add_argument("--allow-cross-python", action="store_true",
-                   help="compare runs from different Python minor versions anyway")
+    r.add_argument(
+        "--threshold",
+        type=_percent,
+        default=None,
+        metavar="PCT",
+        help="practical threshold for verdicts, e.g. 10 (default: the gate's)",
+    )
+    r.add_argument(
+        "--memory-threshold",
+        type=_percent,
+        default=None,
+        metavar="PCT",
+        help="how far a memory figure may grow over the baseline's, e.g. 10 (default: the gate's)",
+    )
+    r.add_argument(
+        "--allow-cross-python",
+        action="store_true",
+        help="compare runs from different Python minor versions anyway",
+    )
     return p
 
 

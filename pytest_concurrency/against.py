@@ -38,7 +38,9 @@ from .runner import lockstep, sides
 
 SIDE_ENV = "PYTEST_CONCURRENCY_SIDE"  # "A" (base) or "B" (head) in a side's session
 OUT_ENV = "PYTEST_CONCURRENCY_SIDE_OUT"  # where a side writes its rounds and what it imported
-ONLY_ENV = "PYTEST_CONCURRENCY_SIDE_ONLY"  # a second pair of sessions: the JSON list of node ids it runs
+ONLY_ENV = (
+    "PYTEST_CONCURRENCY_SIDE_ONLY"  # a second pair of sessions: the JSON list of node ids it runs
+)
 #: A benchmark's rounds on each side under --concurrency-against, at least: two a quad, enough
 #: quads for the 99% interval of the median ratio (gate.paired.MIN_PAIRS), and two quads to spare
 #: (the sides' calibration calls need not line up with a quad).
@@ -50,17 +52,30 @@ PAD_ENV = "PYTEST_CONCURRENCY_PAD"  # same_size: the sides' environments padded 
 BASE_GRACE_S = 300.0
 
 #: Options the base side must not act on: it writes no baseline, report or JSON of the user's.
-_HEAD_ONLY = {"--concurrency-baseline": True, "--concurrency-save-baseline": True,
-              "--concurrency-baseline-sessions": True, "--concurrency-report-md": True, "--concurrency-plot": True,
-              "--benchmark-json": True, "--benchmark-save": True, "--benchmark-autosave": False,
-              "--benchmark-compare": False, "--benchmark-compare-fail": True, "--benchmark-histogram": False,
-              "--junitxml": True, "--junit-xml": True, "--benchmark-cprofile-dump": False}
+_HEAD_ONLY = {
+    "--concurrency-baseline": True,
+    "--concurrency-save-baseline": True,
+    "--concurrency-baseline-sessions": True,
+    "--concurrency-report-md": True,
+    "--concurrency-plot": True,
+    "--benchmark-json": True,
+    "--benchmark-save": True,
+    "--benchmark-autosave": False,
+    "--benchmark-compare": False,
+    "--benchmark-compare-fail": True,
+    "--benchmark-histogram": False,
+    "--junitxml": True,
+    "--junit-xml": True,
+    "--benchmark-cprofile-dump": False,
+}
 
 
 def side_session() -> str | None:
     """``A`` or ``B`` in a side's session, else None."""
     side = os.environ.get(SIDE_ENV)
-    return side if side in (lockstep.A, lockstep.B) and os.environ.get(lockstep.SOCKET_ENV) else None
+    return (
+        side if side in (lockstep.A, lockstep.B) and os.environ.get(lockstep.SOCKET_ENV) else None
+    )
 
 
 def base_side() -> bool:
@@ -73,17 +88,22 @@ def refuse(s, config) -> None:
         raise pytest.UsageError(
             f"--concurrency-against with --concurrency-measure={s.measure}: paired rounds are timed; "
             "counts do not drift between sessions, so compare them against a stored baseline "
-            "(--concurrency-baseline) instead")
+            "(--concurrency-baseline) instead"
+        )
     if s.isolate:
         raise pytest.UsageError(
             "--concurrency-against with --concurrency-isolate: workloads measured in worker processes "
-            "are not paired round by round yet; run without --concurrency-isolate")
+            "are not paired round by round yet; run without --concurrency-isolate"
+        )
     if int(getattr(config.option, "numprocesses", 0) or 0) > 0:
-        raise pytest.UsageError("--concurrency-against with pytest-xdist: the two sides take turns round by "
-                                "round on one machine; run without -n")
+        raise pytest.UsageError(
+            "--concurrency-against with pytest-xdist: the two sides take turns round by "
+            "round on one machine; run without -n"
+        )
 
 
 # -- the run the user started --------------------------------------------------------------------
+
 
 def orchestrate(config, s) -> int:
     """Install the base side, run both sides in turns, judge the pairs; the run's exit status."""
@@ -119,16 +139,25 @@ def _keep(directory: Path) -> None:
 
 def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
     args = list(config.invocation_params.args)
-    print(f"pytest-concurrency: this code (head) against {spec} (base), round for round in turns; "
-          "the head's session follows", flush=True)
+    print(
+        f"pytest-concurrency: this code (head) against {spec} (base), round for round in turns; "
+        "the head's session follows",
+        flush=True,
+    )
     try:
         first = _run_pair(s, site, directory / "1", root, args, head_cache=users_cache_dir(config))
         again: list = []
-        if first.codes[lockstep.B] not in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR,
-                                           pytest.ExitCode.NO_TESTS_COLLECTED):
+        if first.codes[lockstep.B] not in (
+            pytest.ExitCode.INTERRUPTED,
+            pytest.ExitCode.USAGE_ERROR,
+            pytest.ExitCode.NO_TESTS_COLLECTED,
+        ):
             again = _again(s, site, directory, root, args, first)
     except KeyboardInterrupt:
-        print("pytest-concurrency: interrupted: no verdict against the base side, nothing written", flush=True)
+        print(
+            "pytest-concurrency: interrupted: no verdict against the base side, nothing written",
+            flush=True,
+        )
         return int(pytest.ExitCode.INTERRUPTED)
     return _judge(s, spec, site, first, again)
 
@@ -153,39 +182,66 @@ class _Pair:
         return records.from_json(self.docs.get(side) or {})
 
 
-def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list | None = None,
-              head_cache: str | None = None) -> _Pair:
+def _run_pair(
+    s,
+    site: Path,
+    directory: Path,
+    root: Path,
+    args: list,
+    only: list | None = None,
+    head_cache: str | None = None,
+) -> _Pair:
     """Run the base's and the head's sessions in turns; ``only``: the node ids to run (a second
     pair, whose head's output goes to a log too: the run's output is the first head's);
     ``head_cache``: the first head's cache directory, the user's."""
     directory.mkdir(parents=True)
     pair = _Pair(directory)
-    coordinator = lockstep.Coordinator(str(directory / "turns.sock"), stall_s=max(s.timeout or 0, 60.0) * 2)
+    coordinator = lockstep.Coordinator(
+        str(directory / "turns.sock"), stall_s=max(s.timeout or 0, 60.0) * 2
+    )
     env = {k: v for k, v in os.environ.items() if k not in (SIDE_ENV, ONLY_ENV)}
-    env.setdefault("PYTHONHASHSEED", str(random.randrange(1, 2 ** 32)))  # one seed for both sides
+    env.setdefault("PYTHONHASHSEED", str(random.randrange(1, 2**32)))  # one seed for both sides
     env[lockstep.SOCKET_ENV] = coordinator.path
     if only is not None:
         env[ONLY_ENV] = json.dumps(only)
     launches = {}
     for side, argv in command_lines(args, str(directory / "cache"), head_cache).items():
         path = site if side == lockstep.A else sides.same_length(site)
-        launches[side] = ([sys.executable, "-m", "pytest", *argv],
-                          {**env, "PYTHONPATH": _prepend(path, env.get("PYTHONPATH")), SIDE_ENV: side,
-                           sides.SIDE_PATH_ENV: str(site), OUT_ENV: str(directory / f"side-{side}.json")})
+        launches[side] = (
+            [sys.executable, "-m", "pytest", *argv],
+            {
+                **env,
+                "PYTHONPATH": _prepend(path, env.get("PYTHONPATH")),
+                SIDE_ENV: side,
+                sides.SIDE_PATH_ENV: str(site),
+                OUT_ENV: str(directory / f"side-{side}.json"),
+            },
+        )
     same_size(launches)
     procs = {}
     try:
         with open(pair.log, "wb") as base_log, open(directory / "head-side.log", "wb") as head_log:
-            for side, out in ((lockstep.A, base_log), (lockstep.B, None if only is None else head_log)):
+            for side, out in (
+                (lockstep.A, base_log),
+                (lockstep.B, None if only is None else head_log),
+            ):
                 argv, side_env = launches[side]
                 # a session of its own: a Ctrl-C reaches it once, forwarded from here (_stop)
-                procs[side] = subprocess.Popen(argv, cwd=str(root), env=side_env,
-                                               stdin=subprocess.DEVNULL, stdout=out, start_new_session=True,
-                                               stderr=subprocess.STDOUT if out else None,
-                                               # both sides alike: one address layout (a layout is one more
-                                               # difference between two processes), and killed with the run
-                                               preexec_fn=watchdog.with_parent(also=watchdog.no_address_randomization))
-                threading.Thread(target=_leave_on_exit, args=(coordinator, side, procs[side]), daemon=True).start()
+                procs[side] = subprocess.Popen(
+                    argv,
+                    cwd=str(root),
+                    env=side_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    start_new_session=True,
+                    stderr=subprocess.STDOUT if out else None,
+                    # both sides alike: one address layout (a layout is one more
+                    # difference between two processes), and killed with the run
+                    preexec_fn=watchdog.with_parent(also=watchdog.no_address_randomization),
+                )
+                threading.Thread(
+                    target=_leave_on_exit, args=(coordinator, side, procs[side]), daemon=True
+                ).start()
             pair.codes = _wait(procs)
     except KeyboardInterrupt:
         _stop(procs)
@@ -195,7 +251,9 @@ def _run_pair(s, site: Path, directory: Path, root: Path, args: list, only: list
         coordinator.close()
     pair.errors = list(coordinator.stalled)
     if pair.codes[lockstep.A] is None:
-        pair.errors.append(f"the base side did not end within {BASE_GRACE_S:.0f} s of the head and was stopped")
+        pair.errors.append(
+            f"the base side did not end within {BASE_GRACE_S:.0f} s of the head and was stopped"
+        )
     pair.read()
     return pair
 
@@ -218,15 +276,20 @@ def command_lines(args: list, cache: str, head_cache: str | None = None) -> dict
     -0.0% with them alike (docs/gates/against.md). In later pairs both sides run the base's."""
     quiet = head_only_removed(args)
     if head_cache is None:
-        return {lockstep.A: [*quiet, "-o", f"cache_dir={cache}"], lockstep.B: [*quiet, "-o", f"cache_dir={cache}"]}
+        return {
+            lockstep.A: [*quiet, "-o", f"cache_dir={cache}"],
+            lockstep.B: [*quiet, "-o", f"cache_dir={cache}"],
+        }
     width = max(len(os.fsencode(cache)), len(os.fsencode(head_cache)))
 
     def padded(path: str) -> str:
         parent, _, last = path.rpartition("/")
         return parent + "/" * (1 + width - len(os.fsencode(path))) + last
 
-    return {lockstep.A: [*quiet, "-o", f"cache_dir={padded(cache)}"],
-            lockstep.B: [*args, "-o", f"cache_dir={padded(head_cache)}"]}
+    return {
+        lockstep.A: [*quiet, "-o", f"cache_dir={padded(cache)}"],
+        lockstep.B: [*args, "-o", f"cache_dir={padded(head_cache)}"],
+    }
 
 
 def same_size(launches: dict) -> None:
@@ -234,6 +297,7 @@ def same_size(launches: dict) -> None:
     bytes, above their stacks: with the address layout fixed, where the stack starts (and all that
     is aligned from it) then does not differ between them. In the first pair the head has the user's
     command line and the base one of its own: one more layout difference between the two processes."""
+
     def size(argv, env) -> tuple[int, int]:
         strings = sum(len(os.fsencode(a)) + 1 for a in argv)
         strings += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items())
@@ -246,8 +310,11 @@ def same_size(launches: dict) -> None:
     entries = max(n for n, _ in sizes.values())
     pads = {side: entries - n + 1 for side, (n, _) in sizes.items()}  # every side at least one
     # each pad costs its name, "=" and the terminating NUL: the longest total wins, the rest fill up
-    strings = max(b + sum(len(f"{PAD_ENV}{i}") + 2 for i in range(pads[side])) for side, (_, b) in sizes.items())
-    for side, (argv, env) in launches.items():
+    strings = max(
+        b + sum(len(f"{PAD_ENV}{i}") + 2 for i in range(pads[side]))
+        for side, (_, b) in sizes.items()
+    )
+    for side, (_argv, env) in launches.items():
         names = [f"{PAD_ENV}{i}" for i in range(pads[side])]
         room = strings - sizes[side][1] - sum(len(name) + 2 for name in names)
         for name in names:
@@ -266,17 +333,28 @@ def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair)
     again: list = []
     for number in range(2, paired.MAX_SESSIONS + 1):
         done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
-        result = paired.judge(first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=done)
+        result = paired.judge(
+            first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=done
+        )
         keys = set(paired.undecided(result))
-        only = sorted({b["fullname"] for b in first.docs[lockstep.B].get("benchmarks") or ()
-                       if b.get("fullname") and {r.key for r in records.from_json({"benchmarks": [b]})} & keys})
+        only = sorted(
+            {
+                b["fullname"]
+                for b in first.docs[lockstep.B].get("benchmarks") or ()
+                if b.get("fullname")
+                and {r.key for r in records.from_json({"benchmarks": [b]})} & keys
+            }
+        )
         if not only:
             break
         them = f"{len(only)} test{'s' if len(only) > 1 else ''}"
-        print(f"pytest-concurrency: {them} not decided against the base yet: measuring "
-              f"{'them' if len(only) > 1 else 'it'} in pair of sessions {number} (of at most "
-              f"{paired.MAX_SESSIONS}; two processes of the same code differ a little, so each pair is one "
-              "measurement)", flush=True)
+        print(
+            f"pytest-concurrency: {them} not decided against the base yet: measuring "
+            f"{'them' if len(only) > 1 else 'it'} in pair of sessions {number} (of at most "
+            f"{paired.MAX_SESSIONS}; two processes of the same code differ a little, so each pair is one "
+            "measurement)",
+            flush=True,
+        )
         again.append(_run_pair(s, site, directory / str(number), root, args, only=only))
     return again
 
@@ -331,24 +409,42 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
     from .session_end import paired_threshold
 
     head_code = first.codes[lockstep.B]
-    if head_code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
+    if head_code in (
+        pytest.ExitCode.INTERRUPTED,
+        pytest.ExitCode.USAGE_ERROR,
+        pytest.ExitCode.NO_TESTS_COLLECTED,
+    ):
         return head_code  # the head's session said why; there is nothing to judge
     errors = []
     for pair in (first, *again):
         errors += pair.errors
         if lockstep.B not in pair.docs:
-            errors.append(f"the head's session ended (exit {pair.codes[lockstep.B]}) without its rounds")
+            errors.append(
+                f"the head's session ended (exit {pair.codes[lockstep.B]}) without its rounds"
+            )
         if lockstep.A not in pair.docs:
-            errors.append(f"the base side ({spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds; "
-                          f"its log:\n" + _tail(pair.log))
+            errors.append(
+                f"the base side ({spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds; "
+                f"its log:\n" + _tail(pair.log)
+            )
         elif pair.codes[lockstep.A] not in (0, 1, 5, 6, 7, None):
-            errors.append(f"the base side ({spec}) exited {pair.codes[lockstep.A]}; its log:\n" + _tail(pair.log))
+            errors.append(
+                f"the base side ({spec}) exited {pair.codes[lockstep.A]}; its log:\n"
+                + _tail(pair.log)
+            )
     result = None
     if len(first.docs) == 2:
-        base_ids, head_ids = first.docs[lockstep.A].get("identity") or {}, first.docs[lockstep.B].get("identity") or {}
+        base_ids, head_ids = (
+            first.docs[lockstep.A].get("identity") or {},
+            first.docs[lockstep.B].get("identity") or {},
+        )
         errors += sides.check(site, base_ids, head_ids)
-        further = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
-        result = paired.judge(first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=further)
+        further = [
+            (p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2
+        ]
+        result = paired.judge(
+            first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=further
+        )
         result.sides = paired.sides_line(base_ids, head_ids)
         for line in terminal.paired_lines(result):
             print(line)
@@ -381,7 +477,9 @@ def _tail(path: Path, lines: int = 20) -> str:
 # -- in each side's session --------------------------------------------------------------------------
 
 TURNS = pytest.StashKey[lockstep.Client]()
-CALLS = pytest.StashKey[list]()  # a test's runner calls: [turn, seconds per iteration, iterations, CPU]
+CALLS = pytest.StashKey[
+    list
+]()  # a test's runner calls: [turn, seconds per iteration, iterations, CPU]
 
 
 def at_least_min_rounds(config) -> None:
@@ -430,7 +528,7 @@ def record_turns(item, bench) -> None:
     calls = item.stash.get(CALLS, None)
     stats = getattr(bench, "stats", None)
     if calls and stats is not None and stats.stats.data:
-        bench.extra_info["paired_rounds"] = calls[-len(stats.stats.data):]
+        bench.extra_info["paired_rounds"] = calls[-len(stats.stats.data) :]
 
 
 def side_finish(config, bs) -> None:
@@ -438,10 +536,20 @@ def side_finish(config, bs) -> None:
     if not side_session():
         return
     site = Path(os.environ[sides.SIDE_PATH_ENV])
-    doc = {"identity": sides.identity(site, base_side=base_side()),
-           "benchmarks": [{"name": b.name, "fullname": b.fullname, "group": b.group, "extra_info": b.extra_info,
-                           "stats": {"data": list(b.stats.data)}}
-                          for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats.data]}
+    doc = {
+        "identity": sides.identity(site, base_side=base_side()),
+        "benchmarks": [
+            {
+                "name": b.name,
+                "fullname": b.fullname,
+                "group": b.group,
+                "extra_info": b.extra_info,
+                "stats": {"data": list(b.stats.data)},
+            }
+            for b in bs.benchmarks
+            if not getattr(b, "has_error", False) and b.stats.data
+        ],
+    }
     atomic.write_text(os.environ[OUT_ENV], json.dumps(doc))
     client = config.stash.get(TURNS, None)
     if client is not None:

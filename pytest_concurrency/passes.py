@@ -37,9 +37,13 @@ from .runner import launch
 
 KERNEL, LAYOUT = "kernel", "layout"
 PASS_ENV = "PYTEST_CONCURRENCY_PASS"  # in a pass: "KIND:FILE", what it writes and where
-FOUND_ENV = "PYTEST_CONCURRENCY_PASSES"  # in the counted session: {"kernel": FILE, "layout": [FILE...]}
-INTERRUPTED = ("\npytest-concurrency: interrupted in {}, before the counted session: no baseline, report, "
-               "verdict or rounds written")
+FOUND_ENV = (
+    "PYTEST_CONCURRENCY_PASSES"  # in the counted session: {"kernel": FILE, "layout": [FILE...]}
+)
+INTERRUPTED = (
+    "\npytest-concurrency: interrupted in {}, before the counted session: no baseline, report, "
+    "verdict or rounds written"
+)
 
 
 def kind() -> str | None:
@@ -51,7 +55,9 @@ def kind() -> str | None:
 def before(config, layout_count: int):
     """Run the passes, and while the block runs (the counted session, which inherits this process's
     environment) point at what they found."""
-    with tempfile.TemporaryDirectory(prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True) as where:
+    with tempfile.TemporaryDirectory(
+        prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True
+    ) as where:
         kernel_file = os.path.join(where, "kernel.json") if _kernel(config, where) else None
         found = {KERNEL: kernel_file, LAYOUT: _layouts(config, where, layout_count)}
         os.environ[FOUND_ENV] = json.dumps(found)
@@ -63,29 +69,51 @@ def before(config, layout_count: int):
 
 def _argv(config, where: str, name: str) -> list[str]:
     argv = head_only_removed(config.invocation_params.args)
-    if config.pluginmanager.has_plugin("cacheprovider"):  # the user's cache (--lf) is the counted session's to write
+    if config.pluginmanager.has_plugin(
+        "cacheprovider"
+    ):  # the user's cache (--lf) is the counted session's to write
         argv += ["-o", f"cache_dir={os.path.join(where, name + '-cache')}"]
     return argv
 
 
 def _kernel(config, where: str) -> bool:
     out = os.path.join(where, "kernel.json")
-    argv = [sys.executable, "-m", "pytest", *_argv(config, where, KERNEL), "--concurrency-measure=time"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *_argv(config, where, KERNEL),
+        "--concurrency-measure=time",
+    ]
     started = time.monotonic()
     try:
-        done = subprocess.run(argv, cwd=str(config.invocation_params.dir), env={**os.environ, PASS_ENV: f"{KERNEL}:{out}"},
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              errors="replace", preexec_fn=watchdog.with_parent())  # a kill -9 of this process ends it too
+        done = subprocess.run(
+            argv,
+            cwd=str(config.invocation_params.dir),
+            env={**os.environ, PASS_ENV: f"{KERNEL}:{out}"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            preexec_fn=watchdog.with_parent(),
+        )  # a kill -9 of this process ends it too
     except KeyboardInterrupt:  # run() has killed it; the counted session never starts
         print(INTERRUPTED.format("the pass for kernel figures"), file=sys.stderr, flush=True)
         raise SystemExit(2) from None  # pytest's own status for an interrupted session
     count = _written(out)
     if count is None:
-        _failed(f"the pass at full speed for kernel figures exited {done.returncode} and wrote none: the tests "
-                "counted here read them as not measured", done.stdout)
+        _failed(
+            f"the pass at full speed for kernel figures exited {done.returncode} and wrote none: the tests "
+            "counted here read them as not measured",
+            done.stdout,
+        )
         return False
-    print(f"pytest-concurrency: kernel figures for {count} benchmark{'s' * (count != 1)} measured here, from a pass "
-          f"at full speed outside valgrind ({time.monotonic() - started:.0f} s)", flush=True)
+    print(
+        f"pytest-concurrency: kernel figures for {count} benchmark{'s' * (count != 1)} measured here, from a pass "
+        f"at full speed outside valgrind ({time.monotonic() - started:.0f} s)",
+        flush=True,
+    )
     return True
 
 
@@ -96,10 +124,22 @@ def _layouts(config, where: str, count: int) -> list[str]:
     runs = []
     for n in range(1, count):
         out, log = os.path.join(where, f"layout{n}.json"), os.path.join(where, f"layout{n}.log")
-        runs.append((out, log, (layouts.pytest_argv(n) + _argv(config, where, f"layout{n}"),
-                                {PASS_ENV: f"{LAYOUT}:{out}"}, log)))
-    print(f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} first (objects landing "
-          f"elsewhere; the gate judges the median over {count} layouts)", flush=True)
+        runs.append(
+            (
+                out,
+                log,
+                (
+                    layouts.pytest_argv(n) + _argv(config, where, f"layout{n}"),
+                    {PASS_ENV: f"{LAYOUT}:{out}"},
+                    log,
+                ),
+            )
+        )
+    print(
+        f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} first (objects landing "
+        f"elsewhere; the gate judges the median over {count} layouts)",
+        flush=True,
+    )
     started = time.monotonic()
     codes = callgrind.run_sessions([run for _, _, run in runs], str(config.invocation_params.dir))
     if codes is None:  # Ctrl-C: each has ended
@@ -110,12 +150,18 @@ def _layouts(config, where: str, count: int) -> list[str]:
         wrote = _written(out) is not None
         if code != 0 or not wrote:  # a test that failed there is judged without this layout
             with open(log, encoding="utf-8", errors="replace") as fh:
-                _failed(f"layout {n}'s counted pass exited {code}{'' if wrote else ' and wrote no rounds'}: "
-                        "its tests are judged on the layouts that counted them", fh.read())
+                _failed(
+                    f"layout {n}'s counted pass exited {code}{'' if wrote else ' and wrote no rounds'}: "
+                    "its tests are judged on the layouts that counted them",
+                    fh.read(),
+                )
         if wrote:
             written.append(out)
-    print(f"pytest-concurrency: {len(written)} more layout{'s' * (len(written) != 1)} counted "
-          f"({time.monotonic() - started:.0f} s)", flush=True)
+    print(
+        f"pytest-concurrency: {len(written)} more layout{'s' * (len(written) != 1)} counted "
+        f"({time.monotonic() - started:.0f} s)",
+        flush=True,
+    )
     return written
 
 
@@ -141,7 +187,9 @@ def configure(config) -> None:
 def keep_measured_here(config, items) -> None:
     """In a pass: only the tests the counted session measures in its own process."""
     if kind():
-        config.hook.pytest_deselected(items=[item for item in items if not launch.measured_here(item)])
+        config.hook.pytest_deselected(
+            items=[item for item in items if not launch.measured_here(item)]
+        )
         items[:] = [item for item in items if launch.measured_here(item)]
 
 
@@ -153,7 +201,9 @@ def finish(bs) -> bool:
         return False
     ran = [b for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats is not None]
     if which == KERNEL:
-        found = {b.fullname: kernel.keys_of(b.extra_info) for b in ran if "kernel_source" in b.extra_info}
+        found = {
+            b.fullname: kernel.keys_of(b.extra_info) for b in ran if "kernel_source" in b.extra_info
+        }
     else:
         found = {b.fullname: list(b.stats.data) for b in ran if b.stats.data}
     atomic.write_text(os.environ[PASS_ENV].partition(":")[2], json.dumps(found))
@@ -178,7 +228,7 @@ def _found() -> dict:
         return {}
 
 
-@functools.lru_cache(maxsize=None)  # read once a session, not once a test
+@functools.cache  # read once a session, not once a test
 def _load(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:

@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from typing import Collection
+from collections.abc import Collection
 
 import pytest
 
@@ -29,15 +29,24 @@ WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call
 
 def is_plain(names: Collection[str]) -> bool:
     """Whether a test with these fixtures is a user's own benchmark test."""
-    return "benchmark" in names and "concurrency_backend" in names and "concurrency_benchmark" not in names
+    return (
+        "benchmark" in names
+        and "concurrency_backend" in names
+        and "concurrency_benchmark" not in names
+    )
 
 
 def runs_apart(item, s) -> bool:
     """Whether the test's call runs in a child forked for it (``--concurrency-isolate``; see
     runner/forked.py). Not when counted (the session already runs under valgrind) nor as a side of
     ``--concurrency-against`` (its turns are taken from the session's process)."""
-    return (s.isolate and not s.instrument.fresh_process and not s.paired and hasattr(os, "waitid")  # Linux, BSD
-            and is_plain(item.fixturenames))
+    return (
+        s.isolate
+        and not s.instrument.fresh_process
+        and not s.paired
+        and hasattr(os, "waitid")  # Linux, BSD
+        and is_plain(item.fixturenames)
+    )
 
 
 def watch(request, backend, instrument, apart: bool) -> None:
@@ -75,8 +84,12 @@ def call_watched(item, timeout: float | None) -> bool | None:
     if not is_plain(item.fixturenames) or item.stash.get(WATCHED, False):
         return None
     older = set(threading.enumerate())
-    guard = watchdog.deadline(timeout and watchdog.silence(timeout), item.nodeid,
-                              "return, nor end a backend.run call,", silence_watch=True)
+    guard = watchdog.deadline(
+        timeout and watchdog.silence(timeout),
+        item.nodeid,
+        "return, nor end a backend.run call,",
+        silence_watch=True,
+    )
     item.stash[WATCHED] = True
     try:
         with guard():
@@ -87,10 +100,13 @@ def call_watched(item, timeout: float | None) -> bool | None:
         del item.stash[WATCHED]
         left = watchdog.threads_left(besides=older)
         if left:
-            item.warn(pytest.PytestWarning(
-                f"{item.nodeid}: the test left non-daemon threads running ({', '.join(t.name for t in left)}); "
-                "Python waits for them before the session's process exits: join them in the test, or run with "
-                "--concurrency-isolate"))
+            item.warn(
+                pytest.PytestWarning(
+                    f"{item.nodeid}: the test left non-daemon threads running ({', '.join(t.name for t in left)}); "
+                    "Python waits for them before the session's process exits: join them in the test, or run with "
+                    "--concurrency-isolate"
+                )
+            )
             if timeout:
                 _exit_without(left, watchdog.silence(timeout))
     return True
@@ -119,7 +135,9 @@ def _exit_without(threads: list[threading.Thread], grace: float) -> None:
     first = not _left
     _left.extend(threads)
     _exit["bound"] = max(_exit["bound"] or 0, grace)
-    register = getattr(threading, "_register_atexit", None)  # CPython 3.9+; private, hence looked up
+    register = getattr(
+        threading, "_register_atexit", None
+    )  # CPython 3.9+; private, hence looked up
     if first and register is not None:
         try:
             register(_wait_or_exit)
@@ -133,8 +151,10 @@ def _wait_or_exit() -> None:
         thread.join(max(0.0, until - time.monotonic()))
     alive = [t.name for t in _left if t.is_alive()]
     if alive:
-        sys.stderr.write(f"pytest-concurrency: threads users' tests left ({', '.join(alive)}) still run "
-                         f"{_exit['bound']:g} s after the session: exiting without them, status {_exit['status']}\n")
+        sys.stderr.write(
+            f"pytest-concurrency: threads users' tests left ({', '.join(alive)}) still run "
+            f"{_exit['bound']:g} s after the session: exiting without them, status {_exit['status']}\n"
+        )
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os._exit(_exit["status"])
@@ -166,25 +186,32 @@ def _label(item, instrument) -> None:
     bench, backend = funcargs.get("benchmark"), funcargs.get("concurrency_backend")
     if bench is None or backend is None or "backend" in bench.extra_info:
         return
-    params = {k: v for k, v in getattr(getattr(item, "callspec", None), "params", {}).items()
-              if k != "concurrency_backend" and isinstance(v, (str, int, float, bool))}
-    bench.extra_info.update({
-        "concurrency_schema": records.SCHEMA,
-        "backend": backend.name,
-        "backend_version": backend.version,
-        "workload": item.originalname,
-        "params": params,
-        "unit": "call",
-        "ops": 1,
-        "task_kind": backend.task_kind,
-        "measure": instrument.kind,
-    })
+    params = {
+        k: v
+        for k, v in getattr(getattr(item, "callspec", None), "params", {}).items()
+        if k != "concurrency_backend" and isinstance(v, (str, int, float, bool))
+    }
+    bench.extra_info.update(
+        {
+            "concurrency_schema": records.SCHEMA,
+            "backend": backend.name,
+            "backend_version": backend.version,
+            "workload": item.originalname,
+            "params": params,
+            "unit": "call",
+            "ops": 1,
+            "task_kind": backend.task_kind,
+            "measure": instrument.kind,
+        }
+    )
     if getattr(bench, "stats", None) is not None:  # it ran rounds: the last one ended last
         bench.extra_info.update(instrument.after_rounds())
         if KERNEL in item.stash:  # each round's run call; the warm-up rounds came first
             bench.extra_info.update(item.stash[KERNEL].figures(last=len(bench.stats.stats.data)))
         elif not instrument.machine_bound:  # from the passes before this session (passes.py)
-            bench.extra_info.update(passes.kernel_figures(bench.fullname) or kernel.not_measured(kernel.UNDER_VALGRIND))
+            bench.extra_info.update(
+                passes.kernel_figures(bench.fullname) or kernel.not_measured(kernel.UNDER_VALGRIND)
+            )
             others = passes.layout_rounds(bench.fullname)
             if others:  # the gate judges the median over layouts
                 bench.extra_info["layouts"] = others

@@ -48,17 +48,26 @@ def pytest_cmdline_main(config):
         instrument.prepare_session()
         return None
     params = config.invocation_params
-    print(f"pytest-concurrency: counting {instrument.kind}: a benchmark test measured in this process "
-          "makes the session run again under valgrind (callgrind, about 30-50x slower than timing; "
-          "only the rounds are counted)", flush=True)
-    with passes.before(config, s.layouts):  # their kernel figures, which valgrind would distort; more layouts
+    print(
+        f"pytest-concurrency: counting {instrument.kind}: a benchmark test measured in this process "
+        "makes the session run again under valgrind (callgrind, about 30-50x slower than timing; "
+        "only the rounds are counted)",
+        flush=True,
+    )
+    with passes.before(
+        config, s.layouts
+    ):  # their kernel figures, which valgrind would distort; more layouts
         return instrument.run_session(["-m", "pytest", *params.args], str(params.dir))
 
 
 def _measures_nothing(config) -> bool:
     opt = config.option
-    return bool(getattr(opt, "help", False) or getattr(opt, "version", False)
-                or getattr(opt, "collectonly", False) or getattr(opt, "benchmark_disable", False))
+    return bool(
+        getattr(opt, "help", False)
+        or getattr(opt, "version", False)
+        or getattr(opt, "collectonly", False)
+        or getattr(opt, "benchmark_disable", False)
+    )
 
 
 def _read_settings(config) -> settings.Settings:
@@ -129,7 +138,8 @@ def _measure_with(config, instrument) -> None:
     # its table would print every count as seconds; ours below say what they are
     bs.display = lambda tr: tr.write_line(
         f"pytest-benchmark's table left out: the samples are {instrument.kind}, not seconds "
-        "(see the tables below)")
+        "(see the tables below)"
+    )
 
 
 def _settings(config) -> settings.Settings:
@@ -169,7 +179,9 @@ def pytest_generate_tests(metafunc):
         chosen = _marker_kwarg(metafunc.definition, "workloads") or workloads.names()
         scale = _settings(config).scale
         try:
-            cases = [Case(name, params) for name in chosen for params in workloads.get(name).cases(scale)]
+            cases = [
+                Case(name, params) for name in chosen for params in workloads.get(name).cases(scale)
+            ]
         except (KeyError, ImportError, AttributeError) as exc:
             raise pytest.UsageError(
                 f"@pytest.mark.{MARKER}(workloads=...) on {metafunc.definition.nodeid}: {exc.args[0]}"
@@ -179,7 +191,10 @@ def pytest_generate_tests(metafunc):
         specs = _selected_backends(metafunc.definition, _settings(config))
         metafunc.parametrize(
             "concurrency_backend",
-            [pytest.param(spec, id=spec, marks=_skip_marks(spec, _settings(config))) for spec in specs],
+            [
+                pytest.param(spec, id=spec, marks=_skip_marks(spec, _settings(config)))
+                for spec in specs
+            ],
             indirect=True,
         )
 
@@ -190,16 +205,26 @@ def _selected_backends(node, s: settings.Settings) -> list[str]:
         return s.backends
     if isinstance(narrowed, str):
         narrowed = [narrowed]
-    wanted = settings.parse_backends(",".join(narrowed), f"@pytest.mark.{MARKER}(backends=...) on {node.nodeid}")
+    wanted = settings.parse_backends(
+        ",".join(narrowed), f"@pytest.mark.{MARKER}(backends=...) on {node.nodeid}"
+    )
     # A marker may name models the default run leaves out (trio, anyio, the native rows), so a
     # library's own anyio benchmark runs without a command-line selection; one given still narrows it.
-    allowed = s.backends if s.backends_chosen else [*s.backends, *backends.EXTRA_SPECS, *backends.NATIVE_SPECS]
+    allowed = (
+        s.backends
+        if s.backends_chosen
+        else [*s.backends, *backends.EXTRA_SPECS, *backends.NATIVE_SPECS]
+    )
     return [spec for spec in wanted if spec in allowed]
 
 
 def _skip_marks(spec: str, s: settings.Settings):
     reason = backends.unavailable_reason(spec)
-    if reason is None and backends.isolation_only(spec) and not (s.isolate or s.instrument.fresh_process):
+    if (
+        reason is None
+        and backends.isolation_only(spec)
+        and not (s.isolate or s.instrument.fresh_process)
+    ):
         reason = f"{spec} monkey-patches the whole process: run it with --concurrency-isolate"
     return [pytest.mark.skip(reason=f"{spec}: {reason}")] if reason else []
 
@@ -221,8 +246,10 @@ def concurrency_backend(request):
     if reason:
         pytest.skip(f"{backend.name} with --concurrency-measure={instrument.kind}: {reason}")
     if backend.family == "native" and "concurrency_benchmark" not in request.fixturenames:
-        pytest.skip(f"{backend.name}: a native reference runs the seed workloads through concurrency_benchmark, "
-                    "not Python code")
+        pytest.skip(
+            f"{backend.name}: a native reference runs the seed workloads through concurrency_benchmark, "
+            "not Python code"
+        )
     watchdog.bound_run(backend, s.timeout, request.node.nodeid, _fail_stalled)
     plain_tests.watch(request, backend, instrument, plain_tests.runs_apart(request.node, s))
     return backend
@@ -253,28 +280,52 @@ def concurrency_benchmark(request, benchmark, concurrency_backend):
         if status is not None:
             status.start(concurrency_backend.name, benchmark.group)
         ticks = itertools.count(1)
-        on_round = status and (lambda: status.round(next(ticks), rounds + warmup))  # rounds measured elsewhere
+        on_round = status and (
+            lambda: status.round(next(ticks), rounds + warmup)
+        )  # rounds measured elsewhere
         try:
             if concurrency_backend.family == "native":
                 from .native import bench as native
 
-                native.bench(benchmark, concurrency_backend, workload, case.params, rounds, warmup, s.timeout, what,
-                             on_round=on_round)
+                native.bench(
+                    benchmark,
+                    concurrency_backend,
+                    workload,
+                    case.params,
+                    rounds,
+                    warmup,
+                    s.timeout,
+                    what,
+                    on_round=on_round,
+                )
             elif s.isolate or instrument.fresh_process:
                 from .runner import isolate
 
                 ahead = request.config.stash.get(isolate.AHEAD, None)
                 isolate.bench(
-                    request.config, benchmark, concurrency_backend, case.workload, case.params,
-                    rounds, warmup, s.timeout, what, instrument,
+                    request.config,
+                    benchmark,
+                    concurrency_backend,
+                    case.workload,
+                    case.params,
+                    rounds,
+                    warmup,
+                    s.timeout,
+                    what,
+                    instrument,
                     on_round=on_round,
                     measured=ahead and ahead.take(_ahead_key(concurrency_backend.name, case)),
                 )
             else:
                 driver.bench_in_process(
                     progress.Ticking(benchmark, status, rounds + warmup) if status else benchmark,
-                    concurrency_backend, workload, case.params, rounds, warmup,
-                    watchdog.deadline(s.timeout, what), instrument,
+                    concurrency_backend,
+                    workload,
+                    case.params,
+                    rounds,
+                    warmup,
+                    watchdog.deadline(s.timeout, what),
+                    instrument,
                 )
         except watchdog.WorkloadTimeout as exc:
             _fail_stalled(exc)
@@ -308,7 +359,9 @@ def pytest_collection_finish(session):
     if config.option.collectonly:
         launch.write_probe(session.items)
         return
-    total = sum("concurrency_benchmark" in getattr(item, "fixturenames", ()) for item in session.items)
+    total = sum(
+        "concurrency_benchmark" in getattr(item, "fixturenames", ()) for item in session.items
+    )
     if total and progress.wanted(config):
         config.stash[PROGRESS] = progress.Progress(config, total)
     s = _settings(config)
@@ -330,8 +383,13 @@ def _measure_ahead(config, items, s: settings.Settings) -> None:
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         case, spec = params.get("concurrency_case"), params.get("concurrency_backend")
-        if (not isinstance(case, Case) or spec is None or "concurrency_benchmark" not in item.fixturenames
-                or item.get_closest_marker("skip") or item.get_closest_marker("skipif")):
+        if (
+            not isinstance(case, Case)
+            or spec is None
+            or "concurrency_benchmark" not in item.fixturenames
+            or item.get_closest_marker("skip")
+            or item.get_closest_marker("skipif")
+        ):
             continue
         try:
             backend = backends.load(spec)
@@ -341,8 +399,12 @@ def _measure_ahead(config, items, s: settings.Settings) -> None:
         if reason or s.instrument.unsupported(backend) or backend.unsupported_measure(s.instrument):
             continue
         workloads.prepare(workload, case.params)  # in this process, before any worker starts
-        ahead.submit(_ahead_key(spec, case), spec,
-                     isolate.request(case.workload, case.params, rounds, warmup, s.instrument), s.timeout)
+        ahead.submit(
+            _ahead_key(spec, case),
+            spec,
+            isolate.request(case.workload, case.params, rounds, warmup, s.instrument),
+            s.timeout,
+        )
     ahead.start()
 
 
@@ -396,22 +458,32 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if config.option.collectonly:  # launch.py's probe, or a user's: it measured nothing to write
         return
-    if exitstatus == pytest.ExitCode.INTERRUPTED:  # stopped by the user: what it measured is not a result
+    if (
+        exitstatus == pytest.ExitCode.INTERRUPTED
+    ):  # stopped by the user: what it measured is not a result
         from .runner import isolate
 
         isolate.close(config, now=True)
         running = config.stash.get(RUNNING, None)
-        config.stash[session_end.OUTCOME] = session_end.SessionOutcome([], messages=[
-            f"interrupted {f'in {running}' if running else 'before the first test'}: no baseline, report, "
-            "verdict or rounds written"])
+        config.stash[session_end.OUTCOME] = session_end.SessionOutcome(
+            [],
+            messages=[
+                f"interrupted {f'in {running}' if running else 'before the first test'}: no baseline, report, "
+                "verdict or rounds written"
+            ],
+        )
         return
     if passes.finish(bs):
         return
     against.side_finish(config, bs)
-    outcome = session_end.finish(config, bs, _settings(config), config.stash.get(session_end.BASELINE, None))
+    outcome = session_end.finish(
+        config, bs, _settings(config), config.stash.get(session_end.BASELINE, None)
+    )
     config.stash[session_end.OUTCOME] = outcome
     if session.exitstatus == pytest.ExitCode.OK and outcome.exit_status:
-        session.exitstatus = outcome.exit_status  # 1 for a failure, session_end.EXIT_BASELINE_TOO_NOISY
+        session.exitstatus = (
+            outcome.exit_status
+        )  # 1 for a failure, session_end.EXIT_BASELINE_TOO_NOISY
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_sessionfinish")
@@ -420,7 +492,9 @@ def pytest_sessionfinish_exit_status(session, exitstatus):  # pytest takes pytes
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True, specname="pytest_sessionfinish")
-def pytest_sessionfinish_no_history_when_interrupted(session, exitstatus):  # pytest takes pytest_* only
+def pytest_sessionfinish_no_history_when_interrupted(
+    session, exitstatus
+):  # pytest takes pytest_* only
     """pytest-benchmark saves its run (--benchmark-autosave/--benchmark-save/--benchmark-json)
     whatever the exit status: a run the user stopped must not become the history it compares with."""
     bs = getattr(session.config, "_benchmarksession", None)
@@ -444,7 +518,13 @@ def pytest_terminal_summary(terminalreporter):
         bound = plain_tests.exit_bound()
         terminalreporter.write_line(
             f"pytest-concurrency: tests left threads running ({', '.join(left)}); Python waits for them before "
-            "this process exits, " + (f"here for at most {bound:g} s of them (then it exits without them). "
-                                       if bound else "so it may not end. ") +
-            "Join them in the test, or run with --concurrency-isolate, where a test's threads end with the child "
-            "process it runs in.", yellow=True)
+            "this process exits, "
+            + (
+                f"here for at most {bound:g} s of them (then it exits without them). "
+                if bound
+                else "so it may not end. "
+            )
+            + "Join them in the test, or run with --concurrency-isolate, where a test's threads end with the child "
+            "process it runs in.",
+            yellow=True,
+        )

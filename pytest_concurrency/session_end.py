@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from .gate import baseline, calibrate, compare as gate, history, memory as memory_gate
+from .gate import baseline, calibrate, history
+from .gate import compare as gate
+from .gate import memory as memory_gate
 from .gate.verdicts import GateResult, MemoryResult
 from .measure import records
-
 
 #: The session's exit status when the gate found no regression but changes it could not judge
 #: because the baseline is too noisy (a threshold widened by its sessions' drift hid them):
@@ -35,8 +36,11 @@ class SessionOutcome:
 
     @property
     def failed(self) -> bool:
-        return (bool(self.errors) or bool(self.gate and self.gate.failed)
-                or bool(self.memory and self.memory.failed))
+        return (
+            bool(self.errors)
+            or bool(self.gate and self.gate.failed)
+            or bool(self.memory and self.memory.failed)
+        )
 
     @property
     def exit_status(self) -> int:
@@ -66,8 +70,12 @@ def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
     if s.save_baseline or s.baseline:
         calibration = None
         if s.instrument.machine_bound:
-            calibration = calibrate.session(config.stash.get(CALIBRATION, None), calibrate.measure())
-        meta = baseline.current_meta({r.backend: r.backend_version for r in recs}, calibration, s.instrument)
+            calibration = calibrate.session(
+                config.stash.get(CALIBRATION, None), calibrate.measure()
+            )
+        meta = baseline.current_meta(
+            {r.backend: r.backend_version for r in recs}, calibration, s.instrument
+        )
     if s.save_baseline:
         if recs:
             try:
@@ -121,7 +129,11 @@ def _judge(baseline_doc: dict, meta: dict, settings, s):
 
     def judge(recs: list):
         result = gate.compare(baseline_doc, recs, meta, settings)
-        return result if s.gate_native else gate.set_aside(result, backends.is_native, settings, meta.get("measure"))
+        return (
+            result
+            if s.gate_native
+            else gate.set_aside(result, backends.is_native, settings, meta.get("measure"))
+        )
 
     return judge
 
@@ -130,9 +142,13 @@ def _save(config, bs, s, recs: list, meta: dict, messages: list) -> None:
     """Write this session as the baseline's latest, in front of the sessions already there."""
     from .measure import callgrind
 
-    if callgrind.launcher_gone():  # killed by the user: what it measured must not become the baseline
-        messages.append(f"no baseline written to {s.save_baseline}: the run that started this counted "
-                        "session is gone (killed)")
+    if (
+        callgrind.launcher_gone()
+    ):  # killed by the user: what it measured must not become the baseline
+        messages.append(
+            f"no baseline written to {s.save_baseline}: the run that started this counted "
+            "session is gone (killed)"
+        )
         return
     previous = baseline.load_previous(s.save_baseline)
     if previous is not None:
@@ -140,12 +156,15 @@ def _save(config, bs, s, recs: list, meta: dict, messages: list) -> None:
         if reason:
             messages.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
             previous = None
-    doc, said = gate.add_session(_session_document(config, bs, meta), previous, recs, _gate_settings(s),
-                                 s.baseline_sessions)
+    doc, said = gate.add_session(
+        _session_document(config, bs, meta), previous, recs, _gate_settings(s), s.baseline_sessions
+    )
     messages += said
     baseline.save(s.save_baseline, doc)
-    messages.append(f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
-                    f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)")
+    messages.append(
+        f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
+        f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)"
+    )
 
 
 def _session_document(config, bs, meta: dict) -> dict:
@@ -185,33 +204,60 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
             if backends.is_native(rec.backend):
                 from .native import child
 
-                samples, extra = child.measure(rec.backend, workload, rec.params, len(rec.samples), warmup, s.timeout)
+                samples, extra = child.measure(
+                    rec.backend, workload, rec.params, len(rec.samples), warmup, s.timeout
+                )
             elif s.isolate:
                 from .runner import isolate
 
-                reply = isolate.run_rounds(config, rec.backend, ref, rec.params, len(rec.samples),
-                                           warmup, s.timeout, s.instrument, with_memory=False)
+                reply = isolate.run_rounds(
+                    config,
+                    rec.backend,
+                    ref,
+                    rec.params,
+                    len(rec.samples),
+                    warmup,
+                    s.timeout,
+                    s.instrument,
+                    with_memory=False,
+                )
                 if not reply.get("ok"):
                     raise RuntimeError(reply.get("error"))
                 samples, extra = reply["samples"], reply.get("extra") or {}
             else:
                 guard = watchdog.deadline(s.timeout, rec.label)
-                samples, extra = driver.run_rounds(backends.load(rec.backend), workload, rec.params,
-                                                   len(rec.samples), warmup, s.instrument, guard=guard,
-                                                   with_memory=False)
+                samples, extra = driver.run_rounds(
+                    backends.load(rec.backend),
+                    workload,
+                    rec.params,
+                    len(rec.samples),
+                    warmup,
+                    s.instrument,
+                    guard=guard,
+                    with_memory=False,
+                )
         except Exception as exc:  # the first verdict stands: it is the conservative one
-            messages.append(f"{rec.label} could not be re-measured ({type(exc).__name__}: {exc}); "
-                            "its first verdict stands")
+            messages.append(
+                f"{rec.label} could not be re-measured ({type(exc).__name__}: {exc}); "
+                "its first verdict stands"
+            )
             continue
         # the second session's own load: the gate must judge it by the machine as it was then
-        reruns[key] = dataclasses.replace(rec, samples=samples, extra={**rec.extra, "foreign_cpu": extra.get("foreign_cpu")})
+        reruns[key] = dataclasses.replace(
+            rec, samples=samples, extra={**rec.extra, "foreign_cpu": extra.get("foreign_cpu")}
+        )
     return reruns
 
 
 def _gate_settings(s) -> gate.GateSettings:
     # A test's own @pytest.mark.concurrency(threshold=...) travels in its record (extra "threshold").
-    return gate.GateSettings(threshold=s.threshold, overrides=s.thresholds, allow_cross_python=s.allow_cross_python,
-                             machine_tolerance=s.machine_tolerance, memory_threshold=s.memory_threshold)
+    return gate.GateSettings(
+        threshold=s.threshold,
+        overrides=s.thresholds,
+        allow_cross_python=s.allow_cross_python,
+        machine_tolerance=s.machine_tolerance,
+        memory_threshold=s.memory_threshold,
+    )
 
 
 def show(tr, outcome: SessionOutcome) -> None:

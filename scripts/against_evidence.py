@@ -27,7 +27,7 @@ import textwrap
 import time
 from pathlib import Path
 
-LIB = '''
+LIB = """
 __version__ = "{version}"
 import os
 
@@ -39,9 +39,9 @@ def work(model, n=40000):
     for i in range(int(n * ({slow}))):
         total += i * i
     return total
-'''
+"""
 
-TEST = '''
+TEST = """
 import mylib
 
 
@@ -61,12 +61,16 @@ def test_work(benchmark, concurrency_backend):
             for t in tasks:
                 t.join()
     benchmark(b.run, main)
-'''
+"""
 
-PYPROJECT = (Path(__file__).resolve().parent.parent / "tests" / "data" / "mylib.pyproject.toml").read_text()
+PYPROJECT = (
+    Path(__file__).resolve().parent.parent / "tests" / "data" / "mylib.pyproject.toml"
+).read_text()
 
 KEEP_ENV = "PYTEST_CONCURRENCY_AGAINST_KEEP"  # against.py: each pair's rounds copied there
-VERDICT = re.compile(r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)")
+VERDICT = re.compile(
+    r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)"
+)
 
 
 def make_project(root: Path, tasks: int, git: bool) -> Path:
@@ -90,14 +94,34 @@ def write_lib(side: Path, changed: bool) -> None:
     (side / "pyproject.toml").write_text(PYPROJECT.format(version=version))
 
 
-def session(head: Path, backends: str, slow: str, threshold: str | None, keep: str | None = None,
-            base: str = "../base") -> tuple[dict, float, str]:
+def session(
+    head: Path,
+    backends: str,
+    slow: str,
+    threshold: str | None,
+    keep: str | None = None,
+    base: str = "../base",
+) -> tuple[dict, float, str]:
     env = {**os.environ, "MYLIB_SLOW": slow, **({KEEP_ENV: keep} if keep else {})}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
-                           f"--concurrency-backends={backends}", f"--concurrency-against={base}",
-                           *([f"--concurrency-threshold={threshold}"] if threshold else [])],
-                          cwd=head, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-only",
+            f"--concurrency-backends={backends}",
+            f"--concurrency-against={base}",
+            *([f"--concurrency-threshold={threshold}"] if threshold else []),
+        ],
+        cwd=head,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - start
     found, pending = {}, ""
     for line in done.stdout.splitlines():  # a verdict may wrap over lines
@@ -124,66 +148,118 @@ def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
         return from_json(json.loads(path.read_text())) if path.exists() else []
 
     counts: dict = collections.defaultdict(collections.Counter)
-    by_pair: dict = collections.defaultdict(list)  # (kind, model, pair number) -> each session's median ratio - 1
+    by_pair: dict = collections.defaultdict(
+        list
+    )  # (kind, model, pair number) -> each session's median ratio - 1
     for run in sorted(kept.iterdir()):
         if not run.is_dir():
             continue
         pairs = sorted(p for p in run.iterdir() if p.is_dir())
-        result = paired.judge(read(pairs[0], "A"), read(pairs[0], "B"),
-                              lambda rec: thread_threshold if rec.backend == "threading" else threshold,
-                              again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]])
+        result = paired.judge(
+            read(pairs[0], "A"),
+            read(pairs[0], "B"),
+            lambda rec: thread_threshold if rec.backend == "threading" else threshold,
+            again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]],
+        )
         kind = run.name.split("-")[0]
-        for v in result.verdicts:  # time, then each kernel figure at the kernel gate's paired thresholds
+        for v in (
+            result.verdicts
+        ):  # time, then each kernel figure at the kernel gate's paired thresholds
             counts[(kind, v.key[2], v.figure)][v.status] += 1
         for pair in pairs:
             base = {r.key: r for r in read(pair, "A")}
             for rec in read(pair, "B"):
                 if rec.key in base:
-                    ratios = paired.quad_ratios(base[rec.key].extra.get("paired_rounds") or [],
-                                                rec.extra.get("paired_rounds") or [])
+                    ratios = paired.quad_ratios(
+                        base[rec.key].extra.get("paired_rounds") or [],
+                        rec.extra.get("paired_rounds") or [],
+                    )
                     if ratios:
                         by_pair[(kind, rec.key[2], pair.name)].append(statistics.median(ratios) - 1)
     for (kind, model, figure), c in sorted(counts.items()):
         print(f"{kind} {model} {figure}: " + ", ".join(f"{n} {s}" for s, n in c.most_common()))
     # the sides' own bias: in an A/A every pair of sessions should centre on 0 (docs/gates/against.md)
     for (kind, model, pair), values in sorted(by_pair.items()):
-        print(f"{kind} {model} pair of sessions {pair}: median {statistics.median(values):+.2%} over {len(values)} "
-              f"sessions, {min(values):+.1%} to {max(values):+.1%}")
+        print(
+            f"{kind} {model} pair of sessions {pair}: median {statistics.median(values):+.2%} over {len(values)} "
+            f"sessions, {min(values):+.1%} to {max(values):+.1%}"
+        )
     return 0
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--backends", default="threading,gevent")
-    parser.add_argument("--changes", default="threading:1.08,gevent:1.05",
-                        help="model:factor of the head's work, comma-separated")
+    parser.add_argument(
+        "--changes",
+        default="threading:1.08,gevent:1.05",
+        help="model:factor of the head's work, comma-separated",
+    )
     parser.add_argument("--aa", type=int, default=10, help="A/A sessions")
     parser.add_argument("--trials", type=int, default=10, help="sessions with the changes")
-    parser.add_argument("--tasks", type=int, default=4, help="tasks the test spawns, each running work (default 4)")
-    parser.add_argument("--git", action="store_true", help="the base is git:HEAD of the head's directory (its "
-                        "library committed), not a path beside it")
+    parser.add_argument(
+        "--tasks", type=int, default=4, help="tasks the test spawns, each running work (default 4)"
+    )
+    parser.add_argument(
+        "--git",
+        action="store_true",
+        help="the base is git:HEAD of the head's directory (its "
+        "library committed), not a path beside it",
+    )
     parser.add_argument("--threshold", help="--concurrency-threshold for the sessions (percent)")
-    parser.add_argument("--keep", metavar="DIR", help="keep every session's rounds in DIR (and the output of every "
-                        "session with an unexpected verdict: A/A not unchanged, a change not regressed)")
-    parser.add_argument("--rejudge", metavar="DIR", help="instead: judge the sessions kept in DIR again "
-                        "(--threshold, --thread-threshold), without running any")
-    parser.add_argument("--thread-threshold", type=float, help="with --rejudge: threading's threshold (percent)")
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="keep every session's rounds in DIR (and the output of every "
+        "session with an unexpected verdict: A/A not unchanged, a change not regressed)",
+    )
+    parser.add_argument(
+        "--rejudge",
+        metavar="DIR",
+        help="instead: judge the sessions kept in DIR again "
+        "(--threshold, --thread-threshold), without running any",
+    )
+    parser.add_argument(
+        "--thread-threshold", type=float, help="with --rejudge: threading's threshold (percent)"
+    )
     args = parser.parse_args()
     if args.rejudge:
-        return rejudge(Path(args.rejudge), float(args.threshold or 3) / 100,
-                       (args.thread_threshold or float(args.threshold or 3)) / 100)
+        return rejudge(
+            Path(args.rejudge),
+            float(args.threshold or 3) / 100,
+            (args.thread_threshold or float(args.threshold or 3)) / 100,
+        )
     with tempfile.TemporaryDirectory(prefix="against-evidence-") as tmp:
         head = make_project(Path(tmp), args.tasks, args.git)
-        for name, slow, runs in (("A/A", "", args.aa), (f"changed ({args.changes})", args.changes, args.trials)):
+        for name, slow, runs in (
+            ("A/A", "", args.aa),
+            (f"changed ({args.changes})", args.changes, args.trials),
+        ):
             if not runs:
                 continue
             write_lib(head.parent / "head", changed=bool(slow))
-            counts, changes, times = collections.defaultdict(collections.Counter), collections.defaultdict(list), []
+            counts, changes, times = (
+                collections.defaultdict(collections.Counter),
+                collections.defaultdict(list),
+                [],
+            )
             pairs = []  # pairs of sessions each session ran
             for i in range(runs):
-                kept = os.path.join(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}") if args.keep else None
-                found, seconds, out = session(head, args.backends, slow, args.threshold, kept,
-                                              "git:HEAD" if args.git else "../base")
+                kept = (
+                    os.path.join(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}")
+                    if args.keep
+                    else None
+                )
+                found, seconds, out = session(
+                    head,
+                    args.backends,
+                    slow,
+                    args.threshold,
+                    kept,
+                    "git:HEAD" if args.git else "../base",
+                )
                 times.append(seconds)
                 pairs.append(max([1, *map(int, re.findall(r"in pair of sessions (\d+)", out))]))
                 if not found:
@@ -195,17 +271,27 @@ def main() -> int:
                 expected = "unchanged" if not slow else "regressed"
                 if args.keep and any(status != expected for _, status in found.values()):
                     os.makedirs(args.keep, exist_ok=True)
-                    Path(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}.txt").write_text(out)
-                print(f"{name} {i + 1}/{runs}: " + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items())),
-                      flush=True)
-            print(f"== {name}: {runs} sessions, median {statistics.median(times):.1f} s a session "
-                  f"({statistics.median(times) / max(1, len(counts)):.1f} s a verdict); pairs of sessions a session: "
-                  f"mean {statistics.fmean(pairs):.1f}, " + ", ".join(f"{n} in {k}" for k, n in
-                                                                      sorted(collections.Counter(pairs).items())))
+                    Path(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}.txt").write_text(
+                        out
+                    )
+                print(
+                    f"{name} {i + 1}/{runs}: "
+                    + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items())),
+                    flush=True,
+                )
+            print(
+                f"== {name}: {runs} sessions, median {statistics.median(times):.1f} s a session "
+                f"({statistics.median(times) / max(1, len(counts)):.1f} s a verdict); pairs of sessions a session: "
+                f"mean {statistics.fmean(pairs):.1f}, "
+                + ", ".join(f"{n} in {k}" for k, n in sorted(collections.Counter(pairs).items()))
+            )
             for model in sorted(counts):
-                print(f"   {model}: " + ", ".join(f"{n} {s}" for s, n in counts[model].most_common())
-                      + f"; change median {statistics.median(changes[model]):+.1f}%, "
-                        f"range {min(changes[model]):+.1f}% to {max(changes[model]):+.1f}%")
+                print(
+                    f"   {model}: "
+                    + ", ".join(f"{n} {s}" for s, n in counts[model].most_common())
+                    + f"; change median {statistics.median(changes[model]):+.1f}%, "
+                    f"range {min(changes[model]):+.1f}% to {max(changes[model]):+.1f}%"
+                )
     return 0
 
 

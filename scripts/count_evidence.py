@@ -47,13 +47,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from pytest_concurrency.gate import compare as gate  # noqa: E402
-from pytest_concurrency.measure.records import from_json  # noqa: E402
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED  # noqa: E402
+from pytest_concurrency.measure.records import from_json  # noqa: E402
 
 CRC32_INSTRUCTIONS_PER_BYTE = 3.85  # zlib.crc32 of 64 KiB and 1 MiB under callgrind, measured here
 REFERENCE = ("ring", "capacity=10")  # the benchmark the injection is sized against
 
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import os
 _layout = [object() for _ in range(int(os.environ.get("COUNT_LAYOUT_PAD", "0")))]
 _target = os.environ.get("COUNT_INJECT_BACKEND")
@@ -77,22 +77,35 @@ if _target:
         return backend
 
     _backends.load = load
-'''
+"""
 
 
 def run_session(path: str, args, env_extra: dict, hog: bool) -> float:
     if args.reuse and os.path.exists(path):
         return 0.0
-    cmd = [sys.executable, "-m", "pytest", os.path.join(ROOT, "benchmarks"), "--benchmark-only", "-q",
-           "-p", "no:cacheprovider", "--concurrency-measure=instructions",
-           f"--concurrency-backends={args.backends}", f"--concurrency-scale={args.scale}",
-           f"--concurrency-save-baseline={path}", "--concurrency-baseline-sessions=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        os.path.join(ROOT, "benchmarks"),
+        "--benchmark-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--concurrency-measure=instructions",
+        f"--concurrency-backends={args.backends}",
+        f"--concurrency-scale={args.scale}",
+        f"--concurrency-save-baseline={path}",
+        "--concurrency-baseline-sessions=1",
+    ]
     env = {**os.environ, **env_extra}
     started = time.monotonic()
     with busy_loop(hog):
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=args.workdir)
     if done.returncode != 0:
-        sys.exit(f"session failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+        sys.exit(
+            f"session failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+        )
     return time.monotonic() - started
 
 
@@ -122,21 +135,35 @@ def _reference_count(doc: dict, target: str) -> float:
     for rec in from_json(doc):
         if rec.backend == target and rec.workload == REFERENCE[0] and REFERENCE[1] in rec.key[1]:
             return rec.median
-    sys.exit(f"no {REFERENCE[0]}[{REFERENCE[1]}] on {target} in the A/A sessions to size the injection by")
+    sys.exit(
+        f"no {REFERENCE[0]}[{REFERENCE[1]}] on {target} in the A/A sessions to size the injection by"
+    )
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sessions", type=int, default=3, help="A/A sessions (comparisons: n*(n-1))")
     ap.add_argument("--scale", default="default")
     ap.add_argument("--backends", default="greenlet,gevent,eventlet,asyncio,uvloop")
     ap.add_argument("--target", default="gevent", help="the backend whose channels get slower")
-    ap.add_argument("--inject", default="1.3,2", help="percent of the reference round, one injected session each")
-    ap.add_argument("--threshold", type=float, default=None, help="fraction; default: the gate's (2%%)")
+    ap.add_argument(
+        "--inject",
+        default="1.3,2",
+        help="percent of the reference round, one injected session each",
+    )
+    ap.add_argument(
+        "--threshold", type=float, default=None, help="fraction; default: the gate's (2%%)"
+    )
     ap.add_argument("--hog", action="store_true", help="odd A/A sessions run beside a busy loop")
-    ap.add_argument("--layouts", action="store_true", help="every session with another memory layout")
+    ap.add_argument(
+        "--layouts", action="store_true", help="every session with another memory layout"
+    )
     ap.add_argument("--keep", help="directory to keep the session files in")
-    ap.add_argument("--reuse", action="store_true", help="with --keep: judge the session files already there")
+    ap.add_argument(
+        "--reuse", action="store_true", help="with --keep: judge the session files already there"
+    )
     args = ap.parse_args(argv)
 
     args.workdir = args.keep or tempfile.mkdtemp(prefix="count-evidence-")
@@ -147,10 +174,15 @@ def main(argv=None) -> int:
         fh.write(textwrap.dedent(SITECUSTOMIZE))
     # compiled now, or the first session alone compiles it, and starts with another memory layout
     compileall.compile_dir(site, quiet=2)
-    path_env = {"PYTHONPATH": os.pathsep.join([site, ROOT, os.environ.get("PYTHONPATH", "")]),
-                "COUNT_INJECT_BACKEND": args.target, "COUNT_INJECT_BYTES": _fixed_width(0),
-                "COUNT_LAYOUT_PAD": _fixed_width(0)}
-    layout = (lambda i: {"COUNT_LAYOUT_PAD": _fixed_width(97 * i)}) if args.layouts else (lambda i: {})
+    path_env = {
+        "PYTHONPATH": os.pathsep.join([site, ROOT, os.environ.get("PYTHONPATH", "")]),
+        "COUNT_INJECT_BACKEND": args.target,
+        "COUNT_INJECT_BYTES": _fixed_width(0),
+        "COUNT_LAYOUT_PAD": _fixed_width(0),
+    }
+    layout = (
+        (lambda i: {"COUNT_LAYOUT_PAD": _fixed_width(97 * i)}) if args.layouts else (lambda i: {})
+    )
 
     aa = []
     for i in range(args.sessions):
@@ -158,7 +190,10 @@ def main(argv=None) -> int:
         hog = args.hog and i % 2 == 1
         wall = run_session(path, args, {**path_env, **layout(i)}, hog)
         aa.append(path)
-        print(f"A/A session {i + 1}/{args.sessions}{' (hog)' if hog else ''}: {wall:.0f} s", file=sys.stderr)
+        print(
+            f"A/A session {i + 1}/{args.sessions}{' (hog)' if hog else ''}: {wall:.0f} s",
+            file=sys.stderr,
+        )
     reference = _reference_count(json.load(open(aa[0])), args.target)
     slowed = []
     for n, pct in enumerate([float(x) for x in args.inject.split(",") if x], start=args.sessions):
@@ -167,7 +202,10 @@ def main(argv=None) -> int:
         env = {**path_env, **layout(n), "COUNT_INJECT_BYTES": _fixed_width(size)}
         wall = run_session(path, args, env, False)
         slowed.append((f"+{pct:g}% of the reference ({size} bytes of crc32 per round)", path))
-        print(f"injected session (+{pct:g}%: {size} bytes per round on {args.target}): {wall:.0f} s", file=sys.stderr)
+        print(
+            f"injected session (+{pct:g}%: {size} bytes per round on {args.target}): {wall:.0f} s",
+            file=sys.stderr,
+        )
 
     docs = {p: json.load(open(p)) for p in aa + [p for _, p in slowed]}
     alarms, inconclusive, compared = [], {}, 0
@@ -179,7 +217,9 @@ def main(argv=None) -> int:
             inconclusive[v.key] = inconclusive.get(v.key, 0) + 1
     print(f"\nA/A: {compared} comparisons, {len(alarms)} false alarms")
     for a, b, v in alarms:
-        print(f"  {os.path.basename(b)} vs {os.path.basename(a)}: {v.status} {v.key} {v.change:+.2%} {v.note}")
+        print(
+            f"  {os.path.basename(b)} vs {os.path.basename(a)}: {v.status} {v.key} {v.change:+.2%} {v.note}"
+        )
     for key, n in sorted(inconclusive.items()):
         print(f"  inconclusive {n}x: {key}")
 
@@ -192,17 +232,27 @@ def main(argv=None) -> int:
             for v in target:
                 changes.setdefault(v.key, []).append((v.change, v.status))
             only_target = {v.key[2] for v in regressed} == {args.target}
-            reference = any(v.key[0] == REFERENCE[0] and REFERENCE[1] in v.key[1] for v in regressed)
+            reference = any(
+                v.key[0] == REFERENCE[0] and REFERENCE[1] in v.key[1] for v in regressed
+            )
             named = all("crc32" in v.note for v in regressed)
             caught += only_target and reference and named
             if not (only_target and reference and named):
-                lines.append(f"  missed vs {os.path.basename(a)}: " + "; ".join(
-                    f"{v.key} {v.status} {v.change:+.2%}" for v in result.verdicts if v.status != "unchanged"))
+                lines.append(
+                    f"  missed vs {os.path.basename(a)}: "
+                    + "; ".join(
+                        f"{v.key} {v.status} {v.change:+.2%}"
+                        for v in result.verdicts
+                        if v.status != "unchanged"
+                    )
+                )
         print(f"\n{what} on {args.target}: caught {caught} of {len(aa)}")
         for key, values in sorted(changes.items()):
             flagged = sum(status == REGRESSED for _, status in values)
-            print(f"  {key}: {min(c for c, _ in values):+.2%} .. {max(c for c, _ in values):+.2%}, "
-                  f"regressed in {flagged} of {len(values)}")
+            print(
+                f"  {key}: {min(c for c, _ in values):+.2%} .. {max(c for c, _ in values):+.2%}, "
+                f"regressed in {flagged} of {len(values)}"
+            )
         print("\n".join(lines))
     print(f"\nsession files in {args.workdir}")
     return 0

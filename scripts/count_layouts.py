@@ -27,9 +27,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from plain_count_repeat import LAPS, N_TASKS, TEST  # noqa: E402  (this directory is on sys.path)
+
 from pytest_concurrency import backends  # noqa: E402
 from pytest_concurrency.measure import callgrind, profile  # noqa: E402
-from plain_count_repeat import LAPS, N_TASKS, TEST  # noqa: E402  (this directory is on sys.path)
 
 QUICKEN = "_PyCode_Quicken"
 
@@ -63,11 +64,18 @@ def layout(model: str, rounds: int, name_length: int, pad: int, work: str) -> tu
     keep, dumps = os.path.join(cwd, "rounds"), os.path.join(cwd, "dumps")
     os.makedirs(keep)
     os.makedirs(dumps)
-    env = {**callgrind.counted_env({k: v for k, v in os.environ.items() if k != "PAD"}, dumps), "PAD": "x" * pad}
-    argv = callgrind.command([sys.executable, os.path.abspath(__file__), "--child", model, str(rounds), keep], dumps)
+    env = {
+        **callgrind.counted_env({k: v for k, v in os.environ.items() if k != "PAD"}, dumps),
+        "PAD": "x" * pad,
+    }
+    argv = callgrind.command(
+        [sys.executable, os.path.abspath(__file__), "--child", model, str(rounds), keep], dumps
+    )
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
-        raise SystemExit(f"{model} in layout {name_length}:{pad} exited {done.returncode}:\n{done.stderr[-2000:]}")
+        raise SystemExit(
+            f"{model} in layout {name_length}:{pad} exited {done.returncode}:\n{done.stderr[-2000:]}"
+        )
     return json.loads(done.stdout.splitlines()[-1]), keep
 
 
@@ -78,10 +86,14 @@ def quickened(keep: str, r: int) -> bool:
 
 def differing(a: str, b: str, shown: int = 6) -> list[str]:
     """The functions whose own cost differs most between two dumps."""
+
     def costs(path):
         return {(fn, ob): n for fn, ob, n in profile.read(path, top=10**6)["profile"]}
+
     ca, cb = costs(a), costs(b)
-    moved = sorted(((cb.get(k, 0) - ca.get(k, 0), k) for k in set(ca) | set(cb)), key=lambda d: -abs(d[0]))
+    moved = sorted(
+        ((cb.get(k, 0) - ca.get(k, 0), k) for k in set(ca) | set(cb)), key=lambda d: -abs(d[0])
+    )
     return [f"{d:+,} {fn} ({ob})" for d, (fn, ob) in moved[:shown]]
 
 
@@ -89,9 +101,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backends", default="gevent,asyncio")
     ap.add_argument("--rounds", type=int, default=16)
-    ap.add_argument("--late", type=int, default=8, help="rounds from this one on are 'late': after 3.11's quickening")
-    ap.add_argument("--layouts", default="1:0,8:0,32:0,1:1000,1:3000",
-                    help="NAME_LENGTH:ENV_PAD,...: the working directory's name length and bytes of environment added")
+    ap.add_argument(
+        "--late",
+        type=int,
+        default=8,
+        help="rounds from this one on are 'late': after 3.11's quickening",
+    )
+    ap.add_argument(
+        "--layouts",
+        default="1:0,8:0,32:0,1:1000,1:3000",
+        help="NAME_LENGTH:ENV_PAD,...: the working directory's name length and bytes of environment added",
+    )
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -108,17 +128,24 @@ def main() -> int:
             for name_length, pad in layouts:
                 counts, keep = layout(model, args.rounds, name_length, pad, work)
                 marks = ["q" if quickened(keep, r) else "" for r in range(len(counts))]
-                late[(name_length, pad)] = (statistics.median(counts[args.late:]), keep)
-                print(f"{model}, directory name {name_length}, +{pad} B environment: "
-                      + " ".join(f"{c:,}{m}" for c, m in zip(counts, marks)), flush=True)
+                late[(name_length, pad)] = (statistics.median(counts[args.late :]), keep)
+                print(
+                    f"{model}, directory name {name_length}, +{pad} B environment: "
+                    + " ".join(f"{c:,}{m}" for c, m in zip(counts, marks)),
+                    flush=True,
+                )
             values = sorted((v, k) for k, (v, _) in late.items())
             (low, a), (high, b) = values[0], values[-1]
-            print(f"{model}: medians of rounds {args.late}+ across layouts {low:,.0f} .. {high:,.0f} "
-                  f"({high / low - 1:.3%}); q: the round quickened code")
+            print(
+                f"{model}: medians of rounds {args.late}+ across layouts {low:,.0f} .. {high:,.0f} "
+                f"({high / low - 1:.3%}); q: the round quickened code"
+            )
             if high > low:
                 print(f"  {a} -> {b}, round {args.late}, by function (own cost):")
-                for line in differing(os.path.join(late[a][1], f"round{args.late}"),
-                                      os.path.join(late[b][1], f"round{args.late}")):
+                for line in differing(
+                    os.path.join(late[a][1], f"round{args.late}"),
+                    os.path.join(late[b][1], f"round{args.late}"),
+                ):
                     print(f"    {line}")
     return 0
 

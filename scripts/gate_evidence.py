@@ -46,13 +46,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_benchmark.stats import Stats  # noqa: E402
-from pytest_benchmark.utils import PercentageRegressionCheck  # noqa: E402
+from pytest_benchmark.stats import Stats
+from pytest_benchmark.utils import PercentageRegressionCheck
 
 from pytest_concurrency import backends, measure, workloads
-from pytest_concurrency.gate import baseline, calibrate, compare as gate, history  # noqa: E402
-from pytest_concurrency.measure.records import Record, from_json  # noqa: E402
-from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED  # noqa: E402
+from pytest_concurrency.gate import baseline, calibrate, history
+from pytest_concurrency.gate import compare as gate
+from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED
+from pytest_concurrency.measure.records import Record, from_json
 
 DEFAULT_BACKENDS = "threading,greenlet,gevent,asyncio,uvloop"
 DEFAULT_CASE = {"n": 20, "m": 200, "capacity": 10}
@@ -60,6 +61,7 @@ SLOWDOWNS = {"slow 10%": 0.10, "slow 5%": 0.05}
 
 
 # -- the injected slowdown ------------------------------------------------------------
+
 
 def _spin_ns_per_iteration() -> float:
     best = float("inf")
@@ -111,6 +113,7 @@ class SlowBackend:
 
 # -- measuring ------------------------------------------------------------------------
 
+
 def timed(backend, workload, case: dict, rounds: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         workload.run(backend, case)
@@ -130,14 +133,22 @@ def _runner(spec: str, backend, slow: dict | None, args):
 def benchmark(spec: str, backend, workload, case, args, slow: dict | None) -> Record:
     """One benchmark as the plugin records it: raw samples plus its metrics (foreign load...)."""
     runner = _runner(spec, backend, slow, args)
-    samples, extra = measure.run_rounds(runner, workload, case, args.rounds, args.warmup, with_memory=False)
+    samples, extra = measure.run_rounds(
+        runner, workload, case, args.rounds, args.warmup, with_memory=False
+    )
     extra.update(measure.identity(backend, workload, case))
-    return Record(workload.name, dict(case), spec, samples, backend_version=backend.version, extra=extra)
+    return Record(
+        workload.name, dict(case), spec, samples, backend_version=backend.version, extra=extra
+    )
 
 
-def session(loaded: dict, workload, case, args, slow: dict | None = None) -> tuple[list[Record], dict]:
+def session(
+    loaded: dict, workload, case, args, slow: dict | None = None
+) -> tuple[list[Record], dict]:
     """One run of every backend, like one pytest session; ``slow``: spec -> spin count."""
-    recs = [benchmark(spec, backend, workload, case, args, slow) for spec, backend in loaded.items()]
+    recs = [
+        benchmark(spec, backend, workload, case, args, slow) for spec, backend in loaded.items()
+    ]
     meta = baseline.current_meta({r.backend: r.backend_version for r in recs}, calibrate.measure())
     return recs, meta
 
@@ -146,7 +157,9 @@ def save_session(path: str, recs: list[Record], meta: dict, settings, keep: int)
     """Add a session to the baseline at ``path`` as ``--concurrency-save-baseline`` does."""
     previous = baseline.load_previous(path)
     changed = gate.speed_changes(previous, recs, meta, settings) if previous else []
-    doc = history.merge(baseline.document_from_records(recs, meta), previous, keep, [v.key for v in changed])
+    doc = history.merge(
+        baseline.document_from_records(recs, meta), previous, keep, [v.key for v in changed]
+    )
     baseline.save(path, doc)
 
 
@@ -172,13 +185,17 @@ def injected_spin(backend, workload, case, args, fraction: float) -> int:
     counting.calls[0] = 0
     overhead = paired_change(backend, counting, workload, case, rounds)
     if overhead >= fraction:
-        raise SystemExit(f"the channel wrapper alone slows {backend.name} by {overhead:.1%}, more than "
-                         f"{fraction:.0%}: choose another --target or a bigger --case (n >= --wrap-every)")
+        raise SystemExit(
+            f"the channel wrapper alone slows {backend.name} by {overhead:.1%}, more than "
+            f"{fraction:.0%}: choose another --target or a bigger --case (n >= --wrap-every)"
+        )
     calls = counting.calls[0] / rounds
     round_s = statistics.median(timed(backend, workload, case, rounds, 0))
     spin = max(1, round((fraction - overhead) * round_s / calls * 1e9 / _spin_ns_per_iteration()))
     for _ in range(2):
-        got = paired_change(backend, SlowBackend(backend, spin, args.wrap_every), workload, case, rounds)
+        got = paired_change(
+            backend, SlowBackend(backend, spin, args.wrap_every), workload, case, rounds
+        )
         spin = max(1, round(spin * (fraction - overhead) / max(got - overhead, 0.002)))
     return spin
 
@@ -198,6 +215,7 @@ class Hog:
 
 # -- judging --------------------------------------------------------------------------
 
+
 def judge(base_doc, recs, meta, settings, remeasure) -> tuple[set, set, dict]:
     """What the plugin does at session end: compare; re-measure each suspect once (the
     faster of its two sessions decides). Returns the backends flagged after one session,
@@ -209,12 +227,20 @@ def judge(base_doc, recs, meta, settings, remeasure) -> tuple[set, set, dict]:
     reruns = {key: remeasure(key[2]) for key in gate.suspects(first)}
     final = first
     if reruns:
-        final = gate.reproduce(first, gate.compare(base_doc, gate.faster_sessions(recs, reruns), meta, settings), reruns)
+        final = gate.reproduce(
+            first,
+            gate.compare(base_doc, gate.faster_sessions(recs, reruns), meta, settings),
+            reruns,
+        )
     changes = {v.key[2]: v.change for v in first.verdicts if v.change is not None}
     thresholds = {v.key[2]: v.threshold for v in first.verdicts if v.threshold is not None}
     busy = sorted(v.key[2] for v in final.by_status(INCONCLUSIVE) if v.interference)
     flagged = lambda result: {v.key[2] for v in result.by_status(REGRESSED)}  # noqa: E731
-    return flagged(first), flagged(final), {"changes": changes, "thresholds": thresholds, "load_inconclusive": busy}
+    return (
+        flagged(first),
+        flagged(final),
+        {"changes": changes, "thresholds": thresholds, "load_inconclusive": busy},
+    )
 
 
 def pytest_benchmark_flags(base_recs, recs, rule: str) -> set:
@@ -222,7 +248,9 @@ def pytest_benchmark_flags(base_recs, recs, rule: str) -> set:
     field, _, pct = rule.partition(":")
     check = PercentageRegressionCheck(field, float(pct.rstrip("%")))
     base = {r.key: _stats(r.samples) for r in base_recs}
-    return {r.backend for r in recs if r.key in base and check.fails(_stats(r.samples), base[r.key])}
+    return {
+        r.backend for r in recs if r.key in base and check.fails(_stats(r.samples), base[r.key])
+    }
 
 
 def _stats(samples) -> dict:
@@ -244,8 +272,12 @@ def child(job: dict) -> dict:
     workload, case = workloads.get("ring"), json.loads(args.case)
     loaded = {spec: backends.load(spec) for spec in backends.parse_list(args.backends)}
     if job["mode"] == "spin":  # calibrated in a fresh process, like the sessions it slows down
-        return {"spins": {str(f): injected_spin(loaded[args.target], workload, case, args, f)
-                          for f in SLOWDOWNS.values()}}
+        return {
+            "spins": {
+                str(f): injected_spin(loaded[args.target], workload, case, args, f)
+                for f in SLOWDOWNS.values()
+            }
+        }
     settings = gate.GateSettings(threshold=args.threshold, alpha=args.alpha)
     slow = job.get("slow")
     recs, meta = session(loaded, workload, case, args, slow)
@@ -253,36 +285,70 @@ def child(job: dict) -> dict:
         save_session(job["path"], recs, meta, settings, args.baseline_sessions)
         return {}
     base_doc = baseline.load(job["path"])
-    single, flagged, seen = judge(base_doc, recs, meta, settings,
-                                  lambda spec: benchmark(spec, loaded[spec], workload, case, args, slow))
+    single, flagged, seen = judge(
+        base_doc,
+        recs,
+        meta,
+        settings,
+        lambda spec: benchmark(spec, loaded[spec], workload, case, args, slow),
+    )
     pb = pytest_benchmark_flags(from_json(base_doc), recs, args.pytest_benchmark_rule)
-    return {"gate": sorted(flagged), "gate_one_session": sorted(single), "pytest_benchmark": sorted(pb), **seen,
-            "foreign_cpu": {r.backend: r.extra["foreign_cpu"] for r in recs}}
+    return {
+        "gate": sorted(flagged),
+        "gate_one_session": sorted(single),
+        "pytest_benchmark": sorted(pb),
+        **seen,
+        "foreign_cpu": {r.backend: r.extra["foreign_cpu"] for r in recs},
+    }
 
 
 def run_session(job: dict, hog: bool = False) -> dict:
     with Hog() if hog else contextlib.nullcontext():
-        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(job)],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--child", json.dumps(job)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     if done.returncode:
-        raise SystemExit(f"a {job['mode']} session failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"a {job['mode']} session failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
+        )
     return json.loads(done.stdout.splitlines()[-1])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=20, help="comparisons per condition (default 20)")
-    ap.add_argument("--baseline-every", type=int, default=10, help="record a fresh baseline every N repeats")
-    ap.add_argument("--baseline-sessions", type=int, default=history.DEFAULT_KEEP,
-                    help=f"sessions per baseline (default {history.DEFAULT_KEEP}, the plugin's)")
+    ap.add_argument(
+        "--repeats", type=int, default=20, help="comparisons per condition (default 20)"
+    )
+    ap.add_argument(
+        "--baseline-every", type=int, default=10, help="record a fresh baseline every N repeats"
+    )
+    ap.add_argument(
+        "--baseline-sessions",
+        type=int,
+        default=history.DEFAULT_KEEP,
+        help=f"sessions per baseline (default {history.DEFAULT_KEEP}, the plugin's)",
+    )
     ap.add_argument("--backends", default=DEFAULT_BACKENDS)
-    ap.add_argument("--target", default="gevent", help="the backend that gets the injected slowdown")
-    ap.add_argument("--rounds", type=int, default=15, help="timed rounds per benchmark (default 15)")
+    ap.add_argument(
+        "--target", default="gevent", help="the backend that gets the injected slowdown"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=15, help="timed rounds per benchmark (default 15)"
+    )
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--wrap-every", type=int, default=20,
-                    help="slow down one channel in N (default 20: the ring's first channel)")
+    ap.add_argument(
+        "--wrap-every",
+        type=int,
+        default=20,
+        help="slow down one channel in N (default 20: the ring's first channel)",
+    )
     ap.add_argument("--case", default=json.dumps(DEFAULT_CASE), help="ring parameters, JSON")
-    ap.add_argument("--threshold", type=float, default=gate.DEFAULT_THRESHOLD, help="fraction, e.g. 0.05")
+    ap.add_argument(
+        "--threshold", type=float, default=gate.DEFAULT_THRESHOLD, help="fraction, e.g. 0.05"
+    )
     ap.add_argument("--alpha", type=float, default=gate.stats.DEFAULT_ALPHA)
     ap.add_argument("--pytest-benchmark-rule", default="mean:5%")
     ap.add_argument("--no-hog", action="store_true", help="skip the CPU-hog A/A condition")
@@ -308,45 +374,86 @@ def main(argv=None) -> int:
             path = os.path.join(tmpdir.name, f"baseline-{i}.json")
             for _ in range(args.baseline_sessions):
                 run_session({"mode": "baseline", "path": path, "args": job_args})
-            spins = {float(f): n for f, n in run_session({"mode": "spin", "args": job_args})["spins"].items()}
+            spins = {
+                float(f): n
+                for f, n in run_session({"mode": "spin", "args": job_args})["spins"].items()
+            }
         for cond in conditions:
             slow = {args.target: spins[SLOWDOWNS[cond]]} if cond in SLOWDOWNS else None
             job = {"mode": "compare", "path": path, "slow": slow, "args": job_args}
             outcomes[cond].append(run_session(job, hog=cond == "A/A hog"))
-        print(f"repeat {i + 1}/{args.repeats} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+        print(
+            f"repeat {i + 1}/{args.repeats} done ({time.perf_counter() - started:.0f} s)",
+            file=sys.stderr,
+        )
 
-    print(f"ring {case} on {', '.join(loaded)}; {args.rounds} rounds per benchmark; "
-          f"gate threshold {args.threshold:.0%} alpha {args.alpha:g}; target {args.target}; "
-          f"{args.repeats} comparisons per condition, a fresh {args.baseline_sessions}-session baseline "
-          f"every {args.baseline_every}")
-    judges = [("gate", "gate"), ("gate_one_session", "gate, 1 session"),
-              ("pytest_benchmark", f"pb {args.pytest_benchmark_rule}")]
-    print(f"{'condition':<11}" + "".join(f" {name + ' fails':>22} {'only target':>11}" for _, name in judges)
-          + f" {'target change':>13} {'|change| p95':>12}")
+    print(
+        f"ring {case} on {', '.join(loaded)}; {args.rounds} rounds per benchmark; "
+        f"gate threshold {args.threshold:.0%} alpha {args.alpha:g}; target {args.target}; "
+        f"{args.repeats} comparisons per condition, a fresh {args.baseline_sessions}-session baseline "
+        f"every {args.baseline_every}"
+    )
+    judges = [
+        ("gate", "gate"),
+        ("gate_one_session", "gate, 1 session"),
+        ("pytest_benchmark", f"pb {args.pytest_benchmark_rule}"),
+    ]
+    print(
+        f"{'condition':<11}"
+        + "".join(f" {name + ' fails':>22} {'only target':>11}" for _, name in judges)
+        + f" {'target change':>13} {'|change| p95':>12}"
+    )
     for cond, rows in outcomes.items():
         n = len(rows)
-        cells = "".join(f" {sum(bool(r[j]) for r in rows):>18}/{n:<3} {sum(r[j] == [args.target] for r in rows):>7}/{n:<3}"
-                        for j, _ in judges)
+        cells = "".join(
+            f" {sum(bool(r[j]) for r in rows):>18}/{n:<3} {sum(r[j] == [args.target] for r in rows):>7}/{n:<3}"
+            for j, _ in judges
+        )
         worst = _quantile([max(abs(c) for c in r["changes"].values()) for r in rows], 0.95)
         tc = statistics.median(r["changes"][args.target] for r in rows)
         print(f"{cond:<11}{cells} {tc:>+13.1%} {worst:>12.1%}")
-    print("A/A rows: 'fails' are false alarms. slow rows: 'only target' is a correct detection. "
-          "'gate' re-measures suspects as the plugin does; 'gate, 1 session' is its first verdict.")
-    print("A/A |change| of medians per backend, p50 / p95 / max over all A/A comparisons "
-          "(the practical threshold must sit above the p99 of the models it guards):")
+    print(
+        "A/A rows: 'fails' are false alarms. slow rows: 'only target' is a correct detection. "
+        "'gate' re-measures suspects as the plugin does; 'gate, 1 session' is its first verdict."
+    )
+    print(
+        "A/A |change| of medians per backend, p50 / p95 / max over all A/A comparisons "
+        "(the practical threshold must sit above the p99 of the models it guards):"
+    )
     for spec in loaded:
-        aa = [abs(r["changes"][spec]) for c, rows in outcomes.items() if c.startswith("A/A") for r in rows]
-        print(f"  {spec:<28} {_quantile(aa, 0.5):6.1%} / {_quantile(aa, 0.95):6.1%} / {max(aa):6.1%}")
-    print("per backend: threshold applied (median, drift included) / A/A verdicts left inconclusive "
-          "by the machine's load, quiet and hog / other processes' CPU cores, quiet "
-          "and hog (median):")
+        aa = [
+            abs(r["changes"][spec])
+            for c, rows in outcomes.items()
+            if c.startswith("A/A")
+            for r in rows
+        ]
+        print(
+            f"  {spec:<28} {_quantile(aa, 0.5):6.1%} / {_quantile(aa, 0.95):6.1%} / {max(aa):6.1%}"
+        )
+    print(
+        "per backend: threshold applied (median, drift included) / A/A verdicts left inconclusive "
+        "by the machine's load, quiet and hog / other processes' CPU cores, quiet "
+        "and hog (median):"
+    )
     for spec in loaded:
-        applied = [r["thresholds"][spec] for rows in outcomes.values() for r in rows if spec in r["thresholds"]]
-        load = {c: sum(spec in r["load_inconclusive"] for r in outcomes[c]) for c in ("A/A quiet", "A/A hog") if c in outcomes}
+        applied = [
+            r["thresholds"][spec]
+            for rows in outcomes.values()
+            for r in rows
+            if spec in r["thresholds"]
+        ]
+        load = {
+            c: sum(spec in r["load_inconclusive"] for r in outcomes[c])
+            for c in ("A/A quiet", "A/A hog")
+            if c in outcomes
+        }
         cores = {c: statistics.median(r["foreign_cpu"][spec] for r in outcomes[c]) for c in load}
-        print(f"  {spec:<28} {statistics.median(applied):6.1%} / "
-              + ", ".join(f"{load[c]}/{len(outcomes[c])}" for c in load) + " / "
-              + ", ".join(f"{cores[c]:.2f}" for c in cores))
+        print(
+            f"  {spec:<28} {statistics.median(applied):6.1%} / "
+            + ", ".join(f"{load[c]}/{len(outcomes[c])}" for c in load)
+            + " / "
+            + ", ".join(f"{cores[c]:.2f}" for c in cores)
+        )
     for key, name in judges:
         wrong = {}
         for cond, rows in outcomes.items():
@@ -354,8 +461,10 @@ def main(argv=None) -> int:
                 for spec in r[key]:
                     if spec != args.target or cond.startswith("A/A"):
                         wrong[spec] = wrong.get(spec, 0) + 1
-        print(f"{name}: wrongly named, all conditions: "
-              + (", ".join(f"{k} {v}x" for k, v in sorted(wrong.items())) or "none"))
+        print(
+            f"{name}: wrongly named, all conditions: "
+            + (", ".join(f"{k} {v}x" for k, v in sorted(wrong.items())) or "none")
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump({"args": vars(args), "outcomes": outcomes}, fh, indent=1)

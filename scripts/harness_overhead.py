@@ -48,10 +48,22 @@ def through_plugin(workload, params, spec, rounds):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run.json")
         subprocess.run(
-            [sys.executable, "-m", "pytest", "--benchmark-only", "-q",
-             "-p", "no:cacheprovider", f"--concurrency-rounds={rounds}", f"--concurrency-backends={spec}",
-             f"--benchmark-json={out}", f"benchmarks/test_seeds.py::test_seed_workload[{test_id}]"],
-            cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--benchmark-only",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--concurrency-rounds={rounds}",
+                f"--concurrency-backends={spec}",
+                f"--benchmark-json={out}",
+                f"benchmarks/test_seeds.py::test_seed_workload[{test_id}]",
+            ],
+            cwd=ROOT,
+            check=True,
+            stdout=subprocess.DEVNULL,
         )
         (bench,) = json.load(open(out))["benchmarks"]
         return bench["stats"]["median"]
@@ -63,8 +75,13 @@ def main() -> int:
     args = parser.parse_args()
     print(f"{'case':42} {'bare':>10} {'plugin':>10} {'plugin/bare':>12}")
     for workload, params, spec in CASES:
-        pairs = [(bare(workload, params, spec, args.rounds), through_plugin(workload, params, spec, args.rounds))
-                 for _ in range(3)]
+        pairs = [
+            (
+                bare(workload, params, spec, args.rounds),
+                through_plugin(workload, params, spec, args.rounds),
+            )
+            for _ in range(3)
+        ]
         b = statistics.median(p[0] for p in pairs)
         p = statistics.median(p[1] for p in pairs)
         label = f"{workload}{params} on {spec}"

@@ -27,12 +27,14 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from interrupt_evidence import MARKER, ours, wait_or_kill  # noqa: E402  (the same marker, process search, wait)
+from interrupt_evidence import MARKER, ours, wait_or_kill
 
 PY = sys.executable
 SETTLE_S = 5.0
 
-TESTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "hostile.py"  # tests/test_isolation.py's too
+TESTS = (
+    Path(__file__).resolve().parent.parent / "tests" / "data" / "hostile.py"
+)  # tests/test_isolation.py's too
 HOSTILE = ["exits", "segfaults", "never_returns", "leaks_a_thread", "allocates_2gb", "prints_100mb"]
 BEHAVES = "fine"
 
@@ -41,23 +43,51 @@ def session(work: Path, args: list[str], hang_s: float, prefix: list[str] = ()) 
     marker = uuid.uuid4().hex
     baseline = work / f"baseline-{marker[:8]}.json"
     env = {**os.environ, MARKER: marker, "PYTHONUNBUFFERED": "1"}
-    argv = [*prefix, PY, "-m", "pytest", "test_hostile.py", "--benchmark-only", "-p", "no:cacheprovider",
-            "-p", "no:randomly", "-rA", "--concurrency-timeout=5", f"--concurrency-save-baseline={baseline}", *args]
+    argv = [
+        *prefix,
+        PY,
+        "-m",
+        "pytest",
+        "test_hostile.py",
+        "--benchmark-only",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-rA",
+        "--concurrency-timeout=5",
+        f"--concurrency-save-baseline={baseline}",
+        *args,
+    ]
     log = work / f"out-{marker[:8]}.txt"
     started = time.monotonic()
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         code = wait_or_kill(proc, hang_s)
     took = time.monotonic() - started
     time.sleep(SETTLE_S)
-    return {"exit": code, "took_s": took, "text": log.read_text(errors="replace"),
-            "alive": ours(marker, sid=proc.pid), "written": baseline.exists()}
+    return {
+        "exit": code,
+        "took_s": took,
+        "text": log.read_text(errors="replace"),
+        "alive": ours(marker, sid=proc.pid),
+        "written": baseline.exists(),
+    }
 
 
 def said(text: str, test: str) -> str:
     """pytest's line about ``test`` (its short summary), else the session's last words."""
-    warned = [line.strip() for line in text.splitlines() if f"test_{test}[" in line and "Warning:" in line]
+    warned = [
+        line.strip() for line in text.splitlines() if f"test_{test}[" in line and "Warning:" in line
+    ]
     for line in text.splitlines():
         if f"test_{test}[" in line and re.match(r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL)", line):
             return line.strip() + (f"; and {warned[0]}" if warned else "")
@@ -67,16 +97,22 @@ def said(text: str, test: str) -> str:
 
 def cell(text, width: int = 120) -> str:
     text = str(text).replace("|", "\\|")
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="threading")
-    parser.add_argument("--hang", type=float, default=60.0, help="seconds after which a session is a hang")
-    parser.add_argument("--nproc", type=int, default=0,
-                        help="also run the isolated session under `ulimit -u` of this many processes (the "
-                             "user's, all sessions; root is exempt from the limit: run the script as another user)")
+    parser.add_argument(
+        "--hang", type=float, default=60.0, help="seconds after which a session is a hang"
+    )
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        default=0,
+        help="also run the isolated session under `ulimit -u` of this many processes (the "
+        "user's, all sessions; root is exempt from the limit: run the script as another user)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hostile-"))
     (work / "test_hostile.py").write_text(TESTS.read_text())
@@ -85,29 +121,51 @@ def main() -> int:
     for test in HOSTILE:
         r = session(work, [*models, "-k", f"{BEHAVES} or {test}"], args.hang)
         rows.append(("in-process", test, r))
-        print(cell(f"in-process {test}: exit {r['exit']} in {r['took_s']:.1f} s, {said(r['text'], test)}"), flush=True)
-    r = session(work, [*models, "--concurrency-isolate", "-k", " or ".join([BEHAVES, *HOSTILE])], args.hang)
+        print(
+            cell(
+                f"in-process {test}: exit {r['exit']} in {r['took_s']:.1f} s, {said(r['text'], test)}"
+            ),
+            flush=True,
+        )
+    r = session(
+        work, [*models, "--concurrency-isolate", "-k", " or ".join([BEHAVES, *HOSTILE])], args.hang
+    )
     for test in HOSTILE:
         rows.append(("isolated", test, r))
     print(cell(f"isolated: exit {r['exit']} in {r['took_s']:.1f} s"), flush=True)
     if args.nproc:
         if os.getuid() == 0:
-            print("--nproc: root is exempt from `ulimit -u`: run the script as another user", file=sys.stderr)
+            print(
+                "--nproc: root is exempt from `ulimit -u`: run the script as another user",
+                file=sys.stderr,
+            )
             return 2
         prefix = ["bash", "-c", f'ulimit -u {args.nproc} && exec "$@"', "-"]
-        r = session(work, [*models, "--concurrency-isolate", "-k", BEHAVES], args.hang, prefix=prefix)
+        r = session(
+            work, [*models, "--concurrency-isolate", "-k", BEHAVES], args.hang, prefix=prefix
+        )
         rows.append((f"isolated, ulimit -u {args.nproc}", "(all)", r))
-        print(cell(f"ulimit -u {args.nproc}: exit {r['exit']}, {said(r['text'], BEHAVES)}"), flush=True)
+        print(
+            cell(f"ulimit -u {args.nproc}: exit {r['exit']}, {said(r['text'], BEHAVES)}"),
+            flush=True,
+        )
     print()
-    print("| mode | the test | session exit (time) | what pytest said of it | left 5 s later | baseline written |")
+    print(
+        "| mode | the test | session exit (time) | what pytest said of it | left 5 s later | baseline written |"
+    )
     print("|---|---|---|---|---|---|")
     for mode, test, r in rows:
         code = r["exit"] if isinstance(r["exit"], str) else f"{r['exit']} ({r['took_s']:.1f} s)"
-        print(f"| {mode} | {test} | {code} | {cell(said(r['text'], test))} | "
-              f"{cell(', '.join(r['alive']) or 'none', 60)} | {'yes' if r['written'] else 'no'} |")
+        print(
+            f"| {mode} | {test} | {code} | {cell(said(r['text'], test))} | "
+            f"{cell(', '.join(r['alive']) or 'none', 60)} | {'yes' if r['written'] else 'no'} |"
+        )
     print(f"\noutputs in {work}")
-    json.dump([[m, t, {k: v for k, v in r.items() if k != 'text'}] for m, t, r in rows],
-              open(work / "rows.json", "w"), indent=1)
+    json.dump(
+        [[m, t, {k: v for k, v in r.items() if k != "text"}] for m, t, r in rows],
+        open(work / "rows.json", "w"),
+        indent=1,
+    )
     return 0
 
 

@@ -38,14 +38,14 @@ SMOKE = ["benchmarks", "--benchmark-only", "--concurrency-scale=smoke", "-p", "n
 SETTLE_S = 5.0  # how long after the end a process of ours may still be alive: none may
 END_S = 90.0  # how long an interrupted session may take to end before it counts as a hang
 
-PLAIN_TEST = '''
+PLAIN_TEST = """
 def test_plain(benchmark, concurrency_backend):
     benchmark.pedantic(concurrency_backend.run, args=(lambda: sum(range(200_000)),), rounds=100)
-'''
+"""
 
 MYLIB = '__version__ = "{version}"\n\ndef work():\n    return sum(i * i for i in range(20000 * {factor}))\n'
 PYPROJECT = (ROOT / "tests" / "data" / "mylib.pyproject.toml").read_text()
-AGAINST_TEST = '''
+AGAINST_TEST = """
 import mylib
 
 def test_work(benchmark, concurrency_backend):
@@ -59,7 +59,7 @@ def test_work(benchmark, concurrency_backend):
             for t in [concurrency_backend.spawn(job) for _ in range(2)]:
                 await t.join()
     benchmark.pedantic(concurrency_backend.run, args=(main,), rounds=400)
-'''
+"""
 
 
 def _seeds(work: Path, *extra: str) -> tuple[Path, list[str]]:
@@ -77,19 +77,47 @@ def _against(work: Path, *extra: str) -> tuple[Path, list[str]]:
         (where / "mylib" / "__init__.py").write_text(MYLIB.format(version=version, factor=factor))
         (where / "pyproject.toml").write_text(PYPROJECT.format(version=version))
     (work / "test_mylib.py").write_text(AGAINST_TEST)
-    return work, ["test_mylib.py", "--benchmark-only", "-p", "no:cacheprovider", "--concurrency-against=base", *extra]
+    return work, [
+        "test_mylib.py",
+        "--benchmark-only",
+        "-p",
+        "no:cacheprovider",
+        "--concurrency-against=base",
+        *extra,
+    ]
 
 
 #: mode -> (how its session is set up, the output that says it is measuring, a file in TMPDIR that does too)
 MODES = {
-    "time": (lambda w: _seeds(w, "--concurrency-backends=asyncio,threading"), "test_seeds.py ", None),
-    "time isolated": (lambda w: _seeds(w, "--concurrency-backends=asyncio,threading", "--concurrency-isolate"),
-                       "test_seeds.py ", None),
-    "counted": (lambda w: _seeds(w, "--concurrency-backends=asyncio,greenlet", "--concurrency-measure=instructions"),
-                "test_seeds.py ", "pytest-concurrency-*/callgrind-*/callgrind.*"),
-    "counted relaunched": (lambda w: _plain(w, "--concurrency-backends=greenlet", "--concurrency-measure=instructions"),
-                            "test_plain.py ", "pytest-concurrency-*/callgrind-*/callgrind.*"),
-    "against path": (lambda w: _against(w, "--concurrency-backends=asyncio,threading"), "test_mylib.py ", None),
+    "time": (
+        lambda w: _seeds(w, "--concurrency-backends=asyncio,threading"),
+        "test_seeds.py ",
+        None,
+    ),
+    "time isolated": (
+        lambda w: _seeds(w, "--concurrency-backends=asyncio,threading", "--concurrency-isolate"),
+        "test_seeds.py ",
+        None,
+    ),
+    "counted": (
+        lambda w: _seeds(
+            w, "--concurrency-backends=asyncio,greenlet", "--concurrency-measure=instructions"
+        ),
+        "test_seeds.py ",
+        "pytest-concurrency-*/callgrind-*/callgrind.*",
+    ),
+    "counted relaunched": (
+        lambda w: _plain(
+            w, "--concurrency-backends=greenlet", "--concurrency-measure=instructions"
+        ),
+        "test_plain.py ",
+        "pytest-concurrency-*/callgrind-*/callgrind.*",
+    ),
+    "against path": (
+        lambda w: _against(w, "--concurrency-backends=asyncio,threading"),
+        "test_mylib.py ",
+        None,
+    ),
 }
 
 SIGNALS = {
@@ -101,8 +129,12 @@ SIGNALS = {
 
 def writes(out: Path) -> list[str]:
     """What a session writes when it finishes: a baseline, pytest-benchmark's autosave, a report."""
-    return [f"--concurrency-save-baseline={out / 'baseline.json'}", "--benchmark-autosave",
-            f"--benchmark-storage=file://{out / 'storage'}", f"--concurrency-report-md={out / 'report.md'}"]
+    return [
+        f"--concurrency-save-baseline={out / 'baseline.json'}",
+        "--benchmark-autosave",
+        f"--benchmark-storage=file://{out / 'storage'}",
+        f"--concurrency-report-md={out / 'report.md'}",
+    ]
 
 
 def ours(marker: str, sid: int | None = None) -> list[str]:
@@ -114,7 +146,10 @@ def ours(marker: str, sid: int | None = None) -> list[str]:
         try:
             with open(f"/proc/{entry}/stat", "rb") as fh:
                 stat = fh.read().decode(errors="replace")
-            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            name, rest = (
+                stat[stat.index("(") + 1 : stat.rindex(")")],
+                stat[stat.rindex(")") + 2 :].split(),
+            )
             if rest[0] == "Z":
                 continue  # a zombie runs nothing: its parent has yet to reap it
             with open(f"/proc/{entry}/environ", "rb") as fh:
@@ -133,9 +168,15 @@ def left_in(tmp: Path) -> list[str]:
 def next_start(tmp: Path, marker: str) -> None:
     """A short session in ``tmp``: its start sweeps what dead sessions left there."""
     env = {**os.environ, "TMPDIR": str(tmp), MARKER: marker}
-    subprocess.run([PY, "-m", "pytest", *SMOKE, "--concurrency-backends=asyncio", "-k", "spawn"], cwd=ROOT,
-                   env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   timeout=300)
+    subprocess.run(
+        [PY, "-m", "pytest", *SMOKE, "--concurrency-backends=asyncio", "-k", "spawn"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=300,
+    )
 
 
 def wait_or_kill(proc, seconds: float):
@@ -154,7 +195,11 @@ def traceback_in(text: str) -> str:
 
 
 def interrupted_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if "interrupted" in line.lower() and "pytest-concurrency" in line]
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if "interrupted" in line.lower() and "pytest-concurrency" in line
+    ]
     return lines[0] if lines else ""
 
 
@@ -169,13 +214,26 @@ def interrupt(mode: str, sig: str, base: Path, wait_s: float) -> dict:
     env = {**os.environ, "TMPDIR": str(tmp), MARKER: marker, "PYTHONUNBUFFERED": "1"}
     log = case / "output.txt"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([PY, "-m", "pytest", *args, *writes(out)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [PY, "-m", "pytest", *args, *writes(out)],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     started = time.monotonic()
-    while not (ready_text in log.read_text(errors="replace")
-               and (ready_file is None or glob.glob(str(tmp / ready_file)))):
+    while not (
+        ready_text in log.read_text(errors="replace")
+        and (ready_file is None or glob.glob(str(tmp / ready_file)))
+    ):
         if proc.poll() is not None or time.monotonic() - started > 600:
-            return {"mode": mode, "signal": sig, "error": f"never measured (exit {proc.poll()}); see {log}"}
+            return {
+                "mode": mode,
+                "signal": sig,
+                "error": f"never measured (exit {proc.poll()}); see {log}",
+            }
         time.sleep(0.2)
     time.sleep(wait_s)
     measuring_s = time.monotonic() - started
@@ -189,10 +247,19 @@ def interrupt(mode: str, sig: str, base: Path, wait_s: float) -> dict:
     text = log.read_text(errors="replace")
     at_exit = left_in(tmp)
     next_start(tmp, marker)
-    return {"mode": mode, "signal": sig, "after_s": measuring_s, "exit": code, "traceback": traceback_in(text),
-            "line": interrupted_line(text), "alive": alive, "written": sorted(str(p.relative_to(out))
-                                                                              for p in out.rglob("*") if p.is_file()),
-            "tmp_at_exit": at_exit, "tmp_after_next": left_in(tmp), "log": str(log)}
+    return {
+        "mode": mode,
+        "signal": sig,
+        "after_s": measuring_s,
+        "exit": code,
+        "traceback": traceback_in(text),
+        "line": interrupted_line(text),
+        "alive": alive,
+        "written": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()),
+        "tmp_at_exit": at_exit,
+        "tmp_after_next": left_in(tmp),
+        "log": str(log),
+    }
 
 
 # -- low limits: a session run to its end ------------------------------------------------------------
@@ -224,20 +291,41 @@ def limited(limit: str, mode: str, base: Path) -> dict:
         fill = f"dd if=/dev/zero of={tmp}/filler bs=1k count=100000 2>/dev/null; "
         if free != "0":
             fill += f"truncate -s -{free}K {tmp}/filler; "
-        argv = ["unshare", "-Urm", "bash", "-c", f"mount -t tmpfs -o size=4m tmpfs {tmp} && {fill}exec {cmd}"]
+        argv = [
+            "unshare",
+            "-Urm",
+            "bash",
+            "-c",
+            f"mount -t tmpfs -o size=4m tmpfs {tmp} && {fill}exec {cmd}",
+        ]
     log = case / "output.txt"
     env = {**os.environ, "TMPDIR": str(tmp), MARKER: marker, "PYTHONUNBUFFERED": "1"}
     started = time.monotonic()
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     code = wait_or_kill(proc, 900)
     took = time.monotonic() - started
     time.sleep(SETTLE_S)
     text = log.read_text(errors="replace")
-    return {"mode": mode, "signal": limit, "exit": code, "took_s": took, "traceback": traceback_in(text),
-            "line": _summary_line(text), "alive": ours(marker, sid=proc.pid), "log": str(log),
-            "written": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())}
+    return {
+        "mode": mode,
+        "signal": limit,
+        "exit": code,
+        "took_s": took,
+        "traceback": traceback_in(text),
+        "line": _summary_line(text),
+        "alive": ours(marker, sid=proc.pid),
+        "log": str(log),
+        "written": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()),
+    }
 
 
 def _summary_line(text: str) -> str:
@@ -251,39 +339,64 @@ def _summary_line(text: str) -> str:
 
 # -- the table -----------------------------------------------------------------------------------------
 
+
 def _cell(text: str, width: int = 110) -> str:
     text = str(text).replace("|", "\\|")
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| mode | signal / limit | exit | traceback? | our line | processes left 5 s later | written | "
-            "TMPDIR at exit | TMPDIR after next start |")
+    head = (
+        "| mode | signal / limit | exit | traceback? | our line | processes left 5 s later | written | "
+        "TMPDIR at exit | TMPDIR after next start |"
+    )
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         if "error" in r:
             out.append(f"| {r['mode']} | {r['signal']} | {_cell(r['error'])} |  |  |  |  |  |  |")
             continue
-        out.append("| " + " | ".join([
-            r["mode"], r["signal"], str(r["exit"]), r["traceback"], _cell(r["line"] or "none"),
-            _cell(", ".join(r["alive"]) or "none"), _cell(", ".join(r["written"]) or "nothing"),
-            _cell(", ".join(r.get("tmp_at_exit", ["-"])) or "empty", 60),
-            _cell(", ".join(r.get("tmp_after_next", ["-"])) or "empty", 60)]) + " |")
+        out.append(
+            "| "
+            + " | ".join(
+                [
+                    r["mode"],
+                    r["signal"],
+                    str(r["exit"]),
+                    r["traceback"],
+                    _cell(r["line"] or "none"),
+                    _cell(", ".join(r["alive"]) or "none"),
+                    _cell(", ".join(r["written"]) or "nothing"),
+                    _cell(", ".join(r.get("tmp_at_exit", ["-"])) or "empty", 60),
+                    _cell(", ".join(r.get("tmp_after_next", ["-"])) or "empty", 60),
+                ]
+            )
+            + " |"
+        )
     return "\n".join(out)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES))
-    parser.add_argument("--signals", default=",".join(SIGNALS), help="comma-separated, of: " + ", ".join(SIGNALS))
-    parser.add_argument("--wait", type=float, default=2.0, help="seconds of measuring before the signal")
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES)
+    )
+    parser.add_argument(
+        "--signals", default=",".join(SIGNALS), help="comma-separated, of: " + ", ".join(SIGNALS)
+    )
+    parser.add_argument(
+        "--wait", type=float, default=2.0, help="seconds of measuring before the signal"
+    )
     parser.add_argument("--no-limits", action="store_true", help="leave out the low-limit sessions")
     parser.add_argument("--only-limits", action="store_true", help="only the low-limit sessions")
-    parser.add_argument("--keep", action="store_true", help="keep the cases' directories (outputs) for a look")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the cases' directories (outputs) for a look"
+    )
     args = parser.parse_args()
     # started in the background by a shell, this process ignores SIGINT, and so would the sessions
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    base = Path(tempfile.mkdtemp(prefix="ie-", dir="/tmp"))  # short: a unix socket's path is at most 107 bytes
+    base = Path(
+        tempfile.mkdtemp(prefix="ie-", dir="/tmp")
+    )  # short: a unix socket's path is at most 107 bytes
     rows = []
     if not args.only_limits:
         for mode in args.modes.split(","):

@@ -36,13 +36,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from pytest_concurrency import backends, measure, workloads  # noqa: E402
-from pytest_concurrency.gate import baseline, kernel as kernel_gate  # noqa: E402
+from pytest_concurrency.gate import baseline  # noqa: E402
+from pytest_concurrency.gate import kernel as kernel_gate
 from pytest_concurrency.measure import driver  # noqa: E402
 from pytest_concurrency.measure.records import Record  # noqa: E402
 
 PARAMS = {"n": 10, "m": 50, "capacity": 10}
-META = {"schema_version": 1, "python": {"version": "x", "implementation": "CPython", "minor": "x"},
-        "backends": {}, "libraries": {}, "cpu_count": os.cpu_count(), "cpu_model": "x", "calibration": None}
+META = {
+    "schema_version": 1,
+    "python": {"version": "x", "implementation": "CPython", "minor": "x"},
+    "backends": {},
+    "libraries": {},
+    "cpu_count": os.cpu_count(),
+    "cpu_model": "x",
+    "calibration": None,
+}
 
 
 _ZERO = os.open("/dev/zero", os.O_RDONLY)
@@ -64,7 +72,9 @@ class Injected:
         return getattr(self._inner, name)
 
     def channel(self, capacity=None):
-        return _Channel(self._inner.channel(capacity), self._how, self._lock, self._inner.family == "async")
+        return _Channel(
+            self._inner.channel(capacity), self._how, self._lock, self._inner.family == "async"
+        )
 
 
 class _Channel:
@@ -114,17 +124,20 @@ def measure_once(spec: str, how: str | None) -> Record:
     backend = backends.load(spec)
     lock, stop, hogs = threading.Lock(), threading.Event(), []
     if how == "lock":
+
         def contend():
             while not stop.is_set():
                 with lock:
                     pass
+
         hogs = [threading.Thread(target=contend, daemon=True) for _ in range(4)]
         for t in hogs:
             t.start()
     try:
         subject = Injected(backend, how, lock) if how else backend
-        samples, extra = driver.run_rounds(subject, workloads.get("ring"), params, 5, 1, measure.get("time"),
-                                           with_memory=False)
+        samples, extra = driver.run_rounds(
+            subject, workloads.get("ring"), params, 5, 1, measure.get("time"), with_memory=False
+        )
     finally:
         stop.set()
         for t in hogs:
@@ -150,8 +163,10 @@ def spread(specs: list, pairs: int) -> int:
                     moved.setdefault(key, []).append(abs(after / before - 1))
         for key, changes in sorted(moved.items()):
             changes.sort()
-            print(f"{spec} {key}: A/A |change| median {changes[len(changes) // 2]:.1%}, max {changes[-1]:.1%} "
-                  f"({len(changes)} pairs)")
+            print(
+                f"{spec} {key}: A/A |change| median {changes[len(changes) // 2]:.1%}, max {changes[-1]:.1%} "
+                f"({len(changes)} pairs)"
+            )
     return 0
 
 
@@ -160,36 +175,64 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20, help="injected trials per change and model")
     ap.add_argument("--aa", type=int, default=50, help="A/A trials per model")
     ap.add_argument("--backends", default="threading,asyncio,gevent")
-    ap.add_argument("--changes", default="yield,syscall,lock,poll,readv",
-                    help="injections to measure (lock and poll on threading only)")
-    ap.add_argument("--spread", type=int, default=0,
-                    help="instead: N A/A pairs per model, and how far each figure per op moved (median, max)")
+    ap.add_argument(
+        "--changes",
+        default="yield,syscall,lock,poll,readv",
+        help="injections to measure (lock and poll on threading only)",
+    )
+    ap.add_argument(
+        "--spread",
+        type=int,
+        default=0,
+        help="instead: N A/A pairs per model, and how far each figure per op moved (median, max)",
+    )
     args = ap.parse_args()
     if args.spread:
         return spread(args.backends.split(","), args.spread)
     started = time.monotonic()
     for spec in args.backends.split(","):
-        changes = [c for c in args.changes.split(",") if c.split(":")[0] not in ("lock", "poll") or spec == "threading"]
+        changes = [
+            c
+            for c in args.changes.split(",")
+            if c.split(":")[0] not in ("lock", "poll") or spec == "threading"
+        ]
         first = measure_once(spec, None)  # discarded: see above
-        figures = {k: round(v, 3) for k, v in first.extra.items() if k.endswith("_per_op") and k != "ns_per_op"}
-        print(f"{spec}: ring {PARAMS}, per hop: {figures} ({first.extra['kernel_source']['syscalls']})", flush=True)
+        figures = {
+            k: round(v, 3)
+            for k, v in first.extra.items()
+            if k.endswith("_per_op") and k != "ns_per_op"
+        }
+        print(
+            f"{spec}: ring {PARAMS}, per hop: {figures} ({first.extra['kernel_source']['syscalls']})",
+            flush=True,
+        )
         alarms = 0
         for _ in range(args.aa):
             got = verdicts(measure_once(spec, None), measure_once(spec, None))
             alarms += any(v.status in ("regressed", "improved") for v in got.values())
         if args.aa:
-            print(f"  A/A: {alarms}/{args.aa} trials with a kernel verdict other than unchanged", flush=True)
+            print(
+                f"  A/A: {alarms}/{args.aa} trials with a kernel verdict other than unchanged",
+                flush=True,
+            )
         for how in changes:
             caught, which = 0, {}
             for _ in range(args.trials):
-                got = verdicts(measure_once(spec, BASE.get(how)), measure_once(spec, CHANGED.get(how, how)))
+                got = verdicts(
+                    measure_once(spec, BASE.get(how)), measure_once(spec, CHANGED.get(how, how))
+                )
                 failed = [f for f, v in got.items() if v.status == "regressed"]
                 caught += bool(failed)
                 for f in failed:
                     which[f] = which.get(f, 0) + 1
                 last = got
-            shown = {f: f"{v.change:+.0%}" if v.change is not None else "from 0" for f, v in last.items()}
-            print(f"  +{CHANGED.get(how, how)} per hop (against {BASE.get(how, 'the model as it is')}): caught {caught}/{args.trials} (by {which}); last trial: {shown}", flush=True)
+            shown = {
+                f: f"{v.change:+.0%}" if v.change is not None else "from 0" for f, v in last.items()
+            }
+            print(
+                f"  +{CHANGED.get(how, how)} per hop (against {BASE.get(how, 'the model as it is')}): caught {caught}/{args.trials} (by {which}); last trial: {shown}",
+                flush=True,
+            )
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
 

@@ -36,8 +36,8 @@ context switches per round from a time-mode session, instructions from a counted
 from __future__ import annotations
 
 import argparse
-import json
 import collections
+import json
 import os
 import re
 import statistics
@@ -155,7 +155,7 @@ RING = textwrap.dedent('''
 ''')
 
 #: The loop of the motivating measurement: four threads, each 4,000 iterations of a little work.
-LOOP = textwrap.dedent('''
+LOOP = textwrap.dedent("""
     import os
     import threading
 
@@ -187,10 +187,12 @@ LOOP = textwrap.dedent('''
     def test_loop(benchmark, concurrency_backend):
         b = concurrency_backend
         benchmark.pedantic(lambda: b.run(loop(b)), rounds=5, warmup_rounds=1)
-''')
+""")
 
 
-def session(test: str, how: str, backends: str, work: str, index: int, counted: bool = False) -> dict:
+def session(
+    test: str, how: str, backends: str, work: str, index: int, counted: bool = False
+) -> dict:
     """One pytest session of ``test`` with change ``how``; the baseline document it saved (kept
     from an earlier run into the same ``--keep`` directory when there is one: the same arguments
     give the same sessions in the same order)."""
@@ -203,13 +205,27 @@ def session(test: str, how: str, backends: str, work: str, index: int, counted: 
     with open(os.path.join(directory, "test_user.py"), "w") as fh:
         fh.write(test)
     env = {**os.environ, INJECT_ENV: how, "PYTHONPATH": ROOT}
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
-            f"--concurrency-backends={backends}", f"--concurrency-save-baseline={saved}", "test_user.py"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-only",
+        f"--concurrency-backends={backends}",
+        f"--concurrency-save-baseline={saved}",
+        "test_user.py",
+    ]
     if counted:
         argv.append("--concurrency-measure=instructions")
-    done = subprocess.run(argv, cwd=directory, env=env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        argv, cwd=directory, env=env, capture_output=True, text=True, timeout=1800
+    )
     if done.returncode != 0:
-        raise SystemExit(f"session {index} ({how or 'unchanged'}) exited {done.returncode}:\n{done.stdout[-3000:]}")
+        raise SystemExit(
+            f"session {index} ({how or 'unchanged'}) exited {done.returncode}:\n{done.stdout[-3000:]}"
+        )
     with open(saved, encoding="utf-8") as fh:
         return json.load(fh)
 
@@ -234,16 +250,23 @@ def injections(args, work: str) -> int:
     alarms: dict = {}
     for i in range(args.aa):
         for model, by_figure in _by_model(run("", args.backends), run("", args.backends)).items():
-            moved = [f"{f} {v.status}" + (f" {v.change:+.0%}" if v.change is not None else "")
-                     for f, v in by_figure.items() if v.status != "unchanged"]
+            moved = [
+                f"{f} {v.status}" + (f" {v.change:+.0%}" if v.change is not None else "")
+                for f, v in by_figure.items()
+                if v.status != "unchanged"
+            ]
             alarms.setdefault(model, []).append(moved)
             if moved:
                 print(f"A/A {model} pair {i + 1}: {'; '.join(moved)}", flush=True)
     for model, found in alarms.items():
         false = sum(any(" regressed" in m or " improved" in m for m in a) for a in found)
-        unsure = sum(bool(a) and not any(" regressed" in m or " improved" in m for m in a) for a in found)
-        print(f"| {model} | {false}/{len(found)} regressed or improved ({unsure} more inconclusive: the load) |",
-              flush=True)
+        unsure = sum(
+            bool(a) and not any(" regressed" in m or " improved" in m for m in a) for a in found
+        )
+        print(
+            f"| {model} | {false}/{len(found)} regressed or improved ({unsure} more inconclusive: the load) |",
+            flush=True,
+        )
     for how in changes:
         backends = "threading" if how.split(":")[0] in ("lock", "poll") else args.backends
         rows: dict = {}
@@ -256,9 +279,16 @@ def injections(args, work: str) -> int:
                     if v.change is not None:
                         row["changes"].setdefault(f, []).append(v.change)
         for model, row in rows.items():
-            moved = ", ".join(f"{kernel_gate.find(f).what} {statistics.median(c):+.0%}" for f, c in
-                              sorted(row["changes"].items(), key=lambda kv: -abs(statistics.median(kv[1])))[:2])
-            print(f"| {model} | {how}: {row['caught']}/{row['trials']} regressed (median change: {moved}) |", flush=True)
+            moved = ", ".join(
+                f"{kernel_gate.find(f).what} {statistics.median(c):+.0%}"
+                for f, c in sorted(
+                    row["changes"].items(), key=lambda kv: -abs(statistics.median(kv[1]))
+                )[:2]
+            )
+            print(
+                f"| {model} | {how}: {row['caught']}/{row['trials']} regressed (median change: {moved}) |",
+                flush=True,
+            )
     print(f"({n} sessions, {time.monotonic() - started:.0f} s)")
     return 0
 
@@ -280,7 +310,9 @@ def table(args, work: str) -> int:
         for how in ("", "yield", "lock"):
             n += 1
             rec = from_json(session(LOOP, how, "threading", work, n))[0]
-            got = figures.setdefault(how, {"wall": [], "syscalls": [], "csw": [], "instructions": []})
+            got = figures.setdefault(
+                how, {"wall": [], "syscalls": [], "csw": [], "instructions": []}
+            )
             got["wall"].append(statistics.median(rec.samples))
             got["syscalls"].append(rec.extra["syscalls_per_op"])
             got["csw"].append(rec.extra["csw_per_op"])
@@ -292,25 +324,44 @@ def table(args, work: str) -> int:
     base = {k: statistics.median(v) for k, v in figures[""].items() if v}
     print("| change | instructions | wall | syscalls | context switches |")
     print("|---|---|---|---|---|")
-    for how, label in (("", "none"), ("yield", "`os.sched_yield()` per iteration"), ("lock", "one shared `threading.Lock`")):
+    for how, label in (
+        ("", "none"),
+        ("yield", "`os.sched_yield()` per iteration"),
+        ("lock", "one shared `threading.Lock`"),
+    ):
         got = {k: statistics.median(v) for k, v in figures[how].items() if v}
         if not how:
-            cells = [f"{got['instructions'] / 1e6:,.1f}M" if "instructions" in got else "",
-                     f"{got['wall'] * 1e3:.1f} ms", f"{got['syscalls']:,.0f}", f"{got['csw']:,.0f}"]
+            cells = [
+                f"{got['instructions'] / 1e6:,.1f}M" if "instructions" in got else "",
+                f"{got['wall'] * 1e3:.1f} ms",
+                f"{got['syscalls']:,.0f}",
+                f"{got['csw']:,.0f}",
+            ]
         else:
-            cells = [f"{got[k] / base[k] - 1:+.1%}" if k in got and base.get(k) else ""
-                     for k in ("instructions", "wall", "syscalls")]
-            cells.append(f"x{got['csw'] / base['csw']:.1f}" if base["csw"] else f"{got['csw']:,.0f}")
+            cells = [
+                f"{got[k] / base[k] - 1:+.1%}" if k in got and base.get(k) else ""
+                for k in ("instructions", "wall", "syscalls")
+            ]
+            cells.append(
+                f"x{got['csw'] / base['csw']:.1f}" if base["csw"] else f"{got['csw']:,.0f}"
+            )
         print(f"| {label} | " + " | ".join(cells) + " |")
-    print(f"\n(medians of {args.sessions} time-mode sessions per row, 5 rounds each; per round: 4 threads x 4,000 iterations"
-          + ("; instructions from one counted session per row" if args.counted else "") + ")")
+    print(
+        f"\n(medians of {args.sessions} time-mode sessions per row, 5 rounds each; per round: 4 threads x 4,000 iterations"
+        + ("; instructions from one counted session per row" if args.counted else "")
+        + ")"
+    )
     return 0
 
 
 #: The against mode's library: the change is in code the two sides import from different places.
 MYLIB = '__version__ = "{version}"\nHOW = "{how}"\n'
-PYPROJECT = open(os.path.join(ROOT, "tests", "data", "mylib.pyproject.toml"), encoding="utf-8").read()
-ROW = re.compile(r"^\| test_(?:ring|loop) on (\w+) \| ([^|]+) \| ([^|]*) \|(?:[^|]*\|){4} \**(\w+)\** \|")
+PYPROJECT = open(
+    os.path.join(ROOT, "tests", "data", "mylib.pyproject.toml"), encoding="utf-8"
+).read()
+ROW = re.compile(
+    r"^\| test_(?:ring|loop) on (\w+) \| ([^|]+) \| ([^|]*) \|(?:[^|]*\|){4} \**(\w+)\** \|"
+)
 
 
 def against(args, work: str) -> int:
@@ -318,15 +369,20 @@ def against(args, work: str) -> int:
     is taken in the loop of the motivating table (4 threads, the shared lock every iteration), not
     in the ring: the ring's 4 contending threads hold the GIL, and 64 rounds a side of it take ~10
     minutes a session. Its A/A is ``--aa-loop`` sessions of that loop unchanged."""
+
     def paired(test: str) -> str:
-        return (test.replace('HOW = os.environ.get("KERNEL_INJECT", "")', "from mylib import HOW")
-                .replace("rounds=5, warmup_rounds=1", "rounds=64, warmup_rounds=1"))  # 16 quads a side
+        return test.replace(
+            'HOW = os.environ.get("KERNEL_INJECT", "")', "from mylib import HOW"
+        ).replace("rounds=5, warmup_rounds=1", "rounds=64, warmup_rounds=1")  # 16 quads a side
 
     started, n = time.monotonic(), 0
     changes = [c for c in args.changes.split(",") if c]
     aa_loop = args.aa if args.aa_loop is None else args.aa_loop
-    scenarios = [("", "ring", args.aa), *([("", "loop", aa_loop)] if "lock" in changes else []),
-                 *((how, "loop" if how == "lock" else "ring", args.trials) for how in changes)]
+    scenarios = [
+        ("", "ring", args.aa),
+        *([("", "loop", aa_loop)] if "lock" in changes else []),
+        *((how, "loop" if how == "lock" else "ring", args.trials) for how in changes),
+    ]
     for how, shape, runs in scenarios:
         test = paired(LOOP if shape == "loop" else RING)
         label = (how or "A/A") + (" (the loop)" if shape == "loop" and not how else "")
@@ -346,14 +402,30 @@ def against(args, work: str) -> int:
                 fh.write(test)
             report = os.path.join(project, "head", "report.md")
             if not os.path.exists(report):
-                done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
-                                       f"--concurrency-backends={backends}", "--concurrency-against=../base",
-                                       f"--concurrency-report-md={report}", "test_user.py"],
-                                      cwd=os.path.join(project, "head"), env={**os.environ, "PYTHONPATH": ROOT,
-                                                                              KEEP_ENV: os.path.join(project, "kept")},
-                                      capture_output=True, text=True, timeout=1800)
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pytest",
+                        "-q",
+                        "-p",
+                        "no:cacheprovider",
+                        "--benchmark-only",
+                        f"--concurrency-backends={backends}",
+                        "--concurrency-against=../base",
+                        f"--concurrency-report-md={report}",
+                        "test_user.py",
+                    ],
+                    cwd=os.path.join(project, "head"),
+                    env={**os.environ, "PYTHONPATH": ROOT, KEEP_ENV: os.path.join(project, "kept")},
+                    capture_output=True,
+                    text=True,
+                    timeout=1800,
+                )
                 if done.returncode not in (0, 1) or not os.path.exists(report):
-                    raise SystemExit(f"session {n} ({how or 'A/A'}) exited {done.returncode}:\n{done.stdout[-3000:]}")
+                    raise SystemExit(
+                        f"session {n} ({how or 'A/A'}) exited {done.returncode}:\n{done.stdout[-3000:]}"
+                    )
             verdicts: dict = {}
             with open(report, encoding="utf-8") as fh:
                 for line in fh.read().partition("## Against the base side")[2].splitlines():
@@ -370,15 +442,26 @@ def against(args, work: str) -> int:
                 for f, (change, _) in by_figure.items():
                     if change:
                         changes_seen[(model, f)].append(float(change.rstrip("%")))
-                moved.append(f"{model}: " + ", ".join(f"{f} {c} {st}" for f, (c, st) in by_figure.items()
-                                                      if st != "unchanged" or f == "time"))
+                moved.append(
+                    f"{model}: "
+                    + ", ".join(
+                        f"{f} {c} {st}"
+                        for f, (c, st) in by_figure.items()
+                        if st != "unchanged" or f == "time"
+                    )
+                )
             print(f"{label} {i + 1}/{runs}: " + "; ".join(moved), flush=True)
         for model, counts in sorted(tally.items()):
             total = sum(counts.values())
-            ranges = ", ".join(f"{f} {min(c):+.1f}%..{max(c):+.1f}% (median {statistics.median(c):+.1f}%)"
-                               for (m, f), c in sorted(changes_seen.items()) if m == model)
+            ranges = ", ".join(
+                f"{f} {min(c):+.1f}%..{max(c):+.1f}% (median {statistics.median(c):+.1f}%)"
+                for (m, f), c in sorted(changes_seen.items())
+                if m == model
+            )
             what = "kernel regressed or improved (false alarms)" if not how else "kernel regressed"
-            print(f"| {model} | {label}: {counts['caught']}/{total} {what} | {ranges} |", flush=True)
+            print(
+                f"| {model} | {label}: {counts['caught']}/{total} {what} | {ranges} |", flush=True
+            )
     print(f"({n} sessions, {time.monotonic() - started:.0f} s)")
     return 0
 
@@ -401,9 +484,16 @@ def rejudge(work: str) -> int:
             how = re.search(r'HOW = "([\w:.]*)"', fh.read()).group(1) or "A/A"
         with open(os.path.join(work, name, "head", "test_user.py"), encoding="utf-8") as fh:
             how += " (the loop)" if "def test_loop" in fh.read() and how == "A/A" else ""
-        pairs = sorted((os.path.join(kept, p) for p in os.listdir(kept)), key=lambda p: int(os.path.basename(p)))
-        result = paired.judge(read(pairs[0], "A"), read(pairs[0], "B"), paired.default_threshold,
-                              again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]])
+        pairs = sorted(
+            (os.path.join(kept, p) for p in os.listdir(kept)),
+            key=lambda p: int(os.path.basename(p)),
+        )
+        result = paired.judge(
+            read(pairs[0], "A"),
+            read(pairs[0], "B"),
+            paired.default_threshold,
+            again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]],
+        )
         for v in result.verdicts:
             tally[(how, v.key[2], v.figure)][v.status] += 1
     for (how, model, figure), counts in sorted(tally.items()):
@@ -414,26 +504,61 @@ def rejudge(work: str) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aa", type=int, default=50, help="A/A pairs of sessions")
-    ap.add_argument("--trials", type=int, default=20, help="sessions per change (each against its own unchanged one)")
+    ap.add_argument(
+        "--trials",
+        type=int,
+        default=20,
+        help="sessions per change (each against its own unchanged one)",
+    )
     ap.add_argument("--backends", default="threading,asyncio,gevent")
     ap.add_argument("--changes", default="yield,syscall,lock,poll")
-    ap.add_argument("--aa-loop", type=int, help="with --against and the lock among the changes: A/A sessions of "
-                    "the lock's loop (default: --aa)")
-    ap.add_argument("--against", action="store_true", help="instead: each trial one --concurrency-against session")
-    ap.add_argument("--table", action="store_true", help="instead: the motivating table from the plugin's figures")
-    ap.add_argument("--sessions", type=int, default=3, help="with --table: time-mode sessions per row")
-    ap.add_argument("--counted", action="store_true", help="with --table: also count instructions (slow)")
-    ap.add_argument("--keep", metavar="DIR", help="keep every session in DIR; a run with the same arguments "
-                    "into the same DIR reuses the sessions that finished")
-    ap.add_argument("--rejudge", metavar="DIR", help="instead: judge the sessions an --against --keep DIR run kept "
-                    "again, by the plugin's rule as it is now")
+    ap.add_argument(
+        "--aa-loop",
+        type=int,
+        help="with --against and the lock among the changes: A/A sessions of "
+        "the lock's loop (default: --aa)",
+    )
+    ap.add_argument(
+        "--against",
+        action="store_true",
+        help="instead: each trial one --concurrency-against session",
+    )
+    ap.add_argument(
+        "--table",
+        action="store_true",
+        help="instead: the motivating table from the plugin's figures",
+    )
+    ap.add_argument(
+        "--sessions", type=int, default=3, help="with --table: time-mode sessions per row"
+    )
+    ap.add_argument(
+        "--counted", action="store_true", help="with --table: also count instructions (slow)"
+    )
+    ap.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="keep every session in DIR; a run with the same arguments "
+        "into the same DIR reuses the sessions that finished",
+    )
+    ap.add_argument(
+        "--rejudge",
+        metavar="DIR",
+        help="instead: judge the sessions an --against --keep DIR run kept "
+        "again, by the plugin's rule as it is now",
+    )
     args = ap.parse_args()
     if args.rejudge:
         return rejudge(args.rejudge)
     with tempfile.TemporaryDirectory(prefix="kernel-plain-") as scratch:
         work = args.keep or scratch
         os.makedirs(work, exist_ok=True)
-        return table(args, work) if args.table else against(args, work) if args.against else injections(args, work)
+        return (
+            table(args, work)
+            if args.table
+            else against(args, work)
+            if args.against
+            else injections(args, work)
+        )
 
 
 if __name__ == "__main__":

@@ -32,14 +32,27 @@ from pytest_concurrency.measure.records import from_json, key_label  # noqa: E40
 
 
 def run_session(path: str, scale: str, rounds: int, backends: str | None) -> None:
-    cmd = [sys.executable, "-m", "pytest", "benchmarks", "--benchmark-only", "-q", "-p", "no:cacheprovider",
-           f"--concurrency-scale={scale}", f"--concurrency-rounds={rounds}",
-           f"--concurrency-save-baseline={path}", "--concurrency-baseline-sessions=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "benchmarks",
+        "--benchmark-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--concurrency-scale={scale}",
+        f"--concurrency-rounds={rounds}",
+        f"--concurrency-save-baseline={path}",
+        "--concurrency-baseline-sessions=1",
+    ]
     if backends:
         cmd.append(f"--concurrency-backends={backends}")
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if not os.path.exists(path):
-        sys.exit(f"session failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        sys.exit(
+            f"session failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     print(f"  {path}: exit {done.returncode}", flush=True)
 
 
@@ -47,17 +60,33 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=5)
     ap.add_argument("--scale", default="default")
-    ap.add_argument("--rounds", type=int, default=3, help="timed rounds per benchmark (memory is measured apart)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="timed rounds per benchmark (memory is measured apart)",
+    )
     ap.add_argument("--backends", default=None)
-    ap.add_argument("--threshold", type=float, default=None, help="memory threshold, percent (default: the gate's)")
+    ap.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="memory threshold, percent (default: the gate's)",
+    )
     ap.add_argument("--reuse", metavar="DIR", help="judge the s*.json sessions already in DIR")
     args = ap.parse_args()
     directory = args.reuse or tempfile.mkdtemp(prefix="memory-aa-")
     if not args.reuse:
         print(f"{args.sessions} sessions into {directory}", flush=True)
         for i in range(args.sessions):
-            run_session(os.path.join(directory, f"s{i}.json"), args.scale, args.rounds, args.backends)
-    paths = sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.startswith("s") and f.endswith(".json"))
+            run_session(
+                os.path.join(directory, f"s{i}.json"), args.scale, args.rounds, args.backends
+            )
+    paths = sorted(
+        os.path.join(directory, f)
+        for f in os.listdir(directory)
+        if f.startswith("s") and f.endswith(".json")
+    )
     docs = [json.load(open(p, encoding="utf-8")) for p in paths]
     threshold = None if args.threshold is None else args.threshold / 100
     comparisons = alarms = judged = 0
@@ -73,17 +102,24 @@ def main() -> int:
             if v.change is not None and abs(v.change) > largest.get(v.metric, (0,))[0]:
                 largest[v.metric] = (abs(v.change), key_label(v.key), v.change)
     records = [r for d in docs for r in from_json(d)]
-    print(f"{len(docs)} sessions, {comparisons} A/A comparisons, {judged} memory verdicts: {alarms} false alarms "
-          f"(threshold {(threshold or memory_gate.DEFAULT_THRESHOLD):.0%})")
+    print(
+        f"{len(docs)} sessions, {comparisons} A/A comparisons, {judged} memory verdicts: {alarms} false alarms "
+        f"(threshold {(threshold or memory_gate.DEFAULT_THRESHOLD):.0%})"
+    )
     for metric, (_, label, change) in sorted(largest.items()):
         print(f"  largest change of {metric}: {change:+.1%} ({label})")
     for leak in memory_gate.LEAKS:  # how close the cases that leak nothing came to each floor
-        seen = [(r.extra[leak.key] / leak.floor_for(r.extra), r.extra[leak.key], r.label)
-                for r in records if isinstance(r.extra.get(leak.key), (int, float))]
+        seen = [
+            (r.extra[leak.key] / leak.floor_for(r.extra), r.extra[leak.key], r.label)
+            for r in records
+            if isinstance(r.extra.get(leak.key), (int, float))
+        ]
         if seen:
             share, value, label = max(seen)
-            print(f"  largest {leak.key}: {memory_gate.amount(leak.key, value)} ({label}): "
-                  f"{share:.0%} of its leak floor")
+            print(
+                f"  largest {leak.key}: {memory_gate.amount(leak.key, value)} ({label}): "
+                f"{share:.0%} of its leak floor"
+            )
     return 1 if alarms else 0
 
 

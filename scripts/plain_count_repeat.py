@@ -122,23 +122,52 @@ def session(root: str, label: str, layout: int, backends: str, steps: dict, layo
         os.makedirs(work, exist_ok=True)
         with open(os.path.join(work, "test_plain.py"), "w") as fh:
             fh.write(TEST)
-        env = {**os.environ, "PAD": "x" * (97 * layout), EXTRA_ENV: ",".join(f"{m}:{k}" for m, k in steps.items())}
+        env = {
+            **os.environ,
+            "PAD": "x" * (97 * layout),
+            EXTRA_ENV: ",".join(f"{m}:{k}" for m, k in steps.items()),
+        }
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "test_plain.py", "-q", "-p", "no:cacheprovider", "--benchmark-only",
-             "--concurrency-measure=instructions", f"--concurrency-backends={backends}", f"--benchmark-json={out}",
-             f"--concurrency-layouts={layouts}"],
-            cwd=work, env=env, capture_output=True, text=True, timeout=1800,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "test_plain.py",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--benchmark-only",
+                "--concurrency-measure=instructions",
+                f"--concurrency-backends={backends}",
+                f"--benchmark-json={out}",
+                f"--concurrency-layouts={layouts}",
+            ],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
         )
         if run.returncode != 0:
-            sys.exit(f"session {label} failed ({run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-2000:]}")
+            sys.exit(
+                f"session {label} failed ({run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
+            )
     with open(out) as fh:
         benchmarks = json.load(fh)["benchmarks"]
-    rounds = {b["extra_info"]["backend"]: [b["stats"]["data"], *b["extra_info"].get("layouts", [])] for b in benchmarks}
+    rounds = {
+        b["extra_info"]["backend"]: [b["stats"]["data"], *b["extra_info"].get("layouts", [])]
+        for b in benchmarks
+    }
     warmups = {b["extra_info"]["backend"]: b["extra_info"].get("warmup_rounds") for b in benchmarks}
-    print(f"session {label} ({time.monotonic() - started:.0f} s, cwd depth {layout + 1}, +{97 * layout} B env):",
-          "; ".join(f"{m} {center(r):,.0f} (layouts' medians {', '.join(f'{statistics.median(x):,.0f}' for x in r)}; "
-                    f"{warmups[m]} warm-up)" for m, r in rounds.items()),
-          flush=True)
+    print(
+        f"session {label} ({time.monotonic() - started:.0f} s, cwd depth {layout + 1}, +{97 * layout} B env):",
+        "; ".join(
+            f"{m} {center(r):,.0f} (layouts' medians {', '.join(f'{statistics.median(x):,.0f}' for x in r)}; "
+            f"{warmups[m]} warm-up)"
+            for m, r in rounds.items()
+        ),
+        flush=True,
+    )
     return rounds
 
 
@@ -147,13 +176,26 @@ def center(layouts: list) -> float:
     return statistics.median([statistics.median(rounds) for rounds in layouts])
 
 
-def sessions(root: str, kinds: dict, backends: str, parallel: int, layout: int | None, layouts: int) -> dict:
+def sessions(
+    root: str, kinds: dict, backends: str, parallel: int, layout: int | None, layouts: int
+) -> dict:
     """``{label: (count, steps)}`` -> ``{label: [rounds by model, per session]}``, all in one pool;
     each session in layout ``layout``, or in its own (its index)."""
     jobs = [(label, i, steps) for label, (count, steps) in kinds.items() for i in range(count)]
     with ThreadPoolExecutor(parallel) as pool:
-        done = list(pool.map(lambda job: session(root, f"{job[0]}{job[1]}", job[1] % 10 if layout is None else layout,
-                                                 backends, job[2], layouts), jobs))
+        done = list(
+            pool.map(
+                lambda job: session(
+                    root,
+                    f"{job[0]}{job[1]}",
+                    job[1] % 10 if layout is None else layout,
+                    backends,
+                    job[2],
+                    layouts,
+                ),
+                jobs,
+            )
+        )
     return {label: [r for (lab, _, _), r in zip(jobs, done) if lab == label] for label in kinds}
 
 
@@ -169,12 +211,21 @@ def judge(same: list[dict], changed: dict, thresholds: list) -> None:
     for threshold in thresholds:
         print(f"the gate's rule for counts at threshold {threshold * 100:g}%:")
         for model in same[0]:
-            aa = [stats.decide_layouts(same[a][model], same[b][model], threshold).status for a, b in aa_pairs]
+            aa = [
+                stats.decide_layouts(same[a][model], same[b][model], threshold).status
+                for a, b in aa_pairs
+            ]
             line = f"  {model}: A/A {sum(s != 'unchanged' for s in aa)}/{len(aa)} false alarms"
             for pct, results in changed.items():
-                hit = [stats.decide_layouts(base[model], cur[model], threshold).status for base in same for cur in results]
+                hit = [
+                    stats.decide_layouts(base[model], cur[model], threshold).status
+                    for base in same
+                    for cur in results
+                ]
                 others = {s: hit.count(s) for s in sorted(set(hit) - {"regressed"})}
-                line += f"; +{pct:g}% caught {hit.count('regressed')}/{len(hit)}" + (f" (others: {others})" if others else "")
+                line += f"; +{pct:g}% caught {hit.count('regressed')}/{len(hit)}" + (
+                    f" (others: {others})" if others else ""
+                )
             print(line)
 
 
@@ -190,49 +241,103 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=4, help="sessions per kind of code (default 4)")
     ap.add_argument("--backends", default="gevent,asyncio,threading")
-    ap.add_argument("--inject", default="2", help="percentages of real extra work, comma-separated, each with "
-                    "its number of sessions if not --sessions (2:10,1:5); 0 for none")
-    ap.add_argument("--threshold", default="0.02,0.01,0.005", help="thresholds to judge at, fractions (default 0.02,0.01,0.005)")
+    ap.add_argument(
+        "--inject",
+        default="2",
+        help="percentages of real extra work, comma-separated, each with "
+        "its number of sessions if not --sessions (2:10,1:5); 0 for none",
+    )
+    ap.add_argument(
+        "--threshold",
+        default="0.02,0.01,0.005",
+        help="thresholds to judge at, fractions (default 0.02,0.01,0.005)",
+    )
     ap.add_argument("--parallel", type=int, default=1, help="sessions at a time (default 1)")
-    ap.add_argument("--layout", type=int, choices=range(10), help="every session in this layout (cwd depth and "
-                    "environment size), as sessions of one checkout; default: each session in another")
-    ap.add_argument("--layouts", type=int, default=3, help="layouts each session counts in (default 3, the plugin's)")
-    ap.add_argument("--root", help="keep every session's files here, and resume: sessions found there are not run again")
+    ap.add_argument(
+        "--layout",
+        type=int,
+        choices=range(10),
+        help="every session in this layout (cwd depth and "
+        "environment size), as sessions of one checkout; default: each session in another",
+    )
+    ap.add_argument(
+        "--layouts",
+        type=int,
+        default=3,
+        help="layouts each session counts in (default 3, the plugin's)",
+    )
+    ap.add_argument(
+        "--root",
+        help="keep every session's files here, and resume: sessions found there are not run again",
+    )
     args = ap.parse_args()
     models = args.backends.split(",")
-    percents = {float(p): int(n or args.sessions) for p, _, n in (x.partition(":") for x in args.inject.split(","))
-                if float(p)}
+    percents = {
+        float(p): int(n or args.sessions)
+        for p, _, n in (x.partition(":") for x in args.inject.split(","))
+        if float(p)
+    }
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="plain-count-") as temporary:
         root = args.root or temporary
-        first = sessions(root, {"same": (args.sessions, {m: 0 for m in models}),
-                                **{label: (1 if percents else 0, {m: k for m in models}) for label, k in CALIBRATION.items()}},
-                         args.backends, args.parallel, args.layout, args.layouts)
+        first = sessions(
+            root,
+            {
+                "same": (args.sessions, {m: 0 for m in models}),
+                **{
+                    label: (1 if percents else 0, {m: k for m in models})
+                    for label, k in CALIBRATION.items()
+                },
+            },
+            args.backends,
+            args.parallel,
+            args.layout,
+            args.layouts,
+        )
         same = first["same"]
         base = {m: statistics.median(medians(same, m)) for m in models}
         kinds = {}
         if percents:
-            (low, high), (one, many) = CALIBRATION.values(), (first[label][0] for label in CALIBRATION)
+            (low, high), (one, many) = (
+                CALIBRATION.values(),
+                (first[label][0] for label in CALIBRATION),
+            )
             added = {m: [(center(r[m]) - base[m]) / HOPS for r in (one, many)] for m in models}
             per_step = {m: (added[m][1] - added[m][0]) / (high - low) for m in models}
             fixed = {m: added[m][0] - low * per_step[m] for m in models}
-            print("extra(k) per hop:", ", ".join(f"{m} {fixed[m]:.0f} + {per_step[m]:.1f} k instructions" for m in models))
+            print(
+                "extra(k) per hop:",
+                ", ".join(f"{m} {fixed[m]:.0f} + {per_step[m]:.1f} k instructions" for m in models),
+            )
         for pct, count in percents.items():
             steps = {m: per_hop(pct / 100 * base[m] / HOPS, fixed[m], per_step[m]) for m in models}
             print(f"+{pct:g}%: steps per hop {steps}", flush=True)
             kinds[f"plus{pct:g}-"] = (count, steps)
-        changed = dict(zip(percents, sessions(root, kinds, args.backends, args.parallel, args.layout, args.layouts).values()))
+        changed = dict(
+            zip(
+                percents,
+                sessions(
+                    root, kinds, args.backends, args.parallel, args.layout, args.layouts
+                ).values(),
+            )
+        )
     print(f"all sessions: {time.monotonic() - started:.0f} s, {args.parallel} at a time")
     print("spread of the unchanged sessions' medians, (max - min) / min:")
     for m in models:
         values = medians(same, m)
-        print(f"  {m}: {(max(values) - min(values)) / min(values):.3%}  ({min(values):,.0f} .. {max(values):,.0f})")
+        print(
+            f"  {m}: {(max(values) - min(values)) / min(values):.3%}  ({min(values):,.0f} .. {max(values):,.0f})"
+        )
     for pct, results in changed.items():
-        print(f"the change achieved, median of the changed sessions' medians over the unchanged ones' (intended +{pct:g}%):")
+        print(
+            f"the change achieved, median of the changed sessions' medians over the unchanged ones' (intended +{pct:g}%):"
+        )
         for m in models:
             values = medians(results, m)
-            print(f"  {m}: {statistics.median(values) / base[m] - 1:+.2%}  "
-                  f"(session by session {min(values) / base[m] - 1:+.2%} .. {max(values) / base[m] - 1:+.2%})")
+            print(
+                f"  {m}: {statistics.median(values) / base[m] - 1:+.2%}  "
+                f"(session by session {min(values) / base[m] - 1:+.2%} .. {max(values) / base[m] - 1:+.2%})"
+            )
     judge(same, changed, [float(t) for t in args.threshold.split(",")])
     return 0
 

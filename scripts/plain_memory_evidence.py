@@ -36,12 +36,26 @@ KINDS = ("none", "c", "list", "forever")
 
 def session(directory: str, models: str) -> dict:
     out = os.path.join(directory, "run.json")
-    cmd = [sys.executable, "-m", "pytest", "test_plain_leaks.py", "--benchmark-only", "--concurrency-memory",
-           "-q", "-p", "no:cacheprovider", "-p", "no:randomly", f"--concurrency-backends={models}",
-           f"--benchmark-json={out}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "test_plain_leaks.py",
+        "--benchmark-only",
+        "--concurrency-memory",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        f"--concurrency-backends={models}",
+        f"--benchmark-json={out}",
+    ]
     done = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, timeout=600)
     if not os.path.exists(out):
-        sys.exit(f"session failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        sys.exit(
+            f"session failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     with open(out, encoding="utf-8") as fh:
         return json.load(fh)
 
@@ -52,7 +66,10 @@ def main() -> int:
     ap.add_argument("--models", default="gevent,asyncio,threading")
     args = ap.parse_args()
     directory = tempfile.mkdtemp(prefix="plain-memory-")
-    shutil.copy(os.path.join(ROOT, "tests", "data", "plain_leaks.py"), os.path.join(directory, "test_plain_leaks.py"))
+    shutil.copy(
+        os.path.join(ROOT, "tests", "data", "plain_leaks.py"),
+        os.path.join(directory, "test_plain_leaks.py"),
+    )
     caught = collections.Counter()  # (model, kind) -> sessions with a leak verdict
     where = collections.defaultdict(collections.Counter)  # (model, kind) -> leak key -> sessions
     started = time.monotonic()
@@ -65,22 +82,31 @@ def main() -> int:
         for key, metrics in flagged.items():
             caught[key] += 1
             where[key].update(metrics)
-        print(f"  session {i + 1}: {sum(1 for k in flagged if k[1] != 'none')} leaks caught, "
-              f"{sum(1 for k in flagged if k[1] == 'none')} false alarms", flush=True)
+        print(
+            f"  session {i + 1}: {sum(1 for k in flagged if k[1] != 'none')} leaks caught, "
+            f"{sum(1 for k in flagged if k[1] == 'none')} false alarms",
+            flush=True,
+        )
     elapsed = time.monotonic() - started
     shutil.rmtree(directory, ignore_errors=True)
-    print(f"{args.sessions} sessions ({elapsed / args.sessions:.1f} s each, 12 tests with their memory pass)")
+    print(
+        f"{args.sessions} sessions ({elapsed / args.sessions:.1f} s each, 12 tests with their memory pass)"
+    )
     alarms = 0
     for model in args.models.split(","):
         for kind in KINDS:
             n = caught[(model, kind)]
-            seen = ", ".join(f"{memory_gate.find(k).where} {c}" for k, c in sorted(where[(model, kind)].items()))
+            seen = ", ".join(
+                f"{memory_gate.find(k).where} {c}" for k, c in sorted(where[(model, kind)].items())
+            )
             if kind == "none":
                 alarms += n
                 print(f"  {model:10} no leak:  {n}/{args.sessions} false alarms")
             else:
                 print(f"  {model:10} {kind:8} caught {n}/{args.sessions} ({seen})")
-    missed = sum(args.sessions - caught[(m, k)] for m in args.models.split(",") for k in KINDS if k != "none")
+    missed = sum(
+        args.sessions - caught[(m, k)] for m in args.models.split(",") for k in KINDS if k != "none"
+    )
     return 1 if alarms or missed else 0
 
 

@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_concurrency import backends  # noqa: E402
+from pytest_concurrency import backends
 
 # Counts per backend, small enough that the slowest (processes) finishes in seconds.
 COUNTS = {  # (ping-pong round trips, stream items, spawn+join)

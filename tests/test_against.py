@@ -17,10 +17,12 @@ from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, RE
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.runner import lockstep, sides
 
-
 # -- statistics, on synthetic rounds ----------------------------------------------------------------
 
-def _rounds(quads: int, base: float, head: float, noise: float = 0.01, drift: float = 0.0, seed: int = 1):
+
+def _rounds(
+    quads: int, base: float, head: float, noise: float = 0.01, drift: float = 0.0, seed: int = 1
+):
     """Both sides' ``[turn, seconds]`` in ABBA order, the machine drifting by ``drift`` a turn."""
     rng = random.Random(seed)
     a, b = [], []
@@ -41,9 +43,15 @@ def test_the_median_interval_needs_eight_values_at_99_percent():
 
 def test_a_change_is_judged_on_quads_and_a_steady_drift_cancels():
     key = ("w", "", "threading")
-    base, head = _rounds(30, 1.0, 1.08, drift=0.01)  # the machine slows 1% a round: +120% over the test
-    v = paired.judge_pair(key, base, head, 0.03, again=[_rounds(30, 1.0, 1.08, drift=-0.005, seed=2)])
-    assert v.status == REGRESSED and abs(v.change - 0.08) < 0.02 and v.pairs == 60 and v.sessions == 2
+    base, head = _rounds(
+        30, 1.0, 1.08, drift=0.01
+    )  # the machine slows 1% a round: +120% over the test
+    v = paired.judge_pair(
+        key, base, head, 0.03, again=[_rounds(30, 1.0, 1.08, drift=-0.005, seed=2)]
+    )
+    assert (
+        v.status == REGRESSED and abs(v.change - 0.08) < 0.02 and v.pairs == 60 and v.sessions == 2
+    )
     base, head = _rounds(30, 1.0, 1.0, drift=0.01)
     assert paired.judge_pair(key, base, head, 0.03).status == UNCHANGED
 
@@ -59,7 +67,9 @@ def test_too_few_or_unpaired_rounds_are_inconclusive_never_unchanged():
 
 def test_a_noisy_change_near_the_threshold_is_inconclusive():
     base, head = _rounds(30, 1.0, 1.04, noise=0.30, seed=2)
-    v = paired.judge_pair(("w", "", "threading"), base, head, 0.03, again=[_rounds(30, 1.0, 1.04, noise=0.30, seed=3)])
+    v = paired.judge_pair(
+        ("w", "", "threading"), base, head, 0.03, again=[_rounds(30, 1.0, 1.04, noise=0.30, seed=3)]
+    )
     assert v.status == INCONCLUSIVE and "more pairs would tell" in v.note
 
 
@@ -71,7 +81,11 @@ def test_one_pair_of_sessions_never_reads_a_change_of_time():
     v = paired.judge_pair(key, *biased, 0.03)
     assert v.status == INCONCLUSIVE and "a change must show in a second pair of sessions" in v.note
     v = paired.judge_pair(key, *biased, 0.03, again=[_rounds(30, 1.0, 1.0, noise=0.005, seed=4)])
-    assert v.status == INCONCLUSIVE and "the pairs of sessions differ (+5.0%, +0.1%)" in v.note and v.pairs == 60
+    assert (
+        v.status == INCONCLUSIVE
+        and "the pairs of sessions differ (+5.0%, +0.1%)" in v.note
+        and v.pairs == 60
+    )
     # the code: slower in both pairs
     v = paired.judge_pair(key, *biased, 0.03, again=[_rounds(30, 1.0, 1.05, noise=0.005, seed=5)])
     assert v.status == REGRESSED and v.sessions == 2 and "in 2 pairs of sessions" in paired.line(v)
@@ -79,13 +93,21 @@ def test_one_pair_of_sessions_never_reads_a_change_of_time():
 
 def test_pairs_of_sessions_are_the_unit_one_unlike_the_others_is_outweighed():
     key = ("w", "", "gevent")
-    unlike = _rounds(30, 1.0, 0.94, noise=0.005, seed=3)  # a process 6% faster than its twin, same code
-    alike = [_rounds(30, 1.0, 1.0 + d, noise=0.005, seed=10 + i) for i, d in enumerate((0.004, -0.006, 0.002, 0.0))]
+    unlike = _rounds(
+        30, 1.0, 0.94, noise=0.005, seed=3
+    )  # a process 6% faster than its twin, same code
+    alike = [
+        _rounds(30, 1.0, 1.0 + d, noise=0.005, seed=10 + i)
+        for i, d in enumerate((0.004, -0.006, 0.002, 0.0))
+    ]
     verdicts = [paired.judge_pair(key, *unlike, 0.03, again=alike[:k]) for k in range(1, 5)]
     assert all(v.status != IMPROVED for v in verdicts), [paired.line(v) for v in verdicts]
     assert verdicts[-1].status == UNCHANGED, paired.line(verdicts[-1])
     # a real change in pairs that each differ a little: regressed
-    changed = [_rounds(30, 1.0, 1.05 + d, noise=0.005, seed=20 + i) for i, d in enumerate((0.01, -0.012, 0.004))]
+    changed = [
+        _rounds(30, 1.0, 1.05 + d, noise=0.005, seed=20 + i)
+        for i, d in enumerate((0.01, -0.012, 0.004))
+    ]
     v = paired.judge_pair(key, *changed[0], 0.03, again=changed[1:])
     assert v.status == REGRESSED and v.sessions == 3, paired.line(v)
 
@@ -99,16 +121,24 @@ def test_a_pair_of_sessions_far_unlike_the_others_is_set_aside_and_named():
     assert v.status == REGRESSED and 0.03 < v.change < 0.06, paired.line(v)
     assert "set aside, unlike the others: pair 4 (-7." in v.note and "pair 6 (-7." in v.note
     # never more than one pair in four, and none of three
-    assert "set aside" not in paired.judge_pair(key, *groups[3], 0.03, again=[groups[5], groups[0]]).note
+    assert (
+        "set aside"
+        not in paired.judge_pair(key, *groups[3], 0.03, again=[groups[5], groups[0]]).note
+    )
 
 
 def test_kernel_figures_need_their_change_in_both_halves_of_a_pair():
     base, head = _rounds(30, 100.0, 100.0, noise=0.002)
-    head = [[t, s * (1.3 if t < 60 else 1.0)] for t, s in head]  # the head's rounds read more for a while
+    head = [
+        [t, s * (1.3 if t < 60 else 1.0)] for t, s in head
+    ]  # the head's rounds read more for a while
     v = paired.judge_pair(("w", "", "gevent"), base, head, 0.03, figure="syscalls")
     assert v.status == INCONCLUSIVE and "not in both halves" in v.note
     base, head = _rounds(30, 100.0, 130.0, noise=0.002)  # more throughout: the code
-    assert paired.judge_pair(("w", "", "gevent"), base, head, 0.03, figure="syscalls").status == REGRESSED
+    assert (
+        paired.judge_pair(("w", "", "gevent"), base, head, 0.03, figure="syscalls").status
+        == REGRESSED
+    )
 
 
 def test_threads_and_processes_are_judged_against_the_base_at_a_wider_default_and_a_users_threshold_wins():
@@ -119,8 +149,10 @@ def test_threads_and_processes_are_judged_against_the_base_at_a_wider_default_an
         return Record("w", {}, backend, [1.0], extra={"task_kind": kind})
 
     default = session_end.paired_threshold(Settings())
-    assert [default(rec(b, k)) for b, k in (("gevent", "light"), ("threading", "thread"),
-                                           ("multiprocessing", "process"))] == [0.03, 0.05, 0.05]
+    assert [
+        default(rec(b, k))
+        for b, k in (("gevent", "light"), ("threading", "thread"), ("multiprocessing", "process"))
+    ] == [0.03, 0.05, 0.05]
     own = session_end.paired_threshold(Settings(threshold=0.02, thresholds={"gevent": 0.04}))
     assert [own(rec("threading", "thread")), own(rec("gevent", "light"))] == [0.02, 0.04]
 
@@ -130,17 +162,29 @@ def test_what_is_not_decided_is_measured_again_and_nothing_else():
         return Record(name, {}, "gevent", [1.0], extra={"paired_rounds": rounds})
 
     moved, same = _rounds(30, 1.0, 1.05, noise=0.005), _rounds(30, 1.0, 1.0, noise=0.005)
-    result = paired.judge([rec("moved", moved[0]), rec("same", same[0])],
-                          [rec("moved", moved[1]), rec("same", same[1])], lambda r: 0.03)
-    assert {v.key[0]: v.status for v in result.verdicts} == {"moved": INCONCLUSIVE, "same": UNCHANGED}
+    result = paired.judge(
+        [rec("moved", moved[0]), rec("same", same[0])],
+        [rec("moved", moved[1]), rec("same", same[1])],
+        lambda r: 0.03,
+    )
+    assert {v.key[0]: v.status for v in result.verdicts} == {
+        "moved": INCONCLUSIVE,
+        "same": UNCHANGED,
+    }
     assert paired.undecided(result) == [("moved", "", "gevent")]
     # judged again on both pairs: the second pair only has what was measured again
     second = _rounds(30, 1.0, 1.05, noise=0.005, seed=2)
     again = [([rec("moved", second[0])], [rec("moved", second[1])])]
-    result = paired.judge([rec("moved", moved[0]), rec("same", same[0])],
-                          [rec("moved", moved[1]), rec("same", same[1])], lambda r: 0.03, again=again)
+    result = paired.judge(
+        [rec("moved", moved[0]), rec("same", same[0])],
+        [rec("moved", moved[1]), rec("same", same[1])],
+        lambda r: 0.03,
+        again=again,
+    )
     assert {v.key[0]: (v.status, v.sessions) for v in result.verdicts} == {
-        "moved": (REGRESSED, 2), "same": (UNCHANGED, 1)}
+        "moved": (REGRESSED, 2),
+        "same": (UNCHANGED, 1),
+    }
     assert paired.undecided(result) == []
 
 
@@ -149,37 +193,56 @@ def test_a_benchmark_the_base_side_did_not_run_is_missing():
     rec = Record("w", {}, "gevent", [1.0], extra={"paired_rounds": head})
     result = paired.judge([], [rec], lambda r: 0.03)
     assert result.verdicts[0].status == MISSING and not result.failed
-    line = paired.line(paired.judge([Record("w", {}, "gevent", [1.0], extra={"paired_rounds": base})], [rec],
-                                    lambda r: 0.03).verdicts[0])
-    assert line.startswith("w on gevent: +0.0% (99% interval") and "quads ABBA, threshold 3%): unchanged" in line
+    line = paired.line(
+        paired.judge(
+            [Record("w", {}, "gevent", [1.0], extra={"paired_rounds": base})], [rec], lambda r: 0.03
+        ).verdicts[0]
+    )
+    assert (
+        line.startswith("w on gevent: +0.0% (99% interval")
+        and "quads ABBA, threshold 3%): unchanged" in line
+    )
 
 
 def test_kernel_figures_are_paired_by_turn_like_time():
     base, head = _rounds(10, 1.0, 1.0, noise=0)
 
     def rec(rounds, syscalls):
-        extra = {"paired_rounds": [[t, s, 1] for t, s in rounds], "task_kind": "light",
-                 "kernel_rounds": {"syscalls": [syscalls] * len(rounds), "csw": [0.0] * len(rounds)}}
+        extra = {
+            "paired_rounds": [[t, s, 1] for t, s in rounds],
+            "task_kind": "light",
+            "kernel_rounds": {"syscalls": [syscalls] * len(rounds), "csw": [0.0] * len(rounds)},
+        }
         return Record("ring", {"n": 100}, "asyncio", [s for _, s in rounds], ops=100, extra=extra)
 
     same = paired.judge([rec(base, 124.0)], [rec(head, 124.0)], lambda r: 0.03)
     assert not same.failed and "kernel 2 unchanged" in paired.summary(same)
-    more = paired.judge([rec(base, 124.0)], [rec(head, 224.0)], lambda r: 0.03)  # one more syscall a hop
+    more = paired.judge(
+        [rec(base, 124.0)], [rec(head, 224.0)], lambda r: 0.03
+    )  # one more syscall a hop
     [v] = [v for v in more.verdicts if v.figure == "syscalls"]
     assert v.status == REGRESSED and more.failed
     assert paired.line(v).startswith("ring[n=100] on asyncio, syscalls/op: +80.6% (")
-    assert paired.summary(more) == "against the base FAILED: time 1 unchanged; kernel 1 regressed, 1 unchanged"
+    assert (
+        paired.summary(more)
+        == "against the base FAILED: time 1 unchanged; kernel 1 regressed, 1 unchanged"
+    )
 
 
 @pytest.mark.parametrize("kind, status", [("thread", REGRESSED), ("process", UNCHANGED)])
-def test_thread_kernel_figures_are_judged_at_the_figures_own_threshold_against_the_base(kind, status):
+def test_thread_kernel_figures_are_judged_at_the_figures_own_threshold_against_the_base(
+    kind, status
+):
     """A stored baseline judges threads' syscalls at 40% (two sessions at different times schedule
     them apart); against the base, rounds take turns and 8% holds. Processes keep 40%."""
     base, head = _rounds(10, 1.0, 1.0, noise=0)
 
     def rec(rounds, syscalls):
-        extra = {"paired_rounds": [[t, s, 1] for t, s in rounds], "task_kind": kind,
-                 "kernel_rounds": {"syscalls": [syscalls] * len(rounds)}}
+        extra = {
+            "paired_rounds": [[t, s, 1] for t, s in rounds],
+            "task_kind": kind,
+            "kernel_rounds": {"syscalls": [syscalls] * len(rounds)},
+        }
         return Record("ring", {"n": 500}, "threading", [s for _, s in rounds], ops=500, extra=extra)
 
     result = paired.judge([rec(base, 1300.0)], [rec(head, 1560.0)], lambda r: 0.05)  # +20%
@@ -188,6 +251,7 @@ def test_thread_kernel_figures_are_judged_at_the_figures_own_threshold_against_t
 
 
 # -- the turns --------------------------------------------------------------------------------------
+
 
 def test_the_sides_take_turns_abba_and_one_that_leaves_lets_the_other_run_alone(tmp_path):
     coordinator = lockstep.Coordinator(str(tmp_path / "t.sock"))
@@ -203,17 +267,23 @@ def test_the_sides_take_turns_abba_and_one_that_leaves_lets_the_other_run_alone(
                 client.done()
         client.close()
 
-    threads = [threading.Thread(target=side, args=(lockstep.A, [("t::one", 8)])),
-               threading.Thread(target=side, args=(lockstep.B, [("t::one", 8), ("t::two", 3)]))]
+    threads = [
+        threading.Thread(target=side, args=(lockstep.A, [("t::one", 8)])),
+        threading.Thread(target=side, args=(lockstep.B, [("t::one", 8), ("t::two", 3)])),
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
     coordinator.close()
     one = sorted((turn, name) for nodeid, name, turn in log if nodeid == "t::one" and turn >= 0)
-    assert len(one) >= 14 and [name for _, name in one] == list("ABBAABBAABBAABBA")[:len(one)]
+    assert len(one) >= 14 and [name for _, name in one] == list("ABBAABBAABBAABBA")[: len(one)]
     assert [turn for turn, _ in one] == list(range(len(one)))
-    assert [turn for nodeid, name, turn in log if nodeid == "t::two"] == [-1, -1, -1]  # A never runs it
+    assert [turn for nodeid, name, turn in log if nodeid == "t::two"] == [
+        -1,
+        -1,
+        -1,
+    ]  # A never runs it
 
 
 def test_a_side_that_never_connects_does_not_hang_the_other(tmp_path):
@@ -239,8 +309,10 @@ def test_a_side_that_goes_silent_is_left_behind_after_the_stall_time(tmp_path):
     coordinator.close()
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs CPU affinity and two CPUs")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity and two CPUs",
+)
 def test_a_single_threaded_round_runs_on_the_shared_cpu_and_threads_keep_every_cpu():
     from pytest_concurrency import backends
 
@@ -257,7 +329,10 @@ def test_a_single_threaded_round_runs_on_the_shared_cpu_and_threads_keep_every_c
 
     class Benchmark:  # pytest-benchmark's fixture, as far as pair_rounds touches it
         def _make_runner(self, function, args, kwargs):
-            return lambda loops_range: (0.001, function())  # (seconds, result) without a loops range
+            return lambda loops_range: (
+                0.001,
+                function(),
+            )  # (seconds, result) without a loops range
 
     inside: list = []
     bench = Benchmark()
@@ -270,35 +345,62 @@ def test_a_single_threaded_round_runs_on_the_shared_cpu_and_threads_keep_every_c
 
 # -- the base side's install and command line -------------------------------------------------------
 
+
 def test_specs_name_git_refs_paths_and_pip_requirements(tmp_path):
     (tmp_path / "old").mkdir()
     assert sides.parse("git:HEAD~1", tmp_path) == sides.Spec("git", "HEAD~1")
     assert sides.parse("old", tmp_path) == sides.Spec("path", str((tmp_path / "old").resolve()))
     assert sides.parse("mylib==1.4.2", tmp_path) == sides.Spec("pip", "mylib==1.4.2")
-    for bad, says in (("", "is empty"), ("git:", "names no ref"), ("./nowhere", "no such path"),
-                      ("git:--output=x", "cannot start with '-'"), ("--index-url=http://x", "cannot start with '-'")):
+    for bad, says in (
+        ("", "is empty"),
+        ("git:", "names no ref"),
+        ("./nowhere", "no such path"),
+        ("git:--output=x", "cannot start with '-'"),
+        ("--index-url=http://x", "cannot start with '-'"),
+    ):
         with pytest.raises(sides.SideError, match=says):
             sides.parse(bad, tmp_path)
 
 
 def test_the_base_side_gets_the_command_line_without_what_only_the_head_writes():
-    args = ["tests", "--concurrency-against=git:HEAD", "--concurrency-save-baseline", "b.json", "-k", "ring",
-            "--benchmark-json=out.json", "--benchmark-autosave", "--concurrency-backends=gevent"]
-    assert against.head_only_removed(args) == ["tests", "--concurrency-against=git:HEAD", "-k", "ring",
-                                               "--concurrency-backends=gevent"]
+    args = [
+        "tests",
+        "--concurrency-against=git:HEAD",
+        "--concurrency-save-baseline",
+        "b.json",
+        "-k",
+        "ring",
+        "--benchmark-json=out.json",
+        "--benchmark-autosave",
+        "--concurrency-backends=gevent",
+    ]
+    assert against.head_only_removed(args) == [
+        "tests",
+        "--concurrency-against=git:HEAD",
+        "-k",
+        "ring",
+        "--concurrency-backends=gevent",
+    ]
 
 
 def test_the_first_pair_runs_both_sides_with_command_lines_of_one_shape():
     args = ["tests", "-q", "--concurrency-against=git:HEAD"]
-    first = against.command_lines(args, "/tmp/pytest-concurrency-x/against-y/1/cache", "/home/u/p/.pytest_cache")
+    first = against.command_lines(
+        args, "/tmp/pytest-concurrency-x/against-y/1/cache", "/home/u/p/.pytest_cache"
+    )
     assert first[lockstep.A][:-1] == first[lockstep.B][:-1] == [*args, "-o"]
     base, head = (first[side][-1] for side in (lockstep.A, lockstep.B))
     assert len(base) == len(head) and head.startswith("cache_dir=/home/u/p//")
     assert Path(head.split("=", 1)[1]) == Path("/home/u/p/.pytest_cache")  # where pytest keeps it
     assert base == "cache_dir=/tmp/pytest-concurrency-x/against-y/1/cache"
     # what only the head writes stays the head's; later pairs run both sides alike
-    first = against.command_lines([*args, "--benchmark-json=out.json"], "/tmp/r/1/cache", "/p/.pytest_cache")
-    assert "--benchmark-json=out.json" in first[lockstep.B] and "--benchmark-json=out.json" not in first[lockstep.A]
+    first = against.command_lines(
+        [*args, "--benchmark-json=out.json"], "/tmp/r/1/cache", "/p/.pytest_cache"
+    )
+    assert (
+        "--benchmark-json=out.json" in first[lockstep.B]
+        and "--benchmark-json=out.json" not in first[lockstep.A]
+    )
     later = against.command_lines([*args, "--benchmark-json=out.json"], "/tmp/r/2/cache")
     assert later[lockstep.A] == later[lockstep.B] == [*args, "-o", "cache_dir=/tmp/r/2/cache"]
 
@@ -309,16 +411,30 @@ def test_both_sides_start_with_their_stacks_at_one_address():
     # address layout fixed, their stacks would start apart (~0.1 s: four short processes)
     from pytest_concurrency.backends import watchdog
 
-    launches = {lockstep.A: ([sys.executable, "-m", "pytest", "-o", "cache_dir=/tmp/run/1/cache"],
-                             {**os.environ, "SIDE": "A"}),
-                lockstep.B: ([sys.executable, "-m", "pytest", "tests", "--concurrency-against=git:HEAD", "-q"],
-                             {**os.environ, "SIDE": "B", "MORE": "1"})}
+    launches = {
+        lockstep.A: (
+            [sys.executable, "-m", "pytest", "-o", "cache_dir=/tmp/run/1/cache"],
+            {**os.environ, "SIDE": "A"},
+        ),
+        lockstep.B: (
+            [sys.executable, "-m", "pytest", "tests", "--concurrency-against=git:HEAD", "-q"],
+            {**os.environ, "SIDE": "B", "MORE": "1"},
+        ),
+    }
     stack = "print(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[25])"  # field 28, startstack
 
     def stack_starts() -> set:
-        return {subprocess.run([argv[0], "-c", stack, *argv[1:]], env=env, capture_output=True, text=True,
-                               check=True, preexec_fn=watchdog.no_address_randomization).stdout
-                for argv, env in launches.values()}
+        return {
+            subprocess.run(
+                [argv[0], "-c", stack, *argv[1:]],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+                preexec_fn=watchdog.no_address_randomization,
+            ).stdout
+            for argv, env in launches.values()
+        }
 
     assert len(stack_starts()) == 2
     against.same_size(launches)
@@ -330,7 +446,7 @@ def test_both_sides_start_with_their_stacks_at_one_address():
 
 # -- real runs: a small library twice, a user's plain test -------------------------------------------
 
-LIB = '''
+LIB = """
 __version__ = "{version}"
 
 def work(n=20000):  # the work outweighs a new event loop per call, so head/base reads ~+90%, not ~+10%, on any CPU
@@ -338,11 +454,11 @@ def work(n=20000):  # the work outweighs a new event loop per call, so head/base
     for i in range(n * {factor}):
         total += i * i
     return total
-'''
+"""
 
 PYPROJECT = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
 
-TEST = '''
+TEST = """
 import mylib
 
 def test_work(benchmark, concurrency_backend):
@@ -353,7 +469,7 @@ def test_work(benchmark, concurrency_backend):
         for t in [b.spawn(job) for _ in range(2)]:
             await t.join()
     benchmark(b.run, main)
-'''
+"""
 
 
 def _library(root, version: str, factor: int) -> None:
@@ -372,11 +488,18 @@ def project(pytester):
 
 # ~15 s: pip installs the base side (setuptools from the index), then two sessions of one test
 @pytest.mark.serial
-def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(project, monkeypatch):
+def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(
+    project, monkeypatch
+):
     monkeypatch.setenv(against.KEEP_ENV, str(project.path / "kept"))
-    result = project.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
-                                          "--concurrency-against=base", "-p", "no:cacheprovider",
-                                          "--concurrency-report-md=report.md")
+    result = project.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-backends=asyncio",
+        "--concurrency-against=base",
+        "-p",
+        "no:cacheprovider",
+        "--concurrency-report-md=report.md",
+    )
     out = " ".join(result.stdout.str().split())
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "mylib 1.0 from " in out and "/site/mylib/__init__.py (base) against 1.1 from " in out
@@ -384,10 +507,16 @@ def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(p
     assert "test_work on asyncio: +" in out and "): regressed" in out
     assert "against the base FAILED: time 1 regressed" in out
     # the job summary: the head's tables, then every verdict against the base, kernel figures too
-    head_part, _, paired_part = (project.path / "report.md").read_text().partition("## Against the base side")
+    head_part, _, paired_part = (
+        (project.path / "report.md").read_text().partition("## Against the base side")
+    )
     assert "## Concurrency benchmarks" in head_part and "test_work" in head_part
-    rows = [line for line in paired_part.splitlines() if line.startswith("| test_work on asyncio |")]
-    assert rows[0].startswith("| test_work on asyncio | time | +") and "| **regressed** |" in rows[0], paired_part
+    rows = [
+        line for line in paired_part.splitlines() if line.startswith("| test_work on asyncio |")
+    ]
+    assert (
+        rows[0].startswith("| test_work on asyncio | time | +") and "| **regressed** |" in rows[0]
+    ), paired_part
     assert any("| syscalls/op |" in row for row in rows[1:]), paired_part
     # each pair's rounds kept for a second look (the run's own directory is gone)
     kept = {str(p.relative_to(project.path / "kept")) for p in (project.path / "kept").rglob("*")}
@@ -405,9 +534,14 @@ def test_against_a_git_ref_the_same_code_passes(project):
     # A/A rates are scripts/against_evidence.py's (--tasks 2 --git is this shape): at the default 3%
     # this session read "+3.5% regressed" twice in about a dozen runs while each side ran on a CPU
     # of its own, which the sides no longer do (docs/gates/against.md, "Where the sides run").
-    result = project.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
-                                          "--concurrency-against=git:HEAD", "--concurrency-threshold=10",
-                                          "-p", "no:cacheprovider")
+    result = project.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-backends=asyncio",
+        "--concurrency-against=git:HEAD",
+        "--concurrency-threshold=10",
+        "-p",
+        "no:cacheprovider",
+    )
     out = " ".join(result.stdout.str().split())
     assert result.ret == 0, out
     assert "mylib 1.1 from " in out and "test_work on asyncio: " in out
@@ -418,8 +552,9 @@ def test_a_bad_spec_is_a_usage_error_before_anything_runs(project):
     result = project.runpytest_subprocess("--benchmark-only", "--concurrency-against=./nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--concurrency-against=./nowhere: no such path" in result.stderr.str()
-    result = project.runpytest_subprocess("--benchmark-only", "--concurrency-against=base",
-                                          "--concurrency-measure=instructions")
+    result = project.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-against=base", "--concurrency-measure=instructions"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "compare them against a stored baseline" in result.stderr.str()
 
@@ -429,20 +564,36 @@ def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
     site = tmp_path / "site"  # as pip --target leaves it
     _library(site, "1.0", 1)
     (site / "mylib-1.0.dist-info").mkdir()
-    (site / "mylib-1.0.dist-info" / "RECORD").write_text("mylib/__init__.py,,\nmylib-1.0.dist-info/RECORD,,\n")
-    code = ("import sys; sys.path.insert(0, %r); from pytest_concurrency.runner import sides; "
-            "sides.import_base_first(); import mylib; print(mylib.__file__, mylib.__version__)") % str(tmp_path / "tree")
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, sides.SIDE_PATH_ENV: str(site)},
-                          capture_output=True, text=True, check=True)
+    (site / "mylib-1.0.dist-info" / "RECORD").write_text(
+        "mylib/__init__.py,,\nmylib-1.0.dist-info/RECORD,,\n"
+    )
+    code = (
+        "import sys; sys.path.insert(0, %r); from pytest_concurrency.runner import sides; "
+        "sides.import_base_first(); import mylib; print(mylib.__file__, mylib.__version__)"
+    ) % str(tmp_path / "tree")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, sides.SIDE_PATH_ENV: str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout.split() == [str(site / "mylib" / "__init__.py"), "1.0"]
     assert sides.top_level(site) == {"mylib": "1.0"}
     # the head's session: the same finder first, looking in an empty stand-in as long as the
     # install (both processes import alike), so the working tree's code is what it imports
     stand_in = sides.same_length(site)
     stand_in.mkdir()
-    code = code.replace("import_base_first()", "import_base_first(head=True); "
-                        "print(len(sys.meta_path[0].site) == len(%r))" % str(site))
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, sides.SIDE_PATH_ENV: str(site)},
-                          capture_output=True, text=True, check=True)
+    code = code.replace(
+        "import_base_first()",
+        "import_base_first(head=True); print(len(sys.meta_path[0].site) == len(%r))" % str(site),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, sides.SIDE_PATH_ENV: str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout.split() == ["True", str(tmp_path / "tree" / "mylib" / "__init__.py"), "1.1"]
     assert stand_in != site and len(str(stand_in)) == len(str(site))

@@ -400,7 +400,9 @@ def test_multiprocessing_queues_made_in_a_run_end_their_feeder_threads_with_it()
 
     before = threading.active_count()
     assert b.run(main) == [1, 2, 3]
-    assert threading.active_count() == before  # no feeder thread outlives the run (the memory pass counts threads)
+    assert (
+        threading.active_count() == before
+    )  # no feeder thread outlives the run (the memory pass counts threads)
     assert [kept.get(timeout=5) for _ in range(4)] == ["put 0", "put 1", "put 2", "all put"]
 
 
@@ -440,7 +442,8 @@ def test_multiprocessing_start_method_is_explicit(method):
 def test_multiprocessing_fork_works_under_warnings_as_errors(pytester):
     # Forking a process that imported eventlet, or (3.12+) that runs threads, warns; with
     # -W error that failed every [fork] benchmark after an eventlet one.
-    pytester.makepyfile(test_fork="""
+    pytester.makepyfile(
+        test_fork="""
         import threading
         import pytest
         from pytest_concurrency import backends
@@ -462,9 +465,11 @@ def test_multiprocessing_fork_works_under_warnings_as_errors(pytester):
                 assert b.run(lambda: b.spawn(square, b, 7).join()) == 49
             finally:
                 stop.set()
-    """)
-    result = pytester.runpytest_subprocess("-W", "error", "-p", "no:cacheprovider",
-                                           "--concurrency-backends=multiprocessing[fork]")
+    """
+    )
+    result = pytester.runpytest_subprocess(
+        "-W", "error", "-p", "no:cacheprovider", "--concurrency-backends=multiprocessing[fork]"
+    )
     result.assert_outcomes(passed=1)
 
 
@@ -499,7 +504,10 @@ def test_eventlet_import_survives_warnings_as_errors():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run(
         [sys.executable, "-W", "error::Warning", "-c", code],
-        cwd=root, capture_output=True, text=True, timeout=60,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "eventlet"
@@ -538,7 +546,10 @@ def test_patched_variant_runs_in_a_fresh_process(spec):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run(
         [sys.executable, "-c", PATCHED_SCRIPT, spec],
-        cwd=root, capture_output=True, text=True, timeout=60,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     reply, socket_module = proc.stdout.split()
@@ -594,7 +605,9 @@ def test_multiprocessing_task_that_cannot_be_pickled_names_the_fix(method):
     with pytest.raises(TypeError) as info:  # NotPicklable, a TypeError like pickle's own
         b.run(main, b)
     message = str(info.value)
-    assert message.startswith(f"[multiprocessing[{method}]] spawn(test_multiprocessing_task_that_cannot_be_pickled")
+    assert message.startswith(
+        f"[multiprocessing[{method}]] spawn(test_multiprocessing_task_that_cannot_be_pickled"
+    )
     assert "local_task" in message and "Define the task function at module level" in message
 
 

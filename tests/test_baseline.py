@@ -8,18 +8,34 @@ import os
 import pytest
 
 from pytest_concurrency.gate import baseline
-from pytest_concurrency.measure import records
 from pytest_concurrency.gate.baseline import BaselineError
+from pytest_concurrency.measure import records
 
 
 def sample_doc(n: int = 5) -> dict:
     recs = [
-        records.Record("ring", {"n": 10, "m": 100}, "gevent", [1e-3 + i * 1e-6 for i in range(n)],
-                       ops=1000, unit="hop", backend_version="25.1.0"),
-        records.Record("switch", {"n": 1000}, "asyncio", [2e-3 + i * 1e-6 for i in range(n)],
-                       ops=1000, unit="switch", backend_version="3.11.7"),
+        records.Record(
+            "ring",
+            {"n": 10, "m": 100},
+            "gevent",
+            [1e-3 + i * 1e-6 for i in range(n)],
+            ops=1000,
+            unit="hop",
+            backend_version="25.1.0",
+        ),
+        records.Record(
+            "switch",
+            {"n": 1000},
+            "asyncio",
+            [2e-3 + i * 1e-6 for i in range(n)],
+            ops=1000,
+            unit="switch",
+            backend_version="3.11.7",
+        ),
     ]
-    meta = baseline.current_meta({"gevent": "25.1.0", "asyncio": "3.11.7"}, {"version": 1, "ns_per_iteration": 270.0})
+    meta = baseline.current_meta(
+        {"gevent": "25.1.0", "asyncio": "3.11.7"}, {"version": 1, "ns_per_iteration": 270.0}
+    )
     return baseline.document_from_records(recs, meta)
 
 
@@ -34,7 +50,9 @@ def test_round_trip_keeps_samples_and_is_pytest_benchmark_json(tmp_path):
     assert bench["stats"]["median"] == pytest.approx(records.from_json(loaded)[0].median)
     assert baseline.meta(loaded)["python"]["minor"].count(".") == 1
     assert [r.key for r in records.from_json(loaded)] == [
-        ("ring", "m=100,n=10", "gevent"), ("switch", "n=1000", "asyncio")]
+        ("ring", "m=100,n=10", "gevent"),
+        ("switch", "n=1000", "asyncio"),
+    ]
     assert not [p for p in os.listdir(tmp_path) if p != "base.json"]  # no temp file left
 
 
@@ -78,7 +96,12 @@ def test_truncated_file(tmp_path):
 
 
 def test_not_json(tmp_path):
-    expect(write(tmp_path, "machine_info: x\nbenchmarks: []\n"), "not valid JSON", "line 1", "re-create it with")
+    expect(
+        write(tmp_path, "machine_info: x\nbenchmarks: []\n"),
+        "not valid JSON",
+        "line 1",
+        "re-create it with",
+    )
 
 
 def test_binary_file(tmp_path):
@@ -92,18 +115,28 @@ def test_json_list(tmp_path):
 def test_plain_pytest_benchmark_file_says_how_to_make_a_baseline(tmp_path):
     doc = sample_doc()
     del doc[baseline.SECTION]
-    expect(write(tmp_path, json.dumps(doc)), "plain pytest-benchmark file", "--concurrency-save-baseline=")
+    expect(
+        write(tmp_path, json.dumps(doc)),
+        "plain pytest-benchmark file",
+        "--concurrency-save-baseline=",
+    )
 
 
 def test_json_from_another_tool(tmp_path):
-    expect(write(tmp_path, json.dumps({"name": "pkg", "version": "1.0"})), "another tool", "--concurrency-save-baseline")
+    expect(
+        write(tmp_path, json.dumps({"name": "pkg", "version": "1.0"})),
+        "another tool",
+        "--concurrency-save-baseline",
+    )
 
 
 @pytest.mark.parametrize("version, extra", [(3, "newer"), (0, ""), (None, "")])
 def test_wrong_schema_version(tmp_path, version, extra):
     doc = sample_doc()
     doc[baseline.SECTION]["schema_version"] = version
-    msg = expect(write(tmp_path, json.dumps(doc)), f"schema version {version!r}", "re-create it with")
+    msg = expect(
+        write(tmp_path, json.dumps(doc)), f"schema version {version!r}", "re-create it with"
+    )
     assert extra in msg
 
 
@@ -123,7 +156,12 @@ def test_benchmarks_without_raw_samples(tmp_path):
     doc = sample_doc()
     for bench in doc["benchmarks"]:
         del bench["stats"]["data"]
-    expect(write(tmp_path, json.dumps(doc)), "without raw samples", "ring[m=100,n=10] on gevent", "always stores them")
+    expect(
+        write(tmp_path, json.dumps(doc)),
+        "without raw samples",
+        "ring[m=100,n=10] on gevent",
+        "always stores them",
+    )
 
 
 def test_unwritable_path_is_a_clear_error(tmp_path):

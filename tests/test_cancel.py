@@ -40,6 +40,7 @@ async def _asleeper(backend, seconds):
 def _cancel_one(be, seconds):
     """(what join of a cancelled sleeper raised, what a finished task's join returns after a cancel)."""
     if be.family == "async":
+
         async def main():
             long, short = be.spawn(_asleeper, be, seconds), be.spawn(_asleeper, be, 0)
             await short.join()
@@ -51,6 +52,7 @@ def _cancel_one(be, seconds):
                 return exc, await short.join()
             return None, await short.join()
     else:
+
         def main():
             long, short = be.spawn(_sleeper, be, seconds), be.spawn(_sleeper, be, 0)
             short.join()
@@ -61,6 +63,7 @@ def _cancel_one(be, seconds):
             except TaskCancelled as exc:
                 return exc, short.join()
             return None, short.join()
+
     return be.run(main)
 
 
@@ -68,7 +71,11 @@ def _cancel_one(be, seconds):
 def test_join_of_a_cancelled_task_says_so_and_a_finished_one_keeps_its_result(spec):
     be = backend(spec)
     error, result = _cancel_one(be, 600)
-    assert isinstance(error, TaskCancelled) and f"[{be.name}]" in str(error) and "cancelled" in str(error)
+    assert (
+        isinstance(error, TaskCancelled)
+        and f"[{be.name}]" in str(error)
+        and "cancelled" in str(error)
+    )
     assert result == "woke"
 
 
@@ -96,7 +103,7 @@ def _ignores(backend, wait, ready, gate, ran_past, cleaned, ident):
         ready.put(ident)
         try:
             backend.sleep(3600) if wait == "sleep" else gate.get()
-        except BaseException:  # noqa: BLE001 - the fault: swallows its cancellation
+        except BaseException:
             pass
         ran_past.put(ident)
         return ident
@@ -109,7 +116,7 @@ async def _aignores(backend, wait, ready, gate, ran_past, cleaned, ident):
         await ready.put(ident)
         try:
             await (backend.sleep(3600) if wait == "sleep" else gate.get())
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
         ran_past.put(ident)
         return ident
@@ -136,12 +143,32 @@ class NoCleanup(Cancel):
 
 
 @pytest.mark.parametrize("spec", ["greenlet", "gevent", "asyncio", "trio"])
-@pytest.mark.parametrize(("faulty", "params", "message"), [
-    (Ignores(), {"tasks": 5, "wait": "get", "end": "cancel"}, "5 of 5 cancelled tasks returned instead of ending cancelled"),
-    (Ignores(), {"tasks": 5, "wait": "get", "end": "abandon"}, "5 task(s) ran past their cancel point"),
-    (NoCleanup(), {"tasks": 5, "wait": "sleep", "end": "cancel"}, "cleanup (finally) ran for 0 of 5 tasks"),
-    (NoCleanup(), {"tasks": 5, "wait": "get", "end": "abandon"}, "cleanup (finally) ran for 0 of 5 tasks"),
-], ids=["ignores-cancel", "ignores-teardown", "no-finally", "no-finally-abandoned"])
+@pytest.mark.parametrize(
+    ("faulty", "params", "message"),
+    [
+        (
+            Ignores(),
+            {"tasks": 5, "wait": "get", "end": "cancel"},
+            "5 of 5 cancelled tasks returned instead of ending cancelled",
+        ),
+        (
+            Ignores(),
+            {"tasks": 5, "wait": "get", "end": "abandon"},
+            "5 task(s) ran past their cancel point",
+        ),
+        (
+            NoCleanup(),
+            {"tasks": 5, "wait": "sleep", "end": "cancel"},
+            "cleanup (finally) ran for 0 of 5 tasks",
+        ),
+        (
+            NoCleanup(),
+            {"tasks": 5, "wait": "get", "end": "abandon"},
+            "cleanup (finally) ran for 0 of 5 tasks",
+        ),
+    ],
+    ids=["ignores-cancel", "ignores-teardown", "no-finally", "no-finally-abandoned"],
+)
 def test_a_wrong_cancellation_is_caught(spec, faulty, params, message):
     be = backend(spec)
     workloads.get("cancel").run(be, params)  # the right tasks pass the same case

@@ -82,7 +82,10 @@ def test_writes_markdown_and_charts(tmp_path, capsys):
         (None, "no such file"),
         ("{not json", "invalid JSON"),
         ("[1, 2]", "not pytest-benchmark JSON"),
-        ('{"benchmarks": [{"name": "t", "extra_info": {}, "stats": {"data": [1]}}]}', "none from pytest-concurrency"),
+        (
+            '{"benchmarks": [{"name": "t", "extra_info": {}, "stats": {"data": [1]}}]}',
+            "none from pytest-concurrency",
+        ),
     ],
 )
 def test_bad_file_names_the_file_and_the_problem(tmp_path, capsys, content, problem):
@@ -106,8 +109,9 @@ def test_usage_errors_exit_2(capsys):
 
 
 def test_module_entry_point_help_and_exit_status():
-    run = lambda *a: subprocess.run([sys.executable, "-m", "pytest_concurrency", *a], cwd=ROOT,
-                                    capture_output=True, text=True)
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "pytest_concurrency", *a], cwd=ROOT, capture_output=True, text=True
+    )
     helped = run("report", "--help")
     assert helped.returncode == 0 and "A.json" in helped.stdout and "--markdown" in helped.stdout
     missing = run("report", "does-not-exist.json")

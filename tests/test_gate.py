@@ -8,11 +8,19 @@ import random
 
 import pytest
 
-from pytest_concurrency.gate import baseline, compare as gate, history
 from pytest_concurrency import measure
+from pytest_concurrency.gate import baseline, history
+from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.compare import GateSettings
+from pytest_concurrency.gate.verdicts import (
+    IMPROVED,
+    INCONCLUSIVE,
+    MISSING,
+    NEW,
+    REGRESSED,
+    UNCHANGED,
+)
 from pytest_concurrency.measure.records import Record
-from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REGRESSED, UNCHANGED
 from pytest_concurrency.report import tables
 
 CASES = [("ring", {"n": 50, "m": 1000}), ("switch", {"n": 1000})]
@@ -20,8 +28,13 @@ BACKENDS = {"gevent": "25.1.0", "uvloop": "0.21.0", "threading": "3.11.7"}
 PY = {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"}
 
 
-def run(seed: int, rounds: int = 20, slower: dict | None = None, versions: dict | None = None,
-        speed: float = 1.0) -> list[Record]:
+def run(
+    seed: int,
+    rounds: int = 20,
+    slower: dict | None = None,
+    versions: dict | None = None,
+    speed: float = 1.0,
+) -> list[Record]:
     """One synthetic session: every case on every backend, 3% lognormal noise."""
     rng = random.Random(seed)
     out = []
@@ -34,10 +47,20 @@ def run(seed: int, rounds: int = 20, slower: dict | None = None, versions: dict 
 
 
 def meta(python=PY, ns=270.0, libraries=None, cpu="AMD EPYC 7B13", swing=None) -> dict:
-    calibration = {"version": 1, "ns_per_iteration": ns, **({"swing": swing} if swing is not None else {})}
-    return {"schema_version": 1, "python": dict(python), "backends": dict(BACKENDS),
-            "libraries": libraries or {"greenlet": "3.1.1", "gevent": "25.1.0"},
-            "cpu_count": 2, "cpu_model": cpu, "calibration": calibration}
+    calibration = {
+        "version": 1,
+        "ns_per_iteration": ns,
+        **({"swing": swing} if swing is not None else {}),
+    }
+    return {
+        "schema_version": 1,
+        "python": dict(python),
+        "backends": dict(BACKENDS),
+        "libraries": libraries or {"greenlet": "3.1.1", "gevent": "25.1.0"},
+        "cpu_count": 2,
+        "cpu_model": cpu,
+        "calibration": calibration,
+    }
 
 
 OTHER_CPU = "Intel Xeon E5-2680"
@@ -72,7 +95,11 @@ def test_slowdown_in_one_backend_regresses_only_that_backend():
     v = regressed[0]
     assert 0.10 < v.change < 0.20 and v.p_value < 0.01 and v.decided_by == "raw"
     assert v.ci[0] > 0
-    line = next(l for l in shown(result) if l.startswith("Regressions (fail the build): ring[m=1000,n=50] on uvloop"))
+    line = next(
+        line
+        for line in shown(result)
+        if line.startswith("Regressions (fail the build): ring[m=1000,n=50] on uvloop")
+    )
     assert " ms -> " in line and "p=" in line and "threshold" in line
 
 
@@ -89,8 +116,12 @@ def test_faster_run_is_reported_as_stale_baseline():
     assert not result.failed
     assert {v.key[2] for v in result.by_status(IMPROVED)} == {"gevent"}
     assert "baseline is stale" in result.summary
-    assert any(l.startswith("Faster than the baseline (baseline is stale; refresh it): ring[m=1000,n=50] on gevent")
-               for l in shown(result))
+    assert any(
+        line.startswith(
+            "Faster than the baseline (baseline is stale; refresh it): ring[m=1000,n=50] on gevent"
+        )
+        for line in shown(result)
+    )
 
 
 def test_new_and_missing_are_listed():
@@ -98,11 +129,18 @@ def test_new_and_missing_are_listed():
     current.append(Record("spawn", {"n": 10}, "gevent", [1e-3] * 20, backend_version="25.1.0"))
     result = gate.compare(base_doc(1), current, meta())
     assert [v.key for v in result.by_status(NEW)] == [("spawn", "n=10", "gevent")]
-    assert {v.key for v in result.by_status(MISSING)} == {(w, ",".join(f"{k}={p[k]}" for k in sorted(p)), "threading") for w, p in CASES}
+    assert {v.key for v in result.by_status(MISSING)} == {
+        (w, ",".join(f"{k}={p[k]}" for k in sorted(p)), "threading") for w, p in CASES
+    }
     lines = shown(result)
-    assert any(l.startswith("New since the baseline: spawn[n=10] on gevent") and "--concurrency-save-baseline" in l
-               for l in lines), lines
-    assert any(l.startswith("Missing from this run: ring[m=1000,n=50] on threading") for l in lines)
+    assert any(
+        line.startswith("New since the baseline: spawn[n=10] on gevent")
+        and "--concurrency-save-baseline" in line
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith("Missing from this run: ring[m=1000,n=50] on threading") for line in lines
+    )
     assert "1 new, 2 missing" in result.summary
 
 
@@ -123,7 +161,9 @@ def test_other_implementation_is_refused():
 
 def test_cross_python_when_allowed_compares_and_says_so():
     py310 = {"version": "3.10.13", "implementation": "CPython", "minor": "3.10"}
-    result = gate.compare(base_doc(1), run(2), meta(python=py310), GateSettings(allow_cross_python=True))
+    result = gate.compare(
+        base_doc(1), run(2), meta(python=py310), GateSettings(allow_cross_python=True)
+    )
     assert result.refused is None and not result.failed
     assert any(gate.ALLOW_CROSS_PYTHON_FLAG in n for n in result.notes)
     assert all(v.versions_changed.get("python") == ("3.11.7", "3.10.13") for v in result.verdicts)
@@ -131,10 +171,16 @@ def test_cross_python_when_allowed_compares_and_says_so():
 
 def test_cross_python_is_never_normalized():
     py312 = {"version": "3.12.1", "implementation": "CPython", "minor": "3.12"}
-    result = gate.compare(base_doc(1), run(2, speed=1.3), meta(python=py312, ns=351.0, cpu=OTHER_CPU),
-                          GateSettings(allow_cross_python=True))
+    result = gate.compare(
+        base_doc(1),
+        run(2, speed=1.3),
+        meta(python=py312, ns=351.0, cpu=OTHER_CPU),
+        GateSettings(allow_cross_python=True),
+    )
     assert all(v.decided_by == "raw" for v in result.verdicts)
-    assert {v.status for v in result.verdicts} == {REGRESSED}  # a slower interpreter is what was asked about
+    assert {v.status for v in result.verdicts} == {
+        REGRESSED
+    }  # a slower interpreter is what was asked about
 
 
 def test_versions_that_moved_are_named_per_benchmark():
@@ -144,24 +190,41 @@ def test_versions_that_moved_are_named_per_benchmark():
     by_backend = {v.key[2]: v.versions_changed for v in result.verdicts if v.key[0] == "ring"}
     assert by_backend["gevent"] == {"gevent": ("25.1.0", "26.9.0"), "greenlet": ("3.1.1", "3.2.0")}
     assert by_backend["uvloop"] == {} and by_backend["threading"] == {}
-    line = next(l for l in shown(result) if l.startswith("Regressions (fail the build): ring[m=1000,n=50] on gevent"))
+    line = next(
+        line
+        for line in shown(result)
+        if line.startswith("Regressions (fail the build): ring[m=1000,n=50] on gevent")
+    )
     assert "versions changed: gevent 25.1.0 -> 26.9.0, greenlet 3.1.1 -> 3.2.0" in line
 
 
 ALL_SLOW = {("ring", "uvloop"), ("ring", "gevent"), ("switch", "uvloop"), ("switch", "gevent")}
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    ({}, ALL_SLOW),
-    ({"uvloop": 0.20}, {("ring", "gevent"), ("switch", "gevent")}),  # backend
-    ({"ring": 0.20}, {("switch", "uvloop"), ("switch", "gevent")}),  # workload
-    ({"switch": 0.20, "gevent": 0.20}, {("ring", "uvloop")}),
-    ({"ring": 0.20, "uvloop": 0.03}, {("switch", "uvloop"), ("switch", "gevent")}),  # the larger applies
-    ({"uvloop": 0.20, "ring:uvloop": 0.05}, ALL_SLOW - {("switch", "uvloop")}),  # workload:backend first
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ({}, ALL_SLOW),
+        ({"uvloop": 0.20}, {("ring", "gevent"), ("switch", "gevent")}),  # backend
+        ({"ring": 0.20}, {("switch", "uvloop"), ("switch", "gevent")}),  # workload
+        ({"switch": 0.20, "gevent": 0.20}, {("ring", "uvloop")}),
+        (
+            {"ring": 0.20, "uvloop": 0.03},
+            {("switch", "uvloop"), ("switch", "gevent")},
+        ),  # the larger applies
+        (
+            {"uvloop": 0.20, "ring:uvloop": 0.05},
+            ALL_SLOW - {("switch", "uvloop")},
+        ),  # workload:backend first
+    ],
+)
 def test_threshold_overrides(overrides, expected):
-    result = gate.compare(base_doc(1), run(2, slower={"uvloop": 1.12, "gevent": 1.12}), meta(),
-                          GateSettings(threshold=0.05, overrides=overrides))
+    result = gate.compare(
+        base_doc(1),
+        run(2, slower={"uvloop": 1.12, "gevent": 1.12}),
+        meta(),
+        GateSettings(threshold=0.05, overrides=overrides),
+    )
     assert {(v.key[0], v.key[2]) for v in result.by_status(REGRESSED)} == expected
 
 
@@ -199,9 +262,15 @@ def test_slower_machine_is_judged_normalized():
 
 
 def test_slower_machine_still_catches_a_real_regression():
-    result = gate.compare(base_doc(1), run(2, speed=1.3, slower={"gevent": 1.15}), meta(ns=351.0, cpu=OTHER_CPU))
+    result = gate.compare(
+        base_doc(1), run(2, speed=1.3, slower={"gevent": 1.15}), meta(ns=351.0, cpu=OTHER_CPU)
+    )
     assert {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
-    line = next(l for l in shown(result) if l.startswith("Regressions (fail the build):") and " on gevent" in l)
+    line = next(
+        line
+        for line in shown(result)
+        if line.startswith("Regressions (fail the build):") and " on gevent" in line
+    )
     assert "decided by normalized" in line and "raw +" in line
 
 
@@ -217,10 +286,14 @@ def test_a_slow_calibration_reading_on_the_same_machine_never_normalizes():
 
 def test_a_machine_whose_speed_swings_within_the_session_cannot_judge_small_changes():
     # the calibration at the session's start and end differed by 30%: a 15% change is unsure
-    result = gate.compare(base_doc(1), run(2, slower={"gevent": 1.15, "uvloop": 1.6}), meta(swing=0.30))
+    result = gate.compare(
+        base_doc(1), run(2, slower={"gevent": 1.15, "uvloop": 1.6}), meta(swing=0.30)
+    )
     by_backend = {v.key[2]: v for v in result.verdicts if v.key[0] == "ring"}
     assert by_backend["gevent"].status == INCONCLUSIVE and "moved 30%" in by_backend["gevent"].note
-    assert by_backend["uvloop"].status == REGRESSED  # +60% is beyond what the machine's swing explains
+    assert (
+        by_backend["uvloop"].status == REGRESSED
+    )  # +60% is beyond what the machine's swing explains
     assert ("ring", by_backend["gevent"].key[1], "gevent") in gate.suspects(result)
 
 
@@ -251,8 +324,13 @@ def test_a_burst_that_a_second_session_does_not_reproduce_is_not_a_regression():
     result = gate.reproduce(first, gate.compare(doc, judged, meta()), second_session)
     assert not result.failed
     notes = [v.note for v in result.verdicts if v.key in suspects]
-    assert notes and all(n.startswith("not reproduced: the first session measured +") for n in notes)
-    assert f"{len(suspects)} suspected regression(s) re-measured in a second session, 0 reproduced" in result.notes
+    assert notes and all(
+        n.startswith("not reproduced: the first session measured +") for n in notes
+    )
+    assert (
+        f"{len(suspects)} suspected regression(s) re-measured in a second session, 0 reproduced"
+        in result.notes
+    )
 
 
 def test_a_real_slowdown_reproduces_and_still_fails():
@@ -261,7 +339,9 @@ def test_a_real_slowdown_reproduces_and_still_fails():
     first = gate.compare(doc, slow, meta())
     suspects = gate.suspects(first)
     again = {r.key: r for r in run(3, slower={"gevent": 1.15}) if r.key in suspects}
-    result = gate.reproduce(first, gate.compare(doc, gate.faster_sessions(slow, again), meta()), again)
+    result = gate.reproduce(
+        first, gate.compare(doc, gate.faster_sessions(slow, again), meta()), again
+    )
     assert result.failed and {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
     assert all("reproduced by a second session" in v.note for v in result.by_status(REGRESSED))
 
@@ -269,7 +349,10 @@ def test_a_real_slowdown_reproduces_and_still_fails():
 def test_the_least_disturbed_calibration_counts():
     from pytest_concurrency.gate import calibrate
 
-    start, end = {"version": 1, "ns_per_iteration": 480.0}, {"version": 1, "ns_per_iteration": 260.0}
+    start, end = (
+        {"version": 1, "ns_per_iteration": 480.0},
+        {"version": 1, "ns_per_iteration": 260.0},
+    )
     assert calibrate.fastest(start, end) is end
     assert calibrate.fastest(None, start) is start
     assert calibrate.fastest(None, None) is None
@@ -277,13 +360,16 @@ def test_the_least_disturbed_calibration_counts():
 
 # -- baselines of several sessions (history.py) -------------------------------------------
 
+
 def sessions_doc(speeds, first_seed: int = 10, ns=None) -> dict:
     """A baseline saved once per entry of ``speeds`` (oldest first), as repeated saves do."""
     doc = None
     for i, speed in enumerate(speeds):
         session_meta = meta(ns=ns[i] if ns else 270.0)
         recs = run(first_seed + i, speed=speed)
-        doc = history.merge(baseline.document_from_records(recs, session_meta), doc, keep=len(speeds))
+        doc = history.merge(
+            baseline.document_from_records(recs, session_meta), doc, keep=len(speeds)
+        )
     return doc
 
 
@@ -303,16 +389,29 @@ def test_drift_between_sessions_widens_that_benchmarks_threshold():
     # +30% is beyond the 7% set: the widened threshold may not call it "unchanged"
     assert v.status == INCONCLUSIVE and v.too_noisy and v.sessions == 5
     assert 0.05 < v.drift < 0.15 and v.threshold > 0.3 and v.base_threshold == pytest.approx(0.07)
-    assert v.note.startswith(f"baseline too noisy (threshold widened to +{v.threshold:.0%} by session")
+    assert v.note.startswith(
+        f"baseline too noisy (threshold widened to +{v.threshold:.0%} by session"
+    )
     assert "re-record the baseline" in v.note
     assert "median drifts" in v.note and "between the baseline's 5 sessions" in v.note
-    assert not result.failed and result.too_noisy == [v for v in result.verdicts if v.key[2] == "gevent"]
+    assert not result.failed and result.too_noisy == [
+        v for v in result.verdicts if v.key[2] == "gevent"
+    ]
     assert "inconclusive as the baseline is too noisy" in result.summary
-    assert any(l.startswith("Inconclusive") and "ring[m=1000,n=50] on gevent" in l and "baseline too noisy" in l
-               for l in shown(result))
+    assert any(
+        line.startswith("Inconclusive")
+        and "ring[m=1000,n=50] on gevent" in line
+        and "baseline too noisy" in line
+        for line in shown(result)
+    )
     quiet = next(v for v in result.verdicts if v.key[2] == "uvloop")
-    assert quiet.status == UNCHANGED and quiet.threshold > 0.2  # within 7%: unchanged, its threshold shown
-    assert any("ring[m=1000,n=50] on uvloop" in l and "widened from 7%" in l for l in shown(result))
+    assert (
+        quiet.status == UNCHANGED and quiet.threshold > 0.2
+    )  # within 7%: unchanged, its threshold shown
+    assert any(
+        "ring[m=1000,n=50] on uvloop" in line and "widened from 7%" in line
+        for line in shown(result)
+    )
 
     steady = gate.compare(sessions_doc([1.0] * 5), run(2, slower={"gevent": 1.3}), meta())
     v = next(v for v in steady.verdicts if v.key[2] == "gevent")
@@ -335,6 +434,7 @@ def test_machine_speed_is_the_typical_sessions_not_the_latest():
 
 # -- other processes' load ----------------------------------------------------------------
 
+
 def loaded(recs, foreign: float, kind: str = "light") -> list[Record]:
     for r in recs:
         r.extra.update(foreign_cpu=foreign, task_kind=kind)
@@ -354,7 +454,10 @@ def test_a_busier_machine_makes_thread_and_process_slowdowns_inconclusive():
         assert not result.failed
         v = next(v for v in result.verdicts if v.key[2] == "gevent")
         assert v.status == INCONCLUSIVE
-        assert "machine was busier than for the baseline" in v.note and f"{kind}s need free cores" in v.note
+        assert (
+            "machine was busier than for the baseline" in v.note
+            and f"{kind}s need free cores" in v.note
+        )
         assert v.key in gate.suspects(result)  # a second session, maybe quieter, decides
 
 
@@ -371,27 +474,39 @@ def test_the_same_load_on_both_sides_is_judged_normally():
 
 def test_one_outlying_session_does_not_widen_the_threshold():
     # one session 60% slow with no sign of why: left out of the drift, not of the center
-    result = gate.compare(sessions_doc([1.0, 1.0, 1.6, 1.0, 1.0]), run(2, slower={"gevent": 1.3}), meta())
+    result = gate.compare(
+        sessions_doc([1.0, 1.0, 1.6, 1.0, 1.0]), run(2, slower={"gevent": 1.3}), meta()
+    )
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
     assert v.status == REGRESSED and v.threshold == pytest.approx(0.07)
 
 
 def _counted(workload: str, count: float, waits: bool) -> Record:
-    return Record(workload, {"tasks": 10}, "gevent", [count, count * 1.0001, count * 0.9999], ops=10,
-                  backend_version="25.1.0", extra={"measure": "instructions", "waits": waits})
+    return Record(
+        workload,
+        {"tasks": 10},
+        "gevent",
+        [count, count * 1.0001, count * 0.9999],
+        ops=10,
+        backend_version="25.1.0",
+        extra={"measure": "instructions", "waits": waits},
+    )
 
 
 @pytest.mark.parametrize("change, status", [(1.05, UNCHANGED), (1.15, REGRESSED)])
 def test_counts_of_a_waiting_workload_are_judged_beyond_their_floor(change, status):
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}
     base = baseline.document_from_records(
-        [_counted("io", 1e6, waits=True), _counted("ring", 1e6, waits=False)], counted_meta)
+        [_counted("io", 1e6, waits=True), _counted("ring", 1e6, waits=False)], counted_meta
+    )
     now = [_counted("io", 1e6 * change, waits=True), _counted("ring", 1e6 * 1.05, waits=False)]
     result = gate.compare(base, now, counted_meta)
     io, ring = sorted(result.verdicts, key=lambda v: v.key[0])
     assert io.status == status and io.threshold == pytest.approx(0.10)
     assert "this workload waits" in io.note
-    assert ring.status == REGRESSED and ring.threshold == pytest.approx(measure.get("instructions").default_threshold)
+    assert ring.status == REGRESSED and ring.threshold == pytest.approx(
+        measure.get("instructions").default_threshold
+    )
 
 
 def _in_layouts(count: float, *others: float) -> Record:
@@ -402,29 +517,56 @@ def _in_layouts(count: float, *others: float) -> Record:
 
 def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_baseline():
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}
-    base = baseline.document_from_records([_in_layouts(1e6, 1.001e6, 1.028e6)], counted_meta)  # one landed badly
+    base = baseline.document_from_records(
+        [_in_layouts(1e6, 1.001e6, 1.028e6)], counted_meta
+    )  # one landed badly
     assert baseline.check(base, "base.json") is None
     (session,) = history.sessions(base)[0][_counted("ring", 1, False).key]
     assert [len(rounds) for rounds in session.layouts] == [3, 3]
-    (same,) = gate.compare(base, [_in_layouts(1.028e6, 0.999e6, 1.0005e6)], counted_meta, gate.GateSettings(threshold=0.01)).verdicts
+    (same,) = gate.compare(
+        base,
+        [_in_layouts(1.028e6, 0.999e6, 1.0005e6)],
+        counted_meta,
+        gate.GateSettings(threshold=0.01),
+    ).verdicts
     assert same.status == UNCHANGED and same.current_median == pytest.approx(1.0005e6), same
     assert "layouts disagree by 2.80%" in same.note
-    (slower,) = gate.compare(base, [_in_layouts(1.02e6, 1.021e6, 1.05e6)], counted_meta, gate.GateSettings(threshold=0.01)).verdicts
-    assert slower.status == REGRESSED and slower.change == pytest.approx(1.021 / 1.001 - 1, abs=1e-4)
-    result = gate.compare(base, [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta)  # the default threshold
+    (slower,) = gate.compare(
+        base,
+        [_in_layouts(1.02e6, 1.021e6, 1.05e6)],
+        counted_meta,
+        gate.GateSettings(threshold=0.01),
+    ).verdicts
+    assert slower.status == REGRESSED and slower.change == pytest.approx(
+        1.021 / 1.001 - 1, abs=1e-4
+    )
+    result = gate.compare(
+        base, [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta
+    )  # the default threshold
     (v,) = result.verdicts
-    assert v.status == REGRESSED and v.threshold == pytest.approx(0.01)  # three layouts a side: 1%, not 2%
+    assert v.status == REGRESSED and v.threshold == pytest.approx(
+        0.01
+    )  # three layouts a side: 1%, not 2%
     assert "(threshold 1%, instructions, exact)" in result.summary
     one = baseline.document_from_records([_counted("ring", 1.001e6, waits=False)], counted_meta)
     result = gate.compare(one, [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta)
     assert [(v.status, v.threshold) for v in result.verdicts] == [(UNCHANGED, pytest.approx(0.02))]
-    mixed = baseline.document_from_records([_in_layouts(1e6, 1.001e6, 1.028e6), _counted("chain", 1e6, waits=False)],
-                                           counted_meta)  # a workload case beside a plain test
-    both = gate.compare(mixed, [_in_layouts(1e6, 1e6, 1e6), _counted("chain", 1e6, waits=False)], counted_meta)
+    mixed = baseline.document_from_records(
+        [_in_layouts(1e6, 1.001e6, 1.028e6), _counted("chain", 1e6, waits=False)], counted_meta
+    )  # a workload case beside a plain test
+    both = gate.compare(
+        mixed, [_in_layouts(1e6, 1e6, 1e6), _counted("chain", 1e6, waits=False)], counted_meta
+    )
     assert "(thresholds 1%, 2%, instructions, exact)" in both.summary
-    again, _ = gate.add_session(baseline.document_from_records([_in_layouts(1e6, 1e6, 1e6)], counted_meta), base,
-                                [_in_layouts(1e6, 1e6, 1e6)])
-    assert [len(s.layouts) for s in history.sessions(again)[0][_counted("ring", 1, False).key]] == [2, 2]
+    again, _ = gate.add_session(
+        baseline.document_from_records([_in_layouts(1e6, 1e6, 1e6)], counted_meta),
+        base,
+        [_in_layouts(1e6, 1e6, 1e6)],
+    )
+    assert [len(s.layouts) for s in history.sessions(again)[0][_counted("ring", 1, False).key]] == [
+        2,
+        2,
+    ]
 
 
 @pytest.mark.parametrize("layouts", [[[]], [[1.0, "x"]], {"a": [1.0]}, [[-1.0]]])
@@ -432,7 +574,10 @@ def test_a_baseline_with_layouts_that_are_not_rounds_is_refused_by_name(layouts)
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}
     rec = _counted("ring", 1e6, waits=False)
     rec.extra["layouts"] = layouts
-    with pytest.raises(baseline.BaselineError, match=r"'ring\[tasks=10\] on gevent' has layouts \(extra_info.layouts"):
+    with pytest.raises(
+        baseline.BaselineError,
+        match=r"'ring\[tasks=10\] on gevent' has layouts \(extra_info.layouts",
+    ):
         baseline.check(baseline.document_from_records([rec], counted_meta), "base.json")
 
 
@@ -441,7 +586,9 @@ def test_a_baseline_with_layouts_that_are_not_rounds_is_refused_by_name(layouts)
 RING = ("ring", {"n": 50, "m": 1000})
 
 
-def one(seed: int, backend: str, scale: float = 1.0, sigma: float = 0.03, rounds: int = 20) -> list[Record]:
+def one(
+    seed: int, backend: str, scale: float = 1.0, sigma: float = 0.03, rounds: int = 20
+) -> list[Record]:
     """One benchmark's session: ``rounds`` samples around ``scale`` ms, lognormal ``sigma``."""
     rng = random.Random(seed)
     samples = [scale * 1e-3 * rng.lognormvariate(0, sigma) for _ in range(rounds)]
@@ -454,7 +601,9 @@ def saved(sessions, backend: str, keep: int = 5) -> tuple[dict, list[str]]:
     doc, said = None, []
     for i, (scale, sigma) in enumerate(sessions):
         recs = one(40 + i, backend, scale, sigma)
-        doc, messages = gate.add_session(baseline.document_from_records(recs, meta()), doc, recs, keep=keep)
+        doc, messages = gate.add_session(
+            baseline.document_from_records(recs, meta()), doc, recs, keep=keep
+        )
         said += messages
     return doc, said
 
@@ -464,12 +613,14 @@ def test_one_disturbed_session_of_three_never_hides_a_real_slowdown():
     # silently, and a real +70% on asyncio read "unchanged"
     doc = None  # stored as they were: no session dropped on saving
     for i, (scale, sigma) in enumerate([(1.0, 0.03), (1.5, 0.3), (1.0, 0.03)]):
-        doc = history.merge(baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()), doc, 5)
+        doc = history.merge(
+            baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()), doc, 5
+        )
     result = gate.compare(doc, one(99, "asyncio", 1.7), meta())
     v = result.verdicts[0]
     assert v.status in (REGRESSED, INCONCLUSIVE), (v.status, v.threshold, v.note)
     assert v.status != UNCHANGED and v.change > 0.5
-    line = next(l for l in shown(result) if "ring[m=1000,n=50] on asyncio" in l)
+    line = next(line for line in shown(result) if "ring[m=1000,n=50] on asyncio" in line)
     assert "disturbed" in line and "session 2" in line
 
 
@@ -488,7 +639,9 @@ def test_one_disturbed_session_never_drops_the_good_ones():
 def test_a_new_speed_confirmed_by_a_second_session_restarts_the_history():
     # the first session at a new speed is flagged; the second confirms it: the code changed
     doc, said = saved([(1.0, 0.03), (1.0, 0.03), (1.5, 0.03)], "gevent")
-    assert any("flagged disturbed" in m for m in said) and not any("were dropped" in m for m in said)
+    assert any("flagged disturbed" in m for m in said) and not any(
+        "were dropped" in m for m in said
+    )
     recs = one(60, "gevent", 1.5)
     doc, said = gate.add_session(baseline.document_from_records(recs, meta()), doc, recs)
     assert any("confirmed by a second session" in m and "were dropped" in m for m in said), said
@@ -500,7 +653,9 @@ def test_a_new_speed_confirmed_by_a_second_session_restarts_the_history():
 def test_a_session_whose_rounds_spread_far_wider_is_left_out():
     doc = None
     for i, (scale, sigma) in enumerate([(1.0, 0.03), (1.3, 0.4)]):
-        doc = history.merge(baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()), doc, 5)
+        doc = history.merge(
+            baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()), doc, 5
+        )
     v = gate.compare(doc, one(99, "asyncio", 1.0), meta()).verdicts[0]
     assert v.status == UNCHANGED and v.sessions == 1
     assert "left out disturbed baseline session 1 (its rounds spread" in v.note
@@ -508,11 +663,17 @@ def test_a_session_whose_rounds_spread_far_wider_is_left_out():
 
 def test_sessions_of_different_code_are_named():
     doc = None
-    for i, code in enumerate([{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": True}]):
-        doc = history.merge(baseline.document_from_records(one(40 + i, "asyncio"), {**meta(), "code": code}), doc, 5)
+    for i, code in enumerate(
+        [{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": True}]
+    ):
+        doc = history.merge(
+            baseline.document_from_records(one(40 + i, "asyncio"), {**meta(), "code": code}), doc, 5
+        )
     notes = gate.compare(doc, one(99, "asyncio"), meta()).notes
-    assert ("baseline sessions measured different code: session 1: bbbbbbbbbb (dirty); gevent 25.1.0, "
-            "greenlet 3.1.1 / session 2: aaaaaaaaaa; gevent 25.1.0, greenlet 3.1.1") in notes
+    assert (
+        "baseline sessions measured different code: session 1: bbbbbbbbbb (dirty); gevent 25.1.0, "
+        "greenlet 3.1.1 / session 2: aaaaaaaaaa; gevent 25.1.0, greenlet 3.1.1"
+    ) in notes
 
 
 def test_a_session_records_its_code_identity(tmp_path):
@@ -524,7 +685,9 @@ def test_a_session_records_its_code_identity(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n")
     subprocess.run([*git, "add", "a.py"], cwd=tmp_path, check=True)
     subprocess.run([*git, "commit", "-qm", "a"], cwd=tmp_path, check=True)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout.strip()
     (tmp_path / "baseline.json").write_text("{}")  # untracked: still clean
     assert baseline.code_identity(tmp_path) == {"commit": head, "dirty": False}
     (tmp_path / "a.py").write_text("x = 2\n")
@@ -539,7 +702,10 @@ def test_only_too_noisy_inconclusives_exit_with_their_own_status():
     regressed = Verdict(("ring", "n=1", "asyncio"), REGRESSED)
     outcome = session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy]))
     assert outcome.exit_status == session_end.EXIT_BASELINE_TOO_NOISY == 6
-    assert session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy, regressed])).exit_status == 1
+    assert (
+        session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy, regressed])).exit_status
+        == 1
+    )
     assert session_end.SessionOutcome([], gate=GateResult()).exit_status == 0
 
 
@@ -549,7 +715,9 @@ def test_counts_that_changed_restart_at_once():
     for count in (1e6, 1e6, 1.3e6):
         recs = [_counted("ring", count, waits=False)]
         doc, said = gate.add_session(baseline.document_from_records(recs, counted_meta), doc, recs)
-    assert any("changed speed (+30.0%): its earlier baseline sessions were dropped" in m for m in said), said
+    assert any(
+        "changed speed (+30.0%): its earlier baseline sessions were dropped" in m for m in said
+    ), said
     assert len(history.sessions(doc)[0][recs[0].key]) == 1
 
 
@@ -558,48 +726,82 @@ def test_a_wide_session_beside_ones_that_repeat_exactly_is_named_without_error()
 
     steady = history.Session([1.0] * 6, None)
     wide = history.Session([0.5, 0.8, 0.95, 1.05, 1.5, 2.0], None)
-    assert sessions.disturbed([wide, steady, steady], 0.07) == {0: "its rounds spread 70%, far beyond the other sessions' 0%"}
+    assert sessions.disturbed([wide, steady, steady], 0.07) == {
+        0: "its rounds spread 70%, far beyond the other sessions' 0%"
+    }
     assert sessions.disturbed([wide, wide], 0.07) == {}  # never all of them
 
 
 # -- a counted baseline knows what measured it ----------------------------------------------
 
-MEASURING = {"plugin": "0.2.0", "code": "1f2e3d4c5b6a7980", "python_build": "3.11.7 main Nov 1 2026 GCC 12.2.0",
-             "valgrind": "3.19.0"}
+MEASURING = {
+    "plugin": "0.2.0",
+    "code": "1f2e3d4c5b6a7980",
+    "python_build": "3.11.7 main Nov 1 2026 GCC 12.2.0",
+    "valgrind": "3.19.0",
+}
 
 
 def _counted_meta(**measuring) -> dict:
-    return {**meta(), "measure": "instructions", "calibration": None, "measuring": {**MEASURING, **measuring}}
+    return {
+        **meta(),
+        "measure": "instructions",
+        "calibration": None,
+        "measuring": {**MEASURING, **measuring},
+    }
 
 
-@pytest.mark.parametrize("part, new, named", [
-    ("code", "0000000000000000", "its measuring code 1f2e3d4c5b6a7980 -> 0000000000000000"),
-    ("plugin", "0.3.0", "pytest-concurrency 0.2.0 -> 0.3.0"),
-    ("valgrind", "3.20.0", "valgrind 3.19.0 -> 3.20.0"),
-    ("python_build", "3.11.7 main Dec 1 2026 GCC 13.1.0", "the Python build"),
-])
+@pytest.mark.parametrize(
+    "part, new, named",
+    [
+        ("code", "0000000000000000", "its measuring code 1f2e3d4c5b6a7980 -> 0000000000000000"),
+        ("plugin", "0.3.0", "pytest-concurrency 0.2.0 -> 0.3.0"),
+        ("valgrind", "3.20.0", "valgrind 3.19.0 -> 3.20.0"),
+        ("python_build", "3.11.7 main Dec 1 2026 GCC 13.1.0", "the Python build"),
+    ],
+)
 def test_a_changed_measuring_side_asks_for_a_new_baseline_not_a_verdict(part, new, named):
     base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], _counted_meta())
-    result = gate.compare(base, [_counted("ring", 1.3e6, waits=False)], _counted_meta(**{part: new}))
-    assert result.rerecord and named in result.rerecord and "record the baseline again" in result.rerecord
+    result = gate.compare(
+        base, [_counted("ring", 1.3e6, waits=False)], _counted_meta(**{part: new})
+    )
+    assert (
+        result.rerecord
+        and named in result.rerecord
+        and "record the baseline again" in result.rerecord
+    )
     assert result.verdicts == [] and not result.failed  # neither a regression nor a pass
     assert tables.headline(result).startswith("Re-record the baseline: ")
 
 
 def test_the_same_measuring_side_judges_and_other_library_versions_do_not_ask_for_a_new_baseline():
     base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], _counted_meta())
-    now = {**_counted_meta(), "libraries": {"greenlet": "3.2.0", "gevent": "25.1.0"}}  # the user's upgrade
+    now = {
+        **_counted_meta(),
+        "libraries": {"greenlet": "3.2.0", "gevent": "25.1.0"},
+    }  # the user's upgrade
     result = gate.compare(base, [_counted("ring", 1.3e6, waits=False)], now)
     assert result.rerecord is None and list(statuses(result).values()) == [REGRESSED]
 
 
 def test_a_counted_baseline_from_another_directory_judges_and_says_counts_follow_the_directory():
-    base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], {**_counted_meta(), "directory": "/a/x"})
-    moved = gate.compare(base, [_counted("ring", 1.3e6, waits=False)], {**_counted_meta(), "directory": "/b/longer"})
-    assert moved.rerecord is None and list(statuses(moved).values()) == [REGRESSED]  # judged, not refused
+    base = baseline.document_from_records(
+        [_counted("ring", 1e6, waits=False)], {**_counted_meta(), "directory": "/a/x"}
+    )
+    moved = gate.compare(
+        base, [_counted("ring", 1.3e6, waits=False)], {**_counted_meta(), "directory": "/b/longer"}
+    )
+    assert moved.rerecord is None and list(statuses(moved).values()) == [
+        REGRESSED
+    ]  # judged, not refused
     (said,) = [n for n in moved.notes if "another directory" in n]
-    assert "('/a/x' -> '/b/longer')" in said and "record the baseline in the directory it is judged in" in said
-    same = gate.compare(base, [_counted("ring", 1e6, waits=False)], {**_counted_meta(), "directory": "/a/x"})
+    assert (
+        "('/a/x' -> '/b/longer')" in said
+        and "record the baseline in the directory it is judged in" in said
+    )
+    same = gate.compare(
+        base, [_counted("ring", 1e6, waits=False)], {**_counted_meta(), "directory": "/a/x"}
+    )
     assert not any("another directory" in n for n in same.notes)
     assert measure.get("instructions").session_meta()["directory"] == os.getcwd()
 
@@ -622,7 +824,9 @@ def test_the_session_exits_seven_when_the_baseline_must_be_recorded_again():
     from pytest_concurrency import session_end
     from pytest_concurrency.gate.verdicts import GateResult
 
-    outcome = session_end.SessionOutcome(records=[], gate=GateResult(rerecord="the measuring side changed"))
+    outcome = session_end.SessionOutcome(
+        records=[], gate=GateResult(rerecord="the measuring side changed")
+    )
     assert outcome.exit_status == session_end.EXIT_RERECORD_BASELINE == 7
 
 

@@ -13,7 +13,6 @@ import json
 
 import pytest
 
-
 NAP = '''
 import os
 from pytest_concurrency.workloads import Outcome
@@ -78,8 +77,11 @@ def suite(pytester):
 # slowdown), the slow tier the rest of the gate's mechanics. The usage errors run anywhere.
 def run(suite, *args, backends="asyncio,threading,greenlet"):
     return suite.runpytest_subprocess(
-        "--benchmark-only", "--concurrency-threshold=20", "--concurrency-machine-tolerance=900",
-        f"--concurrency-backends={backends}", *args,
+        "--benchmark-only",
+        "--concurrency-threshold=20",
+        "--concurrency-machine-tolerance=900",
+        f"--concurrency-backends={backends}",
+        *args,
     )
 
 
@@ -110,7 +112,9 @@ def test_a_slowdown_that_does_not_reproduce_does_not_fail_the_build(suite, monke
     base = suite.path / "base.json"
     run(suite, f"--concurrency-save-baseline={base}").assert_outcomes(passed=3)
     monkeypatch.setenv("SLOW_BACKEND", "greenlet")
-    monkeypatch.setenv("SLOW_RUNS", "11")  # the first session (1 warm-up + 10 rounds), not the re-run
+    monkeypatch.setenv(
+        "SLOW_RUNS", "11"
+    )  # the first session (1 warm-up + 10 rounds), not the re-run
     result = run(suite, f"--concurrency-baseline={base}")
     out = " ".join(result.stdout.str().split())
     assert result.ret == 0, out
@@ -134,7 +138,9 @@ def test_faster_run_is_reported_as_stale_baseline(suite, monkeypatch):
 @pytest.mark.serial
 def test_new_and_missing_benchmarks_are_listed(suite):
     base = suite.path / "base.json"
-    run(suite, f"--concurrency-save-baseline={base}", backends="asyncio,threading").assert_outcomes(passed=2)
+    run(suite, f"--concurrency-save-baseline={base}", backends="asyncio,threading").assert_outcomes(
+        passed=2
+    )
     result = run(suite, f"--concurrency-baseline={base}", backends="asyncio,greenlet")
     out = result.stdout.str()
     assert "1 new" in out and "1 missing" in out, out
@@ -155,7 +161,12 @@ def test_baseline_from_another_python_is_refused_unless_allowed(suite):
     out = " ".join(refused.stdout.str().split())  # the explanation wraps at 80 columns
     assert "recorded on CPython 3.9.18 and this run is CPython 3." in out
     assert "--concurrency-allow-cross-python" in out
-    allowed = run(suite, f"--concurrency-baseline={base}", "--concurrency-allow-cross-python", backends="asyncio")
+    allowed = run(
+        suite,
+        f"--concurrency-baseline={base}",
+        "--concurrency-allow-cross-python",
+        backends="asyncio",
+    )
     assert allowed.ret == 0, allowed.stdout.str()
 
 
@@ -170,7 +181,9 @@ def test_markdown_report_is_written(suite, monkeypatch):
     run(suite, f"--concurrency-baseline={base}", f"--concurrency-report-md={md}")
     text = md.read_text()
     assert "| backend |" in text
-    regressed_rows = [line for line in text.splitlines() if line.startswith("|") and "REGRESSED" in line]
+    regressed_rows = [
+        line for line in text.splitlines() if line.startswith("|") and "REGRESSED" in line
+    ]
     assert len(regressed_rows) == 1 and "greenlet" in regressed_rows[0], text
 
 
@@ -211,17 +224,26 @@ def test_saving_again_adds_a_session_and_a_speed_change_restarts_that_benchmark(
     base = suite.path / "base.json"
     for n in (1, 2, 3):
         result = run(suite, f"--concurrency-save-baseline={base}")
-        result.stdout.fnmatch_lines([f"*baseline with 3 benchmarks written to*({n} session(s), at most 5 kept)*"])
+        result.stdout.fnmatch_lines(
+            [f"*baseline with 3 benchmarks written to*({n} session(s), at most 5 kept)*"]
+        )
     assert sessions_in(base) == {"asyncio": 3, "threading": 3, "greenlet": 3}
 
     monkeypatch.setenv("SLOW_BACKEND", "greenlet")  # the code changed: greenlet is 60% slower now
-    result = run(suite, f"--concurrency-save-baseline={base}")  # one session cannot tell it from a disturbance
+    result = run(
+        suite, f"--concurrency-save-baseline={base}"
+    )  # one session cannot tell it from a disturbance
     out = " ".join(result.stdout.str().split())
     assert "nap[ms=20] on greenlet measured +" in out and "flagged disturbed" in out
     assert sessions_in(base) == {"asyncio": 4, "threading": 4, "greenlet": 4}
-    result = run(suite, f"--concurrency-save-baseline={base}")  # a second one confirms the new speed
+    result = run(
+        suite, f"--concurrency-save-baseline={base}"
+    )  # a second one confirms the new speed
     out = " ".join(result.stdout.str().split())
-    assert "nap[ms=20] on greenlet changed speed (+" in out and "earlier baseline sessions were dropped" in out
+    assert (
+        "nap[ms=20] on greenlet changed speed (+" in out
+        and "earlier baseline sessions were dropped" in out
+    )
     assert sessions_in(base) == {"asyncio": 5, "threading": 5, "greenlet": 1}
 
     run(suite, f"--concurrency-save-baseline={base}", "--concurrency-baseline-sessions=1")
@@ -233,7 +255,9 @@ def test_saving_again_adds_a_session_and_a_speed_change_restarts_that_benchmark(
 def test_a_baseline_of_several_sessions_gates_like_one(suite, monkeypatch):
     base = suite.path / "base.json"
     for _ in range(3):
-        run(suite, f"--concurrency-save-baseline={base}", backends="asyncio,greenlet").assert_outcomes(passed=2)
+        run(
+            suite, f"--concurrency-save-baseline={base}", backends="asyncio,greenlet"
+        ).assert_outcomes(passed=2)
     same = run(suite, f"--concurrency-baseline={base}", backends="asyncio,greenlet")
     assert same.ret == 0, same.stdout.str()
     monkeypatch.setenv("SLOW_BACKEND", "asyncio")
@@ -258,7 +282,9 @@ def test_a_busier_machine_makes_a_threading_slowdown_inconclusive(suite, monkeyp
     import sys
 
     base = suite.path / "base.json"
-    run(suite, f"--concurrency-save-baseline={base}", backends="threading").assert_outcomes(passed=1)
+    run(suite, f"--concurrency-save-baseline={base}", backends="threading").assert_outcomes(
+        passed=1
+    )
     monkeypatch.setenv("SLOW_BACKEND", "threading")
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # keeps one core busy
     try:
@@ -267,5 +293,9 @@ def test_a_busier_machine_makes_a_threading_slowdown_inconclusive(suite, monkeyp
         hog.kill()
         hog.wait()
     out = " ".join(result.stdout.str().split())
-    assert result.ret == 0, out[out.find("Gate:"):]  # the verdicts, not the tables a report would cut
-    assert "the machine was busier than for the baseline" in out and "threads need free cores" in out
+    assert result.ret == 0, out[
+        out.find("Gate:") :
+    ]  # the verdicts, not the tables a report would cut
+    assert (
+        "the machine was busier than for the baseline" in out and "threads need free cores" in out
+    )

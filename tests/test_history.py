@@ -14,14 +14,22 @@ PY = {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"}
 
 
 def meta(python=PY, ns=270.0) -> dict:
-    return {"schema_version": baseline.SCHEMA_VERSION, "python": dict(python), "backends": {},
-            "libraries": {}, "cpu_count": 2, "calibration": {"version": 1, "ns_per_iteration": ns}}
+    return {
+        "schema_version": baseline.SCHEMA_VERSION,
+        "python": dict(python),
+        "backends": {},
+        "libraries": {},
+        "cpu_count": 2,
+        "calibration": {"version": 1, "ns_per_iteration": ns},
+    }
 
 
 def session_doc(tag: float, backends=("asyncio", "gevent"), python=PY) -> dict:
     """A one-session document whose every sample is ``tag`` (so sessions can be told apart)."""
-    recs = [Record("ring", {"n": 10}, b, [tag] * 5, backend_version="1.0", extra={"foreign_cpu": 0.01})
-            for b in backends]
+    recs = [
+        Record("ring", {"n": 10}, b, [tag] * 5, backend_version="1.0", extra={"foreign_cpu": 0.01})
+        for b in backends
+    ]
     return baseline.document_from_records(recs, meta(python))
 
 
@@ -57,8 +65,12 @@ def test_a_restarted_benchmark_keeps_only_the_new_session():
 
 
 def test_an_earlier_session_left_without_benchmarks_is_dropped():
-    doc = history.merge(session_doc(2.0), session_doc(1.0, backends=("gevent",)), 5,
-                        restart=[("ring", "n=10", "gevent")])
+    doc = history.merge(
+        session_doc(2.0),
+        session_doc(1.0, backends=("gevent",)),
+        5,
+        restart=[("ring", "n=10", "gevent")],
+    )
     assert history.count(doc) == 1
 
 
@@ -79,9 +91,15 @@ def test_sessions_keep_their_load_version_and_calibration():
 
 
 def test_another_python_cannot_sit_behind_this_one():
-    other = session_doc(1.0, python={"version": "3.10.4", "implementation": "CPython", "minor": "3.10"})
+    other = session_doc(
+        1.0, python={"version": "3.10.4", "implementation": "CPython", "minor": "3.10"}
+    )
     reason = history.incompatible(other, meta())
-    assert "CPython 3.10.4" in reason and "CPython 3.11.7" in reason and "one baseline file per Python" in reason
+    assert (
+        "CPython 3.10.4" in reason
+        and "CPython 3.11.7" in reason
+        and "one baseline file per Python" in reason
+    )
     assert history.incompatible(session_doc(1.0), meta()) is None
 
 
@@ -91,14 +109,33 @@ def test_a_saved_history_reads_back(tmp_path):
     assert medians(baseline.load(path)) == [3.0, 2.0, 1.0]
 
 
-@pytest.mark.parametrize("damage, message", [
-    ("not a list", "history is a JSON str"),
-    ([{"datetime": "x"}], "session 1 of its history has no benchmarks list"),
-    ([{"benchmarks": [{"workload": "ring", "params": {}, "backend": "gevent", "samples": []}]}],
-     "without workload, params, backend and raw samples"),
-    ([{"benchmarks": [{"workload": "ring", "params": {}, "backend": "gevent", "samples": ["1"]}]}],
-     "without workload, params, backend and raw samples"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("not a list", "history is a JSON str"),
+        ([{"datetime": "x"}], "session 1 of its history has no benchmarks list"),
+        (
+            [
+                {
+                    "benchmarks": [
+                        {"workload": "ring", "params": {}, "backend": "gevent", "samples": []}
+                    ]
+                }
+            ],
+            "without workload, params, backend and raw samples",
+        ),
+        (
+            [
+                {
+                    "benchmarks": [
+                        {"workload": "ring", "params": {}, "backend": "gevent", "samples": ["1"]}
+                    ]
+                }
+            ],
+            "without workload, params, backend and raw samples",
+        ),
+    ],
+)
 def test_a_damaged_history_is_refused_with_the_fix(tmp_path, damage, message):
     doc = stack([1.0, 2.0], keep=5)
     doc["pytest_concurrency"]["history"] = damage
@@ -124,7 +161,9 @@ def test_a_save_starts_from_nothing_when_there_is_nothing(tmp_path):
     assert baseline.load_previous(empty) is None
 
 
-@pytest.mark.parametrize("content", ["my notes, not JSON\n", '{"benchmarks": [], "machine_info": {}}'])
+@pytest.mark.parametrize(
+    "content", ["my notes, not JSON\n", '{"benchmarks": [], "machine_info": {}}']
+)
 def test_a_save_never_overwrites_a_file_that_is_not_a_baseline(tmp_path, content):
     path = tmp_path / "precious.json"
     path.write_text(content)
@@ -142,4 +181,7 @@ def test_each_session_keeps_its_code_identity_and_disturbed_flag():
     assert doc["pytest_concurrency"]["history"][0]["code"] == {"commit": "a" * 40, "dirty": False}
     assert history.identities(doc)[1] == ({"commit": "a" * 40, "dirty": False}, {})
     found, _ = history.sessions(doc)
-    assert [s.disturbed for s in found[("ring", "n=10", "asyncio")]] == ["", "+50% against the earlier sessions"]
+    assert [s.disturbed for s in found[("ring", "n=10", "asyncio")]] == [
+        "",
+        "+50% against the earlier sessions",
+    ]

@@ -34,11 +34,18 @@ CASES = {
     "infinite samples": (_edit(_samples([float("inf")] * 5)), "holds Infinity"),
     "negative samples": (_edit(_samples([-1.0] * 5)), "samples that are not non-negative numbers"),
     "text samples": (_edit(_samples(["fast"] * 5)), "samples that are not non-negative numbers"),
-    "benchmark not an object": (_edit(lambda d: d["benchmarks"].__setitem__(0, [1])), "is a JSON list, not an object"),
-    "params not an object": (_edit(lambda d: d["benchmarks"][0]["extra_info"].__setitem__("params", [1])),
-                             "params that are not an object"),
-    "newer format": (_edit(lambda d: d["pytest_concurrency"].__setitem__("schema_version", 99)),
-                     "written by a newer pytest-concurrency-bench: upgrade"),
+    "benchmark not an object": (
+        _edit(lambda d: d["benchmarks"].__setitem__(0, [1])),
+        "is a JSON list, not an object",
+    ),
+    "params not an object": (
+        _edit(lambda d: d["benchmarks"][0]["extra_info"].__setitem__("params", [1])),
+        "params that are not an object",
+    ),
+    "newer format": (
+        _edit(lambda d: d["pytest_concurrency"].__setitem__("schema_version", 99)),
+        "written by a newer pytest-concurrency-bench: upgrade",
+    ),
 }
 
 
@@ -91,7 +98,9 @@ def test_a_read_only_baseline_is_refused_before_the_run(tmp_path, monkeypatch):
     path.write_text(GOOD)
     path.chmod(0o444)
     real_access = os.access  # root may write anything: ask as a user would be answered
-    monkeypatch.setattr(settings.os, "access", lambda p, mode: False if Path(p) == path else real_access(p, mode))
+    monkeypatch.setattr(
+        settings.os, "access", lambda p, mode: False if Path(p) == path else real_access(p, mode)
+    )
     with pytest.raises(settings.SettingsError, match="is read-only, so it is left as it is"):
         settings.writable_target(str(path), "--concurrency-save-baseline")
 
@@ -100,4 +109,6 @@ def test_nan_in_a_document_is_saved_as_null_and_loads(tmp_path):
     doc = json.loads(GOOD)
     doc["benchmarks"][0]["extra_info"]["peak_rss_kib"] = float("nan")
     baseline.save(tmp_path / "base.json", doc)
-    assert baseline.load(tmp_path / "base.json")["benchmarks"][0]["extra_info"]["peak_rss_kib"] is None
+    assert (
+        baseline.load(tmp_path / "base.json")["benchmarks"][0]["extra_info"]["peak_rss_kib"] is None
+    )

@@ -14,12 +14,13 @@ import sys
 import pytest
 
 from pytest_concurrency.gate import stats
+from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import callgrind, client_request, memory, profile
 from pytest_concurrency.measure.records import Record
-from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
 
-needs_valgrind = pytest.mark.skipif(callgrind.unavailable_reason() is not None,
-                                    reason=f"{callgrind.unavailable_reason()}")
+needs_valgrind = pytest.mark.skipif(
+    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
+)
 
 PINGS = '''
 import os
@@ -104,7 +105,10 @@ def suite(pytester):
 
 def counted(suite, *args, backends="greenlet,asyncio"):
     return suite.runpytest_subprocess(
-        "--benchmark-only", "--concurrency-measure=instructions", f"--concurrency-backends={backends}", *args,
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        f"--concurrency-backends={backends}",
+        *args,
         timeout=900,
     )
 
@@ -121,7 +125,9 @@ def test_a_counted_session_records_counts_and_judges_them(suite):
     assert doc["pytest_concurrency"]["measure"] == "instructions"
     (bench,) = doc["benchmarks"]
     samples = bench["stats"]["data"]
-    assert len(samples) == 3 and all(x > 1e5 and x == int(x) for x in samples)  # instructions, not seconds
+    assert len(samples) == 3 and all(
+        x > 1e5 and x == int(x) for x in samples
+    )  # instructions, not seconds
     assert bench["extra_info"]["profile"] and "retained_b_per_task_round" in bench["extra_info"]
 
     same = counted(suite, f"--concurrency-baseline={base}", backends="greenlet")
@@ -138,20 +144,37 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
     assert "run again under valgrind" not in first.stdout.str()  # only the workers were counted
     doc = json.loads(base.read_text())
     meta = doc["pytest_concurrency"]
-    assert meta["measure"] == "instructions" and meta["calibration"] is None and meta["hash_seed"] == "0"
+    assert (
+        meta["measure"] == "instructions"
+        and meta["calibration"] is None
+        and meta["hash_seed"] == "0"
+    )
     for bench in doc["benchmarks"]:
         samples = bench["stats"]["data"]
         assert len(samples) == 3 and min(samples) > 1e5  # instructions, not seconds
         assert stats.spread(samples) < 0.01, samples  # a case this small: within 1% (see README)
         extra = bench["extra_info"]
-        assert extra["measure"] == "instructions" and extra["profile"] and "profile_dump" not in extra
-        assert extra["memory_rounds"] in (memory.READINGS, 2 * memory.READINGS) and "retained_b_per_task_round" in extra  # the memory pass, apart
-        assert "csw_per_op" in extra and extra["kernel_source"]  # and the kernel figures, from the same plain worker
+        assert (
+            extra["measure"] == "instructions" and extra["profile"] and "profile_dump" not in extra
+        )
+        assert (
+            extra["memory_rounds"] in (memory.READINGS, 2 * memory.READINGS)
+            and "retained_b_per_task_round" in extra
+        )  # the memory pass, apart
+        assert (
+            "csw_per_op" in extra and extra["kernel_source"]
+        )  # and the kernel figures, from the same plain worker
 
-    same = counted(suite, f"--concurrency-baseline={base}", "-n", "2")  # both cases at once, as xdist's -n asks
+    same = counted(
+        suite, f"--concurrency-baseline={base}", "-n", "2"
+    )  # both cases at once, as xdist's -n asks
     assert same.ret == 0, same.stdout.str()
-    same.stdout.fnmatch_lines(["*-n 2 with --concurrency-measure=instructions: the cases are counted in 2 lanes*"])
-    same.stdout.fnmatch_lines(["*instructions on asyncio, greenlet leave out*", "*Gate: 0 regressions*"])
+    same.stdout.fnmatch_lines(
+        ["*-n 2 with --concurrency-measure=instructions: the cases are counted in 2 lanes*"]
+    )
+    same.stdout.fnmatch_lines(
+        ["*instructions on asyncio, greenlet leave out*", "*Gate: 0 regressions*"]
+    )
     changes = [v for v in _verdict_changes(same.stdout.str())]
     # percent, inside the 2% threshold. On 3.11 both runs count the same to <0.1% (cases fork
     # from servers that never read a request); on 3.10 one case moved 1.6% between one job and
@@ -192,7 +215,8 @@ def _verdict_changes(text: str) -> list[float]:
 @pytest.mark.slow
 @needs_valgrind
 def test_a_plain_benchmark_test_is_counted_in_the_session(pytester):
-    pytester.makepyfile(test_plain="""
+    pytester.makepyfile(
+        test_plain="""
         def work(backend):
             tasks = [backend.spawn(sum, range(200)) for _ in range(20)]
             return [t.join() for t in tasks]
@@ -200,13 +224,24 @@ def test_a_plain_benchmark_test_is_counted_in_the_session(pytester):
         def test_plain(benchmark, concurrency_backend):
             result = benchmark.pedantic(concurrency_backend.run, args=(work, concurrency_backend), rounds=3)
             assert result == [19900] * 20
-    """)
-    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-measure=instructions",
-                                           "--concurrency-backends=greenlet,multiprocessing", "--concurrency-layouts=1",
-                                           "--benchmark-json=run.json", "-rs", timeout=900)
+    """
+    )
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-backends=greenlet,multiprocessing",
+        "--concurrency-layouts=1",
+        "--benchmark-json=run.json",
+        "-rs",
+        timeout=900,
+    )
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*a benchmark test measured in this process makes the session run again under valgrind*",
-                                 "*multiprocessing*task processes are not counted*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*a benchmark test measured in this process makes the session run again under valgrind*",
+            "*multiprocessing*task processes are not counted*",
+        ]
+    )
     bench = json.loads((pytester.path / "run.json").read_text())["benchmarks"][0]
     assert bench["extra_info"]["measure"] == "instructions"
     assert all(x > 1e4 and x == int(x) for x in bench["stats"]["data"])
@@ -218,26 +253,39 @@ def test_without_valgrind_the_run_stops_before_anything_is_measured(pytester, mo
     monkeypatch.setenv("PATH", str(empty))
     result = pytester.runpytest_subprocess("--concurrency-measure=instructions")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--concurrency-measure=instructions*valgrind is not on PATH*apt-get install valgrind*"])
+    result.stderr.fnmatch_lines(
+        ["*--concurrency-measure=instructions*valgrind is not on PATH*apt-get install valgrind*"]
+    )
 
 
 @needs_valgrind
 def test_counting_on_other_hosts_is_refused_with_the_way_that_works(pytester):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
-    result = pytester.runpytest_subprocess("--concurrency-measure=instructions", "--dist", "load",
-                                           "--tx", "ssh=elsewhere//python=python3")
+    result = pytester.runpytest_subprocess(
+        "--concurrency-measure=instructions",
+        "--dist",
+        "load",
+        "--tx",
+        "ssh=elsewhere//python=python3",
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--tx ssh=elsewhere//python=python3: counted cases run in lanes of this session*"])
+    result.stderr.fnmatch_lines(
+        ["*--tx ssh=elsewhere//python=python3: counted cases run in lanes of this session*"]
+    )
 
 
 def test_parallel_jobs_are_refused_when_timing(pytester):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest("--concurrency-jobs=2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--concurrency-jobs=2: cases measured at the same time slow each other*"])
+    result.stderr.fnmatch_lines(
+        ["*--concurrency-jobs=2: cases measured at the same time slow each other*"]
+    )
 
 
-@pytest.mark.parametrize("given, said", [("0", "must be above 0"), ("three", "'three' is not a number")])
+@pytest.mark.parametrize(
+    "given, said", [("0", "must be above 0"), ("three", "'three' is not a number")]
+)
 def test_layouts_that_are_not_a_count_are_a_usage_error(pytester, given, said):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest(f"--concurrency-layouts={given}")
@@ -255,15 +303,19 @@ def test_an_unknown_measure_is_a_usage_error(pytester):
 @needs_valgrind
 def test_dump_reader_against_a_real_callgrind_run(tmp_path):
     script = tmp_path / "work.py"
-    script.write_text("import os\n"
-                      "from pytest_concurrency.measure import client_request\n"
-                      "client_request.start_instrumentation()  # as a Counter does, where it can\n"
-                      "def spin(n):\n    return sum(i * i for i in range(n))\n"
-                      "for n in (10_000, 40_000):\n"
-                      "    os.sched_get_priority_max(os.SCHED_OTHER)\n"
-                      "    spin(n)\n"
-                      "    os.sched_get_priority_min(os.SCHED_OTHER)\n")
-    subprocess.run(callgrind.command([sys.executable, str(script)], str(tmp_path)), check=True, timeout=300)
+    script.write_text(
+        "import os\n"
+        "from pytest_concurrency.measure import client_request\n"
+        "client_request.start_instrumentation()  # as a Counter does, where it can\n"
+        "def spin(n):\n    return sum(i * i for i in range(n))\n"
+        "for n in (10_000, 40_000):\n"
+        "    os.sched_get_priority_max(os.SCHED_OTHER)\n"
+        "    spin(n)\n"
+        "    os.sched_get_priority_min(os.SCHED_OTHER)\n"
+    )
+    subprocess.run(
+        callgrind.command([sys.executable, str(script)], str(tmp_path)), check=True, timeout=300
+    )
     dumps = sorted(p for p in tmp_path.glob("callgrind.*.*"))
     assert [p.suffix for p in dumps] == [".1", ".2"]
     small, large = (callgrind.read_total(str(p)) for p in dumps)
@@ -277,40 +329,57 @@ def test_dump_reader_against_a_real_callgrind_run(tmp_path):
     assert any(lib.startswith(("libpython", "python")) for _, lib, _ in functions)
     assert sum(counts) > 0.8 * large  # the listed functions are where nearly all of it went
     # every object's total, all of it: the interpreter first, libc among them
-    assert objects[0][0].startswith(("libpython", "python")) and any(lib.startswith("libc") for lib, _ in objects)
+    assert objects[0][0].startswith(("libpython", "python")) and any(
+        lib.startswith("libc") for lib, _ in objects
+    )
     assert large * 0.999 <= sum(c for _, c in objects) <= large * 1.001
 
 
 @pytest.mark.slow
 @needs_valgrind
-@pytest.mark.skipif(not client_request.available(), reason="valgrind client requests are made on x86-64 Linux only")
+@pytest.mark.skipif(
+    not client_request.available(), reason="valgrind client requests are made on x86-64 Linux only"
+)
 def test_a_process_started_without_instrumentation_counts_once_it_switches_it_on(tmp_path):
     """Three real callgrind processes of a bare interpreter (no site), 7-9 s: instrumented from the
     start, started without and switched on (as a Counter does), started without and never switched
     on. (Every counted session of the fast tier relies on the switch: without it, no dump.)"""
     script = tmp_path / "work.py"
-    script.write_text("import importlib.util, os, sys\n"
-                      "spec = importlib.util.spec_from_file_location('client_request', sys.argv[1])\n"
-                      "client_request = importlib.util.module_from_spec(spec)\n"
-                      "spec.loader.exec_module(client_request)\n"
-                      "if sys.argv[2] == 'switch':\n"
-                      "    client_request.start_instrumentation()\n"
-                      "for _ in range(3):\n"
-                      f"    os.{callgrind.ZERO_FN}(os.SCHED_OTHER)\n"
-                      "    sum(i * i for i in range(40_000))\n"
-                      f"    os.{callgrind.DUMP_FN}(os.SCHED_OTHER)\n")
+    script.write_text(
+        "import importlib.util, os, sys\n"
+        "spec = importlib.util.spec_from_file_location('client_request', sys.argv[1])\n"
+        "client_request = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(client_request)\n"
+        "if sys.argv[2] == 'switch':\n"
+        "    client_request.start_instrumentation()\n"
+        "for _ in range(3):\n"
+        f"    os.{callgrind.ZERO_FN}(os.SCHED_OTHER)\n"
+        "    sum(i * i for i in range(40_000))\n"
+        f"    os.{callgrind.DUMP_FN}(os.SCHED_OTHER)\n"
+    )
     counts = {}
     for name in ("early", "late", "never"):
         out = tmp_path / name
         out.mkdir()
-        argv = callgrind.command([sys.executable, "-I", "-S", str(script), client_request.__file__,
-                                  "never" if name == "never" else "switch"], str(out))
+        argv = callgrind.command(
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                str(script),
+                client_request.__file__,
+                "never" if name == "never" else "switch",
+            ],
+            str(out),
+        )
         assert "--instr-atstart=no" in argv
         if name == "early":
             argv.remove("--instr-atstart=no")
         subprocess.run(argv, check=True, timeout=300)
         counts[name] = [callgrind.read_total(str(p)) for p in sorted(out.glob("callgrind.*.*"))]
-    assert len(counts["late"]) == 3 and min(counts["late"]) > 1_000_000, counts  # a loop of 40,000, counted
+    assert len(counts["late"]) == 3 and min(counts["late"]) > 1_000_000, (
+        counts
+    )  # a loop of 40,000, counted
     for late, early in zip(counts["late"], counts["early"]):
         assert abs(late - early) <= 1e-4 * early, counts
     assert counts["never"] == [], counts  # never switched on: callgrind saw no call to dump at
@@ -319,11 +388,15 @@ def test_a_process_started_without_instrumentation_counts_once_it_switches_it_on
 def test_a_counter_that_cannot_switch_instrumentation_on_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv(callgrind.LATE_ENV, "1")  # as in a process started with --instr-atstart=no
     with pytest.raises(callgrind.CountingError, match="could not switch it on"):
-        callgrind.Counter(str(tmp_path))  # this process is not under valgrind: every count would be 0
+        callgrind.Counter(
+            str(tmp_path)
+        )  # this process is not under valgrind: every count would be 0
 
 
 def test_reading_a_dump_that_is_not_there_says_why(tmp_path):
-    with pytest.raises(callgrind.CountingError, match="not running under pytest-concurrency's counting"):
+    with pytest.raises(
+        callgrind.CountingError, match="not running under pytest-concurrency's counting"
+    ):
         callgrind.read_total(str(tmp_path / "callgrind.1.1"))
 
 
@@ -341,15 +414,39 @@ def test_exact_rule_judges_size_once_rounds_agree():
 
 
 def _rec(median, functions, ops=100, objects=None):
-    return Record("ring", {}, "gevent", [median] * 3, ops=ops, unit="hop",
-                  extra={"measure": "instructions", "profile": functions, **({"profile_objects": objects} if objects else {})})
+    return Record(
+        "ring",
+        {},
+        "gevent",
+        [median] * 3,
+        ops=ops,
+        unit="hop",
+        extra={
+            "measure": "instructions",
+            "profile": functions,
+            **({"profile_objects": objects} if objects else {}),
+        },
+    )
 
 
 def test_profile_growth_names_the_functions_that_grew():
-    base = _rec(100_000, [["eval", "libpython3.11", 60_000], ["g_switch", "_greenlet", 30_000],
-                          ["malloc", "libc", 5_000]])
-    cur = _rec(112_000, [["eval", "libpython3.11", 61_000], ["g_switch", "_greenlet", 40_000],
-                         ["new_fn", "_gevent", 6_000], ["malloc", "libc", 5_000]])
+    base = _rec(
+        100_000,
+        [
+            ["eval", "libpython3.11", 60_000],
+            ["g_switch", "_greenlet", 30_000],
+            ["malloc", "libc", 5_000],
+        ],
+    )
+    cur = _rec(
+        112_000,
+        [
+            ["eval", "libpython3.11", 61_000],
+            ["g_switch", "_greenlet", 40_000],
+            ["new_fn", "_gevent", 6_000],
+            ["malloc", "libc", 5_000],
+        ],
+    )
     text = profile.growth(base, cur)
     assert text.startswith("where: +120 instr/hop: g_switch (_greenlet) +100")
     # new to the list: counted from the baseline's smallest listed cost (50/hop), not from 0
@@ -367,15 +464,26 @@ def test_counted_command_traces_children_but_not_the_latency_server(tmp_path):
     argv = callgrind.command(["python", "-m", "pytest"], str(tmp_path))
     assert argv[-3:] == ["python", "-m", "pytest"]
     assert "--trace-children=yes" in argv
-    assert any(a.startswith("--trace-children-skip-by-arg=") and "latency_server" in a for a in argv)
-    assert f"--dump-before={callgrind.DUMP_FN}" in argv and f"--zero-before={callgrind.ZERO_FN}" in argv
+    assert any(
+        a.startswith("--trace-children-skip-by-arg=") and "latency_server" in a for a in argv
+    )
+    assert (
+        f"--dump-before={callgrind.DUMP_FN}" in argv
+        and f"--zero-before={callgrind.ZERO_FN}" in argv
+    )
 
 
 def test_profile_growth_says_which_shared_object_grew():
-    base = _rec(100_000, [["eval", "libpython3.11", 60_000], ["g_switch", "_greenlet", 30_000]],
-                objects=[["libpython3.11", 65_000], ["_greenlet", 30_000], ["libc.so.6", 5_000]])
-    cur = _rec(112_000, [["eval", "libpython3.11", 61_000], ["g_switch", "_greenlet", 40_000]],
-               objects=[["libpython3.11", 66_000], ["_greenlet", 40_000], ["libc.so.6", 6_000]])
+    base = _rec(
+        100_000,
+        [["eval", "libpython3.11", 60_000], ["g_switch", "_greenlet", 30_000]],
+        objects=[["libpython3.11", 65_000], ["_greenlet", 30_000], ["libc.so.6", 5_000]],
+    )
+    cur = _rec(
+        112_000,
+        [["eval", "libpython3.11", 61_000], ["g_switch", "_greenlet", 40_000]],
+        objects=[["libpython3.11", 66_000], ["_greenlet", 40_000], ["libc.so.6", 6_000]],
+    )
     text = profile.growth(base, cur)
     assert text.endswith("; by object: _greenlet +100, libpython3.11 +10, libc.so.6 +10"), text
 
@@ -392,18 +500,35 @@ def test_a_killed_launcher_takes_its_counted_session_along_and_no_baseline_is_wr
 
     import psutil
 
-    pytester.makepyfile(test_plain="""
+    pytester.makepyfile(
+        test_plain="""
         def test_plain(benchmark, concurrency_backend):
             benchmark.pedantic(concurrency_backend.run, args=(lambda: sum(range(200_000)),), rounds=100)
-    """)
+    """
+    )
     base, tmp = pytester.path / "base.json", pytester.mkdir("tmp")
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--concurrency-backends=greenlet",
-         "--concurrency-measure=instructions", f"--concurrency-save-baseline={base}"],
-        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp)})
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-only",
+            "--concurrency-backends=greenlet",
+            "--concurrency-measure=instructions",
+            f"--concurrency-save-baseline={base}",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
     deadline = time.monotonic() + 120
     while not list(tmp.glob("pytest-concurrency-*/callgrind-*/callgrind.*")):  # counting has begun
-        assert time.monotonic() < deadline and launcher.poll() is None, "the counted session never started"
+        assert time.monotonic() < deadline and launcher.poll() is None, (
+            "the counted session never started"
+        )
         time.sleep(0.2)
     time.sleep(2)
     ours = psutil.Process(launcher.pid).children(recursive=True)
@@ -452,24 +577,37 @@ def test_a_plain_counted_test_warms_up_until_its_count_repeats(pytester):
     """One counted session of two plain tests on one model, run whole under valgrind: 80 s here
     (78 s of it CPU). With their cold calls measured, the first round would count 2-3x the others."""
     pytester.makepyfile(test_plain=COLD_START)
-    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-measure=instructions",
-                                           "--concurrency-backends=greenlet", "--benchmark-json=run.json",
-                                           "--concurrency-layouts=1", timeout=900)  # one layout: the warm-up is the point
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-backends=greenlet",
+        "--benchmark-json=run.json",
+        "--concurrency-layouts=1",
+        timeout=900,
+    )  # one layout: the warm-up is the point
     result.assert_outcomes(passed=2)
     for bench in json.loads((pytester.path / "run.json").read_text())["benchmarks"]:
         rounds = bench["stats"]["data"]
         # two cold calls and two that agree; at most MAX_WARMUP
-        assert 4 <= bench["extra_info"]["warmup_rounds"] <= callgrind.Callgrind.MAX_WARMUP, bench["name"]
-        assert stats.spread(rounds) < 0.01, (bench["name"], rounds)  # a cold call among them: +100% or more
+        assert 4 <= bench["extra_info"]["warmup_rounds"] <= callgrind.Callgrind.MAX_WARMUP, bench[
+            "name"
+        ]
+        assert stats.spread(rounds) < 0.01, (
+            bench["name"],
+            rounds,
+        )  # a cold call among them: +100% or more
 
 
 def test_a_plain_timed_test_keeps_pytest_benchmarks_own_rounds(pytester):
-    pytester.makepyfile(test_plain="""
+    pytester.makepyfile(
+        test_plain="""
         def test_plain(benchmark, concurrency_backend):
             benchmark.pedantic(concurrency_backend.run, args=(lambda: 1,), rounds=2)
-    """)
-    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=greenlet",
-                                           "--benchmark-json=run.json")
+    """
+    )
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-backends=greenlet", "--benchmark-json=run.json"
+    )
     result.assert_outcomes(passed=1)
     (bench,) = json.loads((pytester.path / "run.json").read_text())["benchmarks"]
     assert len(bench["stats"]["data"]) == 2 and "warmup_rounds" not in bench["extra_info"]

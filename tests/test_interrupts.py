@@ -59,8 +59,12 @@ def test_a_killed_launcher_takes_its_worker_and_the_case_it_forked_along():
     a ``kill -9`` of its session until its case ended."""
     marker = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}"
     key, value = marker.split("=")
-    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE, text=True,
-                                env={**os.environ, key: value})
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, key: value},
+    )
     worker = int(launcher.stdout.readline())
     deadline = time.monotonic() + 30
     while len(_ours(marker)) < 3:  # the launcher, the fork server and the case it forked
@@ -80,6 +84,7 @@ def test_a_killed_launcher_takes_its_worker_and_the_case_it_forked_along():
 def test_a_lane_outlives_its_cases_until_the_session_ends():
     """~0 s: a worker gets its parent's death signal when the thread that started it ends; a lane
     that ran out of cases must not end while another lane may use the worker it started."""
+
     class Pool:
         def run_case(self, spec, payload, timeout):
             return threading.current_thread().name
@@ -98,28 +103,47 @@ def test_a_collect_only_session_writes_no_report_nor_baseline(pytester):
     """~0.5 s: the probe that counted sessions start (launch.py) is a --collect-only of the user's
     command line, and it once wrote the user's report, empty, which a Ctrl-C then left behind."""
     pytester.makepyfile(test_b="def test_b(benchmark):\n    benchmark(sum, range(10))\n")
-    result = pytester.runpytest_inprocess("--collect-only", "-p", "no:cacheprovider",
-                                          "--concurrency-report-md=r.md", "--concurrency-save-baseline=b.json")
+    result = pytester.runpytest_inprocess(
+        "--collect-only",
+        "-p",
+        "no:cacheprovider",
+        "--concurrency-report-md=r.md",
+        "--concurrency-save-baseline=b.json",
+    )
     assert result.ret == 0
     assert not (pytester.path / "r.md").exists() and not (pytester.path / "b.json").exists()
 
 
 def test_an_interrupted_session_writes_no_history_and_says_which_test_it_stopped_in(pytester):
     """~2 s: pytest-benchmark's --benchmark-autosave and --benchmark-json once saved a run the user had stopped."""
-    pytester.makepyfile(test_b="""
+    pytester.makepyfile(
+        test_b="""
         def test_a(benchmark):
             benchmark(sum, range(10))
 
         def test_stop(benchmark):  # not skipped by --benchmark-only
             raise KeyboardInterrupt
-    """)
-    result = pytester.runpytest_subprocess("--benchmark-only", "-p", "no:cacheprovider", "--benchmark-autosave",
-                                           f"--benchmark-storage=file://{pytester.path / 'history'}",
-                                           "--concurrency-save-baseline=b.json", "--benchmark-json=run.json")
+    """
+    )
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-autosave",
+        f"--benchmark-storage=file://{pytester.path / 'history'}",
+        "--concurrency-save-baseline=b.json",
+        "--benchmark-json=run.json",
+    )
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    assert "pytest-concurrency: interrupted in test_b.py::test_stop: no baseline" in result.stdout.str()
+    assert (
+        "pytest-concurrency: interrupted in test_b.py::test_stop: no baseline"
+        in result.stdout.str()
+    )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
-    assert not list((pytester.path / "history").rglob("*.json")) and not (pytester.path / "b.json").exists()
+    assert (
+        not list((pytester.path / "history").rglob("*.json"))
+        and not (pytester.path / "b.json").exists()
+    )
     assert not (pytester.path / "run.json").exists()
 
 
@@ -139,12 +163,19 @@ def test_any_session_sweeps_what_killed_sessions_left_in_tmpdir(pytester, monkey
 
 def test_a_relaunched_counted_session_takes_ctrl_c_only_once_started():
     """~0.5 s: under valgrind, Python's start-up takes 10-20 s, and a Ctrl-C in it was a traceback."""
-    code = ("import signal; from pytest_concurrency.measure import callgrind; "
-            "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); callgrind.take_ctrl_c(); "
-            "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          preexec_fn=callgrind._counted_child(),
-                          env={**os.environ, callgrind.LAUNCHER_ENV: str(os.getpid())})
+    code = (
+        "import signal; from pytest_concurrency.measure import callgrind; "
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); callgrind.take_ctrl_c(); "
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=callgrind._counted_child(),
+        env={**os.environ, callgrind.LAUNCHER_ENV: str(os.getpid())},
+    )
     assert done.stdout.split() == ["True", "True"]
 
 
@@ -152,22 +183,29 @@ def test_a_socket_path_too_long_is_one_line_naming_tmpdir(tmp_path):
     """~0 s: a deep TMPDIR made --concurrency-against end in a traceback (AF_UNIX path too long)."""
     deep = tmp_path / ("d" * 100)
     deep.mkdir()
-    with pytest.raises(pytest.UsageError, match="at most 107 bytes; set TMPDIR to a shorter directory"):
+    with pytest.raises(
+        pytest.UsageError, match="at most 107 bytes; set TMPDIR to a shorter directory"
+    ):
         lockstep.Coordinator(str(deep / "turns.sock"))
 
 
 def test_a_fork_server_whose_first_child_failed_is_a_worker_that_did_not_start():
     """~0.2 s: with TMPDIR nearly full, the first child's failure was read as "ready", and every
     reply after it as the one before: a KeyError traceback in each test."""
+
     class FirstChildFails:  # a fork server as worker.py writes it when its first fork dies
         def worker_command(self, argv, env):
-            script = ("import sys; print('{\"ok\": false, \"error\": \"the case process ended with status 1\"}'); "
-                      "print('{\"ready\": true}', flush=True); sys.stdin.read()")
+            script = (
+                'import sys; print(\'{"ok": false, "error": "the case process ended with status 1"}\'); '
+                "print('{\"ready\": true}', flush=True); sys.stdin.read()"
+            )
             return [sys.executable, "-c", script], env
 
     worker = isolate.Worker("asyncio", fork_each=True, instrument=FirstChildFails())
     try:
-        with pytest.raises(isolate.WorkerFailure, match="did not start: the case process ended with status 1"):
+        with pytest.raises(
+            isolate.WorkerFailure, match="did not start: the case process ended with status 1"
+        ):
             worker.request({"workload": "spawn"}, 30)
     finally:
         worker.kill()
@@ -175,8 +213,10 @@ def test_a_fork_server_whose_first_child_failed_is_a_worker_that_did_not_start()
 
 def test_counting_with_no_room_in_tmpdir_is_one_line_naming_it(monkeypatch):
     """~0 s: with 64 KiB free, every counted case failed on a cut dump, each with a traceback."""
-    monkeypatch.setattr(callgrind, "MIN_FREE_MB", 2 ** 40)
-    with pytest.raises(pytest.UsageError, match="MB free; counting writes callgrind's dumps there .* set TMPDIR"):
+    monkeypatch.setattr(callgrind, "MIN_FREE_MB", 2**40)
+    with pytest.raises(
+        pytest.UsageError, match="MB free; counting writes callgrind's dumps there .* set TMPDIR"
+    ):
         callgrind._check_room()
 
 
@@ -195,21 +235,43 @@ ONE_SLOW_LAYOUT = """
 
 
 @pytest.mark.slow  # 28 s here: the pass starts under valgrind, runs its test, then is interrupted
-@pytest.mark.skipif(callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}")
+@pytest.mark.skipif(
+    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
+)
 def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(pytester):
     pytester.makepyfile(test_plain=ONE_SLOW_LAYOUT)
-    marker, started, base = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}", pytester.path / "started", pytester.path / "b.json"
+    marker, started, base = (
+        f"{MARKER}={os.getpid()}-{time.monotonic_ns()}",
+        pytester.path / "started",
+        pytester.path / "b.json",
+    )
     name, _, value = marker.partition("=")
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--concurrency-backends=greenlet",
-         "--concurrency-measure=instructions", "--concurrency-layouts=2", f"--concurrency-save-baseline={base}"],
-        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-only",
+            "--concurrency-backends=greenlet",
+            "--concurrency-measure=instructions",
+            "--concurrency-layouts=2",
+            f"--concurrency-save-baseline={base}",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, name: value, "LAYOUT_STARTED": str(started)},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal: a background job ignores it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # as in a terminal: a background job ignores it
     try:
         deadline = time.monotonic() + 300
         while not started.exists():
-            assert time.monotonic() < deadline and launcher.poll() is None, "the layout pass never ran its test"
+            assert time.monotonic() < deadline and launcher.poll() is None, (
+                "the layout pass never ran its test"
+            )
             time.sleep(0.2)
         launcher.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches the launcher
         out, _ = launcher.communicate(timeout=120)
@@ -217,6 +279,9 @@ def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(p
         if launcher.poll() is None:
             launcher.kill()
     assert launcher.returncode == 2, out
-    assert "interrupted in the layout passes, before the counted session: no baseline, report, verdict" in out
+    assert (
+        "interrupted in the layout passes, before the counted session: no baseline, report, verdict"
+        in out
+    )
     assert "Traceback" not in out and not base.exists()
     assert _ours(marker) == [], "a layout pass outlived the interrupted launcher"

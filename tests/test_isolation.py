@@ -88,18 +88,34 @@ def _suite(pytester, *workloads):
 def test_isolated_hang_fails_that_benchmark_and_the_session_goes_on(pytester):
     _suite(pytester, "misbehaving:HANG", "misbehaving:FINE")
     result = pytester.runpytest_subprocess(
-        "--benchmark-only", "--concurrency-isolate", "--concurrency-timeout=1",
-        "--concurrency-backends=threading,asyncio", "-p", "no:randomly",
+        "--benchmark-only",
+        "--concurrency-isolate",
+        "--concurrency-timeout=1",
+        "--concurrency-backends=threading,asyncio",
+        "-p",
+        "no:randomly",
     )
     result.assert_outcomes(failed=2, passed=2)
-    result.stdout.fnmatch_lines([
-        "*hang[[]size=1] on threading: a round did not finish within 1 s; the worker and its task processes were killed*",
-        "*hang[[]size=1] on asyncio: a round did not finish within 1 s*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*hang[[]size=1] on threading: a round did not finish within 1 s; the worker and its task processes were killed*",
+            "*hang[[]size=1] on asyncio: a round did not finish within 1 s*",
+        ]
+    )
 
 
-@pytest.mark.parametrize("spec", ["asyncio", "gevent", "threading", *(
-    pytest.param(s, marks=pytest.mark.slow) for s in ("greenlet", "eventlet", "uvloop", "trio", "anyio[trio]"))])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "asyncio",
+        "gevent",
+        "threading",
+        *(
+            pytest.param(s, marks=pytest.mark.slow)
+            for s in ("greenlet", "eventlet", "uvloop", "trio", "anyio[trio]")
+        ),
+    ],
+)
 def test_in_process_deadlock_fails_instead_of_hanging(pytester, spec):
     if backends.unavailable_reason(spec):
         pytest.skip(backends.unavailable_reason(spec))
@@ -121,11 +137,13 @@ def test_worker_crash_reports_exit_status_and_stderr(pytester):
         "--benchmark-only", "--concurrency-isolate", "--concurrency-backends=asyncio"
     )
     result.assert_outcomes(failed=2, passed=1)
-    result.stdout.fnmatch_lines([
-        "*crash[[]size=1] on asyncio: worker for asyncio ended without a reply: exit status 3*",
-        "about to die",
-        "*segfault[[]size=1] on asyncio: worker for asyncio ended without a reply: killed by signal 11*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*crash[[]size=1] on asyncio: worker for asyncio ended without a reply: exit status 3*",
+            "about to die",
+            "*segfault[[]size=1] on asyncio: worker for asyncio ended without a reply: killed by signal 11*",
+        ]
+    )
 
 
 def test_isolated_records_match_in_process_records(pytester, tmp_path):
@@ -133,8 +151,12 @@ def test_isolated_records_match_in_process_records(pytester, tmp_path):
     docs = {}
     for mode in ("in-process", "isolated"):
         out = tmp_path / f"{mode}.json"
-        args = ["--benchmark-only", "--concurrency-scale=smoke", "--concurrency-backends=threading,asyncio",
-                f"--benchmark-json={out}"]
+        args = [
+            "--benchmark-only",
+            "--concurrency-scale=smoke",
+            "--concurrency-backends=threading,asyncio",
+            f"--benchmark-json={out}",
+        ]
         if mode == "isolated":
             args.append("--concurrency-isolate")
         pytester.runpytest_subprocess(*args).assert_outcomes(passed=6)  # ring x2 cases, spawn
@@ -152,19 +174,27 @@ def test_isolated_records_match_in_process_records(pytester, tmp_path):
 
 
 def test_patched_variants_run_the_io_workload_on_stdlib_sockets(pytester):
-    specs = [s for s in ("gevent[patched]", "eventlet[patched]") if not backends.unavailable_reason(s)]
+    specs = [
+        s for s in ("gevent[patched]", "eventlet[patched]") if not backends.unavailable_reason(s)
+    ]
     if not specs:
         pytest.skip("neither gevent nor eventlet installed")
     pytester.makepyfile(test_cases=CASES_TEST.format(workloads=["io"]))
     result = pytester.runpytest_subprocess(
-        "--benchmark-only", "--concurrency-scale=smoke", "--concurrency-isolate", "-rs",
+        "--benchmark-only",
+        "--concurrency-scale=smoke",
+        "--concurrency-isolate",
+        "-rs",
         f"--concurrency-backends={','.join(specs)}",
     )
     result.assert_outcomes(passed=2 * len(specs))  # the timer and the tcp case
-    without = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-scale=smoke", "-rs",
-                                            f"--concurrency-backends={specs[0]}")
+    without = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-scale=smoke", "-rs", f"--concurrency-backends={specs[0]}"
+    )
     without.assert_outcomes(skipped=2)
-    without.stdout.fnmatch_lines(["*monkey-patches the whole process: run it with --concurrency-isolate*"])
+    without.stdout.fnmatch_lines(
+        ["*monkey-patches the whole process: run it with --concurrency-isolate*"]
+    )
 
 
 def test_isolated_users_tests_that_exit_crash_stall_or_leak_fail_alone(pytester, tmp_path):
@@ -174,23 +204,44 @@ def test_isolated_users_tests_that_exit_crash_stall_or_leak_fail_alone(pytester,
     pytester.makepyfile(test_hostile=(Path(__file__).parent / "data" / "hostile.py").read_text())
     out = tmp_path / "bench.json"
     result = pytester.runpytest_subprocess(
-        "--benchmark-only", "--concurrency-isolate", "--concurrency-timeout=1", "--concurrency-backends=threading",
-        "-p", "no:randomly", f"--benchmark-json={out}", "-rs", "-k", "not 2gb and not 100mb")  # slow, not hostile here
-    result.assert_outcomes(passed=2, failed=4, skipped=1, warnings=1)  # not "the fixture was not used"
-    result.stdout.fnmatch_lines_random([
-        "*test_exits?threading?: the test's process ended without a result: exit status 3*",
-        "*leaving now*",
-        "*test_segfaults?threading?: the test's process ended without a result: killed by signal 11 (SIGSEGV)*",
-        "*test_never_returns?threading?: for 3.1 s no backend.run call ended and the test did not return*",
-        "*test_hostile.py\", line 3? in test_never_returns*",  # its stack, dumped before it was killed
-        "*test_leaks_a_thread?threading?: the test left non-daemon threads running (left-behind)*",
-        "*assert 499500 == 1*",  # pytest's own report of the assertion, rewritten in the child
-        "*not today*",
-    ])
+        "--benchmark-only",
+        "--concurrency-isolate",
+        "--concurrency-timeout=1",
+        "--concurrency-backends=threading",
+        "-p",
+        "no:randomly",
+        f"--benchmark-json={out}",
+        "-rs",
+        "-k",
+        "not 2gb and not 100mb",
+    )  # slow, not hostile here
+    result.assert_outcomes(
+        passed=2, failed=4, skipped=1, warnings=1
+    )  # not "the fixture was not used"
+    result.stdout.fnmatch_lines_random(
+        [
+            "*test_exits?threading?: the test's process ended without a result: exit status 3*",
+            "*leaving now*",
+            "*test_segfaults?threading?: the test's process ended without a result: killed by signal 11 (SIGSEGV)*",
+            "*test_never_returns?threading?: for 3.1 s no backend.run call ended and the test did not return*",
+            '*test_hostile.py", line 3? in test_never_returns*',  # its stack, dumped before it was killed
+            "*test_leaks_a_thread?threading?: the test left non-daemon threads running (left-behind)*",
+            "*assert 499500 == 1*",  # pytest's own report of the assertion, rewritten in the child
+            "*not today*",
+        ]
+    )
     records = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
     # as in-process, a test that failed after its rounds keeps them
-    assert sorted(records) == ["test_fails[threading]", "test_fine[threading]", "test_leaks_a_thread[threading]"]
-    for name, rounds in (("test_fine[threading]", 5), ("test_leaks_a_thread[threading]", 3), ("test_fails[threading]", 2)):
+    assert sorted(records) == [
+        "test_fails[threading]",
+        "test_fine[threading]",
+        "test_leaks_a_thread[threading]",
+    ]
+    for name, rounds in (
+        ("test_fine[threading]", 5),
+        ("test_leaks_a_thread[threading]", 3),
+        ("test_fails[threading]", 2),
+    ):
         record = records[name]
         assert len(record["stats"]["data"]) == rounds
         assert record["extra_info"]["backend"] == "threading"
@@ -216,19 +267,29 @@ def test_in_process_a_stalled_test_fails_and_a_thread_left_running_is_named(pyte
         def test_after(benchmark, concurrency_backend):
             benchmark.pedantic(concurrency_backend.run, args=(lambda: None,), rounds=2)
     """)
-    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=threading",
-                                           "--concurrency-timeout=1", timeout=60)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-backends=threading",
+        "--concurrency-timeout=1",
+        timeout=60,
+    )
     result.assert_outcomes(passed=2, failed=1, warnings=1)
     assert result.ret == 1
-    result.stdout.fnmatch_lines([
-        "*test_stalls?threading? did not return, nor end a backend.run call, within 3.1 s*",
-        "*in test_stalls: threading.Event().wait()",
-        "*test_leaks?threading?: the test left non-daemon threads running (left-behind)*",
-        "pytest-concurrency: tests left threads running (left-behind); Python waits for them before this "
-        "process exits, here for at most 3.1 s of them (then it exits without them).*",
-    ])
-    result.stderr.fnmatch_lines(["pytest-concurrency: threads users' tests left (left-behind) still run 3.1 s "
-                                 "after the session: exiting without them, status 1"])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_stalls?threading? did not return, nor end a backend.run call, within 3.1 s*",
+            "*in test_stalls: threading.Event().wait()",
+            "*test_leaks?threading?: the test left non-daemon threads running (left-behind)*",
+            "pytest-concurrency: tests left threads running (left-behind); Python waits for them before this "
+            "process exits, here for at most 3.1 s of them (then it exits without them).*",
+        ]
+    )
+    result.stderr.fnmatch_lines(
+        [
+            "pytest-concurrency: threads users' tests left (left-behind) still run 3.1 s "
+            "after the session: exiting without them, status 1"
+        ]
+    )
 
 
 LEAK_CONFTEST = """
@@ -253,7 +314,9 @@ def _report():
 
 # The isolated variant is in the slow tier: once (1 run in ~18 today, py310, under parallel load) its
 # multiprocessing[fork] ring stalled for the whole 120 s timeout in the worker; cause not found yet.
-@pytest.mark.parametrize("isolate", [pytest.param(True, marks=pytest.mark.slow), False], ids=["isolated", "in-process"])
+@pytest.mark.parametrize(
+    "isolate", [pytest.param(True, marks=pytest.mark.slow), False], ids=["isolated", "in-process"]
+)
 def test_no_leaked_threads_processes_sockets_or_fds(pytester, tmp_path, isolate, monkeypatch):
     tag = uuid.uuid4().hex
     report = tmp_path / "leaks.json"

@@ -9,8 +9,16 @@ import threading
 
 import pytest
 
-from pytest_concurrency.gate import baseline, compare as gate, kernel as kernel_gate
-from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, NOT_MEASURED, REGRESSED, UNCHANGED
+from pytest_concurrency.gate import baseline
+from pytest_concurrency.gate import compare as gate
+from pytest_concurrency.gate import kernel as kernel_gate
+from pytest_concurrency.gate.verdicts import (
+    IMPROVED,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    REGRESSED,
+    UNCHANGED,
+)
 from pytest_concurrency.measure import callgrind, kernel
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import kernel as kernel_report
@@ -18,7 +26,9 @@ from pytest_concurrency.report import kernel as kernel_report
 with kernel.Counters() as _probe:
     SYSCALLS = _probe.source["syscalls"] == "perf_event_open"
     WHY_NOT = _probe.why_not
-needs_syscalls = pytest.mark.skipif(not SYSCALLS, reason=f"syscalls cannot be counted here: {WHY_NOT}")
+needs_syscalls = pytest.mark.skipif(
+    not SYSCALLS, reason=f"syscalls cannot be counted here: {WHY_NOT}"
+)
 
 
 @needs_syscalls
@@ -26,13 +36,18 @@ def test_a_round_counts_its_syscalls_exactly_and_its_threads_too():
     with kernel.Counters() as c:
         # another thread of this process (pytest-xdist's IO thread) may call the kernel between two
         # reads (4 syscalls in one CI run): the least of several readings of nothing is exact
-        empty = min((c.between(c.read(), c.read()) for _ in range(20)), key=lambda got: got["syscalls"])
+        empty = min(
+            (c.between(c.read(), c.read()) for _ in range(20)), key=lambda got: got["syscalls"]
+        )
         before = c.read()
         for _ in range(1000):
             os.sched_yield()
         yields = c.between(before, c.read())
         before = c.read()
-        threads = [threading.Thread(target=lambda: [os.sched_yield() for _ in range(500)]) for _ in range(4)]
+        threads = [
+            threading.Thread(target=lambda: [os.sched_yield() for _ in range(500)])
+            for _ in range(4)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -42,7 +57,9 @@ def test_a_round_counts_its_syscalls_exactly_and_its_threads_too():
     # each yield once; a GIL hand-off to another thread of this process (pytest-xdist's IO thread)
     # is a futex call or two more, now and then (1002 in one CI run of 4)
     assert 1000 <= yields["syscalls"] <= 1010
-    assert in_threads["syscalls"] >= 2000  # inherited: the threads' yields, plus starting and joining them
+    assert (
+        in_threads["syscalls"] >= 2000
+    )  # inherited: the threads' yields, plus starting and joining them
     assert all(c.source[f] == "perf_event_open" for f in ("csw", "minflt"))
 
 
@@ -54,21 +71,41 @@ def test_without_perf_the_fallback_says_so_and_never_reads_zero(monkeypatch):
     assert got["syscalls"] is None and got["migrations"] is None and got["csw"] is not None
     assert kernel.NO_PERF_ENV in c.why_not
     keys = kernel.per_op([got, got, got], 10, c.source, c.why_not)
-    assert "syscalls_per_op" not in keys and "csw_per_op" in keys and keys["kernel_note"] == c.why_not
+    assert (
+        "syscalls_per_op" not in keys and "csw_per_op" in keys and keys["kernel_note"] == c.why_not
+    )
 
 
 # -- the gate, on synthetic records ------------------------------------------------------------
 
-META = {"schema_version": 1, "python": {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"},
-        "backends": {"threading": "3.11.7"}, "libraries": {}, "cpu_count": 2, "cpu_model": "x",
-        "calibration": None}
+META = {
+    "schema_version": 1,
+    "python": {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"},
+    "backends": {"threading": "3.11.7"},
+    "libraries": {},
+    "cpu_count": 2,
+    "cpu_model": "x",
+    "calibration": None,
+}
 
 
-def _rec(backend="asyncio", *, syscalls=1.24, csw=0.0, sys_s=1e-6, spread=0.0, source="perf_event_open"):
-    rounds = {"syscalls": [syscalls * 100] * 5, "csw": [csw * 100 * (1 + spread * d) for d in (-1, -0.5, 0, 0.5, 1)],
-              "sys_s": [sys_s * 100] * 5, "minflt": [0.0] * 5}
-    extra = {"measure": "time", "kernel_source": {"syscalls": source}, "kernel_rounds": rounds,
-             "csw_per_op": csw, "sys_s_per_op": sys_s, "minflt_per_op": 0.0}
+def _rec(
+    backend="asyncio", *, syscalls=1.24, csw=0.0, sys_s=1e-6, spread=0.0, source="perf_event_open"
+):
+    rounds = {
+        "syscalls": [syscalls * 100] * 5,
+        "csw": [csw * 100 * (1 + spread * d) for d in (-1, -0.5, 0, 0.5, 1)],
+        "sys_s": [sys_s * 100] * 5,
+        "minflt": [0.0] * 5,
+    }
+    extra = {
+        "measure": "time",
+        "kernel_source": {"syscalls": source},
+        "kernel_rounds": rounds,
+        "csw_per_op": csw,
+        "sys_s_per_op": sys_s,
+        "minflt_per_op": 0.0,
+    }
     if source == "perf_event_open":
         extra["syscalls_per_op"] = syscalls
     else:
@@ -82,11 +119,14 @@ def _judge(base, now):
     return {(v.figure): v for v in kernel_gate.judge(doc, [now]).verdicts}
 
 
-@pytest.mark.parametrize("now, status", [
-    (_rec(syscalls=1.24 * 3.33), REGRESSED),  # a sched_yield per hop on top: +233%
-    (_rec(syscalls=1.24 * 1.03), UNCHANGED),
-    (_rec(syscalls=0.62), IMPROVED),
-])
+@pytest.mark.parametrize(
+    "now, status",
+    [
+        (_rec(syscalls=1.24 * 3.33), REGRESSED),  # a sched_yield per hop on top: +233%
+        (_rec(syscalls=1.24 * 1.03), UNCHANGED),
+        (_rec(syscalls=0.62), IMPROVED),
+    ],
+)
 def test_syscalls_per_op_are_judged_tightly(now, status):
     assert _judge(_rec(), now)["syscalls"].status == status
 
@@ -102,27 +142,54 @@ def test_switches_whose_rounds_spread_widely_need_a_wider_change():
     base, now = _rec("threading", csw=4.3, spread=0.4), _rec("threading", csw=4.3 * 1.5, spread=0.4)
     got = _judge(base, now)["csw"]
     assert got.status == UNCHANGED and got.threshold > 0.5  # three times the rounds' spread
-    assert _judge(_rec("threading", csw=4.3), _rec("threading", csw=4.3 * 1.5))["csw"].status == REGRESSED
+    assert (
+        _judge(_rec("threading", csw=4.3), _rec("threading", csw=4.3 * 1.5))["csw"].status
+        == REGRESSED
+    )
 
 
 def test_a_figure_one_side_did_not_measure_is_not_measured_never_passed():
     got = _judge(_rec(), _rec(source="getrusage"))
-    assert got["syscalls"].status == NOT_MEASURED and "PYTEST_CONCURRENCY_NO_PERF" in got["syscalls"].note
-    result = kernel_gate.judge(baseline.document_from_records([_rec()], META), [_rec(source="getrusage")])
-    assert not result.failed and result.not_measured and "not measured" in kernel_gate.summary(result)
+    assert (
+        got["syscalls"].status == NOT_MEASURED
+        and "PYTEST_CONCURRENCY_NO_PERF" in got["syscalls"].note
+    )
+    result = kernel_gate.judge(
+        baseline.document_from_records([_rec()], META), [_rec(source="getrusage")]
+    )
+    assert (
+        not result.failed and result.not_measured and "not measured" in kernel_gate.summary(result)
+    )
 
 
 def test_a_plain_test_counted_under_valgrind_reads_not_measured_with_why_never_nothing():
-    counted = Record("test_mine", {}, "gevent", [2.0e6] * 5, ops=1, unit="call",
-                     extra={"measure": "instructions", **kernel.not_measured(kernel.UNDER_VALGRIND)})
-    then = Record("test_mine", {}, "gevent", [2.0e6] * 5, ops=1, unit="call", extra={"measure": "instructions"})
+    counted = Record(
+        "test_mine",
+        {},
+        "gevent",
+        [2.0e6] * 5,
+        ops=1,
+        unit="call",
+        extra={"measure": "instructions", **kernel.not_measured(kernel.UNDER_VALGRIND)},
+    )
+    then = Record(
+        "test_mine",
+        {},
+        "gevent",
+        [2.0e6] * 5,
+        ops=1,
+        unit="call",
+        extra={"measure": "instructions"},
+    )
     result = kernel_gate.judge(baseline.document_from_records([then], META), [counted])
     gated = [f.name for f in kernel_gate.FIGURES if f.gated]
     assert sorted(v.figure for v in result.verdicts) == sorted(gated)
     assert {v.status for v in result.verdicts} == {NOT_MEASURED} and not result.failed
     (why,) = result.not_measured  # one line for the four figures, saying why and what to do
-    assert why.startswith("syscalls/op, context switches/op, system CPU/op, minor page faults/op not measured "
-                          "in this run (a plain test counted under valgrind"), why
+    assert why.startswith(
+        "syscalls/op, context switches/op, system CPU/op, minor page faults/op not measured "
+        "in this run (a plain test counted under valgrind"
+    ), why
     assert "--concurrency-measure=time" in why and why.endswith(": 1 benchmark")
     assert "passed: 4 not measured" in kernel_gate.summary(result)
 
@@ -132,7 +199,9 @@ def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
     result = gate.compare(doc, [_rec(syscalls=1.24 * 3.33)], META)
     assert result.failed and result.kernel.failed
     line = kernel_gate.line(result.kernel.by_status(REGRESSED)[0])
-    assert line.startswith("ring[n=10] on asyncio: 1.24 -> 4.13 syscalls/op (+233%, threshold 5%)"), line
+    assert line.startswith(
+        "ring[n=10] on asyncio: 1.24 -> 4.13 syscalls/op (+233%, threshold 5%)"
+    ), line
 
 
 def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regressed():
@@ -144,7 +213,9 @@ def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regr
     doc = baseline.document_from_records([threads(21.5, 0.02)], META)
     busy = gate.compare(doc, [threads(21.5 * 1.6, 1.03)], META)  # a busy loop on the other core
     assert not busy.failed and busy.kernel.by_status(INCONCLUSIVE)[0].figure == "syscalls"
-    assert "the machine was busier than for the baseline" in kernel_gate.line(busy.kernel.verdicts[0])
+    assert "the machine was busier than for the baseline" in kernel_gate.line(
+        busy.kernel.verdicts[0]
+    )
     assert "1 inconclusive" in kernel_gate.summary(busy.kernel)
     quiet = gate.compare(doc, [threads(21.5 * 1.6, 0.02)], META)  # the same rise on a quiet machine
     assert quiet.failed and quiet.kernel.by_status(REGRESSED)[0].figure == "syscalls"
@@ -175,12 +246,19 @@ def test_an_overloaded_machine_preempts_any_model_but_leaves_its_syscalls_judged
 
     doc = baseline.document_from_records([light(1.24, 0.02, 0.05)], META)
     # other processes kept 1.9 of 2 cores busy: preempted 10 times as often (the rounds' 100 hops: 2 -> 20)
-    busy = {v.figure: v.status for v in gate.compare(doc, [light(1.24, 0.2, 1.9)], META).kernel.verdicts}
+    busy = {
+        v.figure: v.status for v in gate.compare(doc, [light(1.24, 0.2, 1.9)], META).kernel.verdicts
+    }
     assert busy["csw"] == INCONCLUSIVE and busy["syscalls"] == UNCHANGED
     # a syscall more per hop is the code's, whatever the load
-    more = {v.figure: v.status for v in gate.compare(doc, [light(2.24, 0.2, 1.9)], META).kernel.verdicts}
+    more = {
+        v.figure: v.status for v in gate.compare(doc, [light(2.24, 0.2, 1.9)], META).kernel.verdicts
+    }
     assert more["syscalls"] == REGRESSED and more["csw"] == INCONCLUSIVE
-    quiet = {v.figure: v.status for v in gate.compare(doc, [light(1.24, 0.2, 0.05)], META).kernel.verdicts}
+    quiet = {
+        v.figure: v.status
+        for v in gate.compare(doc, [light(1.24, 0.2, 0.05)], META).kernel.verdicts
+    }
     assert quiet["csw"] == REGRESSED
 
 
@@ -212,7 +290,9 @@ def ping_pong(backend, hops=200):
     return main
 """
 
-WORKLOAD = PING_PONG + '''
+WORKLOAD = (
+    PING_PONG
+    + '''
 from pytest_concurrency.workloads import Outcome
 
 
@@ -237,6 +317,7 @@ class Hops:
 
 HOPS = Hops()
 '''
+)
 
 TEST = """
 import pytest
@@ -249,30 +330,42 @@ def test_hops(concurrency_case, concurrency_benchmark):
 
 @pytest.mark.serial  # its sessions are judged on time too: beside other tests, that gate would see load
 @needs_syscalls
-def test_one_extra_syscall_per_hop_fails_a_real_session_on_its_kernel_figures(pytester, monkeypatch):
+def test_one_extra_syscall_per_hop_fails_a_real_session_on_its_kernel_figures(
+    pytester, monkeypatch
+):
     # three sessions on asyncio, about 2 s each here
     pytester.makepyfile(hops=WORKLOAD, test_hops=TEST)
     base = pytester.path / "base.json"
-    pytester.runpytest_subprocess("--benchmark-only", f"--concurrency-save-baseline={base}").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess(
+        "--benchmark-only", f"--concurrency-save-baseline={base}"
+    ).assert_outcomes(passed=1)
     extra = json.loads(base.read_text())["benchmarks"][0]["extra_info"]
-    assert extra["kernel_source"]["syscalls"] == "perf_event_open" and len(extra["kernel_rounds"]["syscalls"]) == 5
+    assert (
+        extra["kernel_source"]["syscalls"] == "perf_event_open"
+        and len(extra["kernel_rounds"]["syscalls"]) == 5
+    )
 
-    same = pytester.runpytest_subprocess("--benchmark-only", f"--concurrency-baseline={base}",
-                                         "--concurrency-threshold=900")  # the kernel gate is judged, not time
+    same = pytester.runpytest_subprocess(
+        "--benchmark-only", f"--concurrency-baseline={base}", "--concurrency-threshold=900"
+    )  # the kernel gate is judged, not time
     assert same.ret == 0, same.stdout.str()
     monkeypatch.setenv("EXTRA_SYSCALL", "1")
-    slow = pytester.runpytest_subprocess("--benchmark-only", f"--concurrency-baseline={base}",
-                                         "--concurrency-threshold=900")  # the time gate cannot fail it
+    slow = pytester.runpytest_subprocess(
+        "--benchmark-only", f"--concurrency-baseline={base}", "--concurrency-threshold=900"
+    )  # the time gate cannot fail it
     out = " ".join(slow.stdout.str().split())
     assert slow.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "Kernel regressions (fail the build):" in out and "syscalls/op" in out
 
 
-PLAIN = PING_PONG + """
+PLAIN = (
+    PING_PONG
+    + """
 
 def test_my_ping_pong(benchmark, concurrency_backend):
     assert benchmark.pedantic(concurrency_backend.run, args=(ping_pong(concurrency_backend),), rounds=5) == 200
 """
+)
 
 
 @pytest.mark.serial  # as above
@@ -281,64 +374,109 @@ def test_a_users_plain_test_gets_kernel_figures_and_its_extra_syscalls_fail(pyte
     # three sessions of one plain test on asyncio, about 2 s each here
     pytester.makepyfile(test_plain=PLAIN)
     base = pytester.path / "base.json"
-    args = ("--benchmark-only", "--concurrency-backends=asyncio", "--concurrency-threshold=900")  # kernel, not time
-    pytester.runpytest_subprocess(*args, f"--concurrency-save-baseline={base}").assert_outcomes(passed=1)
+    args = (
+        "--benchmark-only",
+        "--concurrency-backends=asyncio",
+        "--concurrency-threshold=900",
+    )  # kernel, not time
+    pytester.runpytest_subprocess(*args, f"--concurrency-save-baseline={base}").assert_outcomes(
+        passed=1
+    )
     extra = json.loads(base.read_text())["benchmarks"][0]["extra_info"]
-    assert len(extra["kernel_rounds"]["syscalls"]) == 5 and extra["syscalls_per_op"] >= 0  # per run call
+    assert (
+        len(extra["kernel_rounds"]["syscalls"]) == 5 and extra["syscalls_per_op"] >= 0
+    )  # per run call
     same = pytester.runpytest_subprocess(*args, f"--concurrency-baseline={base}")
     assert same.ret == 0, same.stdout.str()
     monkeypatch.setenv("EXTRA_SYSCALL", "1")
     slow = pytester.runpytest_subprocess(*args, f"--concurrency-baseline={base}")
     out = " ".join(slow.stdout.str().split())
     assert slow.ret == pytest.ExitCode.TESTS_FAILED, out
-    assert "test_my_ping_pong on asyncio:" in out and "syscalls/op" in out.split("Kernel regressions")[1]
+    assert (
+        "test_my_ping_pong on asyncio:" in out
+        and "syscalls/op" in out.split("Kernel regressions")[1]
+    )
 
 
 def test_threads_judged_on_a_stored_baseline_are_told_what_judges_them_tighter():
     threaded = _rec("threading")
     threaded.extra["task_kind"] = "thread"
     result = kernel_gate.judge(baseline.document_from_records([threaded], META), [threaded])
-    (title, lines), = kernel_report.sections(result)
+    ((title, lines),) = kernel_report.sections(result)
     assert title == "Kernel" and lines[0] == "kernel passed: 4 unchanged"
-    assert lines[1].startswith("on threads a stored baseline holds syscalls/op to 40%, context switches/op to 80%")
-    assert "--concurrency-against" in lines[1] and "at 8%, 25%" in lines[1] and lines[1].endswith(": 1 benchmark")
+    assert lines[1].startswith(
+        "on threads a stored baseline holds syscalls/op to 40%, context switches/op to 80%"
+    )
+    assert (
+        "--concurrency-against" in lines[1]
+        and "at 8%, 25%" in lines[1]
+        and lines[1].endswith(": 1 benchmark")
+    )
     light = kernel_gate.judge(baseline.document_from_records([_rec()], META), [_rec()])
     assert kernel_gate.loose_note(light) is None  # light tasks are held tightly either way
 
 
-NOT_IN_LAYOUT_TWO = PING_PONG + """
+NOT_IN_LAYOUT_TWO = (
+    PING_PONG
+    + """
 
 def test_not_in_layout_two(benchmark, concurrency_backend):
     assert "layout2" not in os.environ.get("PYTEST_CONCURRENCY_PASS", ""), "fails in the second layout pass only"
     benchmark.pedantic(concurrency_backend.run, args=(ping_pong(concurrency_backend),), rounds=5)
 """
+)
 
 
 @pytest.mark.slow  # a counted session of two plain tests, their kernel pass and two layout passes: 148 s here, loaded
 @needs_syscalls
-@pytest.mark.skipif(callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}")
+@pytest.mark.skipif(
+    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
+)
 def test_a_users_plain_test_counted_gets_kernel_figures_and_other_layouts_from_passes(pytester):
     # the gate judges them as in time mode (the test above) and over layouts (test_stats.py); here: they
     # are there, and they are the test's own; a test failing in one layout pass has the others
     pytester.makepyfile(test_plain=PLAIN, test_other=NOT_IN_LAYOUT_TWO)
     base, out = pytester.path / "base.json", pytester.path / "run.json"
-    saved = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-backends=asyncio",
-                                          "--concurrency-measure=instructions", f"--concurrency-save-baseline={base}",
-                                          f"--benchmark-json={out}", "-p", "no:cacheprovider")
+    saved = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-backends=asyncio",
+        "--concurrency-measure=instructions",
+        f"--concurrency-save-baseline={base}",
+        f"--benchmark-json={out}",
+        "-p",
+        "no:cacheprovider",
+    )
     saved.assert_outcomes(passed=2)
-    assert "kernel figures for 2 benchmarks measured here, from a pass at full speed" in saved.stdout.str()
-    saved.stdout.fnmatch_lines(["*counting in 2 more layouts first*median over 3 layouts*",
-                                "*layout 2's counted pass exited 1: its tests are judged on the layouts that counted them*",
-                                "*FAILED test_other.py::test_not_in_layout_two*", "*2 more layouts counted*"])
-    bench, other = sorted(json.loads(base.read_text())["benchmarks"], key=lambda b: "ping_pong" not in b["name"])
+    assert (
+        "kernel figures for 2 benchmarks measured here, from a pass at full speed"
+        in saved.stdout.str()
+    )
+    saved.stdout.fnmatch_lines(
+        [
+            "*counting in 2 more layouts first*median over 3 layouts*",
+            "*layout 2's counted pass exited 1: its tests are judged on the layouts that counted them*",
+            "*FAILED test_other.py::test_not_in_layout_two*",
+            "*2 more layouts counted*",
+        ]
+    )
+    bench, other = sorted(
+        json.loads(base.read_text())["benchmarks"], key=lambda b: "ping_pong" not in b["name"]
+    )
     assert len(other["extra_info"]["layouts"]) == 1  # layout 1's; layout 2 failed it
     extra = bench["extra_info"]
     own, others = bench["stats"]["data"], extra["layouts"]  # counted, each in its own process
     assert len(others) == 2 and all(len(rounds) == len(own) == 5 for rounds in others)
     medians = [statistics.median(rounds) for rounds in (own, *others)]
-    assert max(medians) / min(medians) < 1.02 and len(set(medians)) == 3, medians  # the same code, landed elsewhere
+    assert max(medians) / min(medians) < 1.02 and len(set(medians)) == 3, (
+        medians
+    )  # the same code, landed elsewhere
     assert extra["measure"] == "instructions" and len(extra["kernel_rounds"]["syscalls"]) == 5
-    assert 300 < extra["syscalls_per_op"] < 5000  # the ping-pong's own (~800 a call), not valgrind's, nor none
-    written = json.loads(out.read_text())["benchmarks"]  # the counted session's JSON, not the pass's
-    assert [(b["extra_info"]["measure"], "syscalls_per_op" in b["extra_info"]) for b in written] == [
-        ("instructions", True)] * 2
+    assert (
+        300 < extra["syscalls_per_op"] < 5000
+    )  # the ping-pong's own (~800 a call), not valgrind's, nor none
+    written = json.loads(out.read_text())[
+        "benchmarks"
+    ]  # the counted session's JSON, not the pass's
+    assert [
+        (b["extra_info"]["measure"], "syscalls_per_op" in b["extra_info"]) for b in written
+    ] == [("instructions", True)] * 2

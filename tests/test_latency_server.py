@@ -66,7 +66,9 @@ def test_address_is_shared_through_the_environment_and_loopback_only():
     pid = latency_server.server_pid()
     assert latency_server.shared_address() == address  # reused, not restarted
     assert latency_server.server_pid() == pid
-    listening = [c for c in psutil.Process(pid).net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+    listening = [
+        c for c in psutil.Process(pid).net_connections("tcp") if c.status == psutil.CONN_LISTEN
+    ]
     assert [(c.laddr.ip, c.laddr.port) for c in listening] == [address]
 
 
@@ -87,7 +89,9 @@ def test_server_exits_when_its_starter_closes_stdin():
     # The backstop for a starter killed before atexit ran: EOF on stdin ends the server.
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest_concurrency.workloads.latency_server"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout.readline().strip().isdigit()
@@ -102,5 +106,7 @@ def test_server_exits_when_its_starter_closes_stdin():
 
 def test_bad_address_in_the_environment_is_named(monkeypatch):
     monkeypatch.setenv(ENV, "nonsense")
-    with pytest.raises(ValueError, match="PYTEST_CONCURRENCY_LATENCY_SERVER='nonsense' is not HOST:PORT"):
+    with pytest.raises(
+        ValueError, match="PYTEST_CONCURRENCY_LATENCY_SERVER='nonsense' is not HOST:PORT"
+    ):
         latency_server.shared_address()

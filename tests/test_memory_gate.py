@@ -9,20 +9,34 @@ from pathlib import Path
 
 import pytest
 
-from pytest_concurrency.gate import baseline, compare as gate, memory as memory_gate
+from pytest_concurrency.gate import baseline
+from pytest_concurrency.gate import compare as gate
+from pytest_concurrency.gate import memory as memory_gate
 from pytest_concurrency.gate import verdicts as V
 from pytest_concurrency.measure.records import Record, from_json
 from pytest_concurrency.report import markdown, terminal
-
 
 DATA = Path(__file__).parent / "data"
 
 
 def rec(workload="spawn", params=None, backend="gevent", **memory) -> Record:
-    extra = {"workload": workload, "backend": backend, "params": params or {"count": 3000},
-             "measure": "time", "tasks_per_round": 3000, **memory}
-    return Record(workload, dict(extra["params"]), backend, samples=[0.1, 0.1, 0.1], ops=3000, unit="task",
-                  extra=extra)
+    extra = {
+        "workload": workload,
+        "backend": backend,
+        "params": params or {"count": 3000},
+        "measure": "time",
+        "tasks_per_round": 3000,
+        **memory,
+    }
+    return Record(
+        workload,
+        dict(extra["params"]),
+        backend,
+        samples=[0.1, 0.1, 0.1],
+        ops=3000,
+        unit="task",
+        extra=extra,
+    )
 
 
 def doc_of(*records: Record) -> dict:
@@ -35,19 +49,28 @@ def test_a_leak_fails_without_a_baseline_and_says_how_much_per_task_per_round():
     result = memory_gate.judge(None, [leaking, clean])
     assert result.failed
     assert [memory_gate.line(v) for v in result.verdicts] == [
-        "cancel[tasks=30] on greenlet: keeps 1.9 KiB per task per round in the Python heap (leak)"]
+        "cancel[tasks=30] on greenlet: keeps 1.9 KiB per task per round in the Python heap (leak)"
+    ]
 
 
 def test_retained_memory_below_the_floor_is_no_leak():
-    result = memory_gate.judge(None, [rec(retained_b_per_task_round=memory_gate.LEAKS[0].floor_per_task - 1)])
+    result = memory_gate.judge(
+        None, [rec(retained_b_per_task_round=memory_gate.LEAKS[0].floor_per_task - 1)]
+    )
     assert not result.failed and not result.verdicts
 
 
 def test_memory_per_task_beyond_the_threshold_regresses_with_the_issue_wording():
     result = memory_gate.judge(doc_of(rec(kib_per_task=5.6)), [rec(kib_per_task=7.9)])
     assert result.failed
-    assert memory_gate.line(result.verdicts[0]) == "spawn[count=3000] on gevent: 5.6 -> 7.9 KiB per task (+41%)"
-    assert memory_gate.judge(doc_of(rec(kib_per_task=7.9)), [rec(kib_per_task=5.6)]).verdicts[0].status == V.IMPROVED
+    assert (
+        memory_gate.line(result.verdicts[0])
+        == "spawn[count=3000] on gevent: 5.6 -> 7.9 KiB per task (+41%)"
+    )
+    assert (
+        memory_gate.judge(doc_of(rec(kib_per_task=7.9)), [rec(kib_per_task=5.6)]).verdicts[0].status
+        == V.IMPROVED
+    )
 
 
 def test_changes_within_the_threshold_or_the_floor_do_not_count():
@@ -65,19 +88,35 @@ def test_changes_within_the_threshold_or_the_floor_do_not_count():
 def test_a_baseline_without_memory_figures_still_loads_and_says_new():
     path = str(DATA / "run_a.json")  # written by a version that recorded no memory figures
     old = baseline.load(path)
-    current = [dataclasses.replace(r, extra={**r.extra, "peak_traced_kib": 900.0, "retained_b_per_task_round": 0.0})
-               for r in from_json(json.loads((DATA / "run_a.json").read_text()))]
-    result = gate.compare(old, current, old["pytest_concurrency"], gate.GateSettings(allow_cross_python=True))
+    current = [
+        dataclasses.replace(
+            r, extra={**r.extra, "peak_traced_kib": 900.0, "retained_b_per_task_round": 0.0}
+        )
+        for r in from_json(json.loads((DATA / "run_a.json").read_text()))
+    ]
+    result = gate.compare(
+        old, current, old["pytest_concurrency"], gate.GateSettings(allow_cross_python=True)
+    )
     assert not result.memory.failed
-    by_metric = {m: {v.status for v in result.memory.verdicts if v.metric == m} for m in ("peak_traced_kib", "kib_per_task")}
-    assert by_metric == {"peak_traced_kib": {V.NEW}, "kib_per_task": {V.UNCHANGED}}  # spawn had it already
+    by_metric = {
+        m: {v.status for v in result.memory.verdicts if v.metric == m}
+        for m in ("peak_traced_kib", "kib_per_task")
+    }
+    assert by_metric == {
+        "peak_traced_kib": {V.NEW},
+        "kib_per_task": {V.UNCHANGED},
+    }  # spawn had it already
     assert any("no memory figures peak heap in a round" in n for n in result.memory.notes)
 
 
 def test_the_gate_fails_on_memory_alone_and_every_report_has_the_section():
     base = doc_of(rec(kib_per_task=5.6))
-    result = gate.compare(base, [rec(kib_per_task=7.9)], base["pytest_concurrency"],
-                          gate.GateSettings(memory_threshold=0.2))
+    result = gate.compare(
+        base,
+        [rec(kib_per_task=7.9)],
+        base["pytest_concurrency"],
+        gate.GateSettings(memory_threshold=0.2),
+    )
     assert result.failed and not result.by_status(V.REGRESSED)  # time unchanged, memory regressed
     line = "spawn[count=3000] on gevent: 5.6 -> 7.9 KiB per task (+41%)"
     assert line in terminal.render([rec(kib_per_task=7.9)], result, width=200)

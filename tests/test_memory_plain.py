@@ -23,23 +23,38 @@ memory_probes.MALLINFO2, memory_probes.NO_MALLINFO2 = None, "no mallinfo2() here
 def _leaks(text: str) -> set:
     """{(kind, model, where)} from the leak lines of the memory block."""
     found = set()
-    for m in re.finditer(r"test_pool\[kind=(\w+)\] on (\w+): (?:keeps [\d.]+ \w+ per round (in the \w+ heap)"
-                         r"|\d+ (\w+?)s? more alive)", text.replace("\n    ", " ")):
+    for m in re.finditer(
+        r"test_pool\[kind=(\w+)\] on (\w+): (?:keeps [\d.]+ \w+ per round (in the \w+ heap)"
+        r"|\d+ (\w+?)s? more alive)",
+        text.replace("\n    ", " "),
+    ):
         found.add((m[1], m[2], m[3] or m[4]))
     return found
 
 
 def test_each_kind_of_leak_in_a_users_test_fails_on_every_model_and_names_where(pytester):
     pytester.makepyfile(test_plain_leaks=PLAIN_LEAKS)
-    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-memory", "-p", "no:randomly",
-                                           f"--concurrency-backends={','.join(MODELS)}", timeout=300)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-memory",
+        "-p",
+        "no:randomly",
+        f"--concurrency-backends={','.join(MODELS)}",
+        timeout=300,
+    )
     text = result.stdout.str()
     assert result.ret == 1 and "memory FAILED" in text, text
     expected = set()
     for model in MODELS:
         expected |= {("c", model, "in the C heap"), ("list", model, "in the Python heap")}
         # a task that never ends: a thread or greenlet alive, and on asyncio its task in the heap
-        expected.add(("forever", model, {"gevent": "greenlet", "threading": "thread"}.get(model, "in the Python heap")))
+        expected.add(
+            (
+                "forever",
+                model,
+                {"gevent": "greenlet", "threading": "thread"}.get(model, "in the Python heap"),
+            )
+        )
     found = _leaks(text)
     assert expected <= found, text
     assert not {f for f in found if f[0] == "none"}, text  # nothing leaked: no verdict
@@ -48,7 +63,9 @@ def test_each_kind_of_leak_in_a_users_test_fails_on_every_model_and_names_where(
 def test_without_asking_a_users_test_has_no_memory_pass_and_a_gate_says_so(pytester):
     pytester.makepyfile(test_plain_leaks=PLAIN_LEAKS)
     args = ("--benchmark-only", "-p", "no:randomly", "test_plain_leaks.py::test_pool[asyncio-c]")
-    saved = pytester.runpytest_subprocess(*args, "--concurrency-save-baseline=base.json", timeout=300)
+    saved = pytester.runpytest_subprocess(
+        *args, "--concurrency-save-baseline=base.json", timeout=300
+    )
     assert saved.ret == 0, saved.stdout.str()
     gated = pytester.runpytest_subprocess(*args, "--concurrency-baseline=base.json", timeout=300)
     text = gated.stdout.str().replace("\n    ", " ")
@@ -58,23 +75,41 @@ def test_without_asking_a_users_test_has_no_memory_pass_and_a_gate_says_so(pytes
 def test_a_c_library_without_mallinfo2_reads_not_measured_never_passed(pytester):
     pytester.makeconftest(NOT_MEASURED)
     pytester.makepyfile(test_plain_leaks=PLAIN_LEAKS)
-    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-memory", "-p", "no:randomly",
-                                           "test_plain_leaks.py::test_pool[asyncio-c]", timeout=300)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-memory",
+        "-p",
+        "no:randomly",
+        "test_plain_leaks.py::test_pool[asyncio-c]",
+        timeout=300,
+    )
     text = result.stdout.str().replace("\n    ", " ")
     # the C leak is invisible without the probe: no pass, no fail, and the reason
     assert result.ret == 0, text
     assert "memory passed" not in text and "(leak)" not in text, text
-    assert "not measured: C heap (no mallinfo2() here (switched off by the test)) in 1" in text, text
+    assert "not measured: C heap (no mallinfo2() here (switched off by the test)) in 1" in text, (
+        text
+    )
 
 
 @pytest.mark.parametrize("marker, expect_leak", [("True", True), ("False", False)])
 def test_the_marker_asks_for_the_pass_per_test(pytester, marker, expect_leak):
-    pytester.makepyfile(test_plain_leaks=PLAIN_LEAKS.replace(
-        '@pytest.mark.parametrize("kind"', f'@pytest.mark.concurrency(memory={marker})\n@pytest.mark.parametrize("kind"'))
+    pytester.makepyfile(
+        test_plain_leaks=PLAIN_LEAKS.replace(
+            '@pytest.mark.parametrize("kind"',
+            f'@pytest.mark.concurrency(memory={marker})\n@pytest.mark.parametrize("kind"',
+        )
+    )
     # the marker wins over the option either way
     option = () if expect_leak else ("--concurrency-memory",)
-    result = pytester.runpytest_subprocess("--benchmark-only", "-p", "no:randomly", *option,
-                                           "test_plain_leaks.py::test_pool[asyncio-list]", timeout=300)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "-p",
+        "no:randomly",
+        *option,
+        "test_plain_leaks.py::test_pool[asyncio-list]",
+        timeout=300,
+    )
     text = result.stdout.str()
     assert ("(leak)" in text) == expect_leak and result.ret == (1 if expect_leak else 0), text
 
@@ -83,14 +118,22 @@ def test_a_pass_before_a_counted_session_calls_the_test_only_for_its_rounds(pyte
     """~4 s, two sessions at full speed: the memory pass's calls belong to the counted session, not
     to a pass that keeps only kernel figures or rounds (passes.py)."""
     calls = pytester.path / "calls"
-    pytester.makepyfile(test_calls=f"""
+    pytester.makepyfile(
+        test_calls=f"""
         def test_calls(benchmark, concurrency_backend):
             def once():
                 with open({str(calls)!r}, "a") as fh:
                     fh.write(".")
             benchmark.pedantic(concurrency_backend.run, args=(once,), rounds=3)
-    """)
-    args = ("--benchmark-only", "--concurrency-backends=greenlet", "--concurrency-memory", "-p", "no:cacheprovider")
+    """
+    )
+    args = (
+        "--benchmark-only",
+        "--concurrency-backends=greenlet",
+        "--concurrency-memory",
+        "-p",
+        "no:cacheprovider",
+    )
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
     with_memory = len(calls.read_text())
     calls.unlink()

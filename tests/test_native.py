@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency import backends, measure
+from pytest_concurrency.backends import toolchains
 from pytest_concurrency.gate import verdicts
 from pytest_concurrency.gate.compare import GateSettings, set_aside
-from pytest_concurrency.native import CORRUPT_ENV, build, checks
-from pytest_concurrency.backends import toolchains
 from pytest_concurrency.measure.records import Record
+from pytest_concurrency.native import CORRUPT_ENV, build, checks
 from pytest_concurrency.report import tables
 from pytest_concurrency.workloads import WorkloadError, get
 
@@ -31,17 +31,21 @@ pytestmark = pytest.mark.timeout(1800)  # a first cargo or Maven build downloads
 
 LANGUAGES = list(backends.NATIVE_SPECS)
 REAL_HOME = Path.home()
-SEEDS = f'''
+SEEDS = f"""
 import pytest
 
 @pytest.mark.concurrency(workloads={list(checks.SEEDS)!r})  # the ones written natively
 def test_seed_workload(concurrency_case, concurrency_benchmark):
     concurrency_benchmark(concurrency_case)
-'''
+"""
 SMOKE_CASES = 8  # ring 2, chain 2, io 2, spawn 1, switch 1
 
 
-REAL_CACHE = os.environ.get("XDG_CACHE_HOME") if os.path.isabs(os.environ.get("XDG_CACHE_HOME", "")) else None
+REAL_CACHE = (
+    os.environ.get("XDG_CACHE_HOME")
+    if os.path.isabs(os.environ.get("XDG_CACHE_HOME", ""))
+    else None
+)
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +54,9 @@ def toolchain_homes(monkeypatch):
     for var, default in (("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup"), ("GOPATH", "go")):
         monkeypatch.setenv(var, os.environ.get(var, str(REAL_HOME / default)))
     monkeypatch.setenv("MAVEN_OPTS", f"-Dmaven.repo.local={REAL_HOME / '.m2' / 'repository'}")
-    monkeypatch.setattr(build, "_failed", {})  # a failure in one test must not be replayed in the next
+    monkeypatch.setattr(
+        build, "_failed", {}
+    )  # a failure in one test must not be replayed in the next
 
 
 def needs(language: str):
@@ -64,11 +70,19 @@ def run_seeds(pytester, language: str, *args: str, subprocess: bool = False):
     (scipy's numpy cannot be imported a second time in one process, after pytester unloads it)."""
     pytester.makepyfile(test_seeds=SEEDS)
     run = pytester.runpytest_subprocess if subprocess else pytester.runpytest
-    return run("-p", "no:cacheprovider", "--benchmark-only", "--concurrency-scale=smoke",
-               f"--concurrency-backends={language}", "-rs", *args)
+    return run(
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-only",
+        "--concurrency-scale=smoke",
+        f"--concurrency-backends={language}",
+        "-rs",
+        *args,
+    )
 
 
 # -- selection ---------------------------------------------------------------------------------
+
 
 def test_native_rows_are_named_not_default():
     assert not set(backends.NATIVE_SPECS) & set(backends.DEFAULT_SPECS)
@@ -87,32 +101,39 @@ def test_a_missing_toolchain_skips_the_row_with_the_install_hint(pytester, monke
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it: no go, cargo, mvn or java
     result = run_seeds(pytester, "native", "-k", "switch")
     result.assert_outcomes(skipped=3)
-    result.stdout.fnmatch_lines([
-        "*go: go not found on PATH (install Go 1.21 or later: https://go.dev/doc/install)*",
-        "*rust: cargo and rustc not found on PATH (install Rust with cargo: https://rustup.rs)*",
-        "*kotlin: mvn and java not found on PATH (install Maven and a JDK 11 or later*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*go: go not found on PATH (install Go 1.21 or later: https://go.dev/doc/install)*",
+            "*rust: cargo and rustc not found on PATH (install Rust with cargo: https://rustup.rs)*",
+            "*kotlin: mvn and java not found on PATH (install Maven and a JDK 11 or later*",
+        ]
+    )
 
 
 # -- building ----------------------------------------------------------------------------------
 
+
 def test_a_failed_build_names_the_tool_and_shows_its_output(pytester, monkeypatch, tmp_path):
     fake = tmp_path / "go"
-    fake.write_text(textwrap.dedent("""\
+    fake.write_text(
+        textwrap.dedent("""\
         #!/bin/sh
         if [ "$1" = version ]; then echo "go version go0.0-fake linux/amd64"; exit 0; fi
         echo "./main.go:3:1: syntax error: a fake compiler refuses" >&2
         exit 1
-    """))
+    """)
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(toolchains, "version", lambda language: "go0.0-fake")
     result = run_seeds(pytester, "go", "-k", "switch or spawn")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([
-        "*building the go native reference failed: `go build -trimpath -o prog .` exited with status 1*",
-        "*./main.go:3:1: syntax error: a fake compiler refuses*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*building the go native reference failed: `go build -trimpath -o prog .` exited with status 1*",
+            "*./main.go:3:1: syntax error: a fake compiler refuses*",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
     assert not build.entry("go").exists()  # nothing half-built is left to reuse
 
@@ -122,11 +143,16 @@ def test_a_build_is_cached_per_source_and_toolchain_and_appears_whole(monkeypatc
     needs("go")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     entry = build.entry("go")
-    (entry.parent / f".{entry.name}-killed" / "out").mkdir(parents=True, exist_ok=True)  # a killed build's scratch
+    (entry.parent / f".{entry.name}-killed" / "out").mkdir(
+        parents=True, exist_ok=True
+    )  # a killed build's scratch
     command = build.command("go")
     assert command == [str(entry / "prog")] and os.access(command[0], os.X_OK)
     assert (entry / "toolchain.txt").read_text().strip() == toolchains.version("go")
-    assert sorted(p.name for p in entry.parent.iterdir() if p.is_dir()) == [f".{entry.name}-killed", entry.name]
+    assert sorted(p.name for p in entry.parent.iterdir() if p.is_dir()) == [
+        f".{entry.name}-killed",
+        entry.name,
+    ]
     monkeypatch.setattr(build, "_run", lambda *a: pytest.fail("built again although cached"))
     assert build.command("go") == command
     monkeypatch.setattr(toolchains, "version", lambda language: "go9.9-another")
@@ -134,6 +160,7 @@ def test_a_build_is_cached_per_source_and_toolchain_and_appears_whole(monkeypatc
 
 
 # -- real runs ---------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -163,7 +190,11 @@ def test_a_wrong_result_fails_naming_the_check(pytester, monkeypatch, language):
 def test_a_hung_program_is_killed_at_the_timeout(pytester, monkeypatch, tmp_path):
     needs("go")
     pid_file = tmp_path / "pid"
-    hang = [sys.executable, "-c", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"]
+    hang = [
+        sys.executable,
+        "-c",
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)",
+    ]
     monkeypatch.setattr(build, "command", lambda language: hang)
     result = run_seeds(pytester, "go", "-k", "switch", "--concurrency-timeout=1")
     result.assert_outcomes(failed=1)
@@ -177,38 +208,90 @@ def test_a_hung_program_is_killed_at_the_timeout(pytester, monkeypatch, tmp_path
 def test_native_rows_are_compared_but_gated_only_when_asked(pytester):
     needs("go")
     rounds = "--concurrency-rounds=12"  # enough for the statistics to call a 20x change
-    saved = run_seeds(pytester, "go", "-k", "switch", rounds, "--concurrency-save-baseline=base.json")
+    saved = run_seeds(
+        pytester, "go", "-k", "switch", rounds, "--concurrency-save-baseline=base.json"
+    )
     saved.assert_outcomes(passed=1)
     doc = json.loads((pytester.path / "base.json").read_text())
     for bench in doc["benchmarks"]:  # the baseline ran 20x as fast: a regression no noise explains
         bench["stats"]["data"] = [x / 20 for x in bench["stats"]["data"]]
-        bench["extra_info"]["foreign_cpu"] = os.cpu_count()  # as busy as can be: no rise in load to excuse it
+        bench["extra_info"]["foreign_cpu"] = (
+            os.cpu_count()
+        )  # as busy as can be: no rise in load to excuse it
     (pytester.path / "base.json").write_text(json.dumps(doc))
 
-    shown = run_seeds(pytester, "go", "-k", "switch", rounds, "--concurrency-baseline=base.json", subprocess=True)
+    shown = run_seeds(
+        pytester, "go", "-k", "switch", rounds, "--concurrency-baseline=base.json", subprocess=True
+    )
     assert shown.ret == 0, shown.stdout.str()
-    shown.stdout.fnmatch_lines(["go (native reference) *reference", "Gate: 0 regressions, 1 native reference"])
+    shown.stdout.fnmatch_lines(
+        ["go (native reference) *reference", "Gate: 0 regressions, 1 native reference"]
+    )
 
-    gated = run_seeds(pytester, "go", "-k", "switch", rounds, "--concurrency-baseline=base.json",
-                      "--concurrency-gate-native", subprocess=True)
+    gated = run_seeds(
+        pytester,
+        "go",
+        "-k",
+        "switch",
+        rounds,
+        "--concurrency-baseline=base.json",
+        "--concurrency-gate-native",
+        subprocess=True,
+    )
     assert gated.ret != 0
     gated.stdout.fnmatch_lines(["go (native reference) *REGRESSED", "Gate: 1 regression*"])
 
 
 # -- checks, reports and the gate, without a toolchain -----------------------------------------
 
-@pytest.mark.parametrize("workload, params, report", [
-    ("ring", {"n": 2, "m": 3, "capacity": 0}, {"received": 3, "weighted": 5, "bad": None}),  # order sum off
-    ("ring", {"n": 2, "m": 3, "capacity": 0}, {"received": 2, "weighted": 4, "bad": None}),  # one lost
-    ("chain", {"workers": 1, "events": 3, "capacity": 1, "payload": "int", "size": 0}, {"receivers": [[3, 4, -1, 0]]}),
-    ("chain", {"workers": 2, "events": 3, "capacity": 1, "payload": "int", "size": 0}, {"receivers": [[3, 3, -1, 0]]}),
-    ("switch", {"rounds": 2}, {"answered": 2, "bad": [1, 3]}),
-    ("spawn", {"count": 3}, {"seen": 3, "seen_sum": 4, "returned": 3, "wrong": 0, "first_wrong": None}),
-    ("spawn", {"count": 3}, {"seen": 3, "seen_sum": 3, "returned": 3, "wrong": 1, "first_wrong": [0, 1]}),
-    ("io", {"tasks": 2, "latency": 0.01, "transport": "timer"}, {"replies": [[0, 10_000_000], [0, 10_000_000]]}),
-    ("io", {"tasks": 1, "latency": 0.01, "transport": "timer"}, {"replies": [[0, 1_000]]}),  # did not wait
-    ("ring", {"n": 2, "m": 3, "capacity": 0}, {"received": 3}),  # malformed
-])
+
+@pytest.mark.parametrize(
+    "workload, params, report",
+    [
+        (
+            "ring",
+            {"n": 2, "m": 3, "capacity": 0},
+            {"received": 3, "weighted": 5, "bad": None},
+        ),  # order sum off
+        (
+            "ring",
+            {"n": 2, "m": 3, "capacity": 0},
+            {"received": 2, "weighted": 4, "bad": None},
+        ),  # one lost
+        (
+            "chain",
+            {"workers": 1, "events": 3, "capacity": 1, "payload": "int", "size": 0},
+            {"receivers": [[3, 4, -1, 0]]},
+        ),
+        (
+            "chain",
+            {"workers": 2, "events": 3, "capacity": 1, "payload": "int", "size": 0},
+            {"receivers": [[3, 3, -1, 0]]},
+        ),
+        ("switch", {"rounds": 2}, {"answered": 2, "bad": [1, 3]}),
+        (
+            "spawn",
+            {"count": 3},
+            {"seen": 3, "seen_sum": 4, "returned": 3, "wrong": 0, "first_wrong": None},
+        ),
+        (
+            "spawn",
+            {"count": 3},
+            {"seen": 3, "seen_sum": 3, "returned": 3, "wrong": 1, "first_wrong": [0, 1]},
+        ),
+        (
+            "io",
+            {"tasks": 2, "latency": 0.01, "transport": "timer"},
+            {"replies": [[0, 10_000_000], [0, 10_000_000]]},
+        ),
+        (
+            "io",
+            {"tasks": 1, "latency": 0.01, "transport": "timer"},
+            {"replies": [[0, 1_000]]},
+        ),  # did not wait
+        ("ring", {"n": 2, "m": 3, "capacity": 0}, {"received": 3}),  # malformed
+    ],
+)
 def test_checks_refuse_a_wrong_report(workload, params, report):
     with pytest.raises(WorkloadError, match="gave a wrong result"):
         checks.verify(get(workload), params, report)
@@ -216,29 +299,50 @@ def test_checks_refuse_a_wrong_report(workload, params, report):
 
 def test_checks_accept_a_right_report():
     ring = {"n": 2, "m": 3, "capacity": 0}
-    assert checks.verify(get("ring"), ring, {"received": 3, "weighted": 1 * 2 + 2 * 1 + 3 * 0, "bad": None}).ops == 6
+    assert (
+        checks.verify(
+            get("ring"), ring, {"received": 3, "weighted": 1 * 2 + 2 * 1 + 3 * 0, "bad": None}
+        ).ops
+        == 6
+    )
     chain = {"workers": 1, "events": 3, "capacity": 1, "payload": "int", "size": 0}
     assert checks.verify(get("chain"), chain, {"receivers": [[3, 3, -1, 0]]}).ops == 3
 
 
 def _record(backend: str) -> Record:
-    return Record("ring", {"n": 2}, backend, [1.0, 1.1], ops=2, unit="hop", extra={"measure": "time"})
+    return Record(
+        "ring", {"n": 2}, backend, [1.0, 1.1], ops=2, unit="hop", extra={"measure": "time"}
+    )
 
 
 def test_tables_label_native_rows():
-    rows = {row.backend: row.cells["backend"] for row in tables.build([_record("go"), _record("asyncio")])[0].rows}
+    rows = {
+        row.backend: row.cells["backend"]
+        for row in tables.build([_record("go"), _record("asyncio")])[0].rows
+    }
     assert rows == {"go": "go (native reference)", "asyncio": "asyncio"}
 
 
 def test_the_gate_sets_native_rows_aside():
-    result = verdicts.GateResult(verdicts=[
-        verdicts.Verdict(("ring", "n=2", "go"), verdicts.REGRESSED, change=0.5, interference="busy"),
-        verdicts.Verdict(("ring", "n=2", "asyncio"), verdicts.UNCHANGED, change=0.01),
-    ])
-    result.memory = verdicts.MemoryResult([
-        verdicts.MemoryVerdict(("spawn", "count=10", "go"), "kib_per_task", verdicts.REGRESSED, change=0.5),
-        verdicts.MemoryVerdict(("spawn", "count=10", "asyncio"), "kib_per_task", verdicts.UNCHANGED),
-    ], threshold=0.10)
+    result = verdicts.GateResult(
+        verdicts=[
+            verdicts.Verdict(
+                ("ring", "n=2", "go"), verdicts.REGRESSED, change=0.5, interference="busy"
+            ),
+            verdicts.Verdict(("ring", "n=2", "asyncio"), verdicts.UNCHANGED, change=0.01),
+        ]
+    )
+    result.memory = verdicts.MemoryResult(
+        [
+            verdicts.MemoryVerdict(
+                ("spawn", "count=10", "go"), "kib_per_task", verdicts.REGRESSED, change=0.5
+            ),
+            verdicts.MemoryVerdict(
+                ("spawn", "count=10", "asyncio"), "kib_per_task", verdicts.UNCHANGED
+            ),
+        ],
+        threshold=0.10,
+    )
     set_aside(result, backends.is_native, GateSettings(), "time")
     go, asyncio = result.verdicts
     assert (go.status, asyncio.status) == (verdicts.REFERENCE, verdicts.UNCHANGED)
@@ -249,8 +353,11 @@ def test_the_gate_sets_native_rows_aside():
 
 def test_the_package_ships_every_native_source():
     cfg = (Path(__file__).resolve().parent.parent / "setup.cfg").read_text()
-    shipped = [line.strip() for line in cfg.split("[options.package_data]")[1].split("[")[0].splitlines()
-               if line.strip().startswith("native/")]
+    shipped = [
+        line.strip()
+        for line in cfg.split("[options.package_data]")[1].split("[")[0].splitlines()
+        if line.strip().startswith("native/")
+    ]
     package = toolchains.SOURCES.parent
     for language in LANGUAGES:
         for path in build._source_files(language):

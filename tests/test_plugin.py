@@ -10,6 +10,7 @@ from pytest_concurrency import backends
 
 INSTALLED = [s for s in backends.DEFAULT_SPECS if backends.unavailable_reason(s) is None]
 
+
 def glob_escape(text: str) -> str:
     return "".join(f"[{c}]" if c in "[]*?" else c for c in text)
 
@@ -35,7 +36,9 @@ def test_model(concurrency_backend):
 def test_fixture_yields_every_installed_model(pytester):
     pytester.makepyfile(USER_TEST)
     result = pytester.runpytest_subprocess("-v")
-    result.assert_outcomes(passed=len(INSTALLED), skipped=len(backends.DEFAULT_SPECS) - len(INSTALLED))
+    result.assert_outcomes(
+        passed=len(INSTALLED), skipped=len(backends.DEFAULT_SPECS) - len(INSTALLED)
+    )
     for spec in INSTALLED:
         result.stdout.fnmatch_lines([f"*test_model[[]{glob_escape(spec)}] PASSED*"])
 
@@ -51,7 +54,9 @@ def test_all_seven_models_are_params_when_installed(pytester):
 def test_missing_model_is_skipped_with_its_reason(pytester, monkeypatch):
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "uvloop" else real_find_spec(name, *a)
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "uvloop" else real_find_spec(name, *a),
     )
     pytester.makepyfile(USER_TEST)
     result = pytester.runpytest("-rs", "--concurrency-backends=uvloop,asyncio")
@@ -63,7 +68,9 @@ def test_unknown_backend_is_a_usage_error_listing_valid_ones(pytester):
     pytester.makepyfile(USER_TEST)
     result = pytester.runpytest_subprocess("--concurrency-backends=gevent,gevnt")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown concurrency backend 'gevnt'; valid: threading, multiprocessing*"])
+    result.stderr.fnmatch_lines(
+        ["*unknown concurrency backend 'gevnt'; valid: threading, multiprocessing*"]
+    )
 
 
 def test_selection_from_option_and_ini(pytester):
@@ -116,13 +123,19 @@ def test_task_exception_fails_the_test_naming_the_backend(pytester):
             b.run(main)
         """
     )
-    result = pytester.runpytest_subprocess("--concurrency-backends=threading,gevent,asyncio,greenlet")
+    result = pytester.runpytest_subprocess(
+        "--concurrency-backends=threading,gevent,asyncio,greenlet"
+    )
     result.assert_outcomes(failed=4)
     for spec in ("threading", "gevent", "asyncio", "greenlet"):
-        result.stdout.fnmatch_lines([f"*TaskFailed: [[]{spec}] task *boom raised ValueError: bad input 7*"])
+        result.stdout.fnmatch_lines(
+            [f"*TaskFailed: [[]{spec}] task *boom raised ValueError: bad input 7*"]
+        )
 
 
-@pytest.mark.skipif(backends.unavailable_reason("eventlet") is not None, reason="eventlet not installed")
+@pytest.mark.skipif(
+    backends.unavailable_reason("eventlet") is not None, reason="eventlet not installed"
+)
 def test_eventlet_under_warnings_as_errors(pytester):
     pytester.makepyfile(USER_TEST)
     result = pytester.runpytest_subprocess("-W", "error", "--concurrency-backends=eventlet")
@@ -135,7 +148,9 @@ def test_xdist_is_refused_for_benchmarks(pytester):
     result = pytester.runpytest_subprocess("-n", "2", "--concurrency-backends=asyncio")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*pytest-xdist measure each other*--benchmark-disable*"])
-    result = pytester.runpytest_subprocess("-n", "2", "--benchmark-disable", "--concurrency-backends=asyncio")
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--benchmark-disable", "--concurrency-backends=asyncio"
+    )
     result.assert_outcomes(passed=1)
 
 
@@ -148,7 +163,10 @@ def test_xdist_is_refused_for_benchmarks(pytester):
         ("--concurrency-timeout=0", "must be above 0"),
         ("--concurrency-rounds=many", "'many' is not a number"),
         # the parent "directory" is the test file itself (root may write anywhere else)
-        ("--concurrency-save-baseline=test_bad_option_values_are_usage_errors.py/b.json", "is not a writable directory"),
+        (
+            "--concurrency-save-baseline=test_bad_option_values_are_usage_errors.py/b.json",
+            "is not a writable directory",
+        ),
         ("--concurrency-report-md=.", "is a directory; give a file path"),
     ],
 )
@@ -171,7 +189,10 @@ def test_unknown_workload_in_marker_names_the_valid_ones(pytester):
     )
     result = pytester.runpytest_subprocess("--benchmark-only")
     assert result.ret != 0
-    assert "unknown workload 'rnig'; valid: ring, chain, io, spawn, switch" in result.stdout.str() + result.stderr.str()
+    assert (
+        "unknown workload 'rnig'; valid: ring, chain, io, spawn, switch"
+        in result.stdout.str() + result.stderr.str()
+    )
 
 
 def test_every_option_the_readme_and_the_ci_recipe_use_exists(pytester):
@@ -194,7 +215,13 @@ def test_refusing_to_save_over_a_file_says_what_to_do_instead(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert "'notes.json' exists and is not a baseline" in err and "is not valid JSON" in err
-    assert "Save to another path, e.g. --concurrency-save-baseline=baseline.json, or move that file away" in err
+    assert (
+        "Save to another path, e.g. --concurrency-save-baseline=baseline.json, or move that file away"
+        in err
+    )
     # the refused command itself is no advice
-    assert "re-create it with" not in err and "pytest --benchmark-only --concurrency-save-baseline=notes.json" not in err
+    assert (
+        "re-create it with" not in err
+        and "pytest --benchmark-only --concurrency-save-baseline=notes.json" not in err
+    )
     assert pytester.path.joinpath("notes.json").read_text() == "my notes, not JSON\n"

@@ -18,15 +18,28 @@ import pytest
 def test_case(concurrency_case, concurrency_benchmark):
     concurrency_benchmark(concurrency_case)
 """
-ARGS = ["-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--concurrency-scale=smoke",
-        "--concurrency-rounds=2"]
+ARGS = [
+    "-m",
+    "pytest",
+    "-p",
+    "no:cacheprovider",
+    "--benchmark-only",
+    "--concurrency-scale=smoke",
+    "--concurrency-rounds=2",
+]
 
 
 def _on_a_terminal(cwd, env, *extra) -> str:
     """Run pytest with a pseudo-terminal as its stdout, as a person at a terminal would."""
     primary, secondary = os.openpty()
-    proc = subprocess.Popen([sys.executable, *ARGS, *extra], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=secondary, stderr=secondary)
+    proc = subprocess.Popen(
+        [sys.executable, *ARGS, *extra],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=secondary,
+        stderr=secondary,
+    )
     os.close(secondary)
     chunks = []
     while True:
@@ -59,7 +72,9 @@ def test_a_terminal_shows_which_benchmark_runs_and_how_far(suite):
     # smoke spawn has one case: 2 benchmarks, 2 rounds each plus the warm-up
     assert " [1/2] threading: spawn[count=10]" in out, out
     assert " [1/2, round 1/" in out and " [2/2, round 2/" in out, out
-    assert re.search(r" \[2/2, round (\d+)/\1\] asyncio: spawn\[count=10\]", out), out  # the last round
+    assert re.search(r" \[2/2, round (\d+)/\1\] asyncio: spawn\[count=10\]", out), (
+        out
+    )  # the last round
     # each status is erased again before pytest writes its result
     assert out.count(progress.SAVE) == 2 and out.count(progress.RESTORE + progress.CLEAR) >= 2
 
@@ -70,7 +85,9 @@ def test_ci_and_quiet_runs_show_no_status_and_isolated_runs_do(suite, how):
     env = _env(CI="true") if how == "CI=true" else _env()
     out = _on_a_terminal(suite, env, *extra)
     if how == "isolated":  # the worker's rounds are reported as they come, then its memory step
-        assert " [2/2, round 2/" in out and " [2/2, memory per task] asyncio: spawn[count=10]" in out, out
+        assert (
+            " [2/2, round 2/" in out and " [2/2, memory per task] asyncio: spawn[count=10]" in out
+        ), out
     else:
         assert progress.SAVE not in out and "[1/2" not in out, out
 

@@ -10,8 +10,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = ["README.md", "setup.cfg", "tox.ini", "toxfile.py", "benchmarks", "docs", "examples",
-           "pytest_concurrency", "scripts"]
+SHIPPED = [
+    "README.md",
+    "setup.cfg",
+    "tox.ini",
+    "toxfile.py",
+    "benchmarks",
+    "docs",
+    "examples",
+    "pytest_concurrency",
+    "scripts",
+]
 
 
 def _texts():
@@ -42,7 +51,13 @@ def test_readmes_local_links_exist():
 
 def test_seed_docs_cover_every_workload():
     seeds = (ROOT / "docs" / "seeds.md").read_text(encoding="utf-8")
-    for seed, workload in [("000", "ring"), ("001", "switch"), ("002", "chain"), ("003", "spawn"), ("004", "io")]:
+    for seed, workload in [
+        ("000", "ring"),
+        ("001", "switch"),
+        ("002", "chain"),
+        ("003", "spawn"),
+        ("004", "io"),
+    ]:
         assert re.search(rf"^## {seed}: .*workload `{workload}`$", seeds, re.M), (seed, workload)
 
 
@@ -52,10 +67,29 @@ def test_benchmarks_run_under_warnings_as_errors_without_the_test_extras():
     # test plugin knows (setup.cfg's `timeout` once) is a warning, and -W error made it an
     # INTERNALERROR before any benchmark ran.
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "benchmarks", "-W", "error", "-p", "no:timeout", "-p", "no:xdist",
-         "-p", "no:cacheprovider", "--benchmark-only", "--concurrency-scale=smoke",
-         "--concurrency-backends=threading,asyncio", "-k", "spawn"],
-        cwd=ROOT, capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benchmarks",
+            "-W",
+            "error",
+            "-p",
+            "no:timeout",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-only",
+            "--concurrency-scale=smoke",
+            "--concurrency-backends=threading,asyncio",
+            "-k",
+            "spawn",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
@@ -67,8 +101,17 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_them():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     first_block = re.search(r"```sh\n(.*?)```", readme, re.S)
     assert first_block and readme.index("```sh") < 200, "the README must open with its two commands"
-    commands = [line.split("  #")[0].strip() for line in first_block.group(1).splitlines() if line.strip()]
-    assert [c.split("&&")[-1].strip() for c in commands] == [".venv/bin/tox -e bench", ".venv/bin/tox"]
+    commands = [
+        line.split("  #")[0].strip() for line in first_block.group(1).splitlines() if line.strip()
+    ]
+    assert [c.split("&&")[-1].strip() for c in commands] == [
+        ".venv/bin/tox -e bench",
+        ".venv/bin/tox",
+    ]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert re.search(r"^phase .* \.venv/bin/tox$", ci, re.M), ".ci/run must run the README's test command"
-    assert re.search(r"^phase .* \.venv/bin/tox -e bench\b", ci, re.M), ".ci/run must run the README's main job"
+    assert re.search(r"^phase .* \.venv/bin/tox$", ci, re.M), (
+        ".ci/run must run the README's test command"
+    )
+    assert re.search(r"^phase .* \.venv/bin/tox -e bench\b", ci, re.M), (
+        ".ci/run must run the README's main job"
+    )

@@ -76,6 +76,7 @@ ASYNCIO_RING = ("ring", "m=1000,n=100", "asyncio")
 
 # -- rows and figures -------------------------------------------------------------------------
 
+
 def test_one_table_per_workload_and_params_in_order_of_appearance(current):
     built = tables.build(current)
     expected = []
@@ -107,7 +108,9 @@ def test_ring_switch_and_call_show_time_per_op(current):
 
 
 def test_chain_shows_events_per_second(current):
-    tab = table_for(tables.build(current), "chain", workers=100, events=2000, capacity=16, payload="str")
+    tab = table_for(
+        tables.build(current), "chain", workers=100, events=2000, capacity=16, payload="str"
+    )
     for row in tab.rows:
         m = re.fullmatch(r"([\d.]+) ([kMG]?)events/s", row.cells["per_op"])
         assert m, row.cells["per_op"]
@@ -161,6 +164,7 @@ def test_record_without_raw_samples_uses_ns_per_op(current):
 
 # -- with a gate ------------------------------------------------------------------------------
 
+
 def test_regressed_row_shows_change_and_verdict(base, current):
     gate = gate_from(base, current, regressed={GEVENT_RING}, improved={ASYNCIO_RING})
     tab = table_for(tables.build(current, gate), "ring", n=100, m=1000)
@@ -169,7 +173,8 @@ def test_regressed_row_shows_change_and_verdict(base, current):
     c = rows["gevent"].record
     assert rows["gevent"].cells["verdict"] == "REGRESSED"
     assert float(rows["gevent"].cells["change"].rstrip("%")) == pytest.approx(
-        (median(c) / median(b) - 1) * 100, abs=0.05)
+        (median(c) / median(b) - 1) * 100, abs=0.05
+    )
     assert rows["gevent"].cells["change"].startswith("+")
     assert rows["asyncio"].cells["verdict"] == "improved"
     assert rows["asyncio"].cells["change"].startswith("-")
@@ -181,18 +186,24 @@ def test_missing_and_new_benchmarks_are_rows(base, current):
     built = tables.build(current, gate)
     missing = [(t, r) for t in built for r in t.rows if r.verdict and r.verdict.status == V.MISSING]
     new = [(t, r) for t in built for r in t.rows if r.verdict and r.verdict.status == V.NEW]
-    assert [(t.workload, t.params_id, r.backend) for t, r in missing] == [("ring", "m=1000,n=10", "eventlet")]
+    assert [(t.workload, t.params_id, r.backend) for t, r in missing] == [
+        ("ring", "m=1000,n=10", "eventlet")
+    ]
     assert [(t.workload, r.backend) for t, r in new] == [("switch", "uvloop")]
     tab, row = missing[0]
     assert row is tab.rows[-1]  # no current figures: after every measured row
-    assert row.record is None and row.cells["per_op"] == tables.NA and row.cells["verdict"] == "missing"
+    assert (
+        row.record is None
+        and row.cells["per_op"] == tables.NA
+        and row.cells["verdict"] == "missing"
+    )
     assert new[0][1].cells["verdict"] == "new"
 
 
 def test_terminal_gate_summary_lists_regressions_first(base, current):
     gate = gate_from(base, current, regressed={GEVENT_RING}, improved={ASYNCIO_RING})
     text = terminal.render(current, gate, width=80)
-    summary = text[text.index("Gate: "):]
+    summary = text[text.index("Gate: ") :]
     assert summary.startswith("Gate: 1 regression, 1 improved")
     order = [summary.index(s) for s in ("Regressions", "Faster than", "New since", "Missing from")]
     assert order == sorted(order)
@@ -210,6 +221,7 @@ def test_refused_comparison_says_why(current):
 
 
 # -- layout -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("width", [80, 60, 40])
 @pytest.mark.parametrize("with_gate", [False, True])
@@ -265,6 +277,7 @@ def test_write_uses_the_terminal_reporter(current):
 
 # -- markdown ---------------------------------------------------------------------------------
 
+
 def _cells(line: str) -> list[str]:
     assert line.startswith("|") and line.endswith("|"), line
     return re.split(r"(?<!\\)\|", line[1:-1])
@@ -283,7 +296,9 @@ def test_markdown_tables_are_valid_and_complete(base, current):
         n = len(_cells(header))
         assert all(re.fullmatch(r":?-{3,}:?", c) for c in _cells(sep)) and len(_cells(sep)) == n
         assert rows and all(len(_cells(r)) == n for r in rows)
-    gevent = [line for line in md.splitlines() if line.startswith("| **gevent**") and "REGRESSED" in line]
+    gevent = [
+        line for line in md.splitlines() if line.startswith("| **gevent**") and "REGRESSED" in line
+    ]
     assert len(gevent) == 1
 
 
@@ -298,6 +313,7 @@ def test_markdown_write_is_atomic_and_replaces(tmp_path, current):
 
 # -- charts -----------------------------------------------------------------------------------
 
+
 def test_plots_one_chart_per_workload_and_scaling_where_a_size_sweeps(tmp_path, current):
     pytest.importorskip("matplotlib")
     from pytest_concurrency.report import plot
@@ -305,9 +321,14 @@ def test_plots_one_chart_per_workload_and_scaling_where_a_size_sweeps(tmp_path, 
     paths = [Path(p) for p in plot.write(tmp_path / "charts", current)]
     names = sorted(p.name for p in paths)
     workloads = {r.workload for r in current}
-    assert sorted(n for n in names if n.endswith("-models.png")) == sorted(f"{w}-models.png" for w in workloads)
+    assert sorted(n for n in names if n.endswith("-models.png")) == sorted(
+        f"{w}-models.png" for w in workloads
+    )
     # ring sweeps n, chain sweeps workers; io, spawn, switch have one case each
-    assert sorted(n for n in names if "-scaling-" in n) == ["chain-scaling-workers.png", "ring-scaling-n.png"]
+    assert sorted(n for n in names if "-scaling-" in n) == [
+        "chain-scaling-workers.png",
+        "ring-scaling-n.png",
+    ]
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (tmp_path / "charts").iterdir()) == names  # no temp files left
@@ -321,7 +342,10 @@ def test_sweep_needs_the_other_params_fixed(current):
     assert size == "n" and rest == {"m": 1000}
     assert {r.params["n"] for r in group} == {10, 100, 1000}
     # two params varying together are no sweep of either
-    tangled = [type(r)(**{**r.__dict__, "params": {"n": r.params["n"], "m": r.params["n"] * 2}}) for r in ring]
+    tangled = [
+        type(r)(**{**r.__dict__, "params": {"n": r.params["n"], "m": r.params["n"] * 2}})
+        for r in ring
+    ]
     assert plot.sweeps(tangled) == []
 
 
@@ -331,7 +355,9 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, current, monkeypatch)
     from pytest_concurrency.report import plot
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
-    with pytest.raises(plot.PlotError, match=re.escape("pip install pytest-concurrency-bench[plot]")):
+    with pytest.raises(
+        plot.PlotError, match=re.escape("pip install pytest-concurrency-bench[plot]")
+    ):
         plot.write(tmp_path, current)
 
 
@@ -339,9 +365,22 @@ def test_every_table_of_a_run_uses_the_same_headers():
     from pytest_concurrency.measure.records import Record
 
     def rec(workload, backend, extra):
-        return Record(workload, {"n": 1}, backend, [0.01, 0.011, 0.012], ops=10, unit="hop",
-                      extra={"cpu_user_s": 0.01, "cpu_sys_s": 0.001, "ctx_voluntary": 3.0,
-                             "ctx_involuntary": 1.0, "peak_rss_kib": 40000, **extra})
+        return Record(
+            workload,
+            {"n": 1},
+            backend,
+            [0.01, 0.011, 0.012],
+            ops=10,
+            unit="hop",
+            extra={
+                "cpu_user_s": 0.01,
+                "cpu_sys_s": 0.001,
+                "ctx_voluntary": 3.0,
+                "ctx_involuntary": 1.0,
+                "peak_rss_kib": 40000,
+                **extra,
+            },
+        )
 
     narrow = [rec("ring", "gevent", {})]
     wide = [rec("io", "multiprocessing[forkserver]", {"ideal_s": 0.005})]
@@ -353,19 +392,25 @@ def test_every_table_of_a_run_uses_the_same_headers():
 
 
 def test_section_titles_wrap_instead_of_being_cut():
-    gate = V.GateResult(verdicts=[V.Verdict(("ring", "n=1", "gevent"), V.INCONCLUSIVE, 0.01, 0.012, change=0.2)])
+    gate = V.GateResult(
+        verdicts=[V.Verdict(("ring", "n=1", "gevent"), V.INCONCLUSIVE, 0.01, 0.012, change=0.2)]
+    )
     lines = terminal.render_summary(gate, width=60)
     assert not any(line.endswith("~") for line in lines)
     assert any("load" in line for line in lines)
 
 
-def test_kernel_chart_per_workload_with_kernel_figures_unmeasured_never_zero(tmp_path, current, monkeypatch):
+def test_kernel_chart_per_workload_with_kernel_figures_unmeasured_never_zero(
+    tmp_path, current, monkeypatch
+):
     pytest.importorskip("matplotlib")
     from pytest_concurrency.report import plot
 
     ring = [r for r in current if r.workload == "ring"]
     for i, r in enumerate(ring):  # one record did not measure syscalls (no perf): no bar, never 0
-        r.extra.update(syscalls_per_op=None if i == 0 else 1.5 + i, csw_per_op=0.25, sys_s_per_op=2e-6)
+        r.extra.update(
+            syscalls_per_op=None if i == 0 else 1.5 + i, csw_per_op=0.25, sys_s_per_op=2e-6
+        )
     drawn = []
     real_bars = plot._bars
 
@@ -374,7 +419,9 @@ def test_kernel_chart_per_workload_with_kernel_figures_unmeasured_never_zero(tmp
         return real_bars(ax, records, values, backends, colors)
 
     names = sorted(Path(p).name for p in plot.write(tmp_path / "charts", current))
-    assert [n for n in names if n.endswith("-kernel.png")] == ["ring-kernel.png"]  # the others have none
+    assert [n for n in names if n.endswith("-kernel.png")] == [
+        "ring-kernel.png"
+    ]  # the others have none
     monkeypatch.setattr(plot, "_bars", bars)
     plot.kernel_chart(str(tmp_path / "k.png"), "ring", ring, plot._colors(ring))
     syscalls, switches, system_us = drawn

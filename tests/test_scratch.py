@@ -10,13 +10,19 @@ import sys
 
 from pytest_concurrency.backends import scratch
 
-HOLD = ("import sys, time; from pytest_concurrency.backends import scratch; "
-        "print(scratch.subdir('callgrind-'), flush=True); " + "time.sleep(60)")
+HOLD = (
+    "import sys, time; from pytest_concurrency.backends import scratch; "
+    "print(scratch.subdir('callgrind-'), flush=True); " + "time.sleep(60)"
+)
 
 
 def _child(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(tmp_path)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     inner = proc.stdout.readline().strip()
     return proc, os.path.dirname(inner)
 
@@ -26,7 +32,9 @@ def test_a_live_sessions_directory_is_kept_and_a_killed_ones_is_swept(tmp_path):
     try:
         assert os.path.basename(own).startswith(f"{scratch.PREFIX}{proc.pid}-")
         assert stat.S_IMODE(os.stat(own).st_mode) == 0o700
-        other = tmp_path / "pytest-concurrency-callgrind-old"  # not one of ours by name: never touched
+        other = (
+            tmp_path / "pytest-concurrency-callgrind-old"
+        )  # not one of ours by name: never touched
         other.mkdir()
         assert scratch.sweep(str(tmp_path)) == [] and os.path.isdir(own)
     finally:
@@ -38,6 +46,11 @@ def test_a_live_sessions_directory_is_kept_and_a_killed_ones_is_swept(tmp_path):
 
 
 def test_a_session_that_ends_removes_its_directory(tmp_path):
-    done = subprocess.run([sys.executable, "-c", HOLD.replace("time.sleep(60)", "pass")], capture_output=True,
-                          text=True, env={**os.environ, "TMPDIR": str(tmp_path)}, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", HOLD.replace("time.sleep(60)", "pass")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        check=True,
+    )
     assert done.stdout.strip() and os.listdir(tmp_path) == []

@@ -16,9 +16,13 @@ from pytest_concurrency.backends import watchdog
 
 pytestmark = pytest.mark.timeout(300)
 
-INSTALLED = [s for s in backends.DEFAULT_SPECS + backends.EXTRA_SPECS if backends.unavailable_reason(s) is None]
+INSTALLED = [
+    s
+    for s in backends.DEFAULT_SPECS + backends.EXTRA_SPECS
+    if backends.unavailable_reason(s) is None
+]
 
-PLAIN_TESTS = '''
+PLAIN_TESTS = """
 def main_of(b, sync_main, async_main):
     return async_main if b.family == "async" else sync_main
 
@@ -77,22 +81,30 @@ def test_after(concurrency_backend):
         return await ch.get() + 1
 
     assert b.run(main_of(b, main, amain)) == 42
-'''
+"""
 
 
 def _lit(text: str) -> str:
     return text.replace("[", "[[]")
 
 
-@pytest.mark.parametrize("models", [
-    pytest.param([s for s in ("asyncio", "gevent", "threading") if s in INSTALLED], id="three-models"),
-    pytest.param(INSTALLED, id="every-model", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "models",
+    [
+        pytest.param(
+            [s for s in ("asyncio", "gevent", "threading") if s in INSTALLED], id="three-models"
+        ),
+        pytest.param(INSTALLED, id="every-model", marks=pytest.mark.slow),
+    ],
+)
 def test_plain_test_deadlock_fails_on_every_model(pytester, models):
     pytester.makepyfile(test_plain=PLAIN_TESTS)
     started = time.monotonic()
     result = pytester.runpytest_subprocess(
-        "--concurrency-timeout=1", f"--concurrency-backends={','.join(models)}", "-p", "no:randomly",
+        "--concurrency-timeout=1",
+        f"--concurrency-backends={','.join(models)}",
+        "-p",
+        "no:randomly",
         timeout=250,
     )
     result.assert_outcomes(failed=2 * len(models), passed=len(models))
@@ -100,26 +112,36 @@ def test_plain_test_deadlock_fails_on_every_model(pytester, models):
     for spec in models:
         # greenlet and gevent see a deadlock with nothing left to run themselves
         if spec not in ("greenlet", "gevent"):
-            result.stdout.fnmatch_lines([
-                _lit(f"test_plain.py::test_orphan_get[{spec}]: {spec} run(test_orphan_get.<locals>.")
-                + "*main) did not return within 1 s (deadlock or stall?). Blocked at:",
-            ])
-        result.stdout.fnmatch_lines([
-            _lit(f"test_plain.py::test_busy_neighbour[{spec}]: {spec} run(") + "*did not return within 1 s*",
-            "*test_plain.py:* in *main: *b.channel(0).get()",
-        ])
+            result.stdout.fnmatch_lines(
+                [
+                    _lit(
+                        f"test_plain.py::test_orphan_get[{spec}]: {spec} run(test_orphan_get.<locals>."
+                    )
+                    + "*main) did not return within 1 s (deadlock or stall?). Blocked at:",
+                ]
+            )
+        result.stdout.fnmatch_lines(
+            [
+                _lit(f"test_plain.py::test_busy_neighbour[{spec}]: {spec} run(")
+                + "*did not return within 1 s*",
+                "*test_plain.py:* in *main: *b.channel(0).get()",
+            ]
+        )
     assert "raise --concurrency-timeout if the code is just slow" in out
     assert "RuntimeError" not in out  # a stopped event loop's complaint is not the news
     # 14 tests, 12 of them stalled for 1 s: far below pytest-timeout's limit, so no hang
     assert time.monotonic() - started < 250
 
 
-ASYNC = [s for s in ("asyncio", "uvloop", "trio", "anyio[asyncio]", "anyio[trio]") if s in INSTALLED]
+ASYNC = [
+    s for s in ("asyncio", "uvloop", "trio", "anyio[asyncio]", "anyio[trio]") if s in INSTALLED
+]
 
 
 @pytest.mark.skipif(not ASYNC, reason="no async model installed")
 def test_stalled_round_of_an_async_model_shows_only_the_stall(pytester):
-    pytester.makepyfile(misbehaving='''
+    pytester.makepyfile(
+        misbehaving="""
 from pytest_concurrency.workloads import Outcome
 
 
@@ -143,24 +165,34 @@ class Hang:
 
 
 HANG = Hang()
-''')
-    pytester.makepyfile(test_cases='''
+"""
+    )
+    pytester.makepyfile(
+        test_cases="""
 import pytest
 
 @pytest.mark.concurrency(workloads=["misbehaving:HANG"])
 def test_case(concurrency_case, concurrency_benchmark):
     concurrency_benchmark(concurrency_case)
-''')
+"""
+    )
     result = pytester.runpytest_subprocess(
-        "--benchmark-only", "--concurrency-timeout=1", f"--concurrency-backends={','.join(ASYNC)}", timeout=120,
+        "--benchmark-only",
+        "--concurrency-timeout=1",
+        f"--concurrency-backends={','.join(ASYNC)}",
+        timeout=120,
     )
     result.assert_outcomes(failed=len(ASYNC))
     for spec in ASYNC:
-        result.stdout.fnmatch_lines([
-            _lit(f"hang[size=1] on {spec} did not finish a round within 1 s (deadlock or stall?). Blocked at:"),
-            "  task *Hang.run.<locals>.main*:",
-            "    *misbehaving.py:* in main: await backend.channel(0).get()",
-        ])
+        result.stdout.fnmatch_lines(
+            [
+                _lit(
+                    f"hang[size=1] on {spec} did not finish a round within 1 s (deadlock or stall?). Blocked at:"
+                ),
+                "  task *Hang.run.<locals>.main*:",
+                "    *misbehaving.py:* in main: await backend.channel(0).get()",
+            ]
+        )
     out = result.stdout.str()
     assert "RuntimeError" not in out and "Event loop stopped" not in out, out
 
@@ -195,22 +227,31 @@ def test_deadline_raises_with_the_blocked_line():
         with watchdog.deadline(0.2, "the lock test", "get the lock")():
             lock.acquire()  # never released
     message = str(info.value)
-    assert message.startswith("the lock test did not get the lock within 0.2 s (deadlock or stall?)")
-    assert "in test_deadline_raises_with_the_blocked_line: lock.acquire()  # never released" in message
+    assert message.startswith(
+        "the lock test did not get the lock within 0.2 s (deadlock or stall?)"
+    )
+    assert (
+        "in test_deadline_raises_with_the_blocked_line: lock.acquire()  # never released" in message
+    )
 
 
 @pytest.mark.timeout(0)  # pytest-timeout's own alarm would be the one in charge (the last part)
 def test_a_silence_watch_starts_again_as_each_run_ends_and_stands_aside_for_another_alarm():
     """A user's test's watch (plain_tests.call_watched) bounds the code between its ``run`` calls,
     not the whole test: 0.6 s outside runs in all passes a 0.3 s watch when no stretch is that long."""
-    watch = watchdog.deadline(0.3, "the test", "return, nor end a backend.run call,", silence_watch=True)
+    watch = watchdog.deadline(
+        0.3, "the test", "return, nor end a backend.run call,", silence_watch=True
+    )
     with watch():
         for _ in range(6):
             time.sleep(0.1)
             with watchdog.deadline(5, "a run")():
                 pass
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # nothing left armed
-    with pytest.raises(watchdog.WorkloadTimeout, match="the test did not return, nor end a backend.run call, within 0.3 s"):
+    with pytest.raises(
+        watchdog.WorkloadTimeout,
+        match="the test did not return, nor end a backend.run call, within 0.3 s",
+    ):
         with watch():
             with watchdog.deadline(5, "a run")():
                 pass

@@ -43,7 +43,9 @@ def test_speedup_is_improved():
 
 
 def test_change_inside_threshold_is_unchanged_even_if_significant():
-    c = stats.decide(noisy(1, 50, sigma=0.002), noisy(2, 50, scale=1.03e-3, sigma=0.002), threshold=0.05)
+    c = stats.decide(
+        noisy(1, 50, sigma=0.002), noisy(2, 50, scale=1.03e-3, sigma=0.002), threshold=0.05
+    )
     assert c.p_value < 1e-6  # clearly different...
     assert c.status == UNCHANGED  # ...but below the practical threshold
 
@@ -126,7 +128,10 @@ def test_a_cold_first_round_no_longer_hides_a_two_percent_change():
     now = [round(2_076_295 * 1.02), *(round(x * 1.02) for x in STEADY)]
     c = stats.decide_exact(base, now, 0.02 * 0.9)  # +2% against a threshold just below it
     assert c.status == REGRESSED, c
-    assert "baseline round 1 of 5 (2,076,295, +3.10% from the others) set aside as an outlier" in c.note
+    assert (
+        "baseline round 1 of 5 (2,076,295, +3.10% from the others) set aside as an outlier"
+        in c.note
+    )
     assert "current round 1 of 5" in c.note
 
 
@@ -140,7 +145,9 @@ def test_two_outlying_rounds_are_wandering_not_outliers():
     wandering = [1_000_000, 1_000_000, 1_000_000, 1_030_000, 1_031_000]
     kept, index = stats.set_aside(wandering)
     assert index is None and kept == wandering
-    assert stats.decide_exact(wandering, [x * 1.025 for x in wandering], 0.02).status == INCONCLUSIVE
+    assert (
+        stats.decide_exact(wandering, [x * 1.025 for x in wandering], 0.02).status == INCONCLUSIVE
+    )
 
 
 def test_three_rounds_are_too_few_to_call_one_an_outlier():
@@ -149,6 +156,7 @@ def test_three_rounds_are_too_few_to_call_one_an_outlier():
 
 
 # -- counts in several layouts: the median of the layouts' medians ---------------------------
+
 
 def _layout(level: float, rounds: int = 5) -> list[float]:
     return [round(level * (1 + 0.0002 * i)) for i in range(rounds)]  # rounds that agree within 0.1%
@@ -162,7 +170,10 @@ def test_one_layout_whose_objects_landed_badly_moves_nothing():
     assert alone.status == REGRESSED
     c = stats.decide_layouts(base, now, 0.01)
     assert c.status == UNCHANGED and abs(c.change) < 0.002, c
-    assert "the baseline's 3 layouts disagree by 2.80%" in c.note and "judged on their median" in c.note
+    assert (
+        "the baseline's 3 layouts disagree by 2.80%" in c.note
+        and "judged on their median" in c.note
+    )
 
 
 def test_a_change_in_every_layout_is_caught_at_its_size():
@@ -186,8 +197,14 @@ def test_a_layout_whose_rounds_wander_makes_it_inconclusive_and_an_outlier_is_na
 
 def test_one_layout_is_judged_as_before_and_a_side_without_rounds_is_refused():
     base, now = [2_076_295, *STEADY], [round(x * 1.02) for x in [2_076_295, *STEADY]]
-    c = stats.decide_layouts([base], [now], 0.018)  # as decide_exact: no layout named where there is one
-    assert c.status == REGRESSED and "baseline round 1 of 5 (2,076,295" in c.note and "layout" not in c.note
+    c = stats.decide_layouts(
+        [base], [now], 0.018
+    )  # as decide_exact: no layout named where there is one
+    assert (
+        c.status == REGRESSED
+        and "baseline round 1 of 5 (2,076,295" in c.note
+        and "layout" not in c.note
+    )
     assert stats.center([[1.0, 2.0, 3.0], [10.0], [4.0, 5.0]]) == 4.5
     with pytest.raises(ValueError, match="in every layout"):
         stats.decide_layouts([base, []], [now], 0.02)

@@ -45,18 +45,24 @@ def _exe(directory: Path, name: str, script: str) -> None:
 
 
 def _fake_pyenv(directory: Path) -> None:
-    _exe(directory, "pyenv", """
+    _exe(
+        directory,
+        "pyenv",
+        """
 case "$1" in
   version-name) echo "${PYENV_VERSION:-3.11.7}" ;;
   versions) printf 'system\\n2.7.18\\n3.9.18\\n3.12.1\\n3.10.13\\n3.11.7\\n3.13.0\\n' ;;
-esac""")
+esac""",
+    )
 
 
 def test_pyenv_versions_are_all_selected_the_current_one_first(toxfile, bin_dir, capsys):
     _fake_pyenv(bin_dir)
     for minor in (10, 11, 12, 13):
         _exe(bin_dir, f"python3.{minor}", "exit 0")
-    toxfile.tox_add_core_config({"env_list": ["py310", "py311", "py312", "py313", "py314", "bench"]}, None)
+    toxfile.tox_add_core_config(
+        {"env_list": ["py310", "py311", "py312", "py313", "py314", "bench"]}, None
+    )
     assert os.environ["PYENV_VERSION"] == "3.11.7:3.10.13:3.12.1:3.13.0"
     out = capsys.readouterr().out
     assert "testing on py310, py311, py312, py313; not installed, skipped: py314" in out
@@ -73,11 +79,16 @@ def test_a_users_pyenv_version_stays_first(toxfile, bin_dir, monkeypatch):
 def test_an_interpreter_that_does_not_run_stops_tox_by_name(toxfile, bin_dir):
     _exe(bin_dir, "python3.11", "exit 0")
     _exe(bin_dir, "python3.12", "echo 'pyenv: python3.12: command not found' >&2; exit 127")
-    with pytest.raises(RuntimeError, match=r"python3\.12 is on PATH but does not run: pyenv: python3\.12: "
-                                           r"command not found.*run only the others with `tox -e py311`"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"python3\.12 is on PATH but does not run: pyenv: python3\.12: "
+        r"command not found.*run only the others with `tox -e py311`",
+    ):
         toxfile.tox_add_core_config({"env_list": ["py311", "py312"]}, None)
 
 
 def test_no_interpreter_at_all_stops_tox_saying_how_to_get_one(toxfile, bin_dir):
-    with pytest.raises(RuntimeError, match=r"no CPython 3\.10\+ found .*python3\.10, python3\.11.*Install one"):
+    with pytest.raises(
+        RuntimeError, match=r"no CPython 3\.10\+ found .*python3\.10, python3\.11.*Install one"
+    ):
         toxfile.tox_add_core_config({"env_list": ["py310", "py311"]}, None)

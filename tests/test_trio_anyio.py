@@ -40,36 +40,55 @@ def _lit(text: str) -> str:  # fnmatch reads [...] as a character class
 # --- registry and attributes ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("missing", "spec", "reason"), [
-    ("trio", "trio", "trio not installed (pip install trio)"),
-    ("trio", "anyio[trio]", "trio not installed (pip install trio)"),
-    ("trio", "anyio[asyncio]", None),
-    ("anyio", "anyio", "anyio not installed (pip install anyio)"),
-    ("anyio", "anyio[trio]", "anyio not installed (pip install anyio)"),
-    ("anyio", "trio", None),
-    ("uvloop", "anyio[uvloop]", "uvloop not installed (pip install uvloop)"),
-])
+@pytest.mark.parametrize(
+    ("missing", "spec", "reason"),
+    [
+        ("trio", "trio", "trio not installed (pip install trio)"),
+        ("trio", "anyio[trio]", "trio not installed (pip install trio)"),
+        ("trio", "anyio[asyncio]", None),
+        ("anyio", "anyio", "anyio not installed (pip install anyio)"),
+        ("anyio", "anyio[trio]", "anyio not installed (pip install anyio)"),
+        ("anyio", "trio", None),
+        ("uvloop", "anyio[uvloop]", "uvloop not installed (pip install uvloop)"),
+    ],
+)
 def test_missing_library_is_named_with_its_install_hint(monkeypatch, missing, spec, reason):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == missing else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == missing else real_find_spec(name, *a),
+    )
     assert backends.unavailable_reason(spec) == reason
 
 
 def test_missing_trio_skips_its_models_in_a_run(pytester, monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trio" else real_find_spec(name, *a))
-    pytester.makepyfile("def test_model(concurrency_backend):\n    assert concurrency_backend.family == 'async'\n")
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "trio" else real_find_spec(name, *a),
+    )
+    pytester.makepyfile(
+        "def test_model(concurrency_backend):\n    assert concurrency_backend.family == 'async'\n"
+    )
     result = pytester.runpytest("-rs", "--concurrency-backends=trio,anyio[trio],anyio[asyncio]")
     result.assert_outcomes(passed=1, skipped=2)
-    result.stdout.fnmatch_lines([
-        "*SKIPPED*trio: trio not installed (pip install trio)*",
-        "*SKIPPED*anyio[[]trio]: trio not installed (pip install trio)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*SKIPPED*trio: trio not installed (pip install trio)*",
+            "*SKIPPED*anyio[[]trio]: trio not installed (pip install trio)*",
+        ]
+    )
 
 
 def test_specs_are_canonical_and_unknown_variants_are_named():
     assert backends.canonical("anyio") == "anyio[asyncio]"
-    assert backends.parse_list("trio, anyio[trio], ANYIO") == ["trio", "anyio[trio]", "anyio[asyncio]"]
+    assert backends.parse_list("trio, anyio[trio], ANYIO") == [
+        "trio",
+        "anyio[trio]",
+        "anyio[asyncio]",
+    ]
     with pytest.raises(backends.UnknownBackend, match=r"'anyio\[curio\]'.*anyio\[trio\]"):
         backends.canonical("anyio[curio]")
 
@@ -101,7 +120,9 @@ def test_capacity_maps_to_max_buffer_size(spec, capacity, buffer):
 
 @pytest.mark.parametrize("capacity", [-1, 1.5])
 def test_bad_capacity_is_named(capacity):
-    with pytest.raises(ValueError, match=f"channel capacity must be None or an int >= 0, got {capacity}"):
+    with pytest.raises(
+        ValueError, match=f"channel capacity must be None or an int >= 0, got {capacity}"
+    ):
         load("trio").channel(capacity)
 
 
@@ -113,8 +134,13 @@ def test_channels_are_closed_when_their_run_ends(spec):
     b = load(spec)
     for ch in b.run(main, b):  # closed: anyio cannot warn when they are collected
         stats = ch.put.__self__.statistics()
-        kind = "streams" if hasattr(stats, "open_send_streams") else "channels"  # anyio's names, trio's
-        assert (getattr(stats, f"open_send_{kind}"), getattr(stats, f"open_receive_{kind}")) == (0, 0)
+        kind = (
+            "streams" if hasattr(stats, "open_send_streams") else "channels"
+        )  # anyio's names, trio's
+        assert (getattr(stats, f"open_send_{kind}"), getattr(stats, f"open_receive_{kind}")) == (
+            0,
+            0,
+        )
 
 
 # --- tasks ------------------------------------------------------------------------------
@@ -171,7 +197,9 @@ def test_nested_run_is_refused_and_the_outer_run_goes_on(spec):
         return "inner"
 
     async def outer(b):
-        with pytest.raises(RuntimeError, match=r"run\(\) called inside a running .* run\(\); await main instead"):
+        with pytest.raises(
+            RuntimeError, match=r"run\(\) called inside a running .* run\(\); await main instead"
+        ):
             b.run(inner, b)
         ch = b.channel(0)  # the refused call left the outer run's group and channels alone
         b.spawn(ch.put, "still running")
@@ -183,11 +211,14 @@ def test_nested_run_is_refused_and_the_outer_run_goes_on(spec):
 
 def test_spawn_outside_run_names_the_fix():
     b = load("anyio[asyncio]")
-    with pytest.raises(RuntimeError, match=r"anyio\[asyncio\]: spawn\(\) must be called inside anyio\[asyncio\] run\(\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"anyio\[asyncio\]: spawn\(\) must be called inside anyio\[asyncio\] run\(\)",
+    ):
         b.spawn(_raise_base, b)
 
 
-TASK_FAILS = '''
+TASK_FAILS = """
 async def worker(x):
     raise ValueError(f"bad item {x}")
 
@@ -209,24 +240,30 @@ def test_unjoined(concurrency_backend):
         await b.sleep(0.05)
 
     b.run(main)
-'''
+"""
 
 
 @pytest.mark.skipif(not INSTALLED, reason="neither trio nor anyio installed")
 def test_failed_task_fails_the_test_naming_the_backend(pytester):
     pytester.makepyfile(test_fails=TASK_FAILS)
-    result = pytester.runpytest_subprocess(f"--concurrency-backends={','.join(INSTALLED)}", timeout=120)
+    result = pytester.runpytest_subprocess(
+        f"--concurrency-backends={','.join(INSTALLED)}", timeout=120
+    )
     result.assert_outcomes(failed=2 * len(INSTALLED))
     for spec in INSTALLED:
-        result.stdout.fnmatch_lines([_lit(f"*TaskFailed: [{spec}] task worker raised ValueError: bad item 3")])
-        result.stdout.fnmatch_lines([_lit(f"*TaskFailed: [{spec}] task worker raised ValueError: bad item 4")])
+        result.stdout.fnmatch_lines(
+            [_lit(f"*TaskFailed: [{spec}] task worker raised ValueError: bad item 3")]
+        )
+        result.stdout.fnmatch_lines(
+            [_lit(f"*TaskFailed: [{spec}] task worker raised ValueError: bad item 4")]
+        )
     assert "ExceptionGroup" not in result.stdout.str()
 
 
 # --- stalls -----------------------------------------------------------------------------
 
 
-STALLS = '''
+STALLS = """
 import time
 
 
@@ -267,14 +304,20 @@ def test_after(concurrency_backend):
         return await ch.get() + 1
 
     assert b.run(main) == 42
-'''
+"""
 
 
 @pytest.mark.skipif(not INSTALLED, reason="neither trio nor anyio installed")
-@pytest.mark.parametrize("models", [
-    pytest.param([s for s in INSTALLED if s in ("trio", "anyio[asyncio]")] or INSTALLED[:1], id="trio-and-anyio"),
-    pytest.param(INSTALLED, id="every-variant", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "models",
+    [
+        pytest.param(
+            [s for s in INSTALLED if s in ("trio", "anyio[asyncio]")] or INSTALLED[:1],
+            id="trio-and-anyio",
+        ),
+        pytest.param(INSTALLED, id="every-variant", marks=pytest.mark.slow),
+    ],
+)
 def test_stall_fails_after_the_timeout_on_trio_and_anyio(pytester, models):
     # trio's scheduler must never see the timeout: raised into it, trio reports a
     # TrioInternalError and abandons its tasks. A cancelled run comes back as Stopped,
@@ -282,24 +325,44 @@ def test_stall_fails_after_the_timeout_on_trio_and_anyio(pytester, models):
     pytester.makepyfile(test_stalls=STALLS)
     started = time.monotonic()
     result = pytester.runpytest_subprocess(
-        "-W", "error", "--concurrency-timeout=1", f"--concurrency-backends={','.join(models)}",
-        "-p", "no:randomly", timeout=240,
+        "-W",
+        "error",
+        "--concurrency-timeout=1",
+        f"--concurrency-backends={','.join(models)}",
+        "-p",
+        "no:randomly",
+        timeout=240,
     )
     result.assert_outcomes(failed=2 * len(models), passed=len(models))
     for spec in models:
-        result.stdout.fnmatch_lines([
-            _lit(f"test_stalls.py::test_blocked_loop[{spec}]: {spec} run(test_blocked_loop.<locals>.main) "
-                 "did not return within 1 s (deadlock or stall?). Blocked at:"),
-            "  running (holding the loop):",
-            "*test_stalls.py:* in block_the_loop: time.sleep(30)*",
-        ])
-        result.stdout.fnmatch_lines([
-            _lit(f"test_stalls.py::test_deadlocked_tasks[{spec}]: {spec} run(test_deadlocked_tasks.<locals>.main) "
-                 "did not return within 1 s (deadlock or stall?). Blocked at:"),
-        ])
+        result.stdout.fnmatch_lines(
+            [
+                _lit(
+                    f"test_stalls.py::test_blocked_loop[{spec}]: {spec} run(test_blocked_loop.<locals>.main) "
+                    "did not return within 1 s (deadlock or stall?). Blocked at:"
+                ),
+                "  running (holding the loop):",
+                "*test_stalls.py:* in block_the_loop: time.sleep(30)*",
+            ]
+        )
+        result.stdout.fnmatch_lines(
+            [
+                _lit(
+                    f"test_stalls.py::test_deadlocked_tasks[{spec}]: {spec} run(test_deadlocked_tasks.<locals>.main) "
+                    "did not return within 1 s (deadlock or stall?). Blocked at:"
+                ),
+            ]
+        )
         # one call per task: asyncio lists its tasks in no fixed order
-        result.stdout.fnmatch_lines(["  task test_deadlocked_tasks.<locals>.main*:", "*test_stalls.py:* in main: await second.get()"])
-        result.stdout.fnmatch_lines(["  task *wait_for*:", "*test_stalls.py:* in wait_for: return await ch.get()"])
+        result.stdout.fnmatch_lines(
+            [
+                "  task test_deadlocked_tasks.<locals>.main*:",
+                "*test_stalls.py:* in main: await second.get()",
+            ]
+        )
+        result.stdout.fnmatch_lines(
+            ["  task *wait_for*:", "*test_stalls.py:* in wait_for: return await ch.get()"]
+        )
     out = result.stdout.str()
     for noise in ("TrioInternalError", "ExceptionGroup", "Stopped", "RuntimeError"):
         assert noise not in out, noise
@@ -310,7 +373,7 @@ def test_stall_fails_after_the_timeout_on_trio_and_anyio(pytester, models):
 # --- warnings as errors, and the README's recipe -------------------------------------------
 
 
-ANYIO_LIBRARY = '''
+ANYIO_LIBRARY = """
 import pytest
 
 
@@ -330,10 +393,13 @@ async def fan_out(b, n):
 def test_my_fan_out(benchmark, concurrency_backend):
     got = benchmark.pedantic(concurrency_backend.run, args=(fan_out, concurrency_backend, 50), rounds=3)
     assert got == list(range(50))
-'''
+"""
 
 
-@pytest.mark.skipif(backends.unavailable_reason("anyio[trio]") is not None, reason="anyio and trio not both installed")
+@pytest.mark.skipif(
+    backends.unavailable_reason("anyio[trio]") is not None,
+    reason="anyio and trio not both installed",
+)
 @pytest.mark.slow
 def test_every_workload_and_the_recipe_run_clean_under_warnings_as_errors(pytester):
     from pathlib import Path
@@ -341,14 +407,30 @@ def test_every_workload_and_the_recipe_run_clean_under_warnings_as_errors(pytest
     seeds = Path(__file__).parents[1] / "benchmarks" / "test_seeds.py"
     pytester.makepyfile(test_seeds=seeds.read_text(), test_library=ANYIO_LIBRARY)
     result = pytester.runpytest_subprocess(
-        "-v", "-W", "error", "--benchmark-only", "--concurrency-scale=smoke", "--concurrency-rounds=3",
-        f"--concurrency-backends={','.join(INSTALLED)}", "-p", "no:randomly", timeout=240,
+        "-v",
+        "-W",
+        "error",
+        "--benchmark-only",
+        "--concurrency-scale=smoke",
+        "--concurrency-rounds=3",
+        f"--concurrency-backends={','.join(INSTALLED)}",
+        "-p",
+        "no:randomly",
+        timeout=240,
     )
     # the recipe's marker narrows it to its two models, whatever the command line selects
-    result.stdout.fnmatch_lines(["*test_my_fan_out[[]anyio[[]asyncio]] PASSED*", "*test_my_fan_out[[]anyio[[]trio]] PASSED*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_my_fan_out[[]anyio[[]asyncio]] PASSED*",
+            "*test_my_fan_out[[]anyio[[]trio]] PASSED*",
+        ]
+    )
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) > 2 * len(INSTALLED) and "failed" not in outcomes and "errors" not in outcomes, \
-        result.stdout.str()
+    assert (
+        outcomes.get("passed", 0) > 2 * len(INSTALLED)
+        and "failed" not in outcomes
+        and "errors" not in outcomes
+    ), result.stdout.str()
     assert "Warning" not in result.stdout.str()
 
 
@@ -356,6 +438,8 @@ def test_marker_selects_models_outside_the_default_run_unless_the_command_line_n
     pytester.makepyfile(test_library=ANYIO_LIBRARY)
     plain = pytester.runpytest("-v", "--benchmark-disable")  # no selection: the marker's two models
     plain.assert_outcomes(passed=2)
-    narrowed = pytester.runpytest("-v", "--benchmark-disable", "--concurrency-backends=asyncio,anyio[trio]")
+    narrowed = pytester.runpytest(
+        "-v", "--benchmark-disable", "--concurrency-backends=asyncio,anyio[trio]"
+    )
     narrowed.assert_outcomes(passed=1)
     narrowed.stdout.fnmatch_lines(["*test_my_fan_out[[]anyio[[]trio]] PASSED*"])

@@ -13,12 +13,13 @@ import time
 
 import pytest
 
-from pytest_concurrency.runner import isolate
 from pytest_concurrency import measure
 from pytest_concurrency.measure import callgrind, driver, memory
+from pytest_concurrency.runner import isolate
 
-needs_valgrind = pytest.mark.skipif(callgrind.unavailable_reason() is not None,
-                                    reason=f"{callgrind.unavailable_reason()}")
+needs_valgrind = pytest.mark.skipif(
+    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
+)
 
 DYING = """
 import os
@@ -41,8 +42,9 @@ SWITCH = ("switch", {"rounds": 200})
 
 def _payload(case, instrument, fork=True):
     workload, params = case
-    return isolate.request(workload, params, rounds=3, warmup=1, instrument=instrument, with_memory=False) | {
-        "fork": fork}
+    return isolate.request(
+        workload, params, rounds=3, warmup=1, instrument=instrument, with_memory=False
+    ) | {"fork": fork}
 
 
 def test_fork_server_answers_in_children_and_outlives_a_case_that_dies(tmp_path, monkeypatch):
@@ -65,16 +67,28 @@ def test_fork_server_answers_in_children_and_outlives_a_case_that_dies(tmp_path,
 def test_a_plain_worker_runs_the_memory_pass_and_the_kernel_figures_alone():
     worker = isolate.Worker("greenlet")
     try:
-        reply = worker.request({"workload": "cancel", "params": {"tasks": 10, "wait": "get", "end": "cancel"},
-                                "apart": True}, round_timeout=60)
+        reply = worker.request(
+            {
+                "workload": "cancel",
+                "params": {"tasks": 10, "wait": "get", "end": "cancel"},
+                "apart": True,
+            },
+            round_timeout=60,
+        )
     finally:
         worker.close()
     assert reply["ok"] and "samples" not in reply, reply
-    assert reply["extra"]["memory_rounds"] in (memory.READINGS, 2 * memory.READINGS) and reply["extra"]["tasks_per_round"] == 10
+    assert (
+        reply["extra"]["memory_rounds"] in (memory.READINGS, 2 * memory.READINGS)
+        and reply["extra"]["tasks_per_round"] == 10
+    )
     assert "kib_per_task" in reply["extra"]  # the workload's own memory hook ran too
     # kernel figures of rounds no instrument slowed (a counted case's, measured apart)
     extra = reply["extra"]
-    assert len(extra["kernel_rounds"]["csw"]) == driver.KERNEL_ROUNDS_APART and extra["csw_per_op"] >= 0
+    assert (
+        len(extra["kernel_rounds"]["csw"]) == driver.KERNEL_ROUNDS_APART
+        and extra["csw_per_op"] >= 0
+    )
 
 
 class _Recording:
@@ -95,12 +109,18 @@ class _Recording:
 def test_lanes_keep_to_a_model_and_help_at_the_end():
     pool = _Recording()
     ahead = isolate.Ahead(pool, jobs=2)
-    for spec, n in [("a", 6), ("b", 3), ("c", 2)]:  # in test order, models interleaved as pytest runs them
+    for spec, n in [
+        ("a", 6),
+        ("b", 3),
+        ("c", 2),
+    ]:  # in test order, models interleaved as pytest runs them
         for i in range(n):
             ahead.submit((spec, i), spec, {"n": i}, None)
     ahead.start()
-    replies = {key: ahead.take(key).result(timeout=30) for key in [(s, i) for s, n in [("a", 6), ("b", 3), ("c", 2)]
-                                                                   for i in range(n)]}
+    replies = {
+        key: ahead.take(key).result(timeout=30)
+        for key in [(s, i) for s, n in [("a", 6), ("b", 3), ("c", 2)] for i in range(n)]
+    }
     assert [r["n"] for r in replies.values()] == [0, 1, 2, 3, 4, 5, 0, 1, 2, 0, 1]
     lanes_per_model = {spec: {lane for lane, s in pool.ran if s == spec} for spec in "abc"}
     # "a" (most cases) and "b" start on a lane each; "c" goes to the lane that ran out first
@@ -124,18 +144,25 @@ def test_pool_keeps_fork_servers_apart_from_plain_workers():
 @needs_valgrind
 @pytest.mark.slow
 @pytest.mark.serial  # eventlet's hub reads the clock: a loaded machine moves its count
-@pytest.mark.parametrize("backend, tolerance", [
-    ("greenlet", 0.0),  # nothing in its path reads a clock: equal to the instruction
-    # eventlet's hub reads the clock: on a loaded machine its wake-ups, so its counts, moved 0.1% (CI,
-    # CPython 3.11); a server that handed on its own state moved them 1.7% (the type cache, stop 15)
-    ("eventlet", 0.005),
-])
+@pytest.mark.parametrize(
+    "backend, tolerance",
+    [
+        ("greenlet", 0.0),  # nothing in its path reads a clock: equal to the instruction
+        # eventlet's hub reads the clock: on a loaded machine its wake-ups, so its counts, moved 0.1% (CI,
+        # CPython 3.11); a server that handed on its own state moved them 1.7% (the type cache, stop 15)
+        ("eventlet", 0.005),
+    ],
+)
 def test_a_counted_case_repeats_whatever_the_server_ran_before(tmp_path, backend, tolerance):
     env = {**os.environ, callgrind.ENV_DIR: str(tmp_path), "PYTHONHASHSEED": callgrind.HASH_SEED}
-    argv = callgrind.command([sys.executable, "-m", "pytest_concurrency.runner.worker", "--fork-each", backend],
-                             str(tmp_path))
+    argv = callgrind.command(
+        [sys.executable, "-m", "pytest_concurrency.runner.worker", "--fork-each", backend],
+        str(tmp_path),
+    )
     counted = measure.get("instructions")
-    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    server = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert json.loads(server.stdout.readline()) == {"ready": True}
         samples = []

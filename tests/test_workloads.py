@@ -71,8 +71,9 @@ class Faulty:
     ``join_fault``: (task index, new result) for one spawned task's join.
     """
 
-    def __init__(self, inner, *, channel=0, put_fault=None, join_fault=None,
-                 no_sleep=False, reply_fault=None):
+    def __init__(
+        self, inner, *, channel=0, put_fault=None, join_fault=None, no_sleep=False, reply_fault=None
+    ):
         self._inner = inner
         self._channel = channel
         self._put_fault = put_fault
@@ -89,12 +90,16 @@ class Faulty:
         inner = self._inner.channel(capacity)
         if next(self._channels) != self._channel or self._put_fault is None:
             return inner
-        return (AsyncFaultyChannel if self.family == "async" else FaultyChannel)(inner, self._put_fault)
+        return (AsyncFaultyChannel if self.family == "async" else FaultyChannel)(
+            inner, self._put_fault
+        )
 
     def spawn(self, fn, *args):
         task = self._inner.spawn(fn, *args)
         if next(self._spawned) == (self._join_fault or (None,))[0]:
-            return (AsyncWrongResult if self.family == "async" else WrongResult)(task, self._join_fault[1])
+            return (AsyncWrongResult if self.family == "async" else WrongResult)(
+                task, self._join_fault[1]
+            )
         return task
 
     def sleep(self, seconds):  # returns the coroutine for async backends
@@ -219,25 +224,71 @@ WRONG_RUNS = [
     # (workload, params, fault kwargs (built fresh per run: swap keeps state), the error says)
     ("ring", RING, lambda: dict(put_fault=drop(1)), "received 19 of 20"),
     ("ring", RING, lambda: dict(put_fault=swap(1)), "message #1 was 17, expected 18"),
-    ("ring", dict(RING, capacity=10), lambda: dict(channel=4, put_fault=drop(3)), "received 19 of 20"),
+    (
+        "ring",
+        dict(RING, capacity=10),
+        lambda: dict(channel=4, put_fault=drop(3)),
+        "received 19 of 20",
+    ),
     ("chain", CHAIN_INT, lambda: dict(put_fault=drop(1)), "got 49 of 50"),
-    ("chain", CHAIN_INT, lambda: dict(channel=2, put_fault=swap(7)), "event #7 had sequence number 8"),
-    ("chain", CHAIN_BYTES, lambda: dict(channel=1, put_fault=change(1, _zeroed)), "receiver 1 got 50 of 50 events, checksum"),
-    ("chain", CHAIN_STR, lambda: dict(put_fault=change(3, lambda e: (e[0], e[1][:-1]))), "receiver 0 got 50 of 50 events, checksum"),
-    ("switch", SWITCH, lambda: dict(channel=1, put_fault=change(4, lambda v: v + 1)), "round 4 was answered 6"),
-    ("switch", SWITCH, lambda: dict(channel=0, put_fault=change(9, lambda v: v + 1)), "round 9 was answered 11"),
-    ("spawn", SPAWN, lambda: dict(put_fault=change(2, lambda i: (i + 1) % 12)), "11 distinct tasks of 12"),
-    ("spawn", SPAWN, lambda: dict(join_fault=(5, 4)), "1 task(s) returned another id, first [(5, 4)]"),
+    (
+        "chain",
+        CHAIN_INT,
+        lambda: dict(channel=2, put_fault=swap(7)),
+        "event #7 had sequence number 8",
+    ),
+    (
+        "chain",
+        CHAIN_BYTES,
+        lambda: dict(channel=1, put_fault=change(1, _zeroed)),
+        "receiver 1 got 50 of 50 events, checksum",
+    ),
+    (
+        "chain",
+        CHAIN_STR,
+        lambda: dict(put_fault=change(3, lambda e: (e[0], e[1][:-1]))),
+        "receiver 0 got 50 of 50 events, checksum",
+    ),
+    (
+        "switch",
+        SWITCH,
+        lambda: dict(channel=1, put_fault=change(4, lambda v: v + 1)),
+        "round 4 was answered 6",
+    ),
+    (
+        "switch",
+        SWITCH,
+        lambda: dict(channel=0, put_fault=change(9, lambda v: v + 1)),
+        "round 9 was answered 11",
+    ),
+    (
+        "spawn",
+        SPAWN,
+        lambda: dict(put_fault=change(2, lambda i: (i + 1) % 12)),
+        "11 distinct tasks of 12",
+    ),
+    (
+        "spawn",
+        SPAWN,
+        lambda: dict(join_fault=(5, 4)),
+        "1 task(s) returned another id, first [(5, 4)]",
+    ),
     # a latency that a task which does not sleep cannot reach on a loaded machine (trio, 3.13, CI:
     # 10 tasks without a sleep took over 1 ms, half of 2 ms)
-    ("io", dict(TIMER, latency=0.05), lambda: dict(no_sleep=True), "task(s) finished before the latency"),
+    (
+        "io",
+        dict(TIMER, latency=0.05),
+        lambda: dict(no_sleep=True),
+        "task(s) finished before the latency",
+    ),
     ("io", TCP, lambda: dict(reply_fault=3), "missing ids [3], unexpected ids [1003]"),
 ]
 
 
 @pytest.mark.parametrize("spec", ["threading", "asyncio", "trio"])
 @pytest.mark.parametrize(
-    ("name", "params", "fault", "message"), WRONG_RUNS,
+    ("name", "params", "fault", "message"),
+    WRONG_RUNS,
     ids=[f"{w[0]}{i}" for i, w in enumerate(WRONG_RUNS)],
 )
 def test_wrong_run_is_caught(spec, name, params, fault, message):
@@ -279,9 +330,13 @@ def test_limits_are_reasons_not_shrinking():
     assert "no sockets" in workloads.get("io").unsupported(backend("greenlet"), TCP)
     assert workloads.get("io").unsupported(backend("threading"), TCP) is None
     mp = backend("multiprocessing[forkserver]")
-    assert "300 live process tasks" in workloads.get("ring").unsupported(mp, workloads.get("ring").cases("seed")[0])
+    assert "300 live process tasks" in workloads.get("ring").unsupported(
+        mp, workloads.get("ring").cases("seed")[0]
+    )
     assert workloads.get("ring").unsupported(mp, RING) is None
-    assert "100000 live thread tasks" in workloads.get("spawn").unsupported(backend("threading"), {"count": 100_000})
+    assert "100000 live thread tasks" in workloads.get("spawn").unsupported(
+        backend("threading"), {"count": 100_000}
+    )
 
 
 def test_case_tables_are_json_scalars_for_every_scale():

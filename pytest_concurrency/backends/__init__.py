@@ -20,8 +20,12 @@ class _Entry:
     requires: tuple[str, ...]  # top-level modules that must be importable
     variants: tuple[str, ...] = ()  # allowed ``[variant]`` values; first is the default
     isolation_only: tuple[str, ...] = ()  # variants that need a worker process of their own
-    variant_requires: tuple[tuple[str, str], ...] = ()  # (variant, module) it needs besides ``requires``
-    native: bool = False  # a program in another language (native/): needs its toolchain, not modules
+    variant_requires: tuple[
+        tuple[str, str], ...
+    ] = ()  # (variant, module) it needs besides ``requires``
+    native: bool = (
+        False  # a program in another language (native/): needs its toolchain, not modules
+    )
 
 
 _REGISTRY: dict[str, _Entry] = {
@@ -34,7 +38,9 @@ _REGISTRY: dict[str, _Entry] = {
     "uvloop": _Entry("_uvloop", ("uvloop",)),
     "trio": _Entry("_trio", ("trio",)),
     "anyio": _Entry(
-        "_anyio", ("anyio",), ("asyncio", "trio", "uvloop"),
+        "_anyio",
+        ("anyio",),
+        ("asyncio", "trio", "uvloop"),
         variant_requires=(("trio", "trio"), ("uvloop", "uvloop")),
     ),
     "go": _Entry("_native", (), native=True),
@@ -90,8 +96,10 @@ def _split(spec: str) -> tuple[str, str]:
     name = _ALIASES.get(name.strip().lower(), name.strip().lower())
     variant = variant.strip().lower()
     entry = _REGISTRY.get(name)
-    if entry is None or (rest and not raw.endswith("]")) or (
-        variant and variant not in entry.variants
+    if (
+        entry is None
+        or (rest and not raw.endswith("]"))
+        or (variant and variant not in entry.variants)
     ):
         raise UnknownBackend(
             f"unknown concurrency backend {spec!r}; valid: {', '.join(valid_specs())}, "
@@ -102,8 +110,11 @@ def _split(spec: str) -> tuple[str, str]:
 
 def parse_list(text: str) -> list[str]:
     """``"gevent, asyncio"`` -> canonical specs; raises ``UnknownBackend`` naming the bad one."""
-    parts = [p for part in _split_commas(text)
-             for p in (NATIVE_SPECS if part.lower() == NATIVE_ALIAS else (part,))]
+    parts = [
+        p
+        for part in _split_commas(text)
+        for p in (NATIVE_SPECS if part.lower() == NATIVE_ALIAS else (part,))
+    ]
     specs = [canonical(part) for part in parts]
     if not specs:
         raise UnknownBackend(f"no backend named; valid: {', '.join(valid_specs())}")

@@ -37,7 +37,7 @@ class Rendezvous:
 
 
 class AsyncTask:
-    def __init__(self, backend: "Backend", fn, args):
+    def __init__(self, backend: Backend, fn, args):
         self._backend = backend
         self._name = base.task_name(fn)
         self._task = asyncio.get_running_loop().create_task(fn(*args))
@@ -46,7 +46,9 @@ class AsyncTask:
     def _done(self, task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is not None:
             error = task.exception()
-            self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self._name, error))
+            self._backend._failures.failed(
+                self, base.TaskFailed(self._backend.name, self._name, error)
+            )
 
     def cancel(self) -> None:
         self._task.cancel()

@@ -27,7 +27,7 @@ from ._hub import HubBackend
 
 class EventletTask(base.CapturedTask):
     # Catching in _body keeps the hub from printing the traceback; join() or run() report it.
-    def __init__(self, backend: "Backend", fn, args):
+    def __init__(self, backend: Backend, fn, args):
         super().__init__(backend, fn, backend._live)
         self._gt = eventlet.spawn(self._body, *args)
 

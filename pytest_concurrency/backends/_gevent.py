@@ -23,7 +23,7 @@ from ._hub import HubBackend
 class GeventTask(base.CapturedTask):
     # Catching in _body (not in gevent) keeps the hub from printing the traceback: the
     # failure is reported once, by join() or run(), naming the backend.
-    def __init__(self, backend: "Backend", fn, args):
+    def __init__(self, backend: Backend, fn, args):
         super().__init__(backend, fn, backend._live)
         self._glet = gevent.spawn(self._body, *args)
 

@@ -22,7 +22,7 @@ _CANCEL = object()  # a ready entry that throws base.Cancel into the task instea
 
 
 class Scheduler:
-    def __init__(self, backend: "Backend"):
+    def __init__(self, backend: Backend):
         self.backend = backend
         self.hub = greenlet.getcurrent()
         self.ready: deque = deque()  # (greenlet, value to switch in with)
@@ -128,7 +128,7 @@ class Scheduler:
 
 
 class GreenletTask:
-    def __init__(self, backend: "Backend", sched: Scheduler, fn, args):
+    def __init__(self, backend: Backend, sched: Scheduler, fn, args):
         self._backend = backend
         self._sched = sched
         self._fn = fn
@@ -148,9 +148,11 @@ class GreenletTask:
             self._result = self._fn(*self._args)
         except base.Cancel:
             self._cancelled = True
-        except Exception as exc:  # noqa: BLE001 - handed to join() or run()
+        except Exception as exc:
             self._error = exc
-            self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self.name, exc))
+            self._backend._failures.failed(
+                self, base.TaskFailed(self._backend.name, self.name, exc)
+            )
         finally:
             self.done = True
             self._sched.tasks.discard(self.glet)
@@ -251,7 +253,7 @@ class Backend(base.SyncBackend):
         def main_task(_first):
             try:
                 outcome["result"] = main(*args)
-            except Exception as exc:  # noqa: BLE001 - re-raised by run below
+            except Exception as exc:
                 outcome["error"] = exc
             finally:
                 sched.tasks.discard(main_glet)

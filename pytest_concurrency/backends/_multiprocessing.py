@@ -110,11 +110,11 @@ def _child_main(conn, fn, args) -> None:
             message = (True, fn(*args))
         finally:
             signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a late cancel must not break the send
-    except BaseException as exc:  # noqa: BLE001 - everything goes back to join()
+    except BaseException as exc:
         message = (False, (exc, traceback.format_exc()))
     try:
         conn.send((*message, _own_usage()))
-    except Exception as exc:  # noqa: BLE001 - the result or error would not pickle
+    except Exception as exc:
         ok, value = message
         what, shown, remote_tb = ("result", value, "") if ok else ("exception", *value)
         error = TypeError(f"the task's {what} {shown!r} cannot be sent to the parent: {exc}")
@@ -124,7 +124,7 @@ def _child_main(conn, fn, args) -> None:
 
 
 class ProcessTask:
-    def __init__(self, backend: "Backend", fn, args):
+    def __init__(self, backend: Backend, fn, args):
         self._backend = backend
         self.name = base.task_name(fn)
         self._outcome: tuple | None = None  # (ok, value) once received
@@ -160,7 +160,7 @@ class ProcessTask:
             except EOFError:
                 self.process.join()
                 ok, value = False, (ChildDied(self._death()), "")
-            except Exception as exc:  # noqa: BLE001 - pickled in the child, won't unpickle here
+            except Exception as exc:
                 self.process.join()
                 error = TypeError(f"the task's outcome cannot be unpickled in the parent: {exc!r}")
                 ok, value = False, (error, "")
@@ -200,7 +200,11 @@ class ProcessTask:
         failure = self._error()
         self._backend._failures.joined(self)
         self._backend._tasks.discard(self)
-        if self._cancelled and failure is not None and isinstance(failure.error, (base.Cancel, ChildDied)):
+        if (
+            self._cancelled
+            and failure is not None
+            and isinstance(failure.error, (base.Cancel, ChildDied))
+        ):
             raise base.TaskCancelled(self._backend.name, self.name)
         if failure is not None:
             raise failure from failure.error
@@ -214,7 +218,9 @@ class Backend(base.SyncBackend):
     def __init__(self, variant: str = "forkserver"):
         methods = ("forkserver", "fork", "spawn")
         if variant not in methods:
-            raise ValueError(f"multiprocessing start method must be one of {methods}, got {variant!r}")
+            raise ValueError(
+                f"multiprocessing start method must be one of {methods}, got {variant!r}"
+            )
         self.variant = variant
         self.name = f"multiprocessing[{variant}]"
         self.max_parallel = os.cpu_count() or 1  # ProcessPoolExecutor's default
@@ -281,9 +287,15 @@ class Backend(base.SyncBackend):
         if capacity is not None and capacity < 0:
             raise ValueError(f"channel capacity must be None or >= 0, got {capacity}")
         queue = self._ctx.Queue(capacity or 0)
-        if self._queues is not None:  # made within run(): it ends with the run (one made before is the caller's)
+        if (
+            self._queues is not None
+        ):  # made within run(): it ends with the run (one made before is the caller's)
             self._queues.append(queue)
-        return base.Handoff(queue, self._ctx.Semaphore(0), self._ctx.Lock()) if capacity == 0 else queue
+        return (
+            base.Handoff(queue, self._ctx.Semaphore(0), self._ctx.Lock())
+            if capacity == 0
+            else queue
+        )
 
     def sleep(self, seconds):
         time.sleep(seconds)

@@ -7,7 +7,8 @@ language's own program (``pytest_concurrency.native``). ``run`` says so to a tes
 from __future__ import annotations
 
 from . import toolchains
-from .base import Backend as _Backend, Unsupported
+from .base import Backend as _Backend
+from .base import Unsupported
 
 
 class Backend(_Backend):
@@ -24,11 +25,15 @@ class Backend(_Backend):
         return toolchains.version(self.name)
 
     def run(self, main, *args):
-        raise Unsupported(f"{self.name} is a native reference: it runs the seed workloads in its own "
-                          "program (through concurrency_benchmark), not Python code")
+        raise Unsupported(
+            f"{self.name} is a native reference: it runs the seed workloads in its own "
+            "program (through concurrency_benchmark), not Python code"
+        )
 
     def unsupported_measure(self, instrument) -> str | None:
         if instrument.kind != "time":
-            return (f"a native program is outside what --concurrency-measure={instrument.kind} compares "
-                    "(it counts the Python interpreter's rounds under valgrind); measure it with time")
+            return (
+                f"a native program is outside what --concurrency-measure={instrument.kind} compares "
+                "(it counts the Python interpreter's rounds under valgrind); measure it with time"
+            )
         return None

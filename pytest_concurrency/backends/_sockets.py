@@ -8,7 +8,7 @@ class SocketStream:
         self._sock = sock
 
     @classmethod
-    def connect(cls, socket_module, host: str, port: int) -> "SocketStream":
+    def connect(cls, socket_module, host: str, port: int) -> SocketStream:
         sock = socket_module.create_connection((host, port))
         sock.setsockopt(socket_module.IPPROTO_TCP, socket_module.TCP_NODELAY, 1)
         return cls(sock)

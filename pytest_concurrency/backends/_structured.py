@@ -24,8 +24,7 @@ import contextlib
 import math
 import sys
 
-from . import watchdog
-from . import base
+from . import base, watchdog
 
 if sys.version_info < (3, 11):  # trio and anyio depend on the backport there
     from exceptiongroup import BaseExceptionGroup
@@ -51,10 +50,12 @@ class Channel:
 class StructuredTask:
     __slots__ = ("_backend", "name", "_done", "_result", "_error", "_scope", "_returned")
 
-    def __init__(self, backend: "StructuredBackend", fn, args):
+    def __init__(self, backend: StructuredBackend, fn, args):
         group = backend._group
         if group is None:
-            raise RuntimeError(f"{backend.name}: spawn() must be called inside {backend.name} run()")
+            raise RuntimeError(
+                f"{backend.name}: spawn() must be called inside {backend.name} run()"
+            )
         self._backend = backend
         self.name = base.task_name(fn)
         self._done = backend._event()
@@ -71,9 +72,11 @@ class StructuredTask:
             with self._scope:
                 self._result = await fn(*args)
                 self._returned = True
-        except Exception as exc:  # noqa: BLE001 - kept for join() or run(), not the group's
+        except Exception as exc:
             self._error = exc
-            self._backend._failures.failed(self, base.TaskFailed(self._backend.name, self.name, exc))
+            self._backend._failures.failed(
+                self, base.TaskFailed(self._backend.name, self.name, exc)
+            )
         finally:
             self._done.set()
 
@@ -103,7 +106,9 @@ class StructuredBackend(base.AsyncBackend):
 
     def run(self, main, *args):
         if self._group is not None:  # checked here: the cleanup below would break the outer run
-            raise RuntimeError(f"{self.name}: run() called inside a running {self.name} run(); await main instead")
+            raise RuntimeError(
+                f"{self.name}: run() called inside a running {self.name} run(); await main instead"
+            )
         self._failures = base.FailureTracker(self.name)
         self._stopped = False
         try:
@@ -131,8 +136,10 @@ class StructuredBackend(base.AsyncBackend):
                 registered.enter_context(watchdog.stoppable(self._stopper(group)))
                 try:
                     outcome["result"] = await main(*args)
-                except Exception as exc:  # noqa: BLE001 - re-raised below, outside the group
-                    outcome["error"] = exc  # (inside, the group would wrap it in an exception group)
+                except Exception as exc:
+                    outcome["error"] = (
+                        exc  # (inside, the group would wrap it in an exception group)
+                    )
                 finally:
                     group.cancel_scope.cancel()  # tasks still alive are not waited for
         if self._stopped:
@@ -181,7 +188,7 @@ class ByteStream:
         while got < n:
             try:
                 chunk = await self._receive(n - got)
-            except self._eof or ():
+            except self._eof or ():  # noqa: B030 (a tuple of classes, or none)
                 chunk = b""
             if not chunk:
                 raise ConnectionError(f"peer closed after {got} of {n} bytes")

@@ -17,7 +17,7 @@ EXIT_GRACE_S = 1.0
 
 
 class ThreadTask(base.CapturedTask):
-    def __init__(self, backend: "Backend", fn, args):
+    def __init__(self, backend: Backend, fn, args):
         super().__init__(backend, fn, backend._live)
         self._result = None
         self._thread = threading.Thread(target=self._run, args=args, name=self.name, daemon=True)
@@ -33,7 +33,8 @@ class ThreadTask(base.CapturedTask):
     def cancel(self) -> None:
         raise base.Unsupported(
             "threading cannot cancel a task: the stdlib has no way to stop a thread from outside "
-            "(only code the thread runs can decide to return)")
+            "(only code the thread runs can decide to return)"
+        )
 
 
 class Backend(base.SyncBackend):

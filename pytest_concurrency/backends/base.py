@@ -220,7 +220,7 @@ class CapturedTask:
             result = self._fn(*args)
             self._returned = True
             return result
-        except Exception as exc:  # noqa: BLE001 - handed to join() or run()
+        except Exception as exc:
             self._error = exc
             self._backend._failures.failed(self, TaskFailed(self._backend.name, self.name, exc))
             return None

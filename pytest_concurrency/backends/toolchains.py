@@ -25,11 +25,27 @@ class Toolchain:
 
 
 TOOLCHAINS = {
-    "go": Toolchain("go", "goroutines + channels", ("go",), "install Go 1.21 or later: https://go.dev/doc/install", 0),
-    "rust": Toolchain("rust", "tokio tasks + tokio::sync channels", ("cargo", "rustc"),
-                      "install Rust with cargo: https://rustup.rs", 0),
-    "kotlin": Toolchain("kotlin", "kotlinx.coroutines + Channel", ("mvn", "java"),
-                        "install Maven and a JDK 11 or later, e.g. apt-get install maven openjdk-17-jdk-headless", 1),
+    "go": Toolchain(
+        "go",
+        "goroutines + channels",
+        ("go",),
+        "install Go 1.21 or later: https://go.dev/doc/install",
+        0,
+    ),
+    "rust": Toolchain(
+        "rust",
+        "tokio tasks + tokio::sync channels",
+        ("cargo", "rustc"),
+        "install Rust with cargo: https://rustup.rs",
+        0,
+    ),
+    "kotlin": Toolchain(
+        "kotlin",
+        "kotlinx.coroutines + Channel",
+        ("mvn", "java"),
+        "install Maven and a JDK 11 or later, e.g. apt-get install maven openjdk-17-jdk-headless",
+        1,
+    ),
 }
 
 
@@ -56,7 +72,7 @@ def _pinned(path: Path, pattern: str) -> str:
     return found.group(1) if found else "unknown"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def version(language: str) -> str:
     """The toolchain and library versions behind the row (recorded; part of the build's cache key)."""
     if language == "go":
@@ -65,5 +81,7 @@ def version(language: str) -> str:
         tokio = _pinned(SOURCES / "rust" / "Cargo.lock", r'name = "tokio"\nversion = "([^"]+)"')
         return f"{_first_line(['rustc', '--version'])}, tokio {tokio}"
     pom = SOURCES / "kotlin" / "pom.xml"
-    return (f"kotlin {_pinned(pom, r'<kotlin.version>([^<]+)<')}, "
-            f"kotlinx-coroutines {_pinned(pom, r'<coroutines.version>([^<]+)<')}, {_first_line(['java', '-version'])}")
+    return (
+        f"kotlin {_pinned(pom, r'<kotlin.version>([^<]+)<')}, "
+        f"kotlinx-coroutines {_pinned(pom, r'<coroutines.version>([^<]+)<')}, {_first_line(['java', '-version'])}"
+    )

@@ -39,8 +39,7 @@ import sysconfig
 import threading
 import time
 import traceback
-
-from typing import Callable, Collection
+from collections.abc import Callable, Collection
 
 from .base import ConcurrencyError
 
@@ -50,7 +49,7 @@ TASKS = 5  # asyncio tasks listed
 
 _active = False  # a deadline is armed (main thread only, so no lock)
 _rearm: float | None = None  # a test's silence watch is armed: for how long, each time a run ends
-_stoppers: list["Stopper"] = []  # runs of trio/anyio in progress, innermost last
+_stoppers: list[Stopper] = []  # runs of trio/anyio in progress, innermost last
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,11 +93,16 @@ def threads_left(besides: Collection[threading.Thread] = ()) -> list[threading.T
 
     told = set(getattr(executor, "_threads_queues", ()))
     here = threading.current_thread()
-    return [t for t in threading.enumerate()
-            if t is not here and t.is_alive() and not t.daemon and t not in told and t not in besides]
+    return [
+        t
+        for t in threading.enumerate()
+        if t is not here and t.is_alive() and not t.daemon and t not in told and t not in besides
+    ]
 
 
-def deadline(seconds: float | None, what: str, doing: str = "finish a round", *, silence_watch: bool = False):
+def deadline(
+    seconds: float | None, what: str, doing: str = "finish a round", *, silence_watch: bool = False
+):
     """Context manager factory: ``with deadline(5, "ring on gevent")(): ...``.
 
     The timeout's message reads "{what} did not {doing} within {seconds} s", then where the
@@ -144,8 +148,12 @@ def deadline(seconds: float | None, what: str, doing: str = "finish a round", *,
                     return
             error = WorkloadTimeout(fired[0])
             current = _current_greenlet()
-            if entry is not None and current is not entry and not entry.dead \
-                    and not (current.parent is entry and _is_eventlet_hub(current)):
+            if (
+                entry is not None
+                and current is not entry
+                and not entry.dead
+                and not (current.parent is entry and _is_eventlet_hub(current))
+            ):
                 entry.throw(error)  # resumes here when the hub or task is next switched to
                 return
             raise error
@@ -209,16 +217,25 @@ def _blocked(frame, entry, loop, older_threads, stopper=None) -> str:
         waits = _running(frame) + stopper.waits()
     elif loop is not None:
         tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        waits = _running(frame) + [(f"task {t.get_name()} ({_coro_name(t)})", _coro_summary(t.get_coro())) for t in tasks]
+        waits = _running(frame) + [
+            (f"task {t.get_name()} ({_coro_name(t)})", _coro_summary(t.get_coro())) for t in tasks
+        ]
     else:
         if entry is not None and entry is not _current_greenlet() and entry.gr_frame is not None:
             frame = entry.gr_frame  # the signal arrived in a hub or a task: show the caller's wait
         waits = [("caller", traceback.extract_stack(frame))]
         frames = sys._current_frames()
-        waits += [(f"thread {t.name}", traceback.extract_stack(frames[t.ident]))
-                  for t in threading.enumerate() if t not in older_threads and t.ident in frames]
-        waits += [(f"greenlet {_users_function(stack)}", stack) for stack in _greenlet_stacks(entry)]
-    shown = [(who, stack) for i, (who, stack) in enumerate(waits) if i == 0 or _users_function(stack)]
+        waits += [
+            (f"thread {t.name}", traceback.extract_stack(frames[t.ident]))
+            for t in threading.enumerate()
+            if t not in older_threads and t.ident in frames
+        ]
+        waits += [
+            (f"greenlet {_users_function(stack)}", stack) for stack in _greenlet_stacks(entry)
+        ]
+    shown = [
+        (who, stack) for i, (who, stack) in enumerate(waits) if i == 0 or _users_function(stack)
+    ]
     lines = [f"  {who}:\n{_format(stack)}" for who, stack in shown[:TASKS]]
     if len(shown) > TASKS:
         lines.append(f"  ... and {len(shown) - TASKS} more")
@@ -235,7 +252,9 @@ def _running(frame) -> list:
     inside = []
     for fs in reversed(traceback.extract_stack(frame)):
         parts = os.path.normpath(fs.filename).split(os.sep)
-        if os.path.abspath(fs.filename).startswith(_PACKAGE) or any(p in _LOOPS for p in parts[-3:-1]):
+        if os.path.abspath(fs.filename).startswith(_PACKAGE) or any(
+            p in _LOOPS for p in parts[-3:-1]
+        ):
             break
         inside.append(fs)
     if not any(_users(fs.filename) for fs in inside):
@@ -251,9 +270,14 @@ def _greenlet_stacks(entry) -> list:
     import gc
 
     current = greenlet.getcurrent()
-    return [traceback.extract_stack(g.gr_frame) for g in gc.get_objects()
-            if isinstance(g, greenlet.greenlet) and g.gr_frame is not None
-            and g is not entry and g is not current]
+    return [
+        traceback.extract_stack(g.gr_frame)
+        for g in gc.get_objects()
+        if isinstance(g, greenlet.greenlet)
+        and g.gr_frame is not None
+        and g is not entry
+        and g is not current
+    ]
 
 
 def coro_stack(coro) -> list:
@@ -281,7 +305,9 @@ def _coro_summary(coro) -> list:
     while coro is not None and getattr(coro, "cr_frame", None) is not None:
         frames.append(coro.cr_frame)
         coro = coro.cr_await
-    return [traceback.FrameSummary(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) for f in frames]
+    return [
+        traceback.FrameSummary(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) for f in frames
+    ]
 
 
 def _format(summary, indent: str = "    ") -> str:
@@ -293,20 +319,29 @@ def _format(summary, indent: str = "    ") -> str:
         shown.append(fs)
         if len(shown) == FRAMES or _users(fs.filename):
             break
-    return "\n".join(
-        f"{indent}{_short(fs.filename)}:{fs.lineno} in {fs.name}: {(fs.line or '').strip()}"
-        for fs in reversed(shown)
-    ) or f"{indent}(no Python frame)"
+    return (
+        "\n".join(
+            f"{indent}{_short(fs.filename)}:{fs.lineno} in {fs.name}: {(fs.line or '').strip()}"
+            for fs in reversed(shown)
+        )
+        or f"{indent}(no Python frame)"
+    )
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # pytest_concurrency/
-_LIBRARIES = {os.path.abspath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+_LIBRARIES = {
+    os.path.abspath(sysconfig.get_paths()[k])
+    for k in ("stdlib", "platstdlib", "purelib", "platlib")
+}
 
 
 def _users(filename: str) -> bool:
     path = os.path.abspath(filename)
-    return not path.startswith(_PACKAGE) and not any(path.startswith(lib) for lib in _LIBRARIES) \
+    return (
+        not path.startswith(_PACKAGE)
+        and not any(path.startswith(lib) for lib in _LIBRARIES)
         and not filename.startswith("<")
+    )
 
 
 def _short(filename: str) -> str:
@@ -362,7 +397,9 @@ def how_it_ended(code: int | None) -> str:
         return f"killed by signal {-code}"
 
 
-def with_parent(sig: int = signal.SIGKILL, also: Callable[[], None] | None = None) -> Callable[[], None]:
+def with_parent(
+    sig: int = signal.SIGKILL, also: Callable[[], None] | None = None
+) -> Callable[[], None]:
     """A ``preexec_fn``: the child gets ``sig`` when the thread that started it ends, even by
     ``kill -9`` of this process (PR_SET_PDEATHSIG, Linux), and exits at once if this process died
     before that; then ``also``. A ``kill -9`` of a run so leaves nothing running on, nor writing

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 
 def replace_with(path, produce: Callable[[str], None]) -> str:

@@ -27,17 +27,26 @@ import math
 import os
 import platform
 import stat
+from collections.abc import Iterable, Mapping
 from importlib import metadata
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from . import atomic, history
 from ..backends.base import ConcurrencyError
-from ..measure.records import SCHEMA as RECORD_SCHEMA, Record
+from ..measure.records import SCHEMA as RECORD_SCHEMA
+from ..measure.records import Record
+from . import atomic, history
 
 SECTION = history.SECTION
 SCHEMA_VERSION = 2  # 2 added ``history``
 READABLE_SCHEMAS = (1, 2)
-LIBRARIES = ("greenlet", "gevent", "eventlet", "uvloop", "trio", "anyio")  # versions recorded when installed
+LIBRARIES = (
+    "greenlet",
+    "gevent",
+    "eventlet",
+    "uvloop",
+    "trio",
+    "anyio",
+)  # versions recorded when installed
 
 _SAVE_HOW = "pytest --benchmark-only --concurrency-save-baseline={path}"
 
@@ -74,7 +83,9 @@ def code_identity(cwd=None, timeout: float = 5.0) -> dict:
 
     def git(*args) -> str | None:
         try:
-            done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run(
+                ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
@@ -86,7 +97,9 @@ def code_identity(cwd=None, timeout: float = 5.0) -> dict:
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
-def current_meta(backend_versions: Mapping[str, str], calibration: Mapping | None, instrument=None) -> dict:
+def current_meta(
+    backend_versions: Mapping[str, str], calibration: Mapping | None, instrument=None
+) -> dict:
     """This run's ``pytest_concurrency`` section.
 
     ``backend_versions``: spec -> ``Backend.version`` for the backends that ran;
@@ -154,35 +167,54 @@ def document_from_records(
             stats.update(sample)
         extra = dict(rec.extra)
         extra.update(
-            workload=rec.workload, params=dict(rec.params), backend=rec.backend,
-            backend_version=rec.backend_version, ops=rec.ops, unit=rec.unit,
+            workload=rec.workload,
+            params=dict(rec.params),
+            backend=rec.backend,
+            backend_version=rec.backend_version,
+            ops=rec.ops,
+            unit=rec.unit,
             concurrency_schema=RECORD_SCHEMA,
         )
         name = rec.name or rec.label
-        benchmarks.append({
-            "group": rec.group, "name": name, "fullname": name, "params": None, "param": None,
-            "extra_info": extra, "options": {},
-            "stats": {**stats.as_dict(), "data": list(rec.samples), "iterations": 1},
-        })
+        benchmarks.append(
+            {
+                "group": rec.group,
+                "name": name,
+                "fullname": name,
+                "params": None,
+                "param": None,
+                "extra_info": extra,
+                "options": {},
+                "stats": {**stats.as_dict(), "data": list(rec.samples), "iterations": 1},
+            }
+        )
     return _document(benchmarks, meta, machine_info, commit_info)
 
 
 def _machine_info() -> dict:
     uname = platform.uname()
     return {
-        "node": uname.node, "processor": uname.processor, "machine": uname.machine,
+        "node": uname.node,
+        "processor": uname.processor,
+        "machine": uname.machine,
         "python_implementation": platform.python_implementation(),
-        "python_version": platform.python_version(), "release": uname.release,
-        "system": uname.system, "cpu": {"count": os.cpu_count()},
+        "python_version": platform.python_version(),
+        "release": uname.release,
+        "system": uname.system,
+        "cpu": {"count": os.cpu_count()},
     }
 
 
 def save(path, doc: Mapping) -> None:
     """Write ``doc`` to ``path`` atomically; on failure the old file is left untouched."""
-    from pytest_benchmark.utils import safe_dumps  # its encoder: odd params become text, as in its files
+    from pytest_benchmark.utils import (
+        safe_dumps,
+    )  # its encoder: odd params become text, as in its files
 
     path = os.fspath(path)
-    text = safe_dumps(_finite(doc), indent=2)  # serialize first: a bad document never touches the disk
+    text = safe_dumps(
+        _finite(doc), indent=2
+    )  # serialize first: a bad document never touches the disk
     try:
         atomic.write_text(path, text)
     except OSError as exc:
@@ -211,9 +243,13 @@ def load(path) -> dict:
     remake = f"re-create it with `{_SAVE_HOW.format(path=path)}`"
     try:
         with open(path, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # /dev/zero, a FIFO: would never end
-                raise BaselineError(f"baseline {path!r} is not a regular file (a device, a pipe, or a link to "
-                                    f"one); pass the baseline's JSON file")
+            if not stat.S_ISREG(
+                os.fstat(fh.fileno()).st_mode
+            ):  # /dev/zero, a FIFO: would never end
+                raise BaselineError(
+                    f"baseline {path!r} is not a regular file (a device, a pipe, or a link to "
+                    f"one); pass the baseline's JSON file"
+                )
             raw = fh.read()
     except FileNotFoundError:
         raise BaselineError(
@@ -221,19 +257,27 @@ def load(path) -> dict:
             f"compare against with `{_SAVE_HOW.format(path=path)}`"
         ) from None
     except IsADirectoryError:
-        raise BaselineError(f"baseline {path!r} is a directory; pass the baseline's JSON file") from None
+        raise BaselineError(
+            f"baseline {path!r} is a directory; pass the baseline's JSON file"
+        ) from None
     except OSError as exc:
-        raise BaselineError(f"cannot read baseline {path!r}: {exc.strerror or exc}; fix its permissions") from exc
+        raise BaselineError(
+            f"cannot read baseline {path!r}: {exc.strerror or exc}; fix its permissions"
+        ) from exc
     if not raw.strip():
         raise BaselineError(f"baseline {path!r} is empty (an interrupted copy?); {remake}")
     try:
         text = raw.decode("utf-8")
         doc = json.loads(text, parse_constant=_not_a_number)
     except _NotANumber as exc:
-        raise BaselineError(f"baseline {path!r} is damaged: it holds {exc.args[0]}, which is no measurement; "
-                            f"{remake}") from None
+        raise BaselineError(
+            f"baseline {path!r} is damaged: it holds {exc.args[0]}, which is no measurement; "
+            f"{remake}"
+        ) from None
     except UnicodeDecodeError:
-        raise BaselineError(f"baseline {path!r} is not JSON (not even UTF-8 text); {remake}") from None
+        raise BaselineError(
+            f"baseline {path!r} is not JSON (not even UTF-8 text); {remake}"
+        ) from None
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             raise BaselineError(
@@ -299,7 +343,8 @@ def check(doc: Any, path: str = "<baseline>") -> None:
     if version not in READABLE_SCHEMAS:
         hint = (
             "it was written by a newer pytest-concurrency-bench: upgrade this one, or "
-            if isinstance(version, int) and version > max(READABLE_SCHEMAS) else ""
+            if isinstance(version, int) and version > max(READABLE_SCHEMAS)
+            else ""
         )
         raise BaselineError(
             f"baseline {path!r} has schema version {version!r}; this pytest-concurrency-bench "
@@ -323,7 +368,9 @@ def check(doc: Any, path: str = "<baseline>") -> None:
         wrong = _shape_problem(bench)
         if wrong:
             name = bench.get("name", "?") if isinstance(bench, dict) else "?"
-            raise BaselineError(f"baseline {path!r} is damaged: benchmark {name!r} {wrong}; {remake}")
+            raise BaselineError(
+                f"baseline {path!r} is damaged: benchmark {name!r} {wrong}; {remake}"
+            )
     bare = [b.get("name", "?") for b in benchmarks if not ((b.get("stats") or {}).get("data"))]
     if bare:
         shown = ", ".join(bare[:3]) + (f" and {len(bare) - 3} more" if len(bare) > 3 else "")

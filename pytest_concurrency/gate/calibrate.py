@@ -15,7 +15,9 @@ import time
 
 ITERATIONS = 60_000  # one repeat: ~15 ms on a 2020s core
 REPEATS = 15  # the fastest of these counts: ~0.25 s in all
-METHOD = "fastest of {repeats} timings of a {iterations}-iteration pure-Python loop (calibrate.py v1)"
+METHOD = (
+    "fastest of {repeats} timings of a {iterations}-iteration pure-Python loop (calibrate.py v1)"
+)
 VERSION = 1  # bump when the loop changes: figures of different versions do not compare
 
 
@@ -83,8 +85,10 @@ def session(start: dict | None, end: dict | None) -> dict | None:
 def typical(measurements) -> dict | None:
     """The median of several sessions' measurements (those of this loop version): the
     speed a baseline of many sessions stands for."""
-    usable = sorted((m for m in measurements if m and m.get("version") == VERSION),
-                    key=lambda m: m["ns_per_iteration"])
+    usable = sorted(
+        (m for m in measurements if m and m.get("version") == VERSION),
+        key=lambda m: m["ns_per_iteration"],
+    )
     return usable[(len(usable) - 1) // 2] if usable else None
 
 

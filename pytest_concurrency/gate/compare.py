@@ -14,13 +14,38 @@ regression is explained by the functions whose counts grew.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from .. import measure
-from . import calibrate, history, interference, kernel as kernel_gate, measuring, memory as memory_gate, sessions as session_quality, stats
 from ..measure.records import Record, from_json, key_label, params_id
-from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, NEW, REFERENCE, REGRESSED, UNCHANGED, GateResult, Verdict
+from . import (
+    calibrate,
+    history,
+    interference,
+    measuring,
+    stats,
+)
+from . import (
+    kernel as kernel_gate,
+)
+from . import (
+    memory as memory_gate,
+)
+from . import (
+    sessions as session_quality,
+)
+from .verdicts import (
+    IMPROVED,
+    INCONCLUSIVE,
+    MISSING,
+    NEW,
+    REFERENCE,
+    REGRESSED,
+    UNCHANGED,
+    GateResult,
+    Verdict,
+)
 
 #: Calibration ratios within this of 1 are the same speed: decide on raw times. Normalizing
 #: also needs another machine (``machine`` in the meta: CPU model and count): on the same
@@ -31,9 +56,22 @@ ALLOW_CROSS_PYTHON_FLAG = "--concurrency-allow-cross-python"
 SAVE_FLAG = "--concurrency-save-baseline"
 
 # Libraries whose version changes a backend's numbers besides its own (all run on Python).
-_RUNS_ON = {"gevent": ("greenlet",), "eventlet": ("greenlet",), "anyio[trio]": ("trio",), "anyio[uvloop]": ("uvloop",)}
+_RUNS_ON = {
+    "gevent": ("greenlet",),
+    "eventlet": ("greenlet",),
+    "anyio[trio]": ("trio",),
+    "anyio[uvloop]": ("uvloop",),
+}
 SPEED_CHANGED = (REGRESSED, IMPROVED)  # verdicts that say the code's speed moved
-_ORDER = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, NEW: 3, MISSING: 4, UNCHANGED: 5, REFERENCE: 6}
+_ORDER = {
+    REGRESSED: 0,
+    IMPROVED: 1,
+    INCONCLUSIVE: 2,
+    NEW: 3,
+    MISSING: 4,
+    UNCHANGED: 5,
+    REFERENCE: 6,
+}
 
 
 @dataclass
@@ -60,12 +98,19 @@ class GateSettings:
     memory_threshold: float | None = None  # None: memory_gate.DEFAULT_THRESHOLD
 
     def __post_init__(self):
-        given = [(name, value) for name, value in (("threshold", self.threshold),
-                                                     ("memory threshold", self.memory_threshold))
-                 if value is not None]
+        given = [
+            (name, value)
+            for name, value in (
+                ("threshold", self.threshold),
+                ("memory threshold", self.memory_threshold),
+            )
+            if value is not None
+        ]
         for name, value in [*given, *self.overrides.items(), *self.tests.items()]:
             if not isinstance(value, (int, float)) or not 0 <= value < 10:
-                raise ValueError(f"threshold {name}: {value!r} is not a fraction in [0, 10); write 0.10 for 10%")
+                raise ValueError(
+                    f"threshold {name}: {value!r} is not a fraction in [0, 10); write 0.10 for 10%"
+                )
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha {self.alpha!r} must be between 0 and 1, e.g. 0.01")
 
@@ -78,7 +123,9 @@ class GateSettings:
         for key in (f"{rec.workload}:{rec.backend}", f"{rec.workload}:{base}"):
             if key in self.overrides:
                 return self.overrides[key]
-        found = [self.overrides[k] for k in (rec.backend, base, rec.workload) if k in self.overrides]
+        found = [
+            self.overrides[k] for k in (rec.backend, base, rec.workload) if k in self.overrides
+        ]
         if found:
             return max(found)
         if self.threshold is not None:
@@ -87,49 +134,75 @@ class GateSettings:
 
 
 def compare(
-    baseline_doc: Mapping, current: Iterable[Record], current_meta: Mapping, settings: GateSettings | None = None
+    baseline_doc: Mapping,
+    current: Iterable[Record],
+    current_meta: Mapping,
+    settings: GateSettings | None = None,
 ) -> GateResult:
     """Judge ``current`` against a baseline checked by ``baseline.load``."""
     settings = settings or GateSettings()
     current = list(current)
     base_meta = baseline_doc.get("pytest_concurrency") or {}
     mismatch = _python_mismatch(base_meta, current_meta)
-    refused = _measure_mismatch(base_meta, current_meta) or (mismatch if not settings.allow_cross_python else None)
+    refused = _measure_mismatch(base_meta, current_meta) or (
+        mismatch if not settings.allow_cross_python else None
+    )
     if refused:
         return GateResult(refused=refused, summary=f"comparison refused: {refused}")
     rerecord = measuring.rerecord_reason(base_meta, current_meta, SAVE_FLAG)
     if rerecord:
         return GateResult(rerecord=rerecord, summary=f"re-record the baseline: {rerecord}")
-    notes = [f"compared across Python versions as asked ({ALLOW_CROSS_PYTHON_FLAG}): {mismatch}"] if mismatch else []
+    notes = (
+        [f"compared across Python versions as asked ({ALLOW_CROSS_PYTHON_FLAG}): {mismatch}"]
+        if mismatch
+        else []
+    )
     instrument = measure.get(current_meta.get("measure"))
     cal, normalize = None, False
     if instrument.machine_bound:
-        cal, normalize = _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, notes)
+        cal, normalize = _machine_speed(
+            baseline_doc, base_meta, current_meta, mismatch, settings, notes
+        )
     else:
-        notes.append(f"{instrument.kind} do not depend on the machine's speed or load: a baseline "
-                     f"from another machine of the same architecture, in the same directory, compares as well")
+        notes.append(
+            f"{instrument.kind} do not depend on the machine's speed or load: a baseline "
+            f"from another machine of the same architecture, in the same directory, compares as well"
+        )
         notes += [n for n in (measuring.layout_note(base_meta, current_meta),) if n]
     cpus = (base_meta.get("cpu_count"), current_meta.get("cpu_count"))
     if cpus[0] != cpus[1]:
-        notes.append(f"CPU count differs ({cpus[0]} in the baseline, {cpus[1]} now): threaded models may scale differently")
+        notes.append(
+            f"CPU count differs ({cpus[0]} in the baseline, {cpus[1]} now): threaded models may scale differently"
+        )
 
     base_sessions, twice = history.sessions(baseline_doc)
     notes += [f"baseline has {label} twice; the first one is used" for label in twice]
     held = history.count(baseline_doc)
     if held < stats.MIN_SESSIONS_FOR_DRIFT:
-        notes.append(f"the baseline holds {held} session(s): save {stats.MIN_SESSIONS_FOR_DRIFT - held} more "
-                     f"to the same file ({SAVE_FLAG}) and the gate also learns how far each benchmark "
-                     f"drifts between sessions")
+        notes.append(
+            f"the baseline holds {held} session(s): save {stats.MIN_SESSIONS_FOR_DRIFT - held} more "
+            f"to the same file ({SAVE_FLAG}) and the gate also learns how far each benchmark "
+            f"drifts between sessions"
+        )
     notes += [n for n in (session_quality.different_code(baseline_doc),) if n]
-    explained = {r.key: r for r in from_json(baseline_doc)}  # latest session: what explains a change
+    explained = {
+        r.key: r for r in from_json(baseline_doc)
+    }  # latest session: what explains a change
     seen = set()
     verdicts = []
     for rec in current:
         seen.add(rec.key)
         sessions = base_sessions.get(rec.key)
         if sessions is None:
-            verdicts.append(Verdict(rec.key, NEW, current_median=rec.median, measure=rec.measure,
-                                    note=f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it"))
+            verdicts.append(
+                Verdict(
+                    rec.key,
+                    NEW,
+                    current_median=rec.median,
+                    measure=rec.measure,
+                    note=f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it",
+                )
+            )
             continue
         verdict = _judge(sessions, rec, base_meta, current_meta, cal, normalize, settings)
         if verdict.status == REGRESSED and rec.key in explained:
@@ -138,24 +211,50 @@ def compare(
         verdicts.append(verdict)
     for key, sessions in base_sessions.items():
         if key not in seen:
-            verdicts.append(Verdict(key, MISSING, baseline_median=stats.median(sessions[0].samples),
-                                    measure=instrument.kind, note="in the baseline but not run now: deselected, skipped, failed or renamed?"))
+            verdicts.append(
+                Verdict(
+                    key,
+                    MISSING,
+                    baseline_median=stats.median(sessions[0].samples),
+                    measure=instrument.kind,
+                    note="in the baseline but not run now: deselected, skipped, failed or renamed?",
+                )
+            )
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
-    result = GateResult(verdicts=verdicts, calibration_ratio=cal, notes=notes,
-                        memory=memory_gate.judge(baseline_doc, current, settings.memory_threshold),
-                        kernel=kernel_gate.judge(baseline_doc, current, interference.busier(base_sessions, current, current_meta)))
+    result = GateResult(
+        verdicts=verdicts,
+        calibration_ratio=cal,
+        notes=notes,
+        memory=memory_gate.judge(baseline_doc, current, settings.memory_threshold),
+        kernel=kernel_gate.judge(
+            baseline_doc, current, interference.busier(base_sessions, current, current_meta)
+        ),
+    )
     result.summary = _summary(result, settings, instrument)
     return result
 
 
-def speed_changes(previous_doc: Mapping, current: Iterable[Record], current_meta: Mapping,
-                  settings: GateSettings | None = None) -> list[Verdict]:
+def speed_changes(
+    previous_doc: Mapping,
+    current: Iterable[Record],
+    current_meta: Mapping,
+    settings: GateSettings | None = None,
+) -> list[Verdict]:
     """The benchmarks whose speed moved since ``previous_doc``."""
-    return [v for v in compare(previous_doc, current, current_meta, settings).verdicts if v.status in SPEED_CHANGED]
+    return [
+        v
+        for v in compare(previous_doc, current, current_meta, settings).verdicts
+        if v.status in SPEED_CHANGED
+    ]
 
 
-def add_session(doc: dict, previous: Mapping | None, current: Iterable[Record], settings: GateSettings | None = None,
-                keep: int = history.DEFAULT_KEEP) -> tuple[dict, list[str]]:
+def add_session(
+    doc: dict,
+    previous: Mapping | None,
+    current: Iterable[Record],
+    settings: GateSettings | None = None,
+    keep: int = history.DEFAULT_KEEP,
+) -> tuple[dict, list[str]]:
     """``doc`` (this session's baseline document, its records ``current``) saved in front of
     ``previous``'s sessions, and what the save did to them (messages).
 
@@ -172,20 +271,33 @@ def add_session(doc: dict, previous: Mapping | None, current: Iterable[Record], 
         for v in speed_changes(previous, current, doc[history.SECTION], settings):
             before = latest.get(v.key)
             exact = measure.get(v.measure).exact  # counts do not get disturbed: the code changed
-            if exact or (before is not None and before.extra.get("disturbed")
-                         and abs(by_key[v.key].median / before.median - 1) <= (v.base_threshold or 0)):
+            if exact or (
+                before is not None
+                and before.extra.get("disturbed")
+                and abs(by_key[v.key].median / before.median - 1) <= (v.base_threshold or 0)
+            ):
                 restart.append(v.key)
                 how = "" if exact else ", confirmed by a second session"
-                messages.append(f"{key_label(v.key)} changed speed ({v.change:+.1%}){how}: its earlier baseline "
-                                f"sessions were dropped, they measured other code")
+                messages.append(
+                    f"{key_label(v.key)} changed speed ({v.change:+.1%}){how}: its earlier baseline "
+                    f"sessions were dropped, they measured other code"
+                )
             else:
-                flags[v.key] = (f"{v.change:+.1%} against the earlier sessions: disturbed, or the code changed "
-                                f"speed (then the next session saved confirms it)")
-                messages.append(f"{key_label(v.key)} measured {flags[v.key]}; this session is flagged disturbed "
-                                f"and left out by the gate, the earlier sessions are kept")
+                flags[v.key] = (
+                    f"{v.change:+.1%} against the earlier sessions: disturbed, or the code changed "
+                    f"speed (then the next session saved confirms it)"
+                )
+                messages.append(
+                    f"{key_label(v.key)} measured {flags[v.key]}; this session is flagged disturbed "
+                    f"and left out by the gate, the earlier sessions are kept"
+                )
         for bench in doc.get("benchmarks") or ():
             extra = bench.get("extra_info") or {}
-            key = (extra.get("workload"), params_id(extra.get("params") or {}), extra.get("backend"))
+            key = (
+                extra.get("workload"),
+                params_id(extra.get("params") or {}),
+                extra.get("backend"),
+            )
             if key in flags:
                 extra["disturbed"] = flags[key]
     return history.merge(doc, previous, keep, restart), messages
@@ -194,19 +306,25 @@ def add_session(doc: dict, previous: Mapping | None, current: Iterable[Record], 
 GATE_NATIVE_FLAG = "--concurrency-gate-native"
 
 
-def set_aside(result: GateResult, is_reference, settings: GateSettings, measure_kind: str | None) -> GateResult:
+def set_aside(
+    result: GateResult, is_reference, settings: GateSettings, measure_kind: str | None
+) -> GateResult:
     """Reference rows (``is_reference(backend)``: the native programs) keep their comparison but
     not their verdict: they show how far Python is from the floor, they are not the code under
     test. Their status becomes ``REFERENCE``, so they neither fail the build nor get re-measured."""
     for v in result.verdicts:
         if is_reference(v.key[2]) and v.status != REFERENCE:
-            v.note = _join(v.note, f"native reference, not gated: was {v.status} ({GATE_NATIVE_FLAG} gates it)")
+            v.note = _join(
+                v.note, f"native reference, not gated: was {v.status} ({GATE_NATIVE_FLAG} gates it)"
+            )
             v.status, v.interference = REFERENCE, ""
     if result.memory is not None:  # their memory is shown in the tables, not judged
         kept = [v for v in result.memory.verdicts if not is_reference(v.key[2])]
         if len(kept) < len(result.memory.verdicts):
             result.memory.verdicts = kept
-            result.memory.notes.append(f"native reference rows' memory is shown, not judged ({GATE_NATIVE_FLAG} judges it)")
+            result.memory.notes.append(
+                f"native reference rows' memory is shown, not judged ({GATE_NATIVE_FLAG} judges it)"
+            )
     if not result.refused:
         result.summary = _summary(result, settings, measure.get(measure_kind))
     return result
@@ -216,8 +334,11 @@ def suspects(result: GateResult) -> list[tuple]:
     """Keys a second session must judge: the regressions, which must reproduce before they
     fail the build, and the changes the machine's state left undecided. Exact measures are
     not re-measured: a second session would repeat the same counts."""
-    return [v.key for v in result.verdicts
-            if (v.status == REGRESSED or v.interference) and not measure.get(v.measure).exact]
+    return [
+        v.key
+        for v in result.verdicts
+        if (v.status == REGRESSED or v.interference) and not measure.get(v.measure).exact
+    ]
 
 
 def faster_sessions(current: Iterable[Record], reruns: Mapping[tuple, Record]) -> list[Record]:
@@ -227,7 +348,9 @@ def faster_sessions(current: Iterable[Record], reruns: Mapping[tuple, Record]) -
     can cover every round of one benchmark: the faster session is the one nearer the
     code's own speed, and a real slowdown shows in both.
     """
-    return [reruns[r.key] if r.key in reruns and reruns[r.key].median < r.median else r for r in current]
+    return [
+        reruns[r.key] if r.key in reruns and reruns[r.key].median < r.median else r for r in current
+    ]
 
 
 def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Record]) -> GateResult:
@@ -244,11 +367,17 @@ def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Reco
         elif v.interference:
             v.note = _join(v.note, "the second session was disturbed too")
         else:
-            v.note = _join(v.note, f"not reproduced: the first session measured {old.change:+.1%} "
-                                   f"(p={old.p_value:.2g}), a second one did not confirm it")
+            v.note = _join(
+                v.note,
+                f"not reproduced: the first session measured {old.change:+.1%} "
+                f"(p={old.p_value:.2g}), a second one did not confirm it",
+            )
             second.notes.append(f"{reruns[v.key].label}: {v.note}")
-    second.notes.insert(0, f"{len(reruns)} suspected regression(s) re-measured in a second session, "
-                           f"{confirmed} reproduced")
+    second.notes.insert(
+        0,
+        f"{len(reruns)} suspected regression(s) re-measured in a second session, "
+        f"{confirmed} reproduced",
+    )
     return second
 
 
@@ -262,14 +391,18 @@ def _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, no
     Normalize only for another machine: on the same one the calibration loop is as noisy as
     what it calibrates, so a slow reading would scale good benchmarks into false verdicts.
     """
-    cal = calibrate.ratio(current_meta.get("calibration"), calibrate.typical(history.calibrations(baseline_doc)))
+    cal = calibrate.ratio(
+        current_meta.get("calibration"), calibrate.typical(history.calibrations(baseline_doc))
+    )
     other_machine = _machine(base_meta) != _machine(current_meta)
     normalize = cal is not None and abs(cal - 1) > settings.machine_tolerance and other_machine
     if normalize and mismatch:
         # the loop's time then mixes machine and interpreter speed: normalizing would cancel
         # the very change a cross-Python comparison looks for
         normalize = False
-        notes.append(f"calibration ratio {cal:.2f} not applied across Python versions: changes are raw")
+        notes.append(
+            f"calibration ratio {cal:.2f} not applied across Python versions: changes are raw"
+        )
     elif normalize:
         notes.append(
             f"another machine ({_machine(current_meta)} now, {_machine(base_meta)} for the baseline) runs "
@@ -295,8 +428,10 @@ def _measure_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
     b, c = base_meta.get("measure") or "time", current_meta.get("measure") or "time"
     if b == c:
         return None
-    return (f"the baseline measured {b} and this run measures {c}: they do not compare; use "
-            f"--concurrency-measure={b}, or save a baseline of {c} ({SAVE_FLAG})")
+    return (
+        f"the baseline measured {b} and this run measures {c}: they do not compare; use "
+        f"--concurrency-measure={b}, or save a baseline of {c} ({SAVE_FLAG})"
+    )
 
 
 def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
@@ -311,10 +446,19 @@ def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
     )
 
 
-def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, normalize: bool,
-           settings: GateSettings) -> Verdict:
+def _judge(
+    sessions: list,
+    cur: Record,
+    base_meta,
+    cur_meta,
+    cal: float | None,
+    normalize: bool,
+    settings: GateSettings,
+) -> Verdict:
     instrument = measure.get(cur.measure)
-    counted_in = min(len(cur.layouts), *(1 + len(s.layouts) for s in sessions))  # layouts, the fewer side's
+    counted_in = min(
+        len(cur.layouts), *(1 + len(s.layouts) for s in sessions)
+    )  # layouts, the fewer side's
     threshold = settings.threshold_for(cur, instrument.default_threshold_for(counted_in))
     floor = instrument.threshold_floor(cur)
     widened = floor is not None and floor[0] > threshold
@@ -323,17 +467,29 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
     bad = session_quality.disturbed(sessions, threshold) if instrument.machine_bound else {}
     kept = {i: s for i, s in enumerate(sessions) if i not in bad}
     raw = [x for s in kept.values() for x in s.samples]
-    layouts = [raw, *(rounds for s in kept.values() for rounds in s.layouts)]  # counted in other layouts too
+    layouts = [
+        raw,
+        *(rounds for s in kept.values() for rounds in s.layouts),
+    ]  # counted in other layouts too
     verdict = Verdict(
-        cur.key, UNCHANGED, baseline_median=stats.center(layouts), current_median=cur.median, threshold=threshold,
+        cur.key,
+        UNCHANGED,
+        baseline_median=stats.center(layouts),
+        current_median=cur.median,
+        threshold=threshold,
         versions_changed=versions_changed(sessions[0].backend_version, cur, base_meta, cur_meta),
-        rounds=(len(raw), len(cur.samples)), sessions=len(kept), measure=cur.measure, base_threshold=threshold,
+        rounds=(len(raw), len(cur.samples)),
+        sessions=len(kept),
+        measure=cur.measure,
+        base_threshold=threshold,
     )
     if widened:
         verdict.note = f"threshold {threshold:.0%}: {floor[1]}"
     if bad:
         verdict.note = _join(verdict.note, session_quality.left_out(bad, len(sessions)))
-    if not (verdict.baseline_median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
+    if not (
+        verdict.baseline_median > 0 and cur.median > 0
+    ):  # no samples (nan) or a zero-time clock
         verdict.status = INCONCLUSIVE
         verdict.note = "no usable raw samples on one side: nothing to compare"
         return verdict
@@ -356,18 +512,32 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
     if instrument.exact:
         c = stats.decide_layouts(layouts, cur.layouts, verdict.threshold)
     else:
-        c = stats.decide(reference, cur.samples, verdict.threshold, settings.alpha, settings.confidence,
-                         settings.resamples, settings.seed)
+        c = stats.decide(
+            reference,
+            cur.samples,
+            verdict.threshold,
+            settings.alpha,
+            settings.confidence,
+            settings.resamples,
+            settings.seed,
+        )
     verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
     verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
     verdict.decided_by = "normalized" if normalize else "raw"
     if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:
-        verdict.status, verdict.too_noisy = INCONCLUSIVE, True  # never "unchanged" beyond the threshold set
-        verdict.note = _join(f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
-                             f"{verdict.widened_by}): re-record the baseline", verdict.note.replace(widening, drifts))
+        verdict.status, verdict.too_noisy = (
+            INCONCLUSIVE,
+            True,
+        )  # never "unchanged" beyond the threshold set
+        verdict.note = _join(
+            f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
+            f"{verdict.widened_by}): re-record the baseline",
+            verdict.note.replace(widening, drifts),
+        )
     machine = instrument.machine_bound and (
         interference.load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
-        or interference.speed_swing(cur_meta, c, settings.machine_tolerance))
+        or interference.speed_swing(cur_meta, c, settings.machine_tolerance)
+    )
     if machine:
         verdict.status, verdict.interference = INCONCLUSIVE, machine
         verdict.note = _join(verdict.note, machine)
@@ -377,7 +547,10 @@ def _judge(sessions: list, cur: Record, base_meta, cur_meta, cal: float | None, 
 def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_meta: Mapping) -> dict:
     """Library -> (baseline version, current version) for what this benchmark runs on."""
     out = {}
-    b_py, c_py = (base_meta.get("python") or {}).get("version"), (cur_meta.get("python") or {}).get("version")
+    b_py, c_py = (
+        (base_meta.get("python") or {}).get("version"),
+        (cur_meta.get("python") or {}).get("version"),
+    )
     name = cur.backend.partition("[")[0]
     if base_version != cur.backend_version and base_version not in ("", b_py):
         out[name] = (base_version, cur.backend_version)
@@ -391,15 +564,26 @@ def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_met
 
 
 def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
-    counts = [f"{len(result.by_status(s))} {s}" for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)]
+    counts = [
+        f"{len(result.by_status(s))} {s}"
+        for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)
+    ]
     if result.by_status(REFERENCE):
         counts.append(f"{len(result.by_status(REFERENCE))} native reference (not gated)")
     scale = "normalized" if any(v.decided_by == "normalized" for v in result.verdicts) else "raw"
     used = sorted({v.base_threshold for v in result.verdicts if v.base_threshold is not None})
-    thresholds = ([settings.threshold] if settings.threshold else used) or [instrument.default_threshold]
-    text = (f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
-            f"(threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{t:.0%}' for t in thresholds)}, "
-            + (f"{instrument.kind}, exact)" if instrument.exact else f"alpha {settings.alpha:g}, {scale})"))
+    thresholds = ([settings.threshold] if settings.threshold else used) or [
+        instrument.default_threshold
+    ]
+    text = (
+        f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
+        f"(threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{t:.0%}' for t in thresholds)}, "
+        + (
+            f"{instrument.kind}, exact)"
+            if instrument.exact
+            else f"alpha {settings.alpha:g}, {scale})"
+        )
+    )
     if result.by_status(IMPROVED):
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
     if result.too_noisy:

@@ -28,8 +28,8 @@ is flagged ``disturbed`` and left out of the gate until then (see ``compare.add_
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from ..measure.records import Record, from_json, params_id
 
@@ -47,7 +47,9 @@ class Session:
     foreign_cpu: float | None  # cores other processes kept busy (None: not recorded)
     backend_version: str = ""
     disturbed: str = ""  # why it was flagged disturbed when saved (see sessions.py), "" if not
-    layouts: list = field(default_factory=list)  # counted: its rounds in other layouts (measure/layouts.py)
+    layouts: list = field(
+        default_factory=list
+    )  # counted: its rounds in other layouts (measure/layouts.py)
 
 
 def sessions(doc: Mapping) -> tuple[dict, list[str]]:
@@ -59,21 +61,36 @@ def sessions(doc: Mapping) -> tuple[dict, list[str]]:
         if rec.key in out:
             twice.append(rec.label)
             continue
-        out[rec.key] = [Session(rec.samples, rec.extra.get("foreign_cpu"), rec.backend_version,
-                                rec.extra.get("disturbed") or "", rec.layouts[1:])]
+        out[rec.key] = [
+            Session(
+                rec.samples,
+                rec.extra.get("foreign_cpu"),
+                rec.backend_version,
+                rec.extra.get("disturbed") or "",
+                rec.layouts[1:],
+            )
+        ]
     for entry in doc[SECTION].get("history") or ():
         for b in entry["benchmarks"]:
             key = (b["workload"], params_id(b["params"]), b["backend"])
-            out.setdefault(key, []).append(Session(
-                [float(x) for x in b["samples"]], b.get("foreign_cpu"), b.get("backend_version", ""),
-                b.get("disturbed") or "", [[float(x) for x in rounds] for rounds in b.get("layouts") or ()]))
+            out.setdefault(key, []).append(
+                Session(
+                    [float(x) for x in b["samples"]],
+                    b.get("foreign_cpu"),
+                    b.get("backend_version", ""),
+                    b.get("disturbed") or "",
+                    [[float(x) for x in rounds] for rounds in b.get("layouts") or ()],
+                )
+            )
     return out, twice
 
 
 def calibrations(doc: Mapping) -> list:
     """Every session's machine-speed calibration, latest first (``None`` where missing)."""
     meta = doc[SECTION]
-    return [meta.get("calibration")] + [entry.get("calibration") for entry in meta.get("history") or ()]
+    return [meta.get("calibration")] + [
+        entry.get("calibration") for entry in meta.get("history") or ()
+    ]
 
 
 def identities(doc: Mapping) -> list[tuple]:
@@ -81,7 +98,8 @@ def identities(doc: Mapping) -> list[tuple]:
     ``None``; ``libraries``: the concurrency libraries' versions, or ``None``)."""
     meta = doc[SECTION]
     return [(meta.get("code"), meta.get("libraries"))] + [
-        (entry.get("code"), entry.get("libraries")) for entry in meta.get("history") or ()]
+        (entry.get("code"), entry.get("libraries")) for entry in meta.get("history") or ()
+    ]
 
 
 def incompatible(previous: Mapping, meta: Mapping) -> str | None:
@@ -91,8 +109,10 @@ def incompatible(previous: Mapping, meta: Mapping) -> str | None:
     if measured[0] != measured[1]:
         return f"it holds sessions that measured {measured[0]} and this run measures {measured[1]}"
     if (b.get("implementation"), b.get("minor")) != (c.get("implementation"), c.get("minor")):
-        return (f"it holds sessions of {b.get('implementation')} {b.get('version')} and this run is "
-                f"{c.get('implementation')} {c.get('version')} (keep one baseline file per Python)")
+        return (
+            f"it holds sessions of {b.get('implementation')} {b.get('version')} and this run is "
+            f"{c.get('implementation')} {c.get('version')} (keep one baseline file per Python)"
+        )
     return None
 
 
@@ -107,8 +127,11 @@ def merge(doc: dict, previous: Mapping | None, keep: int, restart: Iterable[tupl
     drop = set(restart)
     kept = []
     for entry in earlier[: max(keep - 1, 0)]:
-        benchmarks = [b for b in entry["benchmarks"]
-                      if (b["workload"], params_id(b["params"]), b["backend"]) not in drop]
+        benchmarks = [
+            b
+            for b in entry["benchmarks"]
+            if (b["workload"], params_id(b["params"]), b["backend"]) not in drop
+        ]
         if benchmarks:
             kept.append({**entry, "benchmarks": benchmarks})
     doc[SECTION]["history"] = kept
@@ -134,12 +157,17 @@ def _entry(doc: Mapping) -> dict:
 
 
 def _benchmark(rec: Record) -> dict:
-    return {"workload": rec.workload, "params": dict(rec.params), "backend": rec.backend,
-            "backend_version": rec.backend_version, "samples": list(rec.samples),
-            "foreign_cpu": rec.extra.get("foreign_cpu"),
-            **({"disturbed": rec.extra["disturbed"]} if rec.extra.get("disturbed") else {}),
-            **({"layouts": rec.layouts[1:]} if len(rec.layouts) > 1 else {}),
-            "memory": {k: rec.extra[k] for k in MEMORY_KEYS if k in rec.extra}}
+    return {
+        "workload": rec.workload,
+        "params": dict(rec.params),
+        "backend": rec.backend,
+        "backend_version": rec.backend_version,
+        "samples": list(rec.samples),
+        "foreign_cpu": rec.extra.get("foreign_cpu"),
+        **({"disturbed": rec.extra["disturbed"]} if rec.extra.get("disturbed") else {}),
+        **({"layouts": rec.layouts[1:]} if len(rec.layouts) > 1 else {}),
+        "memory": {k: rec.extra[k] for k in MEMORY_KEYS if k in rec.extra},
+    }
 
 
 def problem(history) -> str | None:
@@ -153,11 +181,18 @@ def problem(history) -> str | None:
         if not isinstance(benchmarks, list):
             return f"session {i + 1} of its history has no benchmarks list"
         for b in benchmarks:
-            if not (isinstance(b, dict) and {"workload", "params", "backend", "samples"} <= set(b)
-                    and isinstance(b["params"], dict) and isinstance(b["samples"], list) and b["samples"]
-                    and all(isinstance(x, (int, float)) for x in b["samples"])):
-                return (f"session {i + 1} of its history has a benchmark without workload, params, "
-                        f"backend and raw samples")
+            if not (
+                isinstance(b, dict)
+                and {"workload", "params", "backend", "samples"} <= set(b)
+                and isinstance(b["params"], dict)
+                and isinstance(b["samples"], list)
+                and b["samples"]
+                and all(isinstance(x, (int, float)) for x in b["samples"])
+            ):
+                return (
+                    f"session {i + 1} of its history has a benchmark without workload, params, "
+                    f"backend and raw samples"
+                )
             if not layouts_ok(b.get("layouts", [])):
                 return f"session {i + 1} of its history has layouts that are not lists of rounds"
     return None
@@ -167,5 +202,8 @@ def layouts_ok(value) -> bool:
     """Whether a benchmark's ``layouts`` (its rounds in other layouts) is a list of non-empty lists
     of non-negative numbers."""
     return isinstance(value, list) and all(
-        isinstance(rounds, list) and rounds and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
-                                                    for x in rounds) for rounds in value)
+        isinstance(rounds, list)
+        and rounds
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in rounds)
+        for rounds in value
+    )

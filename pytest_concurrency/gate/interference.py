@@ -8,7 +8,7 @@ same for figures the scheduler moves.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ..measure.records import Record
 from .stats import Comparison
@@ -22,6 +22,7 @@ from .verdicts import IMPROVED, REGRESSED
 #: within the session. Quiet sessions here read 0.00-0.3 cores, a hog 1.0.
 LOAD_MARGIN = 0.3
 _NEEDS_FREE_CORES = ("thread", "process")  # task kinds the OS must find a free core for
+
 
 def busier(base_sessions: Mapping, current: Iterable[Record], cur_meta: Mapping) -> dict:
     """key -> why the machine was busier for it than for its baseline, as the time verdicts judge it."""
@@ -46,12 +47,17 @@ def load_change(sessions: list, cur: Record, status: str, cpus: int) -> str | No
     starved = cpus - busy < 1 + LOAD_MARGIN  # not even one free core for this process
     if busy - quiet <= LOAD_MARGIN or not (starved or kind in _NEEDS_FREE_CORES):
         return None
-    why = (f"{kind}s need free cores" if kind in _NEEDS_FREE_CORES
-           else f"that left this process less than one free core of {cpus}")
-    return (f"the machine was {'busier' if slower else 'quieter'} than for the baseline: other processes "
-            f"kept {now:.2f} CPU cores busy during this benchmark ({quiet if slower else busy:.2f} then), "
-            f"and {why}, so this change cannot be told from the load; re-run on a quieter machine, or "
-            f"record the baseline under the same load")
+    why = (
+        f"{kind}s need free cores"
+        if kind in _NEEDS_FREE_CORES
+        else f"that left this process less than one free core of {cpus}"
+    )
+    return (
+        f"the machine was {'busier' if slower else 'quieter'} than for the baseline: other processes "
+        f"kept {now:.2f} CPU cores busy during this benchmark ({quiet if slower else busy:.2f} then), "
+        f"and {why}, so this change cannot be told from the load; re-run on a quieter machine, or "
+        f"record the baseline under the same load"
+    )
 
 
 def speed_swing(cur_meta: Mapping, c: Comparison, tolerance: float) -> str | None:
@@ -59,8 +65,15 @@ def speed_swing(cur_meta: Mapping, c: Comparison, tolerance: float) -> str | Non
     this session (its calibration at start and end disagree), so the change may be the machine's.
     A swing within ``tolerance`` (--concurrency-machine-tolerance) counts as the same speed."""
     swing = (cur_meta.get("calibration") or {}).get("swing")
-    if c.status not in (REGRESSED, IMPROVED) or swing is None or swing <= tolerance or abs(c.change) > swing:
+    if (
+        c.status not in (REGRESSED, IMPROVED)
+        or swing is None
+        or swing <= tolerance
+        or abs(c.change) > swing
+    ):
         return None
-    return (f"this machine's own speed moved {swing:.0%} within the session (the calibration loop at its "
-            f"start and end), more than this {c.change:+.1%}: on a machine this unsteady the run cannot "
-            f"judge a change this small; count instructions (--concurrency-measure=instructions) instead")
+    return (
+        f"this machine's own speed moved {swing:.0%} within the session (the calibration loop at its "
+        f"start and end), more than this {c.change:+.1%}: on a machine this unsteady the run cannot "
+        f"judge a change this small; count instructions (--concurrency-measure=instructions) instead"
+    )

@@ -16,11 +16,20 @@ as under valgrind) reads "not measured", with the reason: never unchanged, never
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from ..measure.records import Record, from_json
-from .verdicts import IMPROVED, INCONCLUSIVE, NEW, NOT_MEASURED, REGRESSED, UNCHANGED, KernelResult, KernelVerdict
+from .verdicts import (
+    IMPROVED,
+    INCONCLUSIVE,
+    NEW,
+    NOT_MEASURED,
+    REGRESSED,
+    UNCHANGED,
+    KernelResult,
+    KernelVerdict,
+)
 
 #: How many times the rounds' relative MAD the threshold widens to, where they are that noisy.
 SPREAD_K = 3.0
@@ -65,22 +74,48 @@ FIGURES = (
     # and switches on a busier machine (threading nap, two busy-loop processes: syscalls/op +16%).
     # A few a round are no change whatever the op count: a user's plain test (one op a round) read
     # gevent's 24 syscalls a round +-2 and asyncio's 1 switch a round 2 (preempted) in A/A sessions.
-    Figure("syscalls", "syscalls/op", 0.05, 0.05, scheduled=True, round_floor=8, wider=((THREAD, 0.40), (PROCESS, 0.40)),
-           wider_paired=((THREAD, 0.08), (PROCESS, 0.40))),
-    Figure("csw", "context switches/op", 0.25, 0.05, scheduled=True, preempted=True, round_floor=8,
-           wider=((THREAD, 0.80), (PROCESS, 0.80)), wider_paired=((PROCESS, 0.80),)),
+    Figure(
+        "syscalls",
+        "syscalls/op",
+        0.05,
+        0.05,
+        scheduled=True,
+        round_floor=8,
+        wider=((THREAD, 0.40), (PROCESS, 0.40)),
+        wider_paired=((THREAD, 0.08), (PROCESS, 0.40)),
+    ),
+    Figure(
+        "csw",
+        "context switches/op",
+        0.25,
+        0.05,
+        scheduled=True,
+        preempted=True,
+        round_floor=8,
+        wider=((THREAD, 0.80), (PROCESS, 0.80)),
+        wider_paired=((PROCESS, 0.80),),
+    ),
     # getrusage's system time moves in scheduler ticks (4 ms at 250 Hz): a short round reads 0 or
     # one tick, so a change must add up to more than two ticks a round to count
     Figure("sys_s", "system CPU/op", 0.30, 0.0, scheduled=True, round_floor=0.010),
     # first touches of pages: 64 a round (256 KiB) before a change counts
-    Figure("minflt", "minor page faults/op", 0.25, 0.05, round_floor=64, wider=((THREAD, 0.60), (PROCESS, 0.60)),
-           wider_paired=((PROCESS, 0.60),)),
+    Figure(
+        "minflt",
+        "minor page faults/op",
+        0.25,
+        0.05,
+        round_floor=64,
+        wider=((THREAD, 0.60), (PROCESS, 0.60)),
+        wider_paired=((PROCESS, 0.60),),
+    ),
     Figure("migrations", "CPU migrations/op", 0.0, 0.0, gated=False),
     Figure("majflt", "major page faults/op", 0.0, 0.0, gated=False),
 )
 
 
-def judge(baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | None = None) -> KernelResult:
+def judge(
+    baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | None = None
+) -> KernelResult:
     """Kernel verdicts for every record the baseline also has.
 
     ``busier`` maps a record's key to why the machine was busier than for its baseline
@@ -102,8 +137,15 @@ def judge(baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | No
         for figure in FIGURES:
             if figure.gated:
                 verdict = _judge(figure, then, rec)
-                if verdict.status == REGRESSED and rec.key in busier and (
-                        figure.preempted or figure.scheduled and rec.extra.get("task_kind") in (THREAD, PROCESS)):
+                if (
+                    verdict.status == REGRESSED
+                    and rec.key in busier
+                    and (
+                        figure.preempted
+                        or figure.scheduled
+                        and rec.extra.get("task_kind") in (THREAD, PROCESS)
+                    )
+                ):
                     verdict.status, verdict.note = INCONCLUSIVE, busier[rec.key]
                 verdicts.append(verdict)
                 if verdict.status == NOT_MEASURED:
@@ -112,8 +154,14 @@ def judge(baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | No
                     keys.add(rec.key)
     order = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, NOT_MEASURED: 3, NEW: 4, UNCHANGED: 5}
     verdicts.sort(key=lambda v: (order[v.status], v.key, v.figure))
-    return KernelResult(verdicts, sorted(f"{', '.join(figures)} {why}: {len(keys)} benchmark{'s' * (len(keys) != 1)}"
-                                         for why, (figures, keys) in unmeasured.items()), loose)
+    return KernelResult(
+        verdicts,
+        sorted(
+            f"{', '.join(figures)} {why}: {len(keys)} benchmark{'s' * (len(keys) != 1)}"
+            for why, (figures, keys) in unmeasured.items()
+        ),
+        loose,
+    )
 
 
 def _judge(figure: Figure, then: Record, now: Record) -> KernelVerdict:
@@ -122,13 +170,24 @@ def _judge(figure: Figure, then: Record, now: Record) -> KernelVerdict:
         # this run first: what the user can act on (both sides often lack it for the same reason)
         side = "this run" if after is None else "the baseline"
         why = (now if after is None else then).extra.get("kernel_note")
-        return KernelVerdict(now.key, figure.name, NOT_MEASURED, before, after,
-                             note=f"not measured in {side}" + (f" ({why})" if why else ""))
-    threshold = max(figure.threshold_for(now.extra.get("task_kind")),
-                    SPREAD_K * max(_spread(then, figure), _spread(now, figure)))
+        return KernelVerdict(
+            now.key,
+            figure.name,
+            NOT_MEASURED,
+            before,
+            after,
+            note=f"not measured in {side}" + (f" ({why})" if why else ""),
+        )
+    threshold = max(
+        figure.threshold_for(now.extra.get("task_kind")),
+        SPREAD_K * max(_spread(then, figure), _spread(now, figure)),
+    )
     change = after / before - 1 if before > 0 else None
     status = UNCHANGED
-    if abs(after - before) > figure.floor and abs(after - before) * (now.ops or 1) > figure.round_floor:
+    if (
+        abs(after - before) > figure.floor
+        and abs(after - before) * (now.ops or 1) > figure.round_floor
+    ):
         if change is None:  # from none at all: any change beyond the floor counts
             status = REGRESSED
         elif abs(change) > threshold:
@@ -177,24 +236,34 @@ def line(v: KernelVerdict) -> str:
     if v.status == NOT_MEASURED:
         return f"{key_label(v.key)}: {what} {v.note}"
     change = f"+{amount(v.figure, v.current)} from none" if v.change is None else f"{v.change:+.0%}"
-    return (f"{key_label(v.key)}: {amount(v.figure, v.baseline)} -> {amount(v.figure, v.current)} {what} "
-            f"({change}, threshold {v.threshold:.0%})" + (f" ({v.note})" if v.note else ""))
+    return (
+        f"{key_label(v.key)}: {amount(v.figure, v.baseline)} -> {amount(v.figure, v.current)} {what} "
+        f"({change}, threshold {v.threshold:.0%})" + (f" ({v.note})" if v.note else "")
+    )
 
 
 def loose_note(result: KernelResult) -> str | None:
     """What a stored baseline cannot see on threads, and what can: said whenever threads were judged."""
     if not result.loose:
         return None
-    held = [(f.what, f.threshold_for(THREAD), f.threshold_for(THREAD, paired=True)) for f in FIGURES
-            if f.gated and f.threshold_for(THREAD) > f.threshold_for(THREAD, paired=True)]
-    return (f"on threads a stored baseline holds {', '.join(f'{what} to {wide:.0%}' for what, wide, _ in held)} (two "
-            "sessions of the same threaded code differ by up to 30%); --concurrency-against judges them against the "
-            f"base in the same run, at {', '.join(f'{tight:.0%}' for _, _, tight in held)}: "
-            f"{result.loose} benchmark{'s' * (result.loose != 1)}")
+    held = [
+        (f.what, f.threshold_for(THREAD), f.threshold_for(THREAD, paired=True))
+        for f in FIGURES
+        if f.gated and f.threshold_for(THREAD) > f.threshold_for(THREAD, paired=True)
+    ]
+    return (
+        f"on threads a stored baseline holds {', '.join(f'{what} to {wide:.0%}' for what, wide, _ in held)} (two "
+        "sessions of the same threaded code differ by up to 30%); --concurrency-against judges them against the "
+        f"base in the same run, at {', '.join(f'{tight:.0%}' for _, _, tight in held)}: "
+        f"{result.loose} benchmark{'s' * (result.loose != 1)}"
+    )
 
 
 def summary(result: KernelResult) -> str:
     """``kernel passed: 120 unchanged, 3 not measured``."""
-    counts = [f"{len(result.by_status(s))} {s}" for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NOT_MEASURED, UNCHANGED)
-              if result.by_status(s)]
+    counts = [
+        f"{len(result.by_status(s))} {s}"
+        for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NOT_MEASURED, UNCHANGED)
+        if result.by_status(s)
+    ]
     return f"kernel {'FAILED' if result.failed else 'passed'}: {', '.join(counts) or 'nothing to judge'}"

@@ -11,11 +11,15 @@ what the gate is for: they never trigger it, they are named beside a verdict ins
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 #: What is compared, and how it is called in the message.
-PARTS = (("plugin", "pytest-concurrency"), ("code", "its measuring code"),
-         ("python_build", "the Python build"), ("valgrind", "valgrind"))
+PARTS = (
+    ("plugin", "pytest-concurrency"),
+    ("code", "its measuring code"),
+    ("python_build", "the Python build"),
+    ("valgrind", "valgrind"),
+)
 
 
 def rerecord_reason(base_meta: Mapping, current_meta: Mapping, save_flag: str) -> str | None:
@@ -25,16 +29,23 @@ def rerecord_reason(base_meta: Mapping, current_meta: Mapping, save_flag: str) -
         return None  # not an exact instrument: time is judged with its own guards
     then = base_meta.get("measuring")
     if not then:
-        return (f"the baseline does not say what measured it (recorded by an earlier version of "
-                f"pytest-concurrency): record it again with this version ({save_flag}) before "
-                f"its counts can be compared")
-    changed = [f"{name} {then.get(key, '?')} -> {now.get(key, '?')}"
-               for key, name in PARTS if then.get(key) != now.get(key)]
+        return (
+            f"the baseline does not say what measured it (recorded by an earlier version of "
+            f"pytest-concurrency): record it again with this version ({save_flag}) before "
+            f"its counts can be compared"
+        )
+    changed = [
+        f"{name} {then.get(key, '?')} -> {now.get(key, '?')}"
+        for key, name in PARTS
+        if then.get(key) != now.get(key)
+    ]
     if not changed:
         return None
-    return (f"the measuring side changed since the baseline ({'; '.join(changed)}): counts would move "
-            f"with it, not with your code; record the baseline again ({save_flag}) with the new "
-            f"measuring side, from the code the baseline measured")
+    return (
+        f"the measuring side changed since the baseline ({'; '.join(changed)}): counts would move "
+        f"with it, not with your code; record the baseline again ({save_flag}) with the new "
+        f"measuring side, from the code the baseline measured"
+    )
 
 
 def layout_note(base_meta: Mapping, current_meta: Mapping) -> str | None:
@@ -49,7 +60,9 @@ def layout_note(base_meta: Mapping, current_meta: Mapping) -> str | None:
     if not isinstance(then, str) or not isinstance(now, str) or then == now:
         return None
     # repr: the baseline's string is shown as data (a control character in it is escaped)
-    return (f"counted in another directory than the baseline ({then!r} -> {now!r}): counts follow where "
-            f"the interpreter's objects land, which follows the directory's name (a gevent ring moved "
-            f"2.8% with only that changed); record the baseline in the directory it is judged in, "
-            f"as the same CI job does")
+    return (
+        f"counted in another directory than the baseline ({then!r} -> {now!r}): counts follow where "
+        f"the interpreter's objects land, which follows the directory's name (a gevent ring moved "
+        f"2.8% with only that changed); record the baseline in the directory it is judged in, "
+        f"as the same CI job does"
+    )

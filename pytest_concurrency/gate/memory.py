@@ -20,12 +20,12 @@ statistics here, only sizes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
-from . import history, stats
 from ..measure.memory import ROUND_FLOORS
 from ..measure.records import Record, from_json, key_label, params_id
+from . import history, stats
 from .verdicts import IMPROVED, LEAKED, NEW, REGRESSED, UNCHANGED, MemoryResult, MemoryVerdict
 
 #: Default memory threshold: 20 A/A comparisons of the smoke suite here (scripts/memory_evidence.py)
@@ -40,7 +40,9 @@ class Metric:
     what: str  # how a verdict names it after the amount: "per task"
     to_bytes: int  # bytes in the stored unit
     floor: float  # smallest absolute change (stored unit) that can count
-    per_task: bool = False  # a figure per task: its floor is also TOTAL_FLOOR_B over the round's tasks
+    per_task: bool = (
+        False  # a figure per task: its floor is also TOTAL_FLOOR_B over the round's tasks
+    )
 
     def floor_for(self, extra: Mapping) -> float:
         tasks = extra.get("tasks_per_round")
@@ -93,11 +95,15 @@ LEAKS = (
     Leak("retained_b_per_task_round", "in the Python heap", 512.0, ROUND_FLOORS["python"]),
     Leak("c_heap_b_per_task_round", "in the C heap", 64.0, ROUND_FLOORS["c"]),
     Leak("threads_per_round", "threads alive", 0.5, ROUND_FLOORS["threads"], count="thread"),
-    Leak("greenlets_per_round", "greenlets alive", 0.5, ROUND_FLOORS["greenlets"], count="greenlet"),
+    Leak(
+        "greenlets_per_round", "greenlets alive", 0.5, ROUND_FLOORS["greenlets"], count="greenlet"
+    ),
 )
 
 
-def judge(baseline_doc: Mapping | None, current: Iterable[Record], threshold: float | None = None) -> MemoryResult:
+def judge(
+    baseline_doc: Mapping | None, current: Iterable[Record], threshold: float | None = None
+) -> MemoryResult:
     """Memory verdicts for ``current``: leaks always, changes when there is a baseline."""
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
     base = _baseline_values(baseline_doc) if baseline_doc is not None else None
@@ -105,26 +111,37 @@ def judge(baseline_doc: Mapping | None, current: Iterable[Record], threshold: fl
     result = MemoryResult([], threshold, [])
     for rec in current:
         if not _has_pass(rec):
-            result.unmeasured += rec.extra.get("unit") == "call"  # a user's own test that did not ask
+            result.unmeasured += (
+                rec.extra.get("unit") == "call"
+            )  # a user's own test that did not ask
             continue
         for why in (rec.extra.get("memory_not_measured") or {}).items():
             result.not_measured[why] = result.not_measured.get(why, 0) + 1
         for leak in LEAKS:
             value = _value(rec.extra, leak)
             if value is not None and value > leak.floor_for(rec.extra):
-                result.verdicts.append(MemoryVerdict(rec.key, leak.key, LEAKED, current=value,
-                                                     note=_per(rec.extra, leak)))
-        if base is None or rec.key not in known:  # a benchmark new to the baseline: the time gate says so
+                result.verdicts.append(
+                    MemoryVerdict(
+                        rec.key, leak.key, LEAKED, current=value, note=_per(rec.extra, leak)
+                    )
+                )
+        if (
+            base is None or rec.key not in known
+        ):  # a benchmark new to the baseline: the time gate says so
             continue
         for metric in METRICS:
             now = _value(rec.extra, metric)
             if now is not None:
-                result.verdicts.append(_judge(metric, rec, base.get((rec.key, metric.key)), now, threshold))
+                result.verdicts.append(
+                    _judge(metric, rec, base.get((rec.key, metric.key)), now, threshold)
+                )
     missing = sorted({find(v.metric).what for v in result.verdicts if v.status == NEW})
     if missing:
-        result.notes.append(f"the baseline has no memory figures {' or '.join(missing)} for some benchmarks "
-                            f"(written by an older version): those verdicts are new; refresh it "
-                            f"(--concurrency-save-baseline) to gate them")
+        result.notes.append(
+            f"the baseline has no memory figures {' or '.join(missing)} for some benchmarks "
+            f"(written by an older version): those verdicts are new; refresh it "
+            f"(--concurrency-save-baseline) to gate them"
+        )
     order = {LEAKED: 0, REGRESSED: 1, IMPROVED: 2, NEW: 3, UNCHANGED: 4}
     result.verdicts.sort(key=lambda v: (order[v.status], v.key, v.metric))
     return result
@@ -136,39 +153,67 @@ def has_figures(records: Iterable[Record]) -> bool:
 
 
 def _has_pass(rec: Record) -> bool:
-    return "memory_not_measured" in rec.extra or any(_value(rec.extra, m) is not None for m in (*METRICS, *LEAKS))
+    return "memory_not_measured" in rec.extra or any(
+        _value(rec.extra, m) is not None for m in (*METRICS, *LEAKS)
+    )
 
 
 def _per(extra: Mapping, leak: Leak) -> str:
     """What a leak's figure is per: a task and a round, or a round (a user's plain test)."""
     tasks = extra.get("tasks_per_round")
-    return "per task per round" if not leak.count and isinstance(tasks, (int, float)) and tasks >= 1 \
+    return (
+        "per task per round"
+        if not leak.count and isinstance(tasks, (int, float)) and tasks >= 1
         else "per round"
+    )
 
 
-def _judge(metric: Metric, rec: Record, values: list | None, now: float, threshold: float) -> MemoryVerdict:
+def _judge(
+    metric: Metric, rec: Record, values: list | None, now: float, threshold: float
+) -> MemoryVerdict:
     """The one rule for every metric against its baseline figures (see the module docstring)."""
     if not values:
-        return MemoryVerdict(rec.key, metric.key, NEW, current=now, note="the baseline has no such figure")
+        return MemoryVerdict(
+            rec.key, metric.key, NEW, current=now, note="the baseline has no such figure"
+        )
     then = stats.median(values)
     change = now / then - 1 if then > 0 else None
     status = UNCHANGED
-    if abs(now - then) > metric.floor_for(rec.extra) and change is not None and abs(change) > threshold:
+    if (
+        abs(now - then) > metric.floor_for(rec.extra)
+        and change is not None
+        and abs(change) > threshold
+    ):
         status = REGRESSED if change > 0 else IMPROVED
-    return MemoryVerdict(rec.key, metric.key, status, baseline=then, current=now, change=change,
-                         threshold=threshold)
+    return MemoryVerdict(
+        rec.key, metric.key, status, baseline=then, current=now, change=change, threshold=threshold
+    )
 
 
 def summary(result: MemoryResult) -> str:
     """``memory FAILED: 1 leak, 40 unchanged (threshold 10%)``; never "passed" for what was not
     measured: ``memory: no leak where measured (threshold 10%); not measured: C heap (why) in 3``."""
-    counts = [f"{len(result.by_status(s))} {s}" for s in (LEAKED, REGRESSED, IMPROVED, NEW, UNCHANGED)
-              if result.by_status(s)]
-    gaps = [f"{_figure_name(key)} ({why}) in {n}" for (key, why), n in sorted(result.not_measured.items())]
+    counts = [
+        f"{len(result.by_status(s))} {s}"
+        for s in (LEAKED, REGRESSED, IMPROVED, NEW, UNCHANGED)
+        if result.by_status(s)
+    ]
+    gaps = [
+        f"{_figure_name(key)} ({why}) in {n}"
+        for (key, why), n in sorted(result.not_measured.items())
+    ]
     if result.unmeasured:
-        gaps.append(f"{result.unmeasured} benchmark{'s' if result.unmeasured > 1 else ''} had no memory pass "
-                    f"(a user's own test: --concurrency-memory or @pytest.mark.concurrency(memory=True))")
-    head = "memory FAILED" if result.failed else "memory: no leak where measured" if gaps else "memory passed"
+        gaps.append(
+            f"{result.unmeasured} benchmark{'s' if result.unmeasured > 1 else ''} had no memory pass "
+            f"(a user's own test: --concurrency-memory or @pytest.mark.concurrency(memory=True))"
+        )
+    head = (
+        "memory FAILED"
+        if result.failed
+        else "memory: no leak where measured"
+        if gaps
+        else "memory passed"
+    )
     tail = f"; not measured: {'; '.join(gaps)}" if gaps else ""
     body = ", ".join(counts) or ("" if gaps and not result.failed else "no leak")
     return f"{head}{': ' + body if body else ''} (threshold {result.threshold:.0%}){tail}"
@@ -189,8 +234,10 @@ def _baseline_values(doc: Mapping) -> dict:
     out: dict = {}
     entries = [(r.key, r.extra) for r in from_json(doc)]
     for session in (doc.get(history.SECTION) or {}).get("history") or ():
-        entries += [((b["workload"], params_id(b["params"]), b["backend"]), b.get("memory") or {})
-                    for b in session.get("benchmarks") or ()]
+        entries += [
+            ((b["workload"], params_id(b["params"]), b["backend"]), b.get("memory") or {})
+            for b in session.get("benchmarks") or ()
+        ]
     for key, extra in entries:
         for metric in (*METRICS, *LEAKS):
             value = _value(extra, metric)

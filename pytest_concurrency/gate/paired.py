@@ -32,8 +32,8 @@ from __future__ import annotations
 import collections
 import math
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from ..measure.records import Record, key_label
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
@@ -54,9 +54,13 @@ OS_TASKS_THRESHOLD = 0.05
 #: 2.1% and 1.25%: 1.2% and 0.8% beyond it.
 BETWEEN_SESSIONS = 0.01
 PRIOR_PAIRS = 4  # what BETWEEN_SESSIONS and each pair's own error are worth, in pairs of sessions
-UNLIKE = 3.0  # spreads from the pairs' median beyond which a pair of sessions is set aside (``_unlike``)
+UNLIKE = (
+    3.0  # spreads from the pairs' median beyond which a pair of sessions is set aside (``_unlike``)
+)
 MIN_SESSIONS_FOR_CHANGE = 2  # one process unlike its twin spoils one pair of sessions, not two
-MAX_SESSIONS = 8  # pairs of sessions a benchmark is measured in, at most, before it stays inconclusive
+MAX_SESSIONS = (
+    8  # pairs of sessions a benchmark is measured in, at most, before it stays inconclusive
+)
 CONFIDENCE = 0.99
 MIN_PAIRS = 8  # the fewest quads whose sign-test interval reaches 99%: 2 * 0.5**8 < 0.01
 WILCOXON_FROM = 16  # quads from which the signed-rank interval's normal approximation holds
@@ -97,10 +101,14 @@ def default_threshold(rec: Record) -> float:
     """A benchmark's threshold against the base side when the user set none."""
     from .kernel import PROCESS, THREAD  # the kernel gate's kinds of task the OS schedules
 
-    return OS_TASKS_THRESHOLD if rec.extra.get("task_kind") in (THREAD, PROCESS) else DEFAULT_THRESHOLD
+    return (
+        OS_TASKS_THRESHOLD if rec.extra.get("task_kind") in (THREAD, PROCESS) else DEFAULT_THRESHOLD
+    )
 
 
-def median_interval(values: list[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+def median_interval(
+    values: list[float], confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
     """The order-statistics interval of the median at ``confidence``, or None: too few values."""
     n = len(values)
     ordered = sorted(values)
@@ -111,7 +119,7 @@ def median_interval(values: list[float], confidence: float = CONFIDENCE) -> tupl
     # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2
     tail, k, cumulative = (1 - confidence) / 2, 0, 0.0
     while k < n:
-        p = math.comb(n, k) / 2 ** n
+        p = math.comb(n, k) / 2**n
         if cumulative + p > tail:
             break
         cumulative += p
@@ -137,9 +145,13 @@ def quad_ratios(base_rounds: list, head_rounds: list) -> list[float]:
     return out
 
 
-def shift_interval(ratios: list[float], confidence: float = CONFIDENCE) -> tuple[float, float, float] | None:
+def shift_interval(
+    ratios: list[float], confidence: float = CONFIDENCE
+) -> tuple[float, float, float] | None:
     """(estimate, low, high) of the typical ratio, or None: too few quads."""
-    if not WILCOXON_FROM <= len(ratios) <= WILCOXON_UP_TO or not all(0 < r < math.inf for r in ratios):
+    if not WILCOXON_FROM <= len(ratios) <= WILCOXON_UP_TO or not all(
+        0 < r < math.inf for r in ratios
+    ):
         interval = median_interval(ratios, confidence)
         return None if interval is None else (statistics.median(ratios), *interval)
     logs = [math.log(r) for r in ratios]
@@ -147,21 +159,41 @@ def shift_interval(ratios: list[float], confidence: float = CONFIDENCE) -> tuple
     walsh = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     k = max(0, int(math.floor(n * (n + 1) / 4 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24))))
-    return tuple(math.exp(x) for x in (statistics.median(walsh), walsh[k], walsh[len(walsh) - 1 - k]))
+    return tuple(
+        math.exp(x) for x in (statistics.median(walsh), walsh[k], walsh[len(walsh) - 1 - k])
+    )
 
 
-def judge_pair(key: tuple, base_rounds: list, head_rounds: list, threshold: float,
-               figure: str = "time", again: Iterable[tuple] = ()) -> PairedVerdict:
+def judge_pair(
+    key: tuple,
+    base_rounds: list,
+    head_rounds: list,
+    threshold: float,
+    figure: str = "time",
+    again: Iterable[tuple] = (),
+) -> PairedVerdict:
     """The verdict on one benchmark from both sides' ``[turn, value]`` rounds; ``again``: the
     ``(base_rounds, head_rounds)`` of further pairs of sessions that measured it (see ``judge``)."""
-    groups = [g for g in [quad_ratios(base_rounds, head_rounds), *(quad_ratios(b, h) for b, h in again)] if g]
-    verdict = PairedVerdict(key, INCONCLUSIVE, figure=figure, pairs=sum(map(len, groups)), threshold=threshold,
-                            base_median=statistics.median(r[1] for r in base_rounds) if base_rounds else None,
-                            head_median=statistics.median(r[1] for r in head_rounds) if head_rounds else None,
-                            sessions=len(groups))
+    groups = [
+        g
+        for g in [quad_ratios(base_rounds, head_rounds), *(quad_ratios(b, h) for b, h in again)]
+        if g
+    ]
+    verdict = PairedVerdict(
+        key,
+        INCONCLUSIVE,
+        figure=figure,
+        pairs=sum(map(len, groups)),
+        threshold=threshold,
+        base_median=statistics.median(r[1] for r in base_rounds) if base_rounds else None,
+        head_median=statistics.median(r[1] for r in head_rounds) if head_rounds else None,
+        sessions=len(groups),
+    )
     if not groups:
-        verdict.note = ("no rounds ran in turns with the base side's (measured outside pytest-benchmark's "
-                        "rounds, or the other side did not reach this test)")
+        verdict.note = (
+            "no rounds ran in turns with the base side's (measured outside pytest-benchmark's "
+            "rounds, or the other side did not reach this test)"
+        )
         return verdict
     ratios = [r for g in groups for r in g]
     if min(ratios) == max(ratios) == 1:  # a count that repeats exactly, both sides
@@ -174,14 +206,18 @@ def judge_pair(key: tuple, base_rounds: list, head_rounds: list, threshold: floa
 
 def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> PairedVerdict:
     """Time, with each pair of sessions as the unit (see the module's doc)."""
-    per_pair = [i for i in map(shift_interval, groups) if i is not None]  # a pair cut short tells nothing
+    per_pair = [
+        i for i in map(shift_interval, groups) if i is not None
+    ]  # a pair cut short tells nothing
     if not per_pair:
         verdict.note = _too_few(max(map(len, groups)))
         return verdict
     z99 = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
     logs = [math.log(i[0]) for i in per_pair]
-    own = [(math.log(i[2]) - math.log(i[1])) / (2 * z99) for i in per_pair]  # each pair's standard error
-    expected = BETWEEN_SESSIONS ** 2 + statistics.fmean(e * e for e in own)  # one pair's variance
+    own = [
+        (math.log(i[2]) - math.log(i[1])) / (2 * z99) for i in per_pair
+    ]  # each pair's standard error
+    expected = BETWEEN_SESSIONS**2 + statistics.fmean(e * e for e in own)  # one pair's variance
     unlike = _unlike(logs, math.sqrt(expected))
     kept = [x for i, x in enumerate(logs) if i not in unlike]
     n = len(kept)
@@ -199,15 +235,24 @@ def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> 
     low, high = math.exp(mean - q99 * half) - 1, math.exp(mean + q99 * half) - 1
     verdict.ci = (low, high)
     steady = ", ".join(pct(math.exp(x) - 1) for x in logs)
-    aside = ("; set aside, unlike the others: " + ", ".join(f"pair {i + 1} ({pct(math.exp(logs[i]) - 1)})"
-                                                            for i in sorted(unlike))) if unlike else ""
+    aside = (
+        (
+            "; set aside, unlike the others: "
+            + ", ".join(f"pair {i + 1} ({pct(math.exp(logs[i]) - 1)})" for i in sorted(unlike))
+        )
+        if unlike
+        else ""
+    )
     if (low > 0 and verdict.change > threshold) or (high < 0 and verdict.change < -threshold):
         if n >= MIN_SESSIONS_FOR_CHANGE:
             verdict.status = REGRESSED if verdict.change > 0 else IMPROVED
             verdict.note = f"pairs of sessions {steady}{aside}" if len(logs) > 1 else ""
         else:
             verdict.note = "a change must show in a second pair of sessions (two processes of the same code differ)"
-    elif -threshold <= math.exp(mean - q90 * half) - 1 and math.exp(mean + q90 * half) - 1 <= threshold:
+    elif (
+        -threshold <= math.exp(mean - q90 * half) - 1
+        and math.exp(mean + q90 * half) - 1 <= threshold
+    ):
         verdict.status = UNCHANGED  # equivalent within the threshold, at 95% each side
         verdict.note = aside[2:]
     elif observed > 2 * expected:
@@ -229,8 +274,11 @@ def _unlike(logs: list, expected_sd: float) -> set:
         return set()
     mid = statistics.median(logs)
     spread = max(1.4826 * statistics.median(abs(x - mid) for x in logs), expected_sd)
-    far = sorted((i for i, x in enumerate(logs) if abs(x - mid) > UNLIKE * spread), key=lambda i: -abs(logs[i] - mid))
-    return set(far[:len(logs) // 4])
+    far = sorted(
+        (i for i, x in enumerate(logs) if abs(x - mid) > UNLIKE * spread),
+        key=lambda i: -abs(logs[i] - mid),
+    )
+    return set(far[: len(logs) // 4])
 
 
 def _within_one(verdict: PairedVerdict, ratios: list, threshold: float) -> PairedVerdict:
@@ -243,35 +291,53 @@ def _within_one(verdict: PairedVerdict, ratios: list, threshold: float) -> Paire
         return verdict
     verdict.change, low, high = (x - 1 for x in interval)
     verdict.ci = (low, high)
-    halves = [statistics.median(ratios[:len(ratios) // 2]) - 1, statistics.median(ratios[len(ratios) // 2:]) - 1]
+    halves = [
+        statistics.median(ratios[: len(ratios) // 2]) - 1,
+        statistics.median(ratios[len(ratios) // 2 :]) - 1,
+    ]
     if (low > 0 and verdict.change > threshold) or (high < 0 and verdict.change < -threshold):
         both = min(halves) > threshold / 2 if verdict.change > 0 else max(halves) < -threshold / 2
         verdict.status = (REGRESSED if verdict.change > 0 else IMPROVED) if both else INCONCLUSIVE
         if not both:
-            verdict.note = (f"not in both halves of the test (first half {pct(halves[0])}; second half "
-                            f"{pct(halves[1])}): a stretch of disturbance?")
+            verdict.note = (
+                f"not in both halves of the test (first half {pct(halves[0])}; second half "
+                f"{pct(halves[1])}): a stretch of disturbance?"
+            )
     elif -threshold <= low and high <= threshold:
         verdict.status = UNCHANGED
     elif abs(verdict.change) > threshold:
         verdict.note = "beyond the threshold, but the interval reaches back to no change: more rounds would tell"
     else:
-        verdict.note = "within the threshold, but the interval reaches beyond it: more rounds would tell"
+        verdict.note = (
+            "within the threshold, but the interval reaches beyond it: more rounds would tell"
+        )
     return verdict
 
 
 def _too_few(quads: int) -> str:
-    return (f"{quads} quads of rounds are too few for a {CONFIDENCE:.0%} interval (at least {MIN_PAIRS}): give "
-            "more rounds (--concurrency-rounds, --benchmark-min-rounds)")
+    return (
+        f"{quads} quads of rounds are too few for a {CONFIDENCE:.0%} interval (at least {MIN_PAIRS}): give "
+        "more rounds (--concurrency-rounds, --benchmark-min-rounds)"
+    )
 
 
 def undecided(result: PairedResult) -> list[tuple]:
     """The benchmarks whose time is not decided yet: measured in one more pair of sessions."""
-    return sorted({v.key for v in result.verdicts if v.figure == "time" and v.change is not None
-                   and v.status == INCONCLUSIVE})
+    return sorted(
+        {
+            v.key
+            for v in result.verdicts
+            if v.figure == "time" and v.change is not None and v.status == INCONCLUSIVE
+        }
+    )
 
 
-def judge(base: Iterable[Record], head: Iterable[Record], threshold_for,
-          again: Iterable[tuple[Iterable[Record], Iterable[Record]]] = ()) -> PairedResult:
+def judge(
+    base: Iterable[Record],
+    head: Iterable[Record],
+    threshold_for,
+    again: Iterable[tuple[Iterable[Record], Iterable[Record]]] = (),
+) -> PairedResult:
     """Verdicts for every head record, against the base record of the same benchmark; ``again``:
     the base's and head's records of each further pair of sessions, whose benchmarks are judged
     on the quads of every pair that measured them."""
@@ -281,14 +347,27 @@ def judge(base: Iterable[Record], head: Iterable[Record], threshold_for,
     for rec in head:
         then = by_key.get(rec.key)
         if then is None:
-            verdicts.append(PairedVerdict(rec.key, MISSING, note="the base side did not run it (failed, skipped, "
-                                                                 "or not in its code)"))
+            verdicts.append(
+                PairedVerdict(
+                    rec.key,
+                    MISSING,
+                    note="the base side did not run it (failed, skipped, or not in its code)",
+                )
+            )
             continue
         more = [(b[rec.key], h[rec.key]) for b, h in further if rec.key in b and rec.key in h]
-        verdicts.append(judge_pair(rec.key, then.extra.get("paired_rounds") or [],
-                                   rec.extra.get("paired_rounds") or [], threshold_for(rec),
-                                   again=[(b.extra.get("paired_rounds") or [], h.extra.get("paired_rounds") or [])
-                                          for b, h in more]))
+        verdicts.append(
+            judge_pair(
+                rec.key,
+                then.extra.get("paired_rounds") or [],
+                rec.extra.get("paired_rounds") or [],
+                threshold_for(rec),
+                again=[
+                    (b.extra.get("paired_rounds") or [], h.extra.get("paired_rounds") or [])
+                    for b, h in more
+                ],
+            )
+        )
         verdicts += _kernel(then, rec, more)
     order = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, MISSING: 3, UNCHANGED: 4}
     verdicts.sort(key=lambda v: (order[v.status], v.key))
@@ -305,10 +384,22 @@ def _kernel(base: Record, head: Record, more: list = ()) -> list:
         again = [(_by_turn(b, figure.name), _by_turn(h, figure.name)) for b, h in more]
         if figure.gated and all(rounds):
             threshold = figure.threshold_for(head.extra.get("task_kind"), paired=True)
-            v = judge_pair(head.key, rounds[0], rounds[1], threshold, figure.name, again=[g for g in again if all(g)])
-            per_op = [statistics.median(x[1] for x in r) / (rec.ops or 1) for r, rec in zip(rounds, (base, head))]
+            v = judge_pair(
+                head.key,
+                rounds[0],
+                rounds[1],
+                threshold,
+                figure.name,
+                again=[g for g in again if all(g)],
+            )
+            per_op = [
+                statistics.median(x[1] for x in r) / (rec.ops or 1)
+                for r, rec in zip(rounds, (base, head))
+            ]
             moved = abs(per_op[1] - per_op[0])
-            if v.status in (REGRESSED, IMPROVED) and (moved <= figure.floor or moved * (head.ops or 1) <= figure.round_floor):
+            if v.status in (REGRESSED, IMPROVED) and (
+                moved <= figure.floor or moved * (head.ops or 1) <= figure.round_floor
+            ):
                 v.status, v.note = UNCHANGED, "below the figure's floor (gate/kernel.py)"
             v.base_median, v.head_median = per_op
             out.append(v)
@@ -349,8 +440,10 @@ def figure_name(name: str) -> str:
 def summary(result: PairedResult) -> str:
     """``against the base FAILED: time 1 regressed, 1 unchanged; kernel 8 unchanged``."""
     parts = []
-    for what, verdicts in (("time", [v for v in result.verdicts if v.figure == "time"]),
-                           ("kernel", [v for v in result.verdicts if v.figure != "time"])):
+    for what, verdicts in (
+        ("time", [v for v in result.verdicts if v.figure == "time"]),
+        ("kernel", [v for v in result.verdicts if v.figure != "time"]),
+    ):
         counts = collections.Counter(v.status for v in verdicts)
         if counts:
             order = (REGRESSED, IMPROVED, INCONCLUSIVE, MISSING, UNCHANGED)
@@ -363,6 +456,8 @@ def sides_line(base: Mapping, head: Mapping) -> str:
     parts = []
     for name in sorted(base):
         b, h = base[name], head.get(name, {})
-        parts.append(f"{name} {b.get('version') or '?'} from {b.get('file') or 'not imported'} (base) against "
-                     f"{h.get('version') or '?'} from {h.get('file') or 'not imported'} (head)")
+        parts.append(
+            f"{name} {b.get('version') or '?'} from {b.get('file') or 'not imported'} (base) against "
+            f"{h.get('version') or '?'} from {h.get('file') or 'not imported'} (head)"
+        )
     return "; ".join(parts) or "the base side installed no importable package"

@@ -16,7 +16,7 @@ Sessions are numbered newest first: session 1 is the baseline's latest.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from . import history, stats
 
@@ -35,16 +35,26 @@ def spread(samples: Sequence[float]) -> float:
 def disturbed(sessions: Sequence[history.Session], threshold: float) -> dict[int, str]:
     """Index (0 = latest) -> why that session is disturbed; empty unless some remain good."""
     out = {i: f"flagged when saved: {s.disturbed}" for i, s in enumerate(sessions) if s.disturbed}
-    medians = {i: stats.median(s.samples) for i, s in enumerate(sessions) if i not in out and s.samples}
+    medians = {
+        i: stats.median(s.samples) for i, s in enumerate(sessions) if i not in out and s.samples
+    }
     logs = {i: math.log(m) for i, m in medians.items() if m > 0}
     if len(logs) >= stats.MIN_SESSIONS_FOR_DRIFT:
         center = stats.median(list(logs.values()))
         mad = stats.median([abs(x - center) for x in logs.values()])
         limit = max(OUTLIER_MADS * 1.4826 * mad, math.log1p(threshold))
-        out.update({i: f"its median is {math.exp(x - center) - 1:+.0%} off the other sessions'"
-                    for i, x in logs.items() if abs(x - center) > limit})
-    spreads = {i: spread(s.samples) for i, s in enumerate(sessions)
-               if i not in out and len(s.samples) >= _MIN_ROUNDS_FOR_SPREAD}
+        out.update(
+            {
+                i: f"its median is {math.exp(x - center) - 1:+.0%} off the other sessions'"
+                for i, x in logs.items()
+                if abs(x - center) > limit
+            }
+        )
+    spreads = {
+        i: spread(s.samples)
+        for i, s in enumerate(sessions)
+        if i not in out and len(s.samples) >= _MIN_ROUNDS_FOR_SPREAD
+    }
     wide = {}
     for i, own in spreads.items():
         others = stats.median([v for j, v in spreads.items() if j != i] or [math.inf])
@@ -57,8 +67,11 @@ def disturbed(sessions: Sequence[history.Session], threshold: float) -> dict[int
 
 def left_out(bad: Mapping[int, str], total: int) -> str:
     """The note naming the sessions ``disturbed`` left out."""
-    return ("left out disturbed baseline " + "; ".join(f"session {i + 1} ({why})" for i, why in sorted(bad.items()))
-            + f": judged on the other {total - len(bad)} session(s)")
+    return (
+        "left out disturbed baseline "
+        + "; ".join(f"session {i + 1} ({why})" for i, why in sorted(bad.items()))
+        + f": judged on the other {total - len(bad)} session(s)"
+    )
 
 
 def widened_by(medians: Mapping[int, float]) -> str:
@@ -68,8 +81,11 @@ def widened_by(medians: Mapping[int, float]) -> str:
         return ""
     center = stats.median(list(logs.values()))
     far = max(abs(x - center) for x in logs.values())
-    named = [f"{i + 1} ({math.exp(x - center) - 1:+.0%})" for i, x in sorted(logs.items())
-             if far > 0 and abs(x - center) >= far / 2]
+    named = [
+        f"{i + 1} ({math.exp(x - center) - 1:+.0%})"
+        for i, x in sorted(logs.items())
+        if far > 0 and abs(x - center) >= far / 2
+    ]
     return ("session " if len(named) == 1 else "sessions ") + ", ".join(named)
 
 
@@ -95,6 +111,8 @@ def different_code(doc: Mapping) -> str | None:
             groups[-1][1] = n
         else:
             groups.append([n, n, ident])
-    said = [f"session{'s' if a != b else ''} {a}{'-' + str(b) if a != b else ''}: {ident or 'unrecorded'}"
-            for a, b, ident in groups]
+    said = [
+        f"session{'s' if a != b else ''} {a}{'-' + str(b) if a != b else ''}: {ident or 'unrecorded'}"
+        for a, b, ident in groups
+    ]
     return "baseline sessions measured different code: " + " / ".join(said)

@@ -23,8 +23,8 @@ rounds needed, never a silent pass or a coin-flip failure.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
 
@@ -135,7 +135,9 @@ class Comparison:
     status: str  # one of verdicts' REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE
     ratio: float  # median(current) / median(baseline)
     p_value: float | None  # None for exact samples (decide_exact)
-    ci: tuple[float, float]  # bootstrap interval of ``ratio`` (exact: its range over pairs of rounds)
+    ci: tuple[
+        float, float
+    ]  # bootstrap interval of ``ratio`` (exact: its range over pairs of rounds)
     note: str = ""
 
     @property
@@ -179,11 +181,13 @@ def set_aside(samples: Sequence[float]) -> tuple[list[float], int | None]:
     far = max(range(len(samples)), key=distance.__getitem__)
     others = max(d for i, d in enumerate(distance) if i != far)
     if distance[far] > 0 and distance[far] > OUTLIER_FACTOR * others:
-        return samples[:far] + samples[far + 1:], far
+        return samples[:far] + samples[far + 1 :], far
     return samples, None
 
 
-def decide_exact(baseline: Sequence[float], current: Sequence[float], threshold: float) -> Comparison:
+def decide_exact(
+    baseline: Sequence[float], current: Sequence[float], threshold: float
+) -> Comparison:
     """Judge samples that repeat themselves (instruction counts), one layout a side: ``decide_layouts``."""
     return decide_layouts([baseline], [current], threshold)
 
@@ -193,7 +197,9 @@ def center(layouts: Sequence[Sequence[float]]) -> float:
     return median([median(rounds) for rounds in layouts])
 
 
-def decide_layouts(baseline: Sequence[Sequence[float]], current: Sequence[Sequence[float]], threshold: float) -> Comparison:
+def decide_layouts(
+    baseline: Sequence[Sequence[float]], current: Sequence[Sequence[float]], threshold: float
+) -> Comparison:
     """Judge counts on the size of the change alone; no test pretends they are noisy. Each side
     is its rounds in each layout it was counted in (measure/layouts.py), and the change is that of
     the median of the layouts' medians: where one layout's objects landed badly, it moves nothing.
@@ -216,33 +222,47 @@ def decide_layouts(baseline: Sequence[Sequence[float]], current: Sequence[Sequen
             kept[side].append(rounds)
             if index is not None:
                 where = f" in layout {n}" if len(groups) > 1 else ""
-                notes.append(f"{side} round {index + 1} of {len(samples)}{where} ({samples[index]:,.0f}, "
-                             f"{samples[index] / median(rounds) - 1:+.2%} from the others) set aside as an outlier")
+                notes.append(
+                    f"{side} round {index + 1} of {len(samples)}{where} ({samples[index]:,.0f}, "
+                    f"{samples[index] / median(rounds) - 1:+.2%} from the others) set aside as an outlier"
+                )
     c = _decide(kept["baseline"], kept["current"], threshold)
     for side, groups in kept.items():
         apart = spread([median(rounds) for rounds in groups])
         if len(groups) > 1 and apart > threshold * AGREEMENT:
-            notes.append(f"the {side}'s {len(groups)} layouts disagree by {apart:.2%} (medians "
-                         f"{', '.join(f'{median(r):,.0f}' for r in groups)}): judged on their median")
+            notes.append(
+                f"the {side}'s {len(groups)} layouts disagree by {apart:.2%} (medians "
+                f"{', '.join(f'{median(r):,.0f}' for r in groups)}): judged on their median"
+            )
     c.note = "; ".join(filter(None, [*notes, c.note]))
     return c
 
 
-def _decide(baseline: list[list[float]], current: list[list[float]], threshold: float) -> Comparison:
+def _decide(
+    baseline: list[list[float]], current: list[list[float]], threshold: float
+) -> Comparison:
     ratio = center(current) / center(baseline)
     every_b, every_c = [x for g in baseline for x in g], [x for g in current for x in g]
     ci = (min(every_c) / max(every_b), max(every_c) / min(every_b))
     slower, faster = ratio > 1 + threshold, ratio < 1 - threshold
     if not (slower or faster):
         return Comparison(UNCHANGED, ratio, None, ci)
-    within = {side: max(map(spread, groups)) for side, groups in (("baseline", baseline), ("now", current))}
+    within = {
+        side: max(map(spread, groups))
+        for side, groups in (("baseline", baseline), ("now", current))
+    }
     wander = max(within.values())
     beyond = ci[0] > 1 + threshold if slower else ci[1] < 1 - threshold
     if wander > threshold * AGREEMENT and not beyond:
-        return Comparison(INCONCLUSIVE, ratio, None, ci,
-                          f"the rounds disagree by up to {wander:.2%} (baseline {within['baseline']:.2%}, now "
-                          f"{within['now']:.2%}): this count wanders too much to judge a {threshold:.0%} "
-                          f"change; give it a threshold above {wander / AGREEMENT:.1%}")
+        return Comparison(
+            INCONCLUSIVE,
+            ratio,
+            None,
+            ci,
+            f"the rounds disagree by up to {wander:.2%} (baseline {within['baseline']:.2%}, now "
+            f"{within['now']:.2%}): this count wanders too much to judge a {threshold:.0%} "
+            f"change; give it a threshold above {wander / AGREEMENT:.1%}",
+        )
     return Comparison(REGRESSED if slower else IMPROVED, ratio, None, ci)
 
 
@@ -268,21 +288,30 @@ def decide(
     if floor >= alpha:
         need = rounds_needed(alpha)
         return Comparison(
-            INCONCLUSIVE, ratio, p, ci,
+            INCONCLUSIVE,
+            ratio,
+            p,
+            ci,
             f"too few rounds to decide ({len(baseline)} baseline, {len(current)} current: "
             f"p cannot go below {floor:.3g} > alpha {alpha:g}); "
             f"run at least {need} rounds on each side, more on a noisy machine",
         )
     if p >= alpha:
         return Comparison(
-            INCONCLUSIVE, ratio, p, ci,
+            INCONCLUSIVE,
+            ratio,
+            p,
+            ci,
             f"beyond the threshold but not significant (p={p:.3g} >= alpha {alpha:g}); "
             f"more rounds (now {len(baseline)} baseline, {len(current)} current) would settle it",
         )
     margin = threshold / 2
     if (slower and ci[0] <= 1 + margin) or (faster and ci[1] >= 1 - margin):
         return Comparison(
-            INCONCLUSIVE, ratio, p, ci,
+            INCONCLUSIVE,
+            ratio,
+            p,
+            ci,
             f"the samples differ (p={p:.3g}) but the {confidence:.0%} interval of the change "
             f"[{ci[0] - 1:+.1%}, {ci[1] - 1:+.1%}] reaches within half the threshold of no change: "
             f"the median is unstable (a bimodal run?); more rounds would settle it",

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 REGRESSED = "regressed"  # slower beyond the threshold and significant: fails the session
 IMPROVED = "improved"  # faster beyond the threshold and significant: baseline is stale
 UNCHANGED = "unchanged"  # within the threshold, or not significant
-INCONCLUSIVE = "inconclusive"  # beyond the threshold but not significant, explained by the machine's load,
+INCONCLUSIVE = (
+    "inconclusive"  # beyond the threshold but not significant, explained by the machine's load,
+)
 #                                or hidden only by a threshold a noisy baseline widened (``too_noisy``)
 NEW = "new"  # in this run, not in the baseline
 MISSING = "missing"  # in the baseline, not in this run
@@ -27,14 +29,18 @@ class Verdict:
     normalized_change: float | None = None  # after the machine-speed calibration
     decided_by: str = "raw"  # "raw" or "normalized"
     p_value: float | None = None
-    threshold: float | None = None  # the practical threshold that applied (0.10 = 10%), drift included
+    threshold: float | None = (
+        None  # the practical threshold that applied (0.10 = 10%), drift included
+    )
     versions_changed: dict = field(default_factory=dict)  # library -> (baseline, current)
     note: str = ""
     ci: tuple | None = None  # bootstrap interval of ``change`` (confidence per GateSettings)
     rounds: tuple | None = None  # (baseline samples, current samples)
     sessions: int | None = None  # baseline sessions behind this verdict (see history.py)
     drift: float | None = None  # between-session drift of the baseline's medians (0.03 ~ 3%)
-    interference: str = ""  # why the machine, not the code, may explain the change (then inconclusive)
+    interference: str = (
+        ""  # why the machine, not the code, may explain the change (then inconclusive)
+    )
     measure: str = "time"  # the instrument behind both sides (measure.get(...))
     base_threshold: float | None = None  # the threshold before the baseline's drift widened it
     widened_by: str = ""  # the baseline sessions whose spread widened it ("session 2 (+50%)")
@@ -61,7 +67,9 @@ class MemoryResult:
     verdicts: list[MemoryVerdict] = field(default_factory=list)
     threshold: float | None = None  # the relative change a memory verdict needs (0.10 = 10%)
     notes: list = field(default_factory=list)
-    not_measured: dict = field(default_factory=dict)  # (figure key, why) -> benchmarks it was missing in
+    not_measured: dict = field(
+        default_factory=dict
+    )  # (figure key, why) -> benchmarks it was missing in
     unmeasured: int = 0  # benchmarks with no memory pass at all (users' own tests that did not ask)
 
     @property
@@ -82,8 +90,10 @@ class GateResult:
     calibration_ratio: float | None = None  # current machine speed / baseline's (>1 = slower now)
     summary: str = ""
     notes: list = field(default_factory=list)  # cross-machine/cross-Python remarks for the report
-    memory: "MemoryResult | None" = None  # memory judged against the same baseline (memory_gate)
-    kernel: "KernelResult | None" = None  # kernel figures judged against the same baseline (gate/kernel.py)
+    memory: MemoryResult | None = None  # memory judged against the same baseline (memory_gate)
+    kernel: KernelResult | None = (
+        None  # kernel figures judged against the same baseline (gate/kernel.py)
+    )
 
     def by_status(self, status: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == status]
@@ -95,9 +105,12 @@ class GateResult:
 
     @property
     def failed(self) -> bool:
-        return (self.refused is not None or bool(self.by_status(REGRESSED))
-                or bool(self.memory is not None and self.memory.failed)
-                or bool(self.kernel is not None and self.kernel.failed))
+        return (
+            self.refused is not None
+            or bool(self.by_status(REGRESSED))
+            or bool(self.memory is not None and self.memory.failed)
+            or bool(self.kernel is not None and self.kernel.failed)
+        )
 
 
 @dataclass
@@ -118,7 +131,9 @@ class KernelVerdict:
 class KernelResult:
     verdicts: list[KernelVerdict] = field(default_factory=list)
     not_measured: list = field(default_factory=list)  # why figures were not measured, once each
-    loose: int = 0  # benchmarks on threads judged at a stored baseline's wide thresholds (gate/kernel.py)
+    loose: int = (
+        0  # benchmarks on threads judged at a stored baseline's wide thresholds (gate/kernel.py)
+    )
 
     @property
     def failed(self) -> bool:

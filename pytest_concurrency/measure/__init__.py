@@ -21,9 +21,13 @@ class Instrument:
     exact = False  # samples repeat to the unit: judged on size alone, without statistics
     machine_bound = True  # figures move with the machine's speed and load (calibration, load guard)
     needs_launch = False  # a test measured in the session's own process needs it inside the instrument's command
-    with_memory = True  # RSS figures mean something under it (the memory pass itself runs in every measure)
+    with_memory = (
+        True  # RSS figures mean something under it (the memory pass itself runs in every measure)
+    )
     fresh_process = False  # each workload case runs in a new worker process (isolate.py)
-    memory_apart = False  # the memory pass and kernel figures run in a plain worker, not where the rounds were
+    memory_apart = (
+        False  # the memory pass and kernel figures run in a plain worker, not where the rounds were
+    )
     default_timeout = 120.0  # longest a round may take, seconds, unless --concurrency-timeout
 
     def unavailable_reason(self) -> str | None:
@@ -122,7 +126,9 @@ def measuring_side() -> dict:
     digest = hashlib.sha256()
     for folder in MEASURED_CODE:
         for path in sorted((root / folder).rglob("*.py")):
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+            digest.update(
+                path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0"
+            )
     try:
         version = metadata.version("pytest-concurrency-bench")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed

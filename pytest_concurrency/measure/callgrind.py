@@ -48,7 +48,9 @@ DUMP_FN = "sched_get_priority_min"
 UNTRACED_FLAG = "--plain"
 HASH_SEED = "0"  # str/bytes hashes decide dict and set layouts, and so the count
 _NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG}"
-INSTALL_HINT = "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
+INSTALL_HINT = (
+    "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
+)
 
 
 class CountingError(RuntimeError):
@@ -77,13 +79,20 @@ def command(argv: list[str], directory: str) -> list[str]:
     are never counted, run 3-4x faster."""
     late = ["--instr-atstart=no"] if client_request.available() else []
     return [
-        shutil.which("valgrind") or "valgrind", "--tool=callgrind", "-q", *late,
+        shutil.which("valgrind") or "valgrind",
+        "--tool=callgrind",
+        "-q",
+        *late,
         f"--log-file={directory}/valgrind.%p.log",
         f"--vgdb-prefix={directory}/vgdb",  # its debugger FIFOs, in our directory rather than TMPDIR
         f"--callgrind-out-file={directory}/callgrind.%p",
-        f"--zero-before={ZERO_FN}", f"--dump-before={DUMP_FN}",
-        "--dump-instr=no", "--dump-line=no", "--collect-jumps=no",
-        "--trace-children=yes", f"--trace-children-skip-by-arg={_NOT_TRACED}",
+        f"--zero-before={ZERO_FN}",
+        f"--dump-before={DUMP_FN}",
+        "--dump-instr=no",
+        "--dump-line=no",
+        "--collect-jumps=no",
+        "--trace-children=yes",
+        f"--trace-children-skip-by-arg={_NOT_TRACED}",
         "--max-threads=8192",  # valgrind's default, 500, is less than the spawn workload's 3000 threads
         *argv,
     ]
@@ -122,13 +131,28 @@ def run_sessions(commands: list[tuple[list[str], dict, str | None]], cwd: str) -
     with contextlib.ExitStack() as stack:
         running = []
         for argv, added, log in commands:
-            directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="callgrind-", dir=scratch.directory(),
-                                                                        ignore_cleanup_errors=True))
+            directory = stack.enter_context(
+                tempfile.TemporaryDirectory(
+                    prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True
+                )
+            )
             env = {**counted_env(os.environ, directory), LAUNCHER_ENV: str(os.getpid()), **added}
             out = stack.enter_context(open(log, "w", encoding="utf-8")) if log else None
             full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
-            running.append((subprocess.Popen(full, cwd=cwd, env=env, stdout=out, stderr=out and subprocess.STDOUT,
-                                             start_new_session=True, preexec_fn=_counted_child()), directory))
+            running.append(
+                (
+                    subprocess.Popen(
+                        full,
+                        cwd=cwd,
+                        env=env,
+                        stdout=out,
+                        stderr=out and subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=_counted_child(),
+                    ),
+                    directory,
+                )
+            )
         try:
             codes = [proc.wait() for proc, _ in running]
         except KeyboardInterrupt:
@@ -151,9 +175,13 @@ def _stop(procs: list) -> None:
         except subprocess.TimeoutExpired:  # it says nothing then: this is the line that does
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            print(f"\npytest-concurrency: interrupted: a counted session under valgrind did not end within "
-                  f"{INTERRUPT_GRACE_S:g} s of the Ctrl-C and was killed; no baseline, report, verdict or "
-                  "rounds written", file=sys.stderr, flush=True)
+            print(
+                f"\npytest-concurrency: interrupted: a counted session under valgrind did not end within "
+                f"{INTERRUPT_GRACE_S:g} s of the Ctrl-C and was killed; no baseline, report, verdict or "
+                "rounds written",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 #: What a counted session needs free in TMPDIR for callgrind's dumps: a smoke session of two
@@ -173,11 +201,13 @@ def _check_room() -> None:
 
     where = scratch.directory()
     st = os.statvfs(where)
-    free_mb = st.f_bavail * st.f_frsize / 2 ** 20
+    free_mb = st.f_bavail * st.f_frsize / 2**20
     if free_mb < MIN_FREE_MB:
-        raise UsageError(f"pytest-concurrency: {os.path.dirname(where)} has {free_mb:.1f} MB free; counting writes "
-                         f"callgrind's dumps there (at least {MIN_FREE_MB} MB): free some space, or set TMPDIR to a "
-                         "directory with room")
+        raise UsageError(
+            f"pytest-concurrency: {os.path.dirname(where)} has {free_mb:.1f} MB free; counting writes "
+            f"callgrind's dumps there (at least {MIN_FREE_MB} MB): free some space, or set TMPDIR to a "
+            "directory with room"
+        )
 
 
 def _counted_child():
@@ -260,8 +290,10 @@ class Counter:
 
     def __init__(self, directory: str):
         if not client_request.start_instrumentation() and os.environ.get(LATE_ENV):
-            raise CountingError("callgrind was started without instrumentation and this process could not "
-                                "switch it on (a valgrind client request): every count would read 0")
+            raise CountingError(
+                "callgrind was started without instrumentation and this process could not "
+                "switch it on (a valgrind client request): every count would read 0"
+            )
         self.directory = directory
         self._pid = os.getpid()
         self._part = 0
@@ -327,7 +359,7 @@ class Callgrind(Instrument):
     LEAVES_OUT = {
         "light": "kernel work (syscalls, IO), waits and cache misses",
         "thread": "user-space instructions only: kernel work, context switches, lock waits and "
-                  "cache misses; valgrind runs threads one at a time",
+        "cache misses; valgrind runs threads one at a time",
     }
 
     def __init__(self):
@@ -351,7 +383,9 @@ class Callgrind(Instrument):
         return run_session(argv, cwd)
 
     def benchmark_timer(self):
-        def count() -> float:  # the counter is made on the first reading: a session at full speed has none
+        def count() -> (
+            float
+        ):  # the counter is made on the first reading: a session at full speed has none
             return self.counter()()
 
         count.__name__ = Counter.__name__
@@ -363,8 +397,10 @@ class Callgrind(Instrument):
 
     def unsupported(self, backend) -> str | None:
         if backend.task_kind == "process":
-            return ("task processes are not counted: each would count its own interpreter start-up; "
-                    "measure multiprocessing with --concurrency-measure=time")
+            return (
+                "task processes are not counted: each would count its own interpreter start-up; "
+                "measure multiprocessing with --concurrency-measure=time"
+            )
         return None
 
     def rounds(self, rounds: int, warmup: int) -> tuple[int, int]:
@@ -378,7 +414,10 @@ class Callgrind(Instrument):
     def warmed(self, warmup_samples: list) -> bool:
         if len(warmup_samples) >= self.MAX_WARMUP:
             return True
-        return len(warmup_samples) >= 2 and abs(warmup_samples[-1] - warmup_samples[-2]) <= self.WARM * warmup_samples[-1]
+        return (
+            len(warmup_samples) >= 2
+            and abs(warmup_samples[-1] - warmup_samples[-2]) <= self.WARM * warmup_samples[-1]
+        )
 
     def before_round(self) -> None:
         # Every round starts with the collector's counters at zero: otherwise a collection
@@ -402,7 +441,9 @@ class Callgrind(Instrument):
         return {"instructions_per_op": median / ops}
 
     def after_rounds(self, in_worker: bool = False) -> dict:
-        if in_worker:  # read at full speed by the session: parsing it under valgrind took 1.4 s a case
+        if (
+            in_worker
+        ):  # read at full speed by the session: parsing it under valgrind took 1.4 s a case
             return {"profile_dump": self.counter().hand_over_last_dump()}
         return self.counter().last_profile()
 
@@ -421,9 +462,12 @@ class Callgrind(Instrument):
     def threshold_floor(self, rec) -> tuple[float, str] | None:
         if not rec.extra.get("waits"):
             return None
-        return (self.WAITING_THRESHOLD, "this workload waits, and how often its event loop wakes up depends on "
-                "timing, which moves its count by a few percent between sessions; smaller changes need "
-                "--concurrency-measure=time")
+        return (
+            self.WAITING_THRESHOLD,
+            "this workload waits, and how often its event loop wakes up depends on "
+            "timing, which moves its count by a few percent between sessions; smaller changes need "
+            "--concurrency-measure=time",
+        )
 
     def explain(self, base, current) -> str | None:
         return profile.growth(base, current)
@@ -435,13 +479,19 @@ class Callgrind(Instrument):
         valgrind = _valgrind_version()
         # the directory is not part of the measuring side (a changed one asks for no re-recording),
         # but counts follow it: gate.measuring.layout_note
-        return {"valgrind": valgrind, "hash_seed": HASH_SEED, "directory": os.getcwd(),
-                "measuring": {**measuring_side(), "valgrind": valgrind}}
+        return {
+            "valgrind": valgrind,
+            "hash_seed": HASH_SEED,
+            "directory": os.getcwd(),
+            "measuring": {**measuring_side(), "valgrind": valgrind},
+        }
 
 
 def _valgrind_version() -> str:
     try:
-        out = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["valgrind", "--version"], capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return "?"
     return out.strip().removeprefix("valgrind-")

@@ -23,17 +23,39 @@ import sys
 #: ``unsigned long request(unsigned long *args, unsigned long default)``: rax = args,
 #: rdx = default, the preamble (four rotations of rdi by 128 bits in all: it is left as it was),
 #: ``xchg rbx, rbx`` (valgrind puts the result in rdx), return rdx. Natively: the default.
-_AMD64 = bytes([
-    0x48, 0x89, 0xF8,        # mov rax, rdi
-    0x48, 0x89, 0xF2,        # mov rdx, rsi
-    0x48, 0xC1, 0xC7, 0x03,  # rol rdi, 3
-    0x48, 0xC1, 0xC7, 0x0D,  # rol rdi, 13
-    0x48, 0xC1, 0xC7, 0x3D,  # rol rdi, 61
-    0x48, 0xC1, 0xC7, 0x33,  # rol rdi, 51
-    0x48, 0x87, 0xDB,        # xchg rbx, rbx
-    0x48, 0x89, 0xD0,        # mov rax, rdx
-    0xC3,                    # ret
-])
+_AMD64 = bytes(
+    [
+        0x48,
+        0x89,
+        0xF8,  # mov rax, rdi
+        0x48,
+        0x89,
+        0xF2,  # mov rdx, rsi
+        0x48,
+        0xC1,
+        0xC7,
+        0x03,  # rol rdi, 3
+        0x48,
+        0xC1,
+        0xC7,
+        0x0D,  # rol rdi, 13
+        0x48,
+        0xC1,
+        0xC7,
+        0x3D,  # rol rdi, 61
+        0x48,
+        0xC1,
+        0xC7,
+        0x33,  # rol rdi, 51
+        0x48,
+        0x87,
+        0xDB,  # xchg rbx, rbx
+        0x48,
+        0x89,
+        0xD0,  # mov rax, rdx
+        0xC3,  # ret
+    ]
+)
 
 RUNNING_ON_VALGRIND = 0x1001
 _CALLGRIND_BASE = (ord("C") << 24) | (ord("T") << 16)  # valgrind.h's VG_USERREQ_TOOL_BASE('C','T')
@@ -46,15 +68,25 @@ def _make():
     global _request
     if _request is None:
         _request = False
-        if sys.platform.startswith("linux") and platform.machine() in ("x86_64", "amd64") and sys.maxsize > 2**32:
+        if (
+            sys.platform.startswith("linux")
+            and platform.machine() in ("x86_64", "amd64")
+            and sys.maxsize > 2**32
+        ):
             try:
-                page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+                page = mmap.mmap(
+                    -1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC
+                )
                 page.write(_AMD64)
                 address = ctypes.addressof(ctypes.c_char.from_buffer(page))
                 call = ctypes.CFUNCTYPE(ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong)(address)
                 call._page = page  # the code lives as long as the function
                 _request = call
-            except (OSError, ValueError, AttributeError):  # no executable memory (SELinux execmem, PaX)
+            except (
+                OSError,
+                ValueError,
+                AttributeError,
+            ):  # no executable memory (SELinux execmem, PaX)
                 pass
     return _request
 

@@ -139,7 +139,11 @@ class PlainCalls:
         try:
             return memory.leak_pass(lambda: function(*args, **kwargs), contextlib.nullcontext)
         except Exception as exc:  # the test passed; a call again that fails is not its result
-            return {"memory_not_measured": {"all": f"calling it again for the memory pass raised {exc!r}"}}
+            return {
+                "memory_not_measured": {
+                    "all": f"calling it again for the memory pass raised {exc!r}"
+                }
+            }
 
 
 class WarmUntilStable:
@@ -161,7 +165,9 @@ class WarmUntilStable:
         make_runner = benchmark._make_runner
         pedantic = benchmark.pedantic
 
-        def remembering_pedantic(target, args=(), kwargs=None, setup=None, teardown=None, *rounds, **named):
+        def remembering_pedantic(
+            target, args=(), kwargs=None, setup=None, teardown=None, *rounds, **named
+        ):
             self._around = (setup, teardown)
             return pedantic(target, args, kwargs, setup, teardown, *rounds, **named)
 
@@ -170,7 +176,9 @@ class WarmUntilStable:
 
             def run(loops_range, **timer):
                 if not self.counts:
-                    self._warm_up(lambda a, k: make_runner(function, a, k)(loops_range, **timer), args, kwargs)
+                    self._warm_up(
+                        lambda a, k: make_runner(function, a, k)(loops_range, **timer), args, kwargs
+                    )
                 instrument.before_round()
                 return runner(loops_range, **timer)
 
@@ -186,7 +194,9 @@ class WarmUntilStable:
                 args, kwargs = setup() or (args, kwargs)
             self._instrument.before_round()
             took = call(args, kwargs or {})
-            self.counts.append(took[0] if isinstance(took, tuple) else took)  # (count, result) without loops
+            self.counts.append(
+                took[0] if isinstance(took, tuple) else took
+            )  # (count, result) without loops
             if teardown is not None:
                 teardown(*args, **(kwargs or {}))
         self._benchmark.extra_info["warmup_rounds"] = len(self.counts)
@@ -240,8 +250,9 @@ def kernel_figures_apart(workload, backend, params, guard=contextlib.nullcontext
     return recorder.close(outcome.ops, skip=1)
 
 
-def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, warmup: int, guard,
-                     instrument) -> None:
+def bench_in_process(
+    benchmark, backend, workload, params: dict, rounds: int, warmup: int, guard, instrument
+) -> None:
     """Run ``rounds`` rounds here through pytest-benchmark; ``guard`` bounds each (see watchdog)."""
     outcomes: list[Outcome] = []
     kernel_rounds = _KernelRounds(instrument.machine_bound)
@@ -257,12 +268,25 @@ def bench_in_process(benchmark, backend, workload, params: dict, rounds: int, wa
     samples = _samples(benchmark)
     if samples:  # None under --benchmark-disable: the workload still ran and checked itself
         benchmark.extra_info.update(figures(samples, outcomes, instrument, around))
-        benchmark.extra_info.update(kernel_rounds.close(_consistent_ops(outcomes), skip=len(outcomes) - rounds))
+        benchmark.extra_info.update(
+            kernel_rounds.close(_consistent_ops(outcomes), skip=len(outcomes) - rounds)
+        )
         benchmark.extra_info.update(memory_figures(workload, backend, params, guard))
 
 
-def run_rounds(backend, workload, params: dict, rounds: int, warmup: int, instrument, *,
-               progress=lambda: None, guard=contextlib.nullcontext, with_memory=True, in_worker=False):
+def run_rounds(
+    backend,
+    workload,
+    params: dict,
+    rounds: int,
+    warmup: int,
+    instrument,
+    *,
+    progress=lambda: None,
+    guard=contextlib.nullcontext,
+    with_memory=True,
+    in_worker=False,
+):
     """Measure each round with the instrument's counter; return samples + figures.
 
     For isolated workers (``in_worker``) and for re-measuring a suspect, where

@@ -36,8 +36,13 @@ NO_PERF_ENV = "PYTEST_CONCURRENCY_NO_PERF"
 #: figure -> (perf type, perf config); type 1 = software event, 2 = tracepoint (config: its id)
 _SOFTWARE = {"csw": 3, "migrations": 4, "minflt": 5, "majflt": 6}
 #: figures from getrusage, the fallback (and the only source of CPU time)
-_RUSAGE = {"csw": ("ru_nvcsw", "ru_nivcsw"), "minflt": ("ru_minflt",), "majflt": ("ru_majflt",),
-           "user_s": ("ru_utime",), "sys_s": ("ru_stime",)}
+_RUSAGE = {
+    "csw": ("ru_nvcsw", "ru_nivcsw"),
+    "minflt": ("ru_minflt",),
+    "majflt": ("ru_majflt",),
+    "user_s": ("ru_utime",),
+    "sys_s": ("ru_stime",),
+}
 FIGURES = ("syscalls", "csw", "migrations", "minflt", "majflt", "user_s", "sys_s")
 
 _SYSCALL_NR = {"x86_64": 298, "aarch64": 241, "arm64": 241}
@@ -63,8 +68,12 @@ def _open(kind: int, config: int) -> int:
     nr = _SYSCALL_NR.get(platform.machine())
     if nr is None:
         raise OSError(f"perf_event_open: no syscall number known for {platform.machine()}")
-    attr = ctypes.create_string_buffer(struct.pack("<IIQQQQQIIQ", kind, _ATTR_SIZE, config, 0, 0, 0,
-                                                   _INHERIT | _EXCLUDE_HV, 0, 0, 0), _ATTR_SIZE)
+    attr = ctypes.create_string_buffer(
+        struct.pack(
+            "<IIQQQQQIIQ", kind, _ATTR_SIZE, config, 0, 0, 0, _INHERIT | _EXCLUDE_HV, 0, 0, 0
+        ),
+        _ATTR_SIZE,
+    )
     libc = ctypes.CDLL(None, use_errno=True)
     fd = libc.syscall(nr, attr, 0, -1, -1, _FD_CLOEXEC)
     if fd < 0:
@@ -113,7 +122,10 @@ class Counters:
         self.why_not = "; ".join(refused)
 
     def read(self) -> dict:
-        usage = [resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)]
+        usage = [
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        ]
         out: dict = {}
         for name in FIGURES:
             fd = self._fds.get(name)
@@ -127,22 +139,32 @@ class Counters:
 
     def between(self, before: dict, after: dict) -> dict:
         """What happened between two readings, less the readings' own cost."""
-        return {name: None if before[name] is None else max(0, after[name] - before[name] - self._overhead.get(name, 0))
-                for name in FIGURES}
+        return {
+            name: None
+            if before[name] is None
+            else max(0, after[name] - before[name] - self._overhead.get(name, 0))
+            for name in FIGURES
+        }
 
     def _measure_overhead(self) -> dict:
         pairs = []
         for _ in range(5):
             before = self.read()
-            pairs.append({k: (v - before[k] if v is not None else None) for k, v in self.read().items()})
-        return {name: min(p[name] for p in pairs) for name in ("syscalls", "csw") if pairs[0][name] is not None}
+            pairs.append(
+                {k: (v - before[k] if v is not None else None) for k, v in self.read().items()}
+            )
+        return {
+            name: min(p[name] for p in pairs)
+            for name in ("syscalls", "csw")
+            if pairs[0][name] is not None
+        }
 
     def close(self) -> None:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
 
-    def __enter__(self) -> "Counters":
+    def __enter__(self) -> Counters:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -161,25 +183,37 @@ def per_op(rounds: list[dict], ops: int, source: dict, why_not: str) -> dict:
         out["kernel_rounds"][name] = values
         ordered = sorted(v / ops for v in values)
         mid = len(ordered) // 2
-        out[f"{name}_per_op"] = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        out[f"{name}_per_op"] = (
+            ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        )
     return out
 
 
 #: Why a user's plain test has no kernel figures in a counted run: it runs in the session's own
 #: process under valgrind, and the pass outside it (passes.py) did not measure it (workload
 #: cases get theirs from untimed rounds outside valgrind).
-UNDER_VALGRIND = ("a plain test counted under valgrind has none of its own, as valgrind runs its threads one at a "
-                  "time and makes syscalls of its own, and the pass at full speed before the session measured "
-                  "none for it; run it with --concurrency-measure=time for them")
+UNDER_VALGRIND = (
+    "a plain test counted under valgrind has none of its own, as valgrind runs its threads one at a "
+    "time and makes syscalls of its own, and the pass at full speed before the session measured "
+    "none for it; run it with --concurrency-measure=time for them"
+)
 
 
 def keys_of(extra: dict) -> dict:
     """The kernel keys of a record's ``extra`` (what ``per_op`` or ``not_measured`` gave it)."""
-    names = {"kernel_source", "kernel_rounds", "kernel_note", *(f"{name}_per_op" for name in FIGURES)}
+    names = {
+        "kernel_source",
+        "kernel_rounds",
+        "kernel_note",
+        *(f"{name}_per_op" for name in FIGURES),
+    }
     return {k: v for k, v in extra.items() if k in names}
 
 
 def not_measured(why: str) -> dict:
     """The record's kernel keys when no figure could be measured: each reads "not measured", with why."""
-    return {"kernel_source": {name: "not measured" for name in FIGURES}, "kernel_rounds": {}, "kernel_note": why}
-
+    return {
+        "kernel_source": {name: "not measured" for name in FIGURES},
+        "kernel_rounds": {},
+        "kernel_note": why,
+    }

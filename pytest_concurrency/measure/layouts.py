@@ -23,5 +23,8 @@ def pytest_argv(layout: int) -> list[str]:
     """The interpreter's arguments that run pytest in ``layout`` (its own arguments follow)."""
     if layout == 0:
         return ["-m", "pytest"]
-    return ["-c", f"_pad = [str(k) * (1 + k % 14) for k in range({layout * PAD_OBJECTS})]\n"
-                  "import sys, pytest\nsys.exit(pytest.console_main())"]
+    return [
+        "-c",
+        f"_pad = [str(k) * (1 + k % 14) for k in range({layout * PAD_OBJECTS})]\n"
+        "import sys, pytest\nsys.exit(pytest.console_main())",
+    ]

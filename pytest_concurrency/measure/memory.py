@@ -86,7 +86,11 @@ def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
     for name, value in growth.items():
         key, scale, per_task = _KEYS[name]
         out[key] = value * scale / (tasks if per_task and tasks else 1)
-    out.update(peak_traced_kib=max(peaks[WARMUP:done]) / 1024, memory_rounds=done - WARMUP, tasks_per_round=tasks or None)
+    out.update(
+        peak_traced_kib=max(peaks[WARMUP:done]) / 1024,
+        memory_rounds=done - WARMUP,
+        tasks_per_round=tasks or None,
+    )
     if missing:
         out["memory_not_measured"] = {key_of(name): why for name, why in missing.items()}
     return out
@@ -97,8 +101,12 @@ def _growths(readings: dict, done: int) -> dict:
     ``READINGS`` (taken when the first grew), a leak probe's growth is the smaller of the two
     sets' medians: a leak grows in both, a stretch of retention in one (a multiprocessing ring
     on a loaded machine once kept 612 B per task per round in five rounds running)."""
-    sets = [slice(0, WARMUP + READINGS)] + ([slice(READINGS, done)] if done > WARMUP + READINGS else [])
-    c_own = {"c": [c - p for c, p in zip(readings["c"], readings["python"])]} if "c" in readings else {}
+    sets = [slice(0, WARMUP + READINGS)] + (
+        [slice(READINGS, done)] if done > WARMUP + READINGS else []
+    )
+    c_own = (
+        {"c": [c - p for c, p in zip(readings["c"], readings["python"])]} if "c" in readings else {}
+    )
     out = {}
     for name, values in {**readings, **c_own}.items():  # Python's large objects are malloc'd too
         medians = [_median_growth(values[part]) for part in sets]
@@ -113,4 +121,4 @@ def _grew(growth: dict) -> bool:
 
 def _median_growth(after) -> float:
     """The median of the growths between readings after the warm-up (``after``: one per round)."""
-    return float(statistics.median(b - a for a, b in zip(after[WARMUP - 1:], after[WARMUP:])))
+    return float(statistics.median(b - a for a, b in zip(after[WARMUP - 1 :], after[WARMUP:])))

@@ -57,8 +57,12 @@ def read(path: str, top: int = FUNCTIONS) -> dict:
     for (ob, _), count in self_cost.items():
         objects[_library(ob)] = objects.get(_library(ob), 0) + count
     ranked = sorted(self_cost.items(), key=lambda item: -item[1])[:top]
-    return {"profile": [[fn, _library(ob), count] for (ob, fn), count in ranked],
-            "profile_objects": sorted(([lib, count] for lib, count in objects.items()), key=lambda e: -e[1])}
+    return {
+        "profile": [[fn, _library(ob), count] for (ob, fn), count in ranked],
+        "profile_objects": sorted(
+            ([lib, count] for lib, count in objects.items()), key=lambda e: -e[1]
+        ),
+    }
 
 
 def _define(names: dict, space: str, value: str) -> str:
@@ -98,10 +102,16 @@ def growth(base, current, shown: int = SHOWN) -> str | None:
         return None
     total = current.median / current.ops - base.median / base.ops
     text = f"where: {total:+,.0f} instr/{current.unit}: " + ", ".join(
-        f"{_short(fn)} ({lib}) +{g:,.0f}" for g, (fn, lib) in grown)
-    objects_before, objects_after = _per_op(base, "profile_objects"), _per_op(current, "profile_objects")
+        f"{_short(fn)} ({lib}) +{g:,.0f}" for g, (fn, lib) in grown
+    )
+    objects_before, objects_after = (
+        _per_op(base, "profile_objects"),
+        _per_op(current, "profile_objects"),
+    )
     if objects_before and objects_after:
-        moved = _largest({lib: now - objects_before.get(lib, 0) for lib, now in objects_after.items()}, shown)
+        moved = _largest(
+            {lib: now - objects_before.get(lib, 0) for lib, now in objects_after.items()}, shown
+        )
         if moved:
             text += "; by object: " + ", ".join(f"{lib} +{g:,.0f}" for g, lib in moved)
     return text
@@ -113,7 +123,9 @@ def _largest(growths: dict, shown: int) -> list:
 
 def _per_op(rec, key: str) -> dict:
     entries = rec.extra.get(key) or []
-    return {tuple(entry[:-1]) if len(entry) > 2 else entry[0]: entry[-1] / rec.ops for entry in entries}
+    return {
+        tuple(entry[:-1]) if len(entry) > 2 else entry[0]: entry[-1] / rec.ops for entry in entries
+    }
 
 
 def _short(name: str, width: int = 60) -> str:

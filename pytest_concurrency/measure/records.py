@@ -65,10 +65,10 @@ with ``iterations=1``; seconds, or instructions when ``measure`` says so).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
-
 from statistics import median
+from typing import Any
 
 SCHEMA = 1
 
@@ -120,7 +120,10 @@ class Record:
         """Its rounds in each layout it was counted in (measure/layouts.py), its own samples first."""
         if not self.samples:
             return []
-        return [self.samples, *([float(x) for x in rounds] for rounds in self.extra.get("layouts") or ())]
+        return [
+            self.samples,
+            *([float(x) for x in rounds] for rounds in self.extra.get("layouts") or ()),
+        ]
 
     @property
     def median(self) -> float:
@@ -169,7 +172,12 @@ def from_json(doc: Mapping[str, Any]) -> list[Record]:
     out = []
     for bench in doc.get("benchmarks", []):
         stats = bench.get("stats") or {}
-        rec = _from_parts(bench.get("name", ""), bench.get("group"), bench.get("extra_info") or {}, stats.get("data") or [])
+        rec = _from_parts(
+            bench.get("name", ""),
+            bench.get("group"),
+            bench.get("extra_info") or {},
+            stats.get("data") or [],
+        )
         if rec is not None:
             out.append(rec)
     return out

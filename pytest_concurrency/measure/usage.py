@@ -23,10 +23,10 @@ class Usage:
     ctx_voluntary: float = 0.0
     ctx_involuntary: float = 0.0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
 
-    def __sub__(self, other: "Usage") -> "Usage":
+    def __sub__(self, other: Usage) -> Usage:
         return Usage(*(a - b for a, b in zip(self.as_tuple(), other.as_tuple())))
 
     def per(self, n: int) -> dict:

@@ -24,7 +24,10 @@ class WallClock(Instrument):
         return time.perf_counter
 
     def per_op(self, median: float, ops: int) -> dict:
-        return {"ns_per_op": median / ops * 1e9, "ops_per_s": ops / median if median > 0 else float("inf")}
+        return {
+            "ns_per_op": median / ops * 1e9,
+            "ops_per_s": ops / median if median > 0 else float("inf"),
+        }
 
 
 WALLCLOCK = WallClock()

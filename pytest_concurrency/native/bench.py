@@ -23,19 +23,35 @@ def identity(backend, workload, params: dict) -> dict:
     return {**driver.identity(backend, workload, params, WALLCLOCK), "reference": REFERENCE}
 
 
-def bench(benchmark, backend, workload, params: dict, rounds: int, warmup: int, timeout: float | None,
-          what: str, on_round=None) -> None:
+def bench(
+    benchmark,
+    backend,
+    workload,
+    params: dict,
+    rounds: int,
+    warmup: int,
+    timeout: float | None,
+    what: str,
+    on_round=None,
+) -> None:
     """Build if needed, run the case in the language's program, check it, record it."""
     try:
-        samples, extra = child.measure(backend.name, workload, params, rounds, warmup, timeout, on_round)
+        samples, extra = child.measure(
+            backend.name, workload, params, rounds, warmup, timeout, on_round
+        )
     except build.BuildError as exc:
         pytest.fail(f"{what}: {exc}", pytrace=False)
     except child.NativeTimeout as exc:
-        pytest.fail(f"{what}: {exc}, so it was killed. Deadlock or stall? Raise --concurrency-timeout "
-                    "if the workload is just slow.", pytrace=False)
+        pytest.fail(
+            f"{what}: {exc}, so it was killed. Deadlock or stall? Raise --concurrency-timeout "
+            "if the workload is just slow.",
+            pytrace=False,
+        )
     except child.NativeFailure as exc:
         pytest.fail(f"{what}: the native program failed: {exc}", pytrace=False)
     except workloads.WorkloadError as exc:
         pytest.fail(f"{what}: {exc}", pytrace=False)
-    benchmark._mode = "pytest-concurrency native program"  # tells pytest-benchmark the fixture was used
+    benchmark._mode = (
+        "pytest-concurrency native program"  # tells pytest-benchmark the fixture was used
+    )
     driver.record_external(benchmark, identity(backend, workload, params), samples, extra)

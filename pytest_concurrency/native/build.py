@@ -47,12 +47,24 @@ class Recipe:
 
 RECIPES = {
     # GOTOOLCHAIN=local: an older go must fail with its message, not download a newer toolchain.
-    "go": Recipe(("go.mod", "*.go"), ("go", "build", "-trimpath", "-o", "prog", "."), "prog",
-                 env={"GOTOOLCHAIN": "local"}),
-    "rust": Recipe(("Cargo.toml", "Cargo.lock", "src/*.rs"), ("cargo", "build", "--release", "--locked"),
-                   "target/release/pytest-concurrency-native", env={"CARGO_TARGET_DIR": "target"}),
-    "kotlin": Recipe(("pom.xml", "src/main/kotlin/*.kt"), ("mvn", "-B", "-q", "package", "-Dmaven.test.skip=true"),
-                     "target/native.jar", launcher=("java", "-jar")),
+    "go": Recipe(
+        ("go.mod", "*.go"),
+        ("go", "build", "-trimpath", "-o", "prog", "."),
+        "prog",
+        env={"GOTOOLCHAIN": "local"},
+    ),
+    "rust": Recipe(
+        ("Cargo.toml", "Cargo.lock", "src/*.rs"),
+        ("cargo", "build", "--release", "--locked"),
+        "target/release/pytest-concurrency-native",
+        env={"CARGO_TARGET_DIR": "target"},
+    ),
+    "kotlin": Recipe(
+        ("pom.xml", "src/main/kotlin/*.kt"),
+        ("mvn", "-B", "-q", "package", "-Dmaven.test.skip=true"),
+        "target/native.jar",
+        launcher=("java", "-jar"),
+    ),
 }
 
 _failed: dict[str, BuildError] = {}  # a failed build is not retried by every test of the session
@@ -60,13 +72,17 @@ _failed: dict[str, BuildError] = {}  # a failed build is not retried by every te
 
 def cache_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME", "")
-    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"  # the spec ignores relative paths
+    root = (
+        Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+    )  # the spec ignores relative paths
     return root / "pytest-concurrency" / "native"
 
 
 def _source_files(language: str) -> list[Path]:
     top = toolchains.SOURCES / language
-    return sorted({p for pattern in RECIPES[language].sources for p in top.glob(pattern) if p.is_file()})
+    return sorted(
+        {p for pattern in RECIPES[language].sources for p in top.glob(pattern) if p.is_file()}
+    )
 
 
 def cache_key(language: str) -> str:
@@ -123,8 +139,10 @@ def _build(language: str, recipe: Recipe, final: Path) -> None:
         _run(language, recipe, src)
         built = src / recipe.artifact
         if not built.is_file():
-            raise BuildError(f"building the {language} native reference: `{' '.join(recipe.command)}` "
-                             f"succeeded but did not produce {recipe.artifact}")
+            raise BuildError(
+                f"building the {language} native reference: `{' '.join(recipe.command)}` "
+                f"succeeded but did not produce {recipe.artifact}"
+            )
         out = scratch / "out"
         out.mkdir()
         shutil.copy2(built, out / built.name)
@@ -142,14 +160,28 @@ def _run(language: str, recipe: Recipe, src: Path) -> None:
     env = {**os.environ, **recipe.env}
     shown = " ".join(recipe.command)
     try:
-        run = subprocess.run(recipe.command, cwd=src, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, errors="replace", timeout=BUILD_TIMEOUT_S)
+        run = subprocess.run(
+            recipe.command,
+            cwd=src,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=BUILD_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
-        raise BuildError(f"building the {language} native reference: `{shown}` did not finish within "
-                         f"{BUILD_TIMEOUT_S} s (in {src})") from None
+        raise BuildError(
+            f"building the {language} native reference: `{shown}` did not finish within "
+            f"{BUILD_TIMEOUT_S} s (in {src})"
+        ) from None
     except OSError as exc:
-        raise BuildError(f"building the {language} native reference: could not run `{shown}`: {exc}") from None
+        raise BuildError(
+            f"building the {language} native reference: could not run `{shown}`: {exc}"
+        ) from None
     if run.returncode != 0:
         tail = "\n".join(run.stdout.splitlines()[-OUTPUT_LINES:]) or "(no output)"
-        raise BuildError(f"building the {language} native reference failed: `{shown}` exited with status "
-                         f"{run.returncode} (in {src}); its last output lines:\n{tail}")
+        raise BuildError(
+            f"building the {language} native reference failed: `{shown}` exited with status "
+            f"{run.returncode} (in {src}); its last output lines:\n{tail}"
+        )

@@ -14,9 +14,16 @@ from ..workloads import Outcome, WorkloadError
 def verify(workload, params: dict, result: dict) -> Outcome:
     try:
         return _CHECKS[workload.name](workload, params, result)
-    except (KeyError, TypeError, ValueError) as exc:  # a report of the wrong shape is a wrong result too
-        raise workload.fail(params, f"the native program's report is malformed ({type(exc).__name__}: "
-                                    f"{exc}): {result!r:.200}") from None
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+    ) as exc:  # a report of the wrong shape is a wrong result too
+        raise workload.fail(
+            params,
+            f"the native program's report is malformed ({type(exc).__name__}: "
+            f"{exc}): {result!r:.200}",
+        ) from None
 
 
 def _ring(workload, params, result) -> Outcome:
@@ -25,7 +32,10 @@ def _ring(workload, params, result) -> Outcome:
     outcome = workload.check(params, (received, error))
     want = sum((k + 1) * (m - 1 - k) for k in range(m))  # message k carries m-1-k
     if result["weighted"] != want:
-        raise workload.fail(params, f"the order-weighted sum of the messages is {result['weighted']}, expected {want}")
+        raise workload.fail(
+            params,
+            f"the order-weighted sum of the messages is {result['weighted']}, expected {want}",
+        )
     return outcome
 
 
@@ -35,7 +45,9 @@ def _chain(workload, params, result) -> Outcome:
         error = f"event #{bad_index} had sequence number {bad_seq}" if bad_index >= 0 else None
         tallies.append((received, checksum, error))
     if len(tallies) != params["workers"]:
-        raise workload.fail(params, f"{len(tallies)} receivers reported, expected {params['workers']}")
+        raise workload.fail(
+            params, f"{len(tallies)} receivers reported, expected {params['workers']}"
+        )
     return workload.check(params, tallies)
 
 
@@ -48,11 +60,17 @@ def _spawn(workload, params, result) -> Outcome:
     count = params["count"]
     want_sum = count * (count - 1) // 2
     if result["seen"] != count or result["seen_sum"] != want_sum:
-        raise workload.fail(params, f"{result['seen']} distinct tasks of {count} reported alive "
-                                    f"(their ids sum to {result['seen_sum']}, expected {want_sum})")
+        raise workload.fail(
+            params,
+            f"{result['seen']} distinct tasks of {count} reported alive "
+            f"(their ids sum to {result['seen_sum']}, expected {want_sum})",
+        )
     if result["returned"] != count or result["wrong"]:
-        raise workload.fail(params, f"{result['wrong']} task(s) returned another id, first "
-                                    f"{result['first_wrong']} (task, returned)")
+        raise workload.fail(
+            params,
+            f"{result['wrong']} task(s) returned another id, first "
+            f"{result['first_wrong']} (task, returned)",
+        )
     return Outcome(ops=count)
 
 

@@ -18,12 +18,12 @@ import subprocess
 import tempfile
 import time
 
+from ..backends import toolchains, watchdog
 from ..measure import usage as machine
 from ..measure.driver import figures
 from ..measure.wallclock import WALLCLOCK
 from ..workloads import latency_server
 from . import build, checks
-from ..backends import toolchains, watchdog
 
 STDERR_CHARS = 4000  # of a failed child's stderr, shown in the failure
 
@@ -45,8 +45,15 @@ def arguments(workload: str, params: dict, rounds: int, warmup: int) -> list[str
     return args
 
 
-def measure(language: str, workload, params: dict, rounds: int, warmup: int, timeout: float | None,
-            on_round=None) -> tuple[list[float], dict]:
+def measure(
+    language: str,
+    workload,
+    params: dict,
+    rounds: int,
+    warmup: int,
+    timeout: float | None,
+    on_round=None,
+) -> tuple[list[float], dict]:
     """(measured round times in seconds, figures for ``extra_info``) of one case.
 
     Builds the program first if needed (``build.BuildError``); raises ``NativeTimeout``,
@@ -55,14 +62,20 @@ def measure(language: str, workload, params: dict, rounds: int, warmup: int, tim
     command = build.command(language)
     warmup = max(warmup, toolchains.TOOLCHAINS[language].min_warmup)
     samples, outcomes, usages, memory, busy = [], [], [], None, []
-    with contextlib.closing(_messages(command + arguments(workload.name, params, rounds, warmup), timeout)) as lines:
+    with contextlib.closing(
+        _messages(command + arguments(workload.name, params, rounds, warmup), timeout)
+    ) as lines:
         for message in lines:
             _take(message, workload, params, samples, outcomes, usages, busy, on_round)
             memory = message.get("memory", memory)
     if len(samples) != rounds or len(usages) != 2:
-        raise NativeFailure(f"it reported {len(samples)} of {rounds} measured rounds and {len(usages)} of 2 usage lines")
-    return samples, {**figures(samples, outcomes, WALLCLOCK, _around(usages, busy, rounds)),
-                     **_memory_figures(memory, params)}
+        raise NativeFailure(
+            f"it reported {len(samples)} of {rounds} measured rounds and {len(usages)} of 2 usage lines"
+        )
+    return samples, {
+        **figures(samples, outcomes, WALLCLOCK, _around(usages, busy, rounds)),
+        **_memory_figures(memory, params),
+    }
 
 
 def _take(message: dict, workload, params, samples, outcomes, usages, busy, on_round) -> None:
@@ -114,8 +127,13 @@ def _memory_figures(memory: dict | None, params: dict) -> dict:
 def _messages(cmd: list[str], timeout: float | None):
     """The child's JSON lines, each within ``timeout`` of the one before; through its end."""
     with tempfile.TemporaryFile() as stderr:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+        )
         try:
             done = False
             for line in _lines(proc, timeout):
@@ -125,9 +143,14 @@ def _messages(cmd: list[str], timeout: float | None):
             code = proc.wait()
             if code != 0 or not done:
                 stderr.seek(0)
-                text = stderr.read()[-STDERR_CHARS:].decode(errors="replace").strip() or "(no output on stderr)"
-                raise NativeFailure(f"`{' '.join(cmd)}` ended ({watchdog.how_it_ended(code)}) before it finished; "
-                                    f"its stderr:\n{text}")
+                text = (
+                    stderr.read()[-STDERR_CHARS:].decode(errors="replace").strip()
+                    or "(no output on stderr)"
+                )
+                raise NativeFailure(
+                    f"`{' '.join(cmd)}` ended ({watchdog.how_it_ended(code)}) before it finished; "
+                    f"its stderr:\n{text}"
+                )
         finally:
             _kill(proc)
 

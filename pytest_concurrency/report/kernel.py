@@ -25,8 +25,10 @@ def cell(rec: Record) -> str:
     syscalls, csw = rec.metric("syscalls_per_op"), rec.metric("csw_per_op")
     if syscalls is None and csw is None:
         return NA
-    parts = [f"{syscalls:.3g} sc" if isinstance(syscalls, (int, float)) else "? sc",
-             f"{csw:.3g} cs" if isinstance(csw, (int, float)) else "? cs"]
+    parts = [
+        f"{syscalls:.3g} sc" if isinstance(syscalls, (int, float)) else "? sc",
+        f"{csw:.3g} cs" if isinstance(csw, (int, float)) else "? cs",
+    ]
     return " ".join(parts)
 
 
@@ -42,5 +44,7 @@ def sections(result: V.KernelResult | None) -> list[tuple[str, list[str]]]:
             lines = [kernel_gate.line(v) for v in result.by_status(status)]
         if lines:
             out.append((title, lines))
-    out.append(("Kernel", [kernel_gate.summary(result), *filter(None, [kernel_gate.loose_note(result)])]))
+    out.append(
+        ("Kernel", [kernel_gate.summary(result), *filter(None, [kernel_gate.loose_note(result)])])
+    )
     return out

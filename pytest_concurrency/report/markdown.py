@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..gate import atomic
 from ..gate import verdicts as V
@@ -31,8 +31,11 @@ def render_table(tab: tables.Table) -> list[str]:
     return lines
 
 
-def render(records: Iterable[Record], gate: V.GateResult | None = None,
-           memory: V.MemoryResult | None = None) -> str:
+def render(
+    records: Iterable[Record],
+    gate: V.GateResult | None = None,
+    memory: V.MemoryResult | None = None,
+) -> str:
     """Markdown: the gate's headline (regressions first), its details, the memory verdicts
     (leaks are judged without a baseline too), then one table per case."""
     records = list(records)
@@ -52,8 +55,11 @@ def render(records: Iterable[Record], gate: V.GateResult | None = None,
         out.append("No pytest-concurrency benchmarks in this run.")
     else:
         workloads = {t.workload for t in built}
-        out += [f"{_plural(len(records), 'benchmark')}, {_plural(len(workloads), 'workload')}; "
-                "fastest first by median round time.", ""]
+        out += [
+            f"{_plural(len(records), 'benchmark')}, {_plural(len(workloads), 'workload')}; "
+            "fastest first by median round time.",
+            "",
+        ]
     for tab in built:
         out += render_table(tab) + [""]
     out += [f"- {_cell(note)}" for note in tables.measure_notes(records)]
@@ -64,7 +70,10 @@ def render_matrix(records: Iterable[Record]) -> str:
     """One line per case, one column per backend: the per-op figure, fastest in bold."""
     built = tables.build(records)
     backends = sorted({row.backend for tab in built for row in tab.rows})
-    lines = ["| case | " + " | ".join(tables.backend_label(b) for b in backends) + " |", "|:---|" + "---:|" * len(backends)]
+    lines = [
+        "| case | " + " | ".join(tables.backend_label(b) for b in backends) + " |",
+        "|:---|" + "---:|" * len(backends),
+    ]
     for tab in built:
         by_backend = {row.backend: row for row in tab.rows if row.record is not None}
         fastest = tab.rows[0].backend if tab.rows else None
@@ -83,17 +92,25 @@ def render_paired(result) -> str:
     from ..gate import paired
 
     mark = ":x:" if result.failed else ":white_check_mark:"
-    out = ["## Against the base side (paired rounds)", "", f"**{mark} {_cell(paired.summary(result))}**", "",
-           f"Sides: {_cell(result.sides)}", "",
-           "| benchmark | figure | change | 99% interval | quads | pairs of sessions | threshold | verdict | why |",
-           "|:---|:---|---:|---:|---:|---:|---:|:---|:---|"]
+    out = [
+        "## Against the base side (paired rounds)",
+        "",
+        f"**{mark} {_cell(paired.summary(result))}**",
+        "",
+        f"Sides: {_cell(result.sides)}",
+        "",
+        "| benchmark | figure | change | 99% interval | quads | pairs of sessions | threshold | verdict | why |",
+        "|:---|:---|---:|---:|---:|---:|---:|:---|:---|",
+    ]
     for v in result.verdicts:
         figure = "time" if v.figure == "time" else paired.figure_name(v.figure)
         change = paired.pct(v.change) if v.change is not None else " "
         interval = f"{paired.pct(v.ci[0])} to {paired.pct(v.ci[1])}" if v.ci else " "
         status = f"**{v.status}**" if v.status == V.REGRESSED else v.status
-        out.append(f"| {_cell(key_label(v.key))} | {figure} | {change} | {interval} | {v.pairs} | {v.sessions} | "
-                   f"{v.threshold:.0%} | {status} | {_cell(v.note)} |")
+        out.append(
+            f"| {_cell(key_label(v.key))} | {figure} | {change} | {interval} | {v.pairs} | {v.sessions} | "
+            f"{v.threshold:.0%} | {status} | {_cell(v.note)} |"
+        )
     return "\n".join(out) + "\n"
 
 

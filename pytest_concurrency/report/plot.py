@@ -14,7 +14,7 @@ import math
 import os
 import re
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..gate import atomic
 from ..measure.records import Record, params_id
@@ -48,20 +48,34 @@ def _is_size(value) -> bool:
 
 # -- what to draw ----------------------------------------------------------------------------
 
+
 def figure_of(records: list[Record]) -> tuple[list[float], str, bool]:
     """(values, axis label, higher is better) in one unit shared by all ``records``."""
     if all(tables.is_rate(r) for r in records):
         unit = records[0].unit
         values = [tables.rate(r) for r in records]
         scale, prefix = next(
-            ((s, p) for s, p in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")) if max(values) >= s), (1.0, "")
+            (
+                (s, p)
+                for s, p in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+                if max(values) >= s
+            ),
+            (1.0, ""),
         )
         return [v / scale for v in values], f"{prefix}{unit}s per second (higher is better)", True
     values = [tables.cost_per_op(r) for r in records]
     scale, tunit = tables.time_unit(_typical(values))
     units = sorted({r.unit for r in records})
-    what = "overhead above ideal" if any(tables.io_overhead(r) is not None for r in records) else "time"
-    return [v / scale for v in values], f"{what}, {tunit} per {'/'.join(units)} (lower is better)", False
+    what = (
+        "overhead above ideal"
+        if any(tables.io_overhead(r) is not None for r in records)
+        else "time"
+    )
+    return (
+        [v / scale for v in values],
+        f"{what}, {tunit} per {'/'.join(units)} (lower is better)",
+        False,
+    )
 
 
 def _typical(values: list[float]) -> float:
@@ -92,7 +106,7 @@ def sweeps(records: list[Record]) -> list[tuple[str, dict, list[Record]]]:
             if _is_size(r.params.get(size)):
                 rest = {k: v for k, v in r.params.items() if k != size}
                 groups[params_id(rest)].append(r)
-        for rest_id, group in groups.items():
+        for group in groups.values():
             if len({r.params[size] for r in group}) >= 2:
                 rest = {k: v for k, v in group[0].params.items() if k != size}
                 out.append((size, rest, group))
@@ -100,6 +114,7 @@ def sweeps(records: list[Record]) -> list[tuple[str, dict, list[Record]]]:
 
 
 # -- drawing ---------------------------------------------------------------------------------
+
 
 def _colors(records: Iterable[Record]) -> dict[str, object]:
     plt = _pyplot()
@@ -127,8 +142,14 @@ def _log_if_wide(ax, values) -> None:
 
 def _legend(ax, n: int) -> None:
     # beside the plot: inside it would cover bars or line ends
-    ax.legend(title="backend", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              borderaxespad=0.0, ncol=1 if n <= 12 else 2)
+    ax.legend(
+        title="backend",
+        fontsize="small",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+        ncol=1 if n <= 12 else 2,
+    )
 
 
 def _case_label(params: dict, varying: list[str]) -> str:
@@ -144,7 +165,9 @@ def _cases(records: list[Record]) -> list[str]:
     return cases
 
 
-def _bars(ax, records: list[Record], values: list[float], backends: list[str], colors: dict) -> dict:
+def _bars(
+    ax, records: list[Record], values: list[float], backends: list[str], colors: dict
+) -> dict:
     """Grouped bars on ``ax``: one group per case, one bar per backend, labelled by the cases' varying
     params; returns each record's bar position."""
     varying, _ = split_params(records)
@@ -167,12 +190,16 @@ def _bars(ax, records: list[Record], values: list[float], backends: list[str], c
 
 def _by_cost(records: list[Record]) -> list[str]:
     """Backends, cheapest first (the order of every chart's bars and legend)."""
-    return sorted({r.backend for r in records},
-                  key=lambda b: min(tables.round_median(r) / r.ops for r in records if r.backend == b))
+    return sorted(
+        {r.backend for r in records},
+        key=lambda b: min(tables.round_median(r) / r.ops for r in records if r.backend == b),
+    )
 
 
 def _width(records: list[Record]) -> float:
-    return max(6.4, 1.3 * len(_cases(records)) * max(len({r.backend for r in records}), 2) * 0.45 + 2)
+    return max(
+        6.4, 1.3 * len(_cases(records)) * max(len({r.backend for r in records}), 2) * 0.45 + 2
+    )
 
 
 def bar_chart(path: str, workload: str, records: list[Record], colors: dict) -> str:
@@ -196,13 +223,20 @@ def bar_chart(path: str, workload: str, records: list[Record], colors: dict) -> 
 
 
 #: The kernel figures charted, one panel each: what each model asks of the kernel per op.
-KERNEL_PANELS = (("syscalls_per_op", "syscalls", 1.0), ("csw_per_op", "context switches", 1.0),
-                 ("sys_s_per_op", "system CPU, us", 1e6))
+KERNEL_PANELS = (
+    ("syscalls_per_op", "syscalls", 1.0),
+    ("csw_per_op", "context switches", 1.0),
+    ("sys_s_per_op", "system CPU, us", 1e6),
+)
 
 
 def _kernel_value(rec: Record, key: str) -> float:
     value = rec.extra.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    return (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+        else math.nan
+    )
 
 
 def has_kernel(records: Iterable[Record]) -> bool:
@@ -217,17 +251,29 @@ def kernel_chart(path: str, workload: str, records: list[Record], colors: dict) 
     plt = _pyplot()
     _, fixed = split_params(records)
     backends = _by_cost(records)
-    fig, axes = plt.subplots(len(KERNEL_PANELS), 1, figsize=(_width(records), 3.0 * len(KERNEL_PANELS)), sharex=True)
+    fig, axes = plt.subplots(
+        len(KERNEL_PANELS), 1, figsize=(_width(records), 3.0 * len(KERNEL_PANELS)), sharex=True
+    )
     for ax, (key, what, scale) in zip(axes, KERNEL_PANELS):
         values = [_kernel_value(r, key) * scale for r in records]
         at = _bars(ax, records, values, backends, colors)
         for r, v in zip(records, values):  # no bar can show these two: say which it is
             if not v > 0:
-                ax.annotate("0" if v == 0 else "not\nmeasured", (at[id(r)], 0), xycoords=("data", "axes fraction"),
-                            xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize="x-small")
+                ax.annotate(
+                    "0" if v == 0 else "not\nmeasured",
+                    (at[id(r)], 0),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(0, 3),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize="x-small",
+                )
         ax.set_ylabel(f"{what} per {records[0].unit}")
         _log_if_wide(ax, values)
-    title = f"{workload}: what each model asks of the kernel per {records[0].unit} (lower is better)"
+    title = (
+        f"{workload}: what each model asks of the kernel per {records[0].unit} (lower is better)"
+    )
     if fixed:
         title += "\n" + ", ".join(f"{k}={v}" for k, v in fixed.items())
     axes[0].set_title(title)
@@ -238,7 +284,9 @@ def kernel_chart(path: str, workload: str, records: list[Record], colors: dict) 
     return path
 
 
-def scaling_chart(path: str, workload: str, size: str, rest: dict, records: list[Record], colors: dict) -> str:
+def scaling_chart(
+    path: str, workload: str, size: str, rest: dict, records: list[Record], colors: dict
+) -> str:
     plt = _pyplot()
     values, label, higher = figure_of(records)
     fig, ax = plt.subplots(figsize=(8.4, 4.8))
@@ -248,7 +296,13 @@ def scaling_chart(path: str, workload: str, size: str, rest: dict, records: list
     order = sorted(lines, key=lambda b: min(v for _, v in lines[b]) * (-1 if higher else 1))
     for backend in order:
         pts = sorted(lines[backend])
-        ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=backend, color=colors[backend])
+        ax.plot(
+            [x for x, _ in pts],
+            [y for _, y in pts],
+            marker="o",
+            label=backend,
+            color=colors[backend],
+        )
     ax.set_xscale("log")
     sizes = sorted({float(r.params[size]) for r in records})
     ax.set_xticks(sizes)
@@ -259,7 +313,9 @@ def scaling_chart(path: str, workload: str, size: str, rest: dict, records: list
     _log_if_wide(ax, values)
     ax.set_xlabel(f"{size} (log scale)")
     ax.set_ylabel(label)
-    title = f"{workload}: {'throughput' if higher else 'cost per ' + records[0].unit} as {size} grows"
+    title = (
+        f"{workload}: {'throughput' if higher else 'cost per ' + records[0].unit} as {size} grows"
+    )
     if rest:
         title += "\n" + ", ".join(f"{k}={v}" for k, v in sorted(rest.items()))
     ax.set_title(title)
@@ -279,8 +335,10 @@ def write(directory, records: Iterable[Record]) -> list[str]:
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:
-        raise PlotError(f"cannot create the chart directory {directory!r}: {exc.strerror or exc}; "
-                        "choose a writable path") from exc
+        raise PlotError(
+            f"cannot create the chart directory {directory!r}: {exc.strerror or exc}; "
+            "choose a writable path"
+        ) from exc
     colors = _colors(records)
     by_workload: dict[str, list[Record]] = defaultdict(list)
     for r in records:
@@ -288,12 +346,28 @@ def write(directory, records: Iterable[Record]) -> list[str]:
     paths = []
     for workload, recs in by_workload.items():
         base = os.path.join(directory, _slug(workload))
-        paths.append(atomic.replace_with(f"{base}-models.png", lambda p: bar_chart(p, workload, recs, colors)))
+        paths.append(
+            atomic.replace_with(
+                f"{base}-models.png", lambda p, w=workload, rs=recs: bar_chart(p, w, rs, colors)
+            )
+        )
         if has_kernel(recs):
-            paths.append(atomic.replace_with(f"{base}-kernel.png", lambda p: kernel_chart(p, workload, recs, colors)))
+            paths.append(
+                atomic.replace_with(
+                    f"{base}-kernel.png",
+                    lambda p, w=workload, rs=recs: kernel_chart(p, w, rs, colors),
+                )
+            )
         found = sweeps(recs)
         for size, rest, group in found:
             suffix = f"-{_slug(params_id(rest))}" if rest and len(found) > 1 else ""
             target = f"{base}-scaling-{_slug(size)}{suffix}.png"
-            paths.append(atomic.replace_with(target, lambda p: scaling_chart(p, workload, size, rest, group, colors)))
+            paths.append(
+                atomic.replace_with(
+                    target,
+                    lambda p, w=workload, s=size, r=rest, g=group: scaling_chart(
+                        p, w, s, r, g, colors
+                    ),
+                )
+            )
     return paths

@@ -23,7 +23,8 @@ def wanted(config) -> bool:
         return False
     stream = sys.__stdout__
     return (
-        stream is not None and stream.isatty()
+        stream is not None
+        and stream.isatty()
         and config.pluginmanager.getplugin("terminalreporter") is not None
         and config.getoption("verbose") >= 0  # not under -q
     )

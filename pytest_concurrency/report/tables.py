@@ -8,8 +8,8 @@ Cells are plain text; renderers only lay them out (and colour the verdict).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .. import backends, measure
 from ..gate import verdicts as V
@@ -80,6 +80,7 @@ class Table:
 
 
 # -- numbers ---------------------------------------------------------------------------------
+
 
 def round_median(rec: Record) -> float:
     """Median round in its measure's unit; from the per-op figure when the file kept no samples."""
@@ -239,6 +240,7 @@ def ideal_text(rec: Record) -> str:
 
 # -- tables ----------------------------------------------------------------------------------
 
+
 def _verdict_cells(verdict: V.Verdict | None) -> dict:
     if verdict is None:
         return {"change": NA, "verdict": NA}
@@ -298,7 +300,9 @@ def _fill(tab: Table, *, with_gate: bool) -> None:
         if rec is None:
             cells.update({c.id: NA for c in COLUMNS if c.id != "backend"})
             if row.verdict is not None and row.verdict.baseline_median is not None:
-                cells["median"] = f"({fmt_amount(row.verdict.baseline_median, row.verdict.measure)})"
+                cells["median"] = (
+                    f"({fmt_amount(row.verdict.baseline_median, row.verdict.measure)})"
+                )
         else:
             med = round_median(rec)
             cells.update(
@@ -315,13 +319,20 @@ def _fill(tab: Table, *, with_gate: bool) -> None:
             cells.update(_verdict_cells(row.verdict))
         row.cells = cells
     tab.columns = tuple(
-        c for c in COLUMNS
-        if (with_gate or c.id not in ("change", "verdict")) and (has_ideal or c.id != "ideal")
+        c
+        for c in COLUMNS
+        if (with_gate or c.id not in ("change", "verdict"))
+        and (has_ideal or c.id != "ideal")
         and (c.id not in _OPTIONAL or any(row.cells.get(c.id, NA) != NA for row in tab.rows))
     )
 
 
-_OPTIONAL = ("cpu", "ctx", "memory", "kernel")  # left out of a table where no row has them (plain tests, counts)
+_OPTIONAL = (
+    "cpu",
+    "ctx",
+    "memory",
+    "kernel",
+)  # left out of a table where no row has them (plain tests, counts)
 
 
 def measure_notes(records: Iterable[Record]) -> list[str]:
@@ -333,16 +344,22 @@ def measure_notes(records: Iterable[Record]) -> list[str]:
         names = by_line.setdefault((rec.measure, text), []) if text else []
         if text and rec.backend not in names:
             names.append(rec.backend)
-    return [f"{kind} on {', '.join(sorted(names))} leave out {text}" for (kind, text), names in by_line.items()]
+    return [
+        f"{kind} on {', '.join(sorted(names))} leave out {text}"
+        for (kind, text), names in by_line.items()
+    ]
 
 
 # -- gate summary ----------------------------------------------------------------------------
+
 
 def verdict_line(v: V.Verdict) -> str:
     """One sentence per verdict for the summary block below the tables."""
     parts = []
     if v.baseline_median is not None and v.current_median is not None:
-        parts.append(f"{fmt_amount(v.baseline_median, v.measure)} -> {fmt_amount(v.current_median, v.measure)}")
+        parts.append(
+            f"{fmt_amount(v.baseline_median, v.measure)} -> {fmt_amount(v.current_median, v.measure)}"
+        )
     elif v.baseline_median is not None:
         parts.append(f"baseline {fmt_amount(v.baseline_median, v.measure)}")
     elif v.current_median is not None:
@@ -352,8 +369,14 @@ def verdict_line(v: V.Verdict) -> str:
     if v.p_value is not None:
         parts.append(f"p={v.p_value:.2g}")
     if v.threshold is not None:
-        parts.append(f"threshold {v.threshold:.0%}" + (f" (widened from {v.base_threshold:.0%})"
-                                                        if v.widened_by and v.base_threshold is not None else ""))
+        parts.append(
+            f"threshold {v.threshold:.0%}"
+            + (
+                f" (widened from {v.base_threshold:.0%})"
+                if v.widened_by and v.base_threshold is not None
+                else ""
+            )
+        )
     if v.raw_change is not None and v.normalized_change is not None:
         parts.append(
             f"raw {fmt_change(v.raw_change)}, normalized {fmt_change(v.normalized_change)}, "
@@ -363,7 +386,9 @@ def verdict_line(v: V.Verdict) -> str:
     if parts:
         line += ": " + ", ".join(parts)
     if v.versions_changed:
-        changed = ", ".join(f"{lib} {old} -> {new}" for lib, (old, new) in sorted(v.versions_changed.items()))
+        changed = ", ".join(
+            f"{lib} {old} -> {new}" for lib, (old, new) in sorted(v.versions_changed.items())
+        )
         line += f"; versions changed: {changed}"
     if v.note:
         line += f" ({v.note})"
@@ -374,11 +399,17 @@ def verdict_line(v: V.Verdict) -> str:
 SECTIONS = (
     (V.REGRESSED, "Regressions (fail the build)"),
     (V.IMPROVED, "Faster than the baseline (baseline is stale; refresh it)"),
-    (V.INCONCLUSIVE, "Inconclusive (beyond the threshold, but not significant, the machine's load moved, "
-                     "or the baseline is too noisy)"),
+    (
+        V.INCONCLUSIVE,
+        "Inconclusive (beyond the threshold, but not significant, the machine's load moved, "
+        "or the baseline is too noisy)",
+    ),
     (V.NEW, "New since the baseline"),
     (V.MISSING, "Missing from this run"),
-    (V.REFERENCE, "Native reference rows (compared, not gated; --concurrency-gate-native gates them)"),
+    (
+        V.REFERENCE,
+        "Native reference rows (compared, not gated; --concurrency-gate-native gates them)",
+    ),
 )
 
 
@@ -389,8 +420,14 @@ def headline(gate: V.GateResult) -> str:
         return f"Re-record the baseline: {gate.rerecord}"
     n = len(gate.by_status(V.REGRESSED))
     counts = [f"{n} regression{'s' if n != 1 else ''}"]
-    for status, word in ((V.IMPROVED, "improved"), (V.INCONCLUSIVE, "inconclusive"), (V.NEW, "new"),
-                         (V.MISSING, "missing"), (V.UNCHANGED, "unchanged"), (V.REFERENCE, "native reference")):
+    for status, word in (
+        (V.IMPROVED, "improved"),
+        (V.INCONCLUSIVE, "inconclusive"),
+        (V.NEW, "new"),
+        (V.MISSING, "missing"),
+        (V.UNCHANGED, "unchanged"),
+        (V.REFERENCE, "native reference"),
+    ):
         k = len(gate.by_status(status))
         if k:
             counts.append(f"{k} {word}")
@@ -415,7 +452,9 @@ def memory_summary(memory: V.MemoryResult | None) -> list[tuple[str, list[str]]]
 
     if memory is None:
         return []
-    out = [(title, [line(v) for v in memory.by_status(status)]) for status, title in MEMORY_SECTIONS]
+    out = [
+        (title, [line(v) for v in memory.by_status(status)]) for status, title in MEMORY_SECTIONS
+    ]
     out = [(title, lines) for title, lines in out if lines]
     out.append(("Memory", [*memory.notes, summary(memory)]))
     return out

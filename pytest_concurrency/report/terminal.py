@@ -7,7 +7,7 @@ then the least important columns are dropped, then the backend name is shortened
 from __future__ import annotations
 
 import textwrap
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..gate import verdicts as V
 from ..measure.records import Record
@@ -54,7 +54,10 @@ def _layout(tab: tables.Table, width: int, short: bool = False):
 
     def measure():
         heads = [c.short if short else c.header for c in cols]
-        widths = [max([len(h)] + [len(_text(r, c, abbrev)) for r in tab.rows]) for c, h in zip(cols, heads)]
+        widths = [
+            max([len(h)] + [len(_text(r, c, abbrev)) for r in tab.rows])
+            for c, h in zip(cols, heads)
+        ]
         return heads, widths, sum(widths) + _GAP * (len(widths) - 1)
 
     heads, widths, total = measure()
@@ -82,7 +85,9 @@ def _line(texts, cols, widths, width) -> str:
     return _clip((" " * _GAP).join(cells).rstrip(), width)
 
 
-def render_table(tab: tables.Table, *, width: int = 80, color: bool = False, short: bool = False) -> list[str]:
+def render_table(
+    tab: tables.Table, *, width: int = 80, color: bool = False, short: bool = False
+) -> list[str]:
     cols, heads, widths, abbrev, _ = _layout(tab, width, short)
     lines = [_paint(_clip(tab.title, width), "bold", color)]
     lines.append(_paint(_line(heads, cols, widths, width), "bold", color))
@@ -99,8 +104,15 @@ def render_summary(gate: V.GateResult, *, width: int = 80, color: bool = False) 
     for title, items in tables.summary(gate):
         lines.extend(textwrap.wrap(f"{title}:", width, subsequent_indent="  "))
         for item in items:
-            lines.extend(textwrap.wrap(item, width, initial_indent="  ", subsequent_indent="    ",
-                                       break_on_hyphens=False))
+            lines.extend(
+                textwrap.wrap(
+                    item,
+                    width,
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_on_hyphens=False,
+                )
+            )
     return lines
 
 
@@ -108,15 +120,31 @@ def render_memory(memory: V.MemoryResult, *, width: int = 80, color: bool = Fals
     lines = []
     for title, items in tables.memory_summary(memory):
         status = V.REGRESSED if memory.failed and title != "Memory" else None
-        lines.extend(_paint(t, status, color) for t in textwrap.wrap(f"{title}:", width, subsequent_indent="  "))
+        lines.extend(
+            _paint(t, status, color)
+            for t in textwrap.wrap(f"{title}:", width, subsequent_indent="  ")
+        )
         for item in items:
-            lines.extend(textwrap.wrap(item, width, initial_indent="  ", subsequent_indent="    ",
-                                       break_on_hyphens=False))
+            lines.extend(
+                textwrap.wrap(
+                    item,
+                    width,
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_on_hyphens=False,
+                )
+            )
     return lines
 
 
-def render(records: Iterable[Record], gate: V.GateResult | None = None, *, width: int = 80,
-           color: bool = False, memory: V.MemoryResult | None = None) -> str:
+def render(
+    records: Iterable[Record],
+    gate: V.GateResult | None = None,
+    *,
+    width: int = 80,
+    color: bool = False,
+    memory: V.MemoryResult | None = None,
+) -> str:
     """All tables (and the gate block when a gate ran, and the memory block: leaks are judged
     without a baseline too), every line at most ``width`` columns."""
     width = max(int(width), 40)
@@ -126,7 +154,9 @@ def render(records: Iterable[Record], gate: V.GateResult | None = None, *, width
     blocks = [render_table(t, width=width, color=color, short=short) for t in built]
     notes = tables.measure_notes(records)
     if notes:
-        blocks.append([line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")])
+        blocks.append(
+            [line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")]
+        )
     if gate is not None:
         blocks.append(render_summary(gate, width=width, color=color))
     memory = memory if memory is not None else gate.memory if gate is not None else None
@@ -137,8 +167,12 @@ def render(records: Iterable[Record], gate: V.GateResult | None = None, *, width
     return "\n\n".join("\n".join(b) for b in blocks)
 
 
-def write(terminalreporter, records: Iterable[Record], gate: V.GateResult | None = None,
-          memory: V.MemoryResult | None = None) -> None:
+def write(
+    terminalreporter,
+    records: Iterable[Record],
+    gate: V.GateResult | None = None,
+    memory: V.MemoryResult | None = None,
+) -> None:
     """Write the report into pytest's terminal summary (call from ``pytest_terminal_summary``)."""
     records = list(records)
     if not records and gate is None:
@@ -146,7 +180,9 @@ def write(terminalreporter, records: Iterable[Record], gate: V.GateResult | None
     tr = terminalreporter
     width = getattr(getattr(tr, "_tw", None), "fullwidth", 80) or 80
     tr.write_sep("-", "concurrency benchmarks")
-    text = render(records, gate, width=width, color=bool(getattr(tr, "hasmarkup", False)), memory=memory)
+    text = render(
+        records, gate, width=width, color=bool(getattr(tr, "hasmarkup", False)), memory=memory
+    )
     for line in text.splitlines():
         tr.write_line(line)
 
@@ -157,12 +193,22 @@ def paired_lines(result, width: int = 80) -> list[str]:
 
     lines = [" against the base side (paired rounds) ".center(width, "-")]
     # paths stay whole (copyable), however long
-    lines += textwrap.wrap(f"Sides: {result.sides}", width, subsequent_indent="  ", break_on_hyphens=False,
-                           break_long_words=False)
+    lines += textwrap.wrap(
+        f"Sides: {result.sides}",
+        width,
+        subsequent_indent="  ",
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
     for v in result.verdicts:
         if v.figure != "time" and v.status not in (V.REGRESSED, V.IMPROVED):
             continue  # counted in the summary: four kernel figures per benchmark would bury the verdicts
-        lines += textwrap.wrap(paired.line(v), width, initial_indent="  ", subsequent_indent="    ",
-                               break_on_hyphens=False)
+        lines += textwrap.wrap(
+            paired.line(v),
+            width,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
+        )
     lines.append(paired.summary(result))
     return lines

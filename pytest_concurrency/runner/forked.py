@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -43,7 +43,9 @@ def in_child() -> bool:
     return _in_child
 
 
-def run(item, timeout: float | None, before: Callable[[], None], after: Callable[[bool], None]) -> None:
+def run(
+    item, timeout: float | None, before: Callable[[], None], after: Callable[[bool], None]
+) -> None:
     """Run ``item``'s call in a child; record what it measured; fail, skip or warn as it did.
     In the child, ``before()`` runs before the call and ``after(passed)`` after it."""
     arm = watchdog.with_parent(signal.SIGKILL)
@@ -63,15 +65,20 @@ def run(item, timeout: float | None, before: Callable[[], None], after: Callable
         os.close(readable)
         os.close(writable)
         item.funcargs["benchmark"]._mode = "in the test's own process, which could not start"
-        pytest.fail(f"{item.nodeid}: no process could be started for the test (--concurrency-isolate): "
-                    f"{refused}. The user's process limit (ulimit -u) or memory is reached: raise it, or run "
-                    "without --concurrency-isolate.", pytrace=False)
+        pytest.fail(
+            f"{item.nodeid}: no process could be started for the test (--concurrency-isolate): "
+            f"{refused}. The user's process limit (ulimit -u) or memory is reached: raise it, or run "
+            "without --concurrency-isolate.",
+            pytrace=False,
+        )
     if pid == 0:
         os.close(readable)
         _child(item, before, after, writable, arm, runs)  # never returns
     os.close(writable)
     try:
-        os.setpgid(pid, pid)  # the child does too: whichever runs first, a kill below reaches its group
+        os.setpgid(
+            pid, pid
+        )  # the child does too: whichever runs first, a kill below reaches its group
     except OSError:
         pass
     try:
@@ -177,17 +184,25 @@ def _apply(item, reply: dict | None, silent: bool, how: str | None, timeout: flo
             f"{item.nodeid}: for {watchdog.silence(timeout):g} s no backend.run call ended and the test did not "
             "return, so its process was killed with every process it started (--concurrency-timeout "
             f"{timeout:g} s, and a grace). Its threads' stacks are in the captured stderr. Deadlock or "
-            "stall? Raise --concurrency-timeout if the test is just slow.", pytrace=False)
+            "stall? Raise --concurrency-timeout if the test is just slow.",
+            pytrace=False,
+        )
     if reply is None:
-        pytest.fail(f"{item.nodeid}: the test's process ended without a result: {how or 'exit status 0'}. "
-                    "It ran apart from the session (--concurrency-isolate), which goes on; its last "
-                    "output is in the captured stdout and stderr.", pytrace=False)
+        pytest.fail(
+            f"{item.nodeid}: the test's process ended without a result: {how or 'exit status 0'}. "
+            "It ran apart from the session (--concurrency-isolate), which goes on; its last "
+            "output is in the captured stdout and stderr.",
+            pytrace=False,
+        )
     _take_record(bench, reply["bench"])
     if reply["threads"]:
-        item.warn(pytest.PytestWarning(
-            f"{item.nodeid}: the test left non-daemon threads running ({', '.join(reply['threads'])}); "
-            "they ended with its process, but in the session's own process they would keep it from "
-            "exiting: join them in the test"))
+        item.warn(
+            pytest.PytestWarning(
+                f"{item.nodeid}: the test left non-daemon threads running ({', '.join(reply['threads'])}); "
+                "they ended with its process, but in the session's own process they would keep it from "
+                "exiting: join them in the test"
+            )
+        )
     outcome = reply["outcome"]
     if outcome == "skipped":
         pytest.skip(reply["message"])
@@ -212,6 +227,7 @@ def _take_record(bench, sent: dict) -> None:
 
 # -- in the child --------------------------------------------------------------------------------------
 
+
 def _child(item, before, after, fd: int, arm, runs) -> None:
     global _in_child
     _in_child = True
@@ -221,10 +237,16 @@ def _child(item, before, after, fd: int, arm, runs) -> None:
         except OSError:  # the session made it so first
             pass
         arm()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # the session stops it; a Ctrl-C is the session's
+        signal.signal(
+            signal.SIGINT, signal.SIG_DFL
+        )  # the session stops it; a Ctrl-C is the session's
         try:
             faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-        except (AttributeError, ValueError, OSError):  # sys.stderr without a file descriptor (--capture=sys)
+        except (
+            AttributeError,
+            ValueError,
+            OSError,
+        ):  # sys.stderr without a file descriptor (--capture=sys)
             faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
         _count_runs(item.funcargs["concurrency_backend"], runs)
         before()
@@ -233,8 +255,11 @@ def _child(item, before, after, fd: int, arm, runs) -> None:
         bench = item.funcargs["benchmark"]
         meta = getattr(bench, "stats", None)
         reply["bench"] = {
-            "mode": bench._mode, "has_error": bench.has_error, "group": bench.group,
-            "extra_info": bench.extra_info, "iterations": meta.iterations if meta else 1,
+            "mode": bench._mode,
+            "has_error": bench.has_error,
+            "group": bench.group,
+            "extra_info": bench.extra_info,
+            "iterations": meta.iterations if meta else 1,
             "samples": list(meta.stats.data) if meta else [],
         }
         reply["threads"] = [t.name for t in watchdog.threads_left()]
@@ -281,4 +306,4 @@ def _count_runs(backend, runs) -> None:
 def _send(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]

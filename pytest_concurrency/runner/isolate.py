@@ -43,7 +43,13 @@ class Worker:
         """A worker for ``spec``; a fork server (``fork_each``) measures with ``instrument``,
         started in its command (``Instrument.worker_command``)."""
         self.spec = spec
-        argv = [sys.executable, "-m", "pytest_concurrency.runner.worker", FORK_EACH if fork_each else PLAIN, spec]
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest_concurrency.runner.worker",
+            FORK_EACH if fork_each else PLAIN,
+            spec,
+        ]
         env = _worker_env()
         if fork_each and instrument is not None:
             argv, env = instrument.worker_command(argv, env)
@@ -76,9 +82,13 @@ class Worker:
         ``on_round()`` is called as each round (and the memory step) reports."""
         if not self._ready:
             started = self._receive(STARTUP_TIMEOUT_S, "did not start")
-            if not started.get("ready"):  # a fork server's first child failed: taken for a reply, it shifted them all
-                raise WorkerFailure(f"worker for {self.spec} did not start: {started.get('error')}; last stderr "
-                                    "lines:\n" + ("\n".join(self.stderr_tail) or "(none)"))
+            if not started.get(
+                "ready"
+            ):  # a fork server's first child failed: taken for a reply, it shifted them all
+                raise WorkerFailure(
+                    f"worker for {self.spec} did not start: {started.get('error')}; last stderr "
+                    "lines:\n" + ("\n".join(self.stderr_tail) or "(none)")
+                )
             self._ready = True
         try:
             self.proc.stdin.write((json.dumps(payload) + "\n").encode())
@@ -177,13 +187,27 @@ class WorkerPool:
         (``memory_apart``)."""
         instrument = measure.get(payload.get("measure"))
         apart = instrument.memory_apart and payload.get("with_memory")
-        reply = self.run(spec, {**payload, "with_memory": payload.get("with_memory") and not apart}, timeout, on_round)
+        reply = self.run(
+            spec,
+            {**payload, "with_memory": payload.get("with_memory") and not apart},
+            timeout,
+            on_round,
+        )
         if not reply.get("ok"):
             return reply
         reply["extra"] = instrument.received(reply["extra"])
         if apart:
-            memory = self.run(spec, {"workload": payload["workload"], "params": payload["params"],
-                                     "apart": True, "fork": False}, timeout, on_round)
+            memory = self.run(
+                spec,
+                {
+                    "workload": payload["workload"],
+                    "params": payload["params"],
+                    "apart": True,
+                    "fork": False,
+                },
+                timeout,
+                on_round,
+            )
             if not memory.get("ok"):
                 return {**memory, "error": f"the memory pass and kernel figures: {memory['error']}"}
             reply["extra"].update(memory["extra"])
@@ -241,7 +265,9 @@ class Ahead:
     def __init__(self, workers: WorkerPool, jobs: int):
         self._workers = workers
         self._jobs = jobs
-        self._queues: dict[str, collections.deque] = {}  # spec -> (future, payload, timeout), in test order
+        self._queues: dict[
+            str, collections.deque
+        ] = {}  # spec -> (future, payload, timeout), in test order
         self._futures: dict[tuple, Future] = {}
         self._lanes: dict[int, str] = {}  # lane -> the spec it is on
         self._lock = threading.Lock()
@@ -255,8 +281,12 @@ class Ahead:
     def start(self) -> None:
         """Start the lanes, once every case is submitted."""
         for lane in range(min(self._jobs, sum(map(len, self._queues.values())))):
-            threading.Thread(target=self._run_lane, args=(lane,), daemon=True,
-                             name=f"pytest-concurrency-ahead-{lane}").start()
+            threading.Thread(
+                target=self._run_lane,
+                args=(lane,),
+                daemon=True,
+                name=f"pytest-concurrency-ahead-{lane}",
+            ).start()
 
     def _next(self, lane: int):
         with self._lock:
@@ -320,14 +350,33 @@ def close(config, now: bool = False) -> None:
         config.stash[POOL].close(now)
 
 
-def request(workload_ref: str, params: dict, rounds: int, warmup: int, instrument, with_memory: bool = True) -> dict:
+def request(
+    workload_ref: str, params: dict, rounds: int, warmup: int, instrument, with_memory: bool = True
+) -> dict:
     """What a worker is sent to measure one case."""
-    return {"workload": workload_ref, "params": params, "rounds": rounds, "warmup": warmup,
-            "with_memory": with_memory, "measure": instrument.kind, "fork": instrument.fresh_process}
+    return {
+        "workload": workload_ref,
+        "params": params,
+        "rounds": rounds,
+        "warmup": warmup,
+        "with_memory": with_memory,
+        "measure": instrument.kind,
+        "fork": instrument.fresh_process,
+    }
 
 
-def run_rounds(config, spec: str, workload_ref: str, params: dict, rounds: int, warmup: int,
-               timeout: float | None, instrument, with_memory: bool = True, on_round=None) -> dict:
+def run_rounds(
+    config,
+    spec: str,
+    workload_ref: str,
+    params: dict,
+    rounds: int,
+    warmup: int,
+    timeout: float | None,
+    instrument,
+    with_memory: bool = True,
+    on_round=None,
+) -> dict:
     """Rounds of a case in ``spec``'s worker: its reply (``ok``, ``samples``, ...).
 
     Raises ``TimeoutError`` (the worker was killed) or ``WorkerFailure`` (it died).
@@ -336,8 +385,20 @@ def run_rounds(config, spec: str, workload_ref: str, params: dict, rounds: int, 
     return pool(config).run_case(spec, payload, timeout, on_round)
 
 
-def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, timeout, what: str,
-          instrument, on_round=None, measured=None) -> None:
+def bench(
+    config,
+    benchmark,
+    backend,
+    workload_ref,
+    params,
+    rounds,
+    warmup,
+    timeout,
+    what: str,
+    instrument,
+    on_round=None,
+    measured=None,
+) -> None:
     """Run the case in ``backend``'s worker and record it as if measured here.
 
     ``workload_ref`` is what ``workloads.get`` resolves in the worker (a name or module:OBJECT);
@@ -349,8 +410,17 @@ def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, time
         if measured is not None:
             reply = measured.result()
         else:
-            reply = run_rounds(config, backend.name, workload_ref, params, rounds, warmup, timeout, instrument,
-                               on_round=on_round)
+            reply = run_rounds(
+                config,
+                backend.name,
+                workload_ref,
+                params,
+                rounds,
+                warmup,
+                timeout,
+                instrument,
+                on_round=on_round,
+            )
     except TimeoutError:
         pytest.fail(
             f"{what}: a round did not finish within {timeout:g} s; the worker and "
@@ -362,9 +432,14 @@ def bench(config, benchmark, backend, workload_ref, params, rounds, warmup, time
         pytest.fail(f"{what}: {exc}", pytrace=False)
     if not reply["ok"]:
         stderr = "\n".join(reply.get("stderr") or ())
-        pytest.fail(f"{what} failed in its worker: {reply['error']}\n{reply.get('traceback', '')}"
-                    + (f"\nthe worker's last stderr lines:\n{stderr}" if stderr else ""), pytrace=False)
-    benchmark._mode = "pytest-concurrency isolated worker"  # tells pytest-benchmark the fixture was used
+        pytest.fail(
+            f"{what} failed in its worker: {reply['error']}\n{reply.get('traceback', '')}"
+            + (f"\nthe worker's last stderr lines:\n{stderr}" if stderr else ""),
+            pytrace=False,
+        )
+    benchmark._mode = (
+        "pytest-concurrency isolated worker"  # tells pytest-benchmark the fixture was used
+    )
     driver.record_external(benchmark, reply["identity"], reply["samples"], reply["extra"])
     benchmark.extra_info["isolated"] = True
     benchmark.extra_info["worker_wall_s"] = time.monotonic() - started

@@ -42,9 +42,14 @@ def has_tests_measured_here(config) -> bool:
     params = config.invocation_params
     with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
         out = os.path.join(directory, "count")
-        subprocess.run([sys.executable, "-m", "pytest", *params.args, "--collect-only", "-q"],
-                       cwd=str(params.dir), env={**os.environ, PROBE_ENV: out},
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "pytest", *params.args, "--collect-only", "-q"],
+            cwd=str(params.dir),
+            env={**os.environ, PROBE_ENV: out},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             with open(out, encoding="utf-8") as fh:
                 return int(fh.read()) > 0
@@ -69,8 +74,11 @@ def lanes_instead_of_xdist(config, s) -> None:
     config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
     if not (config.getoption("concurrency_jobs") or config.getini("concurrency_jobs")):
         s.jobs = lanes
-    print(f"pytest-concurrency: -n {lanes} with --concurrency-measure={s.instrument.kind}: the cases are "
-          f"counted in {s.jobs} lanes of this session, not in xdist workers", flush=True)
+    print(
+        f"pytest-concurrency: -n {lanes} with --concurrency-measure={s.instrument.kind}: the cases are "
+        f"counted in {s.jobs} lanes of this session, not in xdist workers",
+        flush=True,
+    )
 
 
 def refuse_other_hosts(config) -> None:
@@ -79,8 +87,12 @@ def refuse_other_hosts(config) -> None:
         raise UsageError(
             f"pytest-concurrency: --tx {hosts[0]}: counted cases run in lanes of this session on this "
             "machine; counting on other hosts is not supported (run a session there and compare its "
-            "baseline, or use -n N / --concurrency-jobs=N here)")
+            "baseline, or use -n N / --concurrency-jobs=N here)"
+        )
 
 
 def xdist_active(config) -> bool:
-    return bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
+    return (
+        bool(getattr(config.option, "numprocesses", None))
+        or getattr(config.option, "dist", "no") != "no"
+    )

@@ -39,8 +39,13 @@ class Coordinator:
     def __init__(self, path: str, stall_s: float = 300.0):
         self.index: dict | None = None  # the head's test order, once it sent it
         self.path = path
-        self.stall_s = stall_s  # how long a side waits on the other, silent all along, before going alone
-        self._heard = {A: time.monotonic(), B: time.monotonic()}  # when each side last said anything
+        self.stall_s = (
+            stall_s  # how long a side waits on the other, silent all along, before going alone
+        )
+        self._heard = {
+            A: time.monotonic(),
+            B: time.monotonic(),
+        }  # when each side last said anything
         self.stalled: list[str] = []  # "side A at test X": what stopped being paired, and where
         self._cond = threading.Condition()
         self._pos = {A: -1.0, B: -1.0}
@@ -49,11 +54,14 @@ class Coordinator:
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._server.bind(path)
-        except OSError as exc:  # "AF_UNIX path too long" under a deep TMPDIR, as a traceback otherwise
+        except (
+            OSError
+        ) as exc:  # "AF_UNIX path too long" under a deep TMPDIR, as a traceback otherwise
             self._server.close()
             raise pytest.UsageError(
                 f"pytest-concurrency: cannot make the sides' socket {path} ({exc.strerror or exc}): a Unix "
-                "socket's path is at most 107 bytes; set TMPDIR to a shorter directory (TMPDIR=/tmp)") from None
+                "socket's path is at most 107 bytes; set TMPDIR to a shorter directory (TMPDIR=/tmp)"
+            ) from None
         os.chmod(path, 0o600)
         self._server.listen(2)
         for _ in (A, B):
@@ -99,8 +107,10 @@ class Coordinator:
                 if time.monotonic() - self._heard[other] > self.stall_s:
                     break
             if not mine():  # the other side said nothing for stall_s: stuck, go on alone
-                self.stalled.append(f"side {other} did not take its turn within {self.stall_s:.0f} s "
-                                    f"(side {side} waited at {nodeid})")
+                self.stalled.append(
+                    f"side {other} did not take its turn within {self.stall_s:.0f} s "
+                    f"(side {side} waited at {nodeid})"
+                )
                 self._pos[other] = GONE
                 self._cond.wait_for(lambda: not self._busy)
             self._busy = True
@@ -221,7 +231,9 @@ def pair_rounds(benchmark, turns, side: str, nodeid: str, cpu: int | None = None
             number = turns.turn(side, nodeid)
             try:
                 if cpu is not None:
-                    with contextlib.suppress(OSError):  # a CPU taken away meanwhile: run where allowed
+                    with contextlib.suppress(
+                        OSError
+                    ):  # a CPU taken away meanwhile: run where allowed
                         os.sched_setaffinity(0, {cpu})
                 got = runner(loops_range, *rest, **kw)
                 ran_on = current_cpu()
@@ -251,8 +263,11 @@ def shared_cpu(backend) -> int | None:
     Threads and processes keep every CPU (they are measured running in parallel), and so do the
     native runtimes, which start threads of their own.
     """
-    if (getattr(backend, "task_kind", None) != "light" or getattr(backend, "family", "") == "native"
-            or not hasattr(os, "sched_setaffinity")):
+    if (
+        getattr(backend, "task_kind", None) != "light"
+        or getattr(backend, "family", "") == "native"
+        or not hasattr(os, "sched_setaffinity")
+    ):
         return None
     return max(os.sched_getaffinity(0))
 

@@ -48,17 +48,25 @@ class Spec:
 def parse(text: str, root: Path) -> Spec:
     text = text.strip()
     if not text:
-        raise SideError("--concurrency-against is empty: give git:REF, a path, or a pip requirement (mylib==1.4.2)")
+        raise SideError(
+            "--concurrency-against is empty: give git:REF, a path, or a pip requirement (mylib==1.4.2)"
+        )
     if text.startswith("git:"):
         ref = text[4:]
         if not ref:
-            raise SideError("--concurrency-against=git: names no ref: give one, e.g. git:HEAD~1 or git:origin/main")
+            raise SideError(
+                "--concurrency-against=git: names no ref: give one, e.g. git:HEAD~1 or git:origin/main"
+            )
         if ref.startswith("-"):  # git would read it as an option
-            raise SideError(f"--concurrency-against={text}: a ref cannot start with '-'; name a branch, tag or commit")
+            raise SideError(
+                f"--concurrency-against={text}: a ref cannot start with '-'; name a branch, tag or commit"
+            )
         return Spec("git", ref)
     if text.startswith("-"):  # pip would read it as an option (--index-url=...)
-        raise SideError(f"--concurrency-against={text}: a requirement cannot start with '-'; give mylib==1.4.2, a "
-                        "path or git:REF (pip's options go in its environment, PIP_INDEX_URL=...)")
+        raise SideError(
+            f"--concurrency-against={text}: a requirement cannot start with '-'; give mylib==1.4.2, a "
+            "path or git:REF (pip's options go in its environment, PIP_INDEX_URL=...)"
+        )
     path = (root / text) if not os.path.isabs(text) else Path(text)
     if path.exists() or text.startswith((".", "/")):
         if not path.exists():
@@ -75,14 +83,18 @@ def install(spec: Spec, root: Path, into: Path, log=print) -> Path:
         source = str(_export(spec.what, root, into / "tree"))
     name, installer = _installer()
     log(f"pytest-concurrency: installing the base side ({spec}) apart, with {name} --target")
-    _run([*installer, "install", "--no-deps", "--quiet", "--target", str(site), source],
-         f"{name} could not install {spec}")
+    _run(
+        [*installer, "install", "--no-deps", "--quiet", "--target", str(site), source],
+        f"{name} could not install {spec}",
+    )
     names = top_level(site)
     if not names:
         raise SideError("the base side installed nothing importable")
     if "pytest_concurrency" in names:  # its sessions would run the old plugin, which takes no turns
-        raise SideError("the base side is this plugin itself, which both sides run as it is installed "
-                        "now: compare its versions with stored baselines (--concurrency-baseline)")
+        raise SideError(
+            "the base side is this plugin itself, which both sides run as it is installed "
+            "now: compare its versions with stored baselines (--concurrency-baseline)"
+        )
     return site
 
 
@@ -96,20 +108,30 @@ def _installer() -> tuple[str, list[str]]:
     uv = shutil.which("uv")
     if uv:
         return "uv pip", [uv, "pip", "--python", sys.executable]
-    raise SideError("installing the base side needs pip in this environment or uv on PATH: "
-                    f"{sys.executable} -m ensurepip, or install uv")
+    raise SideError(
+        "installing the base side needs pip in this environment or uv on PATH: "
+        f"{sys.executable} -m ensurepip, or install uv"
+    )
 
 
 def _export(ref: str, root: Path, tree: Path) -> Path:
-    top = _run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
-               f"git:{ref} needs a git repository, and {root} is not in one")
-    commit = _run(["git", "-C", top, "rev-parse", "--verify", f"{ref}^{{commit}}"],
-                  f"git:{ref} is not a commit of {top} (fetch it first: shallow CI clones lack history, "
-                  "use fetch-depth: 0)")
+    top = _run(
+        ["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+        f"git:{ref} needs a git repository, and {root} is not in one",
+    )
+    commit = _run(
+        ["git", "-C", top, "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        f"git:{ref} is not a commit of {top} (fetch it first: shallow CI clones lack history, "
+        "use fetch-depth: 0)",
+    )
     tree.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", top, "archive", "--format=tar", commit], capture_output=True)
+    archive = subprocess.run(
+        ["git", "-C", top, "archive", "--format=tar", commit], capture_output=True
+    )
     if archive.returncode != 0:
-        raise SideError(f"git archive {commit} failed: {archive.stderr.decode(errors='replace').strip()}")
+        raise SideError(
+            f"git archive {commit} failed: {archive.stderr.decode(errors='replace').strip()}"
+        )
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
     # the project may sit in a subdirectory of the repository: the same one as the run's
     inside = Path(root).resolve().relative_to(Path(top).resolve())
@@ -131,16 +153,23 @@ def run_directory() -> tempfile.TemporaryDirectory:
 
 # -- in each side's process ------------------------------------------------------------------------
 
+
 def top_level(site: Path) -> dict[str, str]:
     """Top-level importable names in ``site`` -> their distribution's version ("" if unknown)."""
     names: dict[str, str] = {}
     for dist in site.glob("*.dist-info"):
-        version = dist.name[:-len(".dist-info")].rpartition("-")[2]
+        version = dist.name[: -len(".dist-info")].rpartition("-")[2]
         top = dist / "top_level.txt"
         listed = top.read_text().split() if top.exists() else []
-        for line in (dist / "RECORD").read_text().splitlines() if (dist / "RECORD").exists() else []:
+        for line in (
+            (dist / "RECORD").read_text().splitlines() if (dist / "RECORD").exists() else []
+        ):
             first = line.split(",")[0].split("/")[0]
-            if first and not first.endswith((".dist-info", ".data")) and first not in ("..", "bin", "__pycache__"):
+            if (
+                first
+                and not first.endswith((".dist-info", ".data"))
+                and first not in ("..", "bin", "__pycache__")
+            ):
                 listed.append(first[:-3] if first.endswith(".py") else first.split(".")[0])
         for name in listed:
             names.setdefault(name, version)
@@ -183,9 +212,15 @@ def identity(site: Path, base_side: bool) -> dict:
     out = {}
     for name, installed in sorted(top_level(site).items()):
         module = sys.modules.get(name)
-        where = getattr(module, "__file__", None) or (list(getattr(module, "__path__", [])) or [None])[0]
+        where = (
+            getattr(module, "__file__", None)
+            or (list(getattr(module, "__path__", [])) or [None])[0]
+        )
         version = str(getattr(module, "__version__", "") or "") if module is not None else ""
-        out[name] = {"file": where, "version": version or (installed if base_side else _installed_version(name))}
+        out[name] = {
+            "file": where,
+            "version": version or (installed if base_side else _installed_version(name)),
+        }
     return out
 
 
@@ -203,8 +238,12 @@ def check(site: Path, base: dict, this: dict) -> list[str]:
     problems = []
     for name, seen in base.items():
         if seen["file"] and not str(seen["file"]).startswith(str(site)):
-            problems.append(f"the base side imported {name} from {seen['file']}, not from its install in {site}")
+            problems.append(
+                f"the base side imported {name} from {seen['file']}, not from its install in {site}"
+            )
     for name, seen in this.items():
         if seen["file"] and str(seen["file"]).startswith(str(site)):
-            problems.append(f"this side imported {name} from the base side's install ({seen['file']})")
+            problems.append(
+                f"this side imported {name} from the base side's install ({seen['file']})"
+            )
     return problems

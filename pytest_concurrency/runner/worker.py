@@ -43,7 +43,10 @@ def _claim_stdout():
 
 
 QUIT = 3  # a forked child's exit status when its request was to quit
-FORK_EACH, PLAIN = "--fork-each", callgrind.UNTRACED_FLAG  # how the worker answers: in a child per request, or itself
+FORK_EACH, PLAIN = (
+    "--fork-each",
+    callgrind.UNTRACED_FLAG,
+)  # how the worker answers: in a child per request, or itself
 
 
 def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
@@ -65,14 +68,28 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
                 return {"ok": True, "extra": extra}
             instrument = measure.get(request.get("measure"))
             samples, figures = driver.run_rounds(
-                backend, workload, params, request["rounds"], request["warmup"], instrument,
-                progress=lambda: send({"round": True}), with_memory=request.get("with_memory", True),
+                backend,
+                workload,
+                params,
+                request["rounds"],
+                request["warmup"],
+                instrument,
+                progress=lambda: send({"round": True}),
+                with_memory=request.get("with_memory", True),
                 in_worker=True,
             )
-            return {"ok": True, "samples": samples, "extra": figures,
-                    "identity": driver.identity(backend, workload, params, instrument)}
+            return {
+                "ok": True,
+                "samples": samples,
+                "extra": figures,
+                "identity": driver.identity(backend, workload, params, instrument),
+            }
         except Exception as exc:  # reported to the parent as this benchmark's failure
-            return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            return {
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(),
+            }
 
     def answer(line: str) -> bool:
         """Answer one request line; ``False`` when it asks us to quit."""
@@ -86,7 +103,7 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
     if fork_each:
         for name in workloads.names():  # imported once here, not in every child
             workloads.get(name)
-        backend.version  # read once here, not in every child (it imports importlib.metadata)
+        _ = backend.version  # read once here, not in every child (it imports importlib.metadata)
         # Every object made so far outlives the server: out of the collector's reach, the
         # collection before each counted round (Callgrind.before_round) walks only what the case
         # made. Under valgrind a walk of everything took 0.1 s, six times a case.
@@ -122,8 +139,13 @@ def _forked(work, send) -> int:
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, QUIT):
-        send({"ok": False, "error": f"the case's forked process ended with status {code} "
-                                    "before it answered (see the worker's stderr)"})
+        send(
+            {
+                "ok": False,
+                "error": f"the case's forked process ended with status {code} "
+                "before it answered (see the worker's stderr)",
+            }
+        )
     return code
 
 
@@ -143,17 +165,22 @@ def _go_with_group(worker: int):
     """SIGTERM to the worker (its parent's death signal, see isolate.py) kills its whole process
     group: a forked case and its task processes would live on otherwise. A process forked from
     the worker that is sent SIGTERM (multiprocessing's terminate) just ends, as by default."""
+
     def on_term(signum, frame):
         if os.getpid() == worker:
             os.killpg(0, signal.SIGKILL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
+
     return on_term
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in (FORK_EACH, PLAIN):
-        print(f"usage: python -m pytest_concurrency.runner.worker {FORK_EACH}|{PLAIN} SPEC", file=sys.stderr)
+        print(
+            f"usage: python -m pytest_concurrency.runner.worker {FORK_EACH}|{PLAIN} SPEC",
+            file=sys.stderr,
+        )
         return 2
     if os.getpgid(0) == os.getpid():  # a group of its own, as isolate.py starts it: not a shell's
         signal.signal(signal.SIGTERM, _go_with_group(os.getpid()))

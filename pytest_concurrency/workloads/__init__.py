@@ -55,7 +55,9 @@ class WorkloadError(AssertionError):
 class Outcome:
     ops: int  # operations done in this round
     extra: dict = field(default_factory=dict)  # e.g. {"ideal_s": 0.1}
-    tasks: int | None = None  # tasks the round spawned (memory retained is per task); None: one per op
+    tasks: int | None = (
+        None  # tasks the round spawned (memory retained is per task); None: one per op
+    )
 
 
 def names() -> list[str]:

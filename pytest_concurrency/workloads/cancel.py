@@ -103,8 +103,10 @@ class Cancel(TableWorkload):
     CASES = {
         "smoke": [{"tasks": 10, "wait": w, "end": e} for w, e in _KINDS],
         # 30 of each kind, which every model runs (processes too), and 1000 for how it scales
-        "default": [*({"tasks": 30, "wait": w, "end": e} for w, e in _KINDS),
-                    {"tasks": 1_000, "wait": "get", "end": "cancel"}],
+        "default": [
+            *({"tasks": 30, "wait": w, "end": e} for w, e in _KINDS),
+            {"tasks": 1_000, "wait": "get", "end": "cancel"},
+        ],
         "seed": [{"tasks": 10_000, "wait": w, "end": e} for w, e in _KINDS],
     }
     #: the task functions (module level: a process model pickles them); a subclass may wrap them
@@ -113,16 +115,24 @@ class Cancel(TableWorkload):
 
     def unsupported(self, backend, params):
         if not backend.can_cancel:
-            return (f"{backend.name} has no way to cancel a task (the stdlib cannot stop a thread "
-                    f"from outside), so cancellation is not measured there rather than faked")
-        return too_many_tasks(backend, params["tasks"], {"process": 100, "thread": 5_000},
-                              "one process per task, all blocked at once: starting them is the round")
+            return (
+                f"{backend.name} has no way to cancel a task (the stdlib cannot stop a thread "
+                f"from outside), so cancellation is not measured there rather than faked"
+            )
+        return too_many_tasks(
+            backend,
+            params["tasks"],
+            {"process": 100, "thread": 5_000},
+            "one process per task, all blocked at once: starting them is the round",
+        )
 
     def run(self, backend, params) -> Outcome:
         self.check_params(params)
         ran_past, cleaned = _marks(backend), _marks(backend)
         main = self.async_main if backend.family == "async" else self.sync_main
-        result = backend.run(main, backend, params["tasks"], params["wait"], params["end"], ran_past, cleaned)
+        result = backend.run(
+            main, backend, params["tasks"], params["wait"], params["end"], ran_past, cleaned
+        )
         return self.check(params, result, ran_past, cleaned)
 
     def memory(self, backend, params) -> dict:
@@ -133,7 +143,9 @@ class Cancel(TableWorkload):
 
         def grown_with(probe):
             ran_past, cleaned = _marks(backend), _marks(backend)
-            result = backend.run(main, backend, count, params["wait"], "cancel", ran_past, cleaned, probe)
+            result = backend.run(
+                main, backend, count, params["wait"], "cancel", ran_past, cleaned, probe
+            )
             return self.check(dict(params, end="cancel"), result, ran_past, cleaned).extra["grown"]
 
         return per_live_task(grown_with, count)
@@ -141,8 +153,10 @@ class Cancel(TableWorkload):
     def sync_main(self, backend, count, wait, end, ran_past, cleaned, memory=None):
         ready, gate = backend.channel(None), backend.channel(None)
         before = memory() if memory else 0
-        tasks = [backend.spawn(self.sync_task, backend, wait, ready, gate, ran_past, cleaned, i)
-                 for i in range(count)]
+        tasks = [
+            backend.spawn(self.sync_task, backend, wait, ready, gate, ran_past, cleaned, i)
+            for i in range(count)
+        ]
         alive = {ready.get() for _ in range(count)}
         grown = memory() - before if memory else None
         if end == "abandon":
@@ -159,8 +173,10 @@ class Cancel(TableWorkload):
     async def async_main(self, backend, count, wait, end, ran_past, cleaned, memory=None):
         ready, gate = backend.channel(None), backend.channel(None)
         before = memory() if memory else 0
-        tasks = [backend.spawn(self.async_task, backend, wait, ready, gate, ran_past, cleaned, i)
-                 for i in range(count)]
+        tasks = [
+            backend.spawn(self.async_task, backend, wait, ready, gate, ran_past, cleaned, i)
+            for i in range(count)
+        ]
         alive = {await ready.get() for _ in range(count)}
         grown = memory() - before if memory else None
         if end == "abandon":
@@ -181,7 +197,9 @@ class Cancel(TableWorkload):
         if not isinstance(params["tasks"], int) or params["tasks"] < 1:
             raise ValueError(f"cancel needs tasks >= 1, got {params['tasks']!r}")
         if params["wait"] not in WAITS:
-            raise ValueError(f"cancel: wait {params['wait']!r} unknown; use one of {', '.join(WAITS)}")
+            raise ValueError(
+                f"cancel: wait {params['wait']!r} unknown; use one of {', '.join(WAITS)}"
+            )
         if params["end"] not in ENDS:
             raise ValueError(f"cancel: end {params['end']!r} unknown; use one of {', '.join(ENDS)}")
 
@@ -191,19 +209,26 @@ class Cancel(TableWorkload):
         if alive != set(range(count)):
             raise self.fail(params, f"{len(alive)} distinct tasks of {count} reported blocked")
         if ended is not None and ended != count:
-            raise self.fail(params, f"{count - ended} of {count} cancelled tasks returned instead of "
-                                    f"ending cancelled")
+            raise self.fail(
+                params,
+                f"{count - ended} of {count} cancelled tasks returned instead of ending cancelled",
+            )
         past = sorted(ran_past.drain(0))
         if past:
-            raise self.fail(params, f"{len(past)} task(s) ran past their cancel point, first {past[:3]}")
+            raise self.fail(
+                params, f"{len(past)} task(s) ran past their cancel point, first {past[:3]}"
+            )
         done = sorted(cleaned.drain(count))
         if done != list(range(count)):
             missing = sorted(set(range(count)) - set(done))
             twice = len(done) - len(set(done))
-            raise self.fail(params, f"cleanup (finally) ran for {len(set(done))} of {count} tasks"
-                                    + (f", missing {missing[:3]}" if missing else "")
-                                    + (f", {twice} ran twice" if twice else "")
-                                    + (" after run() returned" if params["end"] == "abandon" else ""))
+            raise self.fail(
+                params,
+                f"cleanup (finally) ran for {len(set(done))} of {count} tasks"
+                + (f", missing {missing[:3]}" if missing else "")
+                + (f", {twice} ran twice" if twice else "")
+                + (" after run() returned" if params["end"] == "abandon" else ""),
+            )
         return Outcome(ops=count, extra={} if grown is None else {"grown": grown}, tasks=count)
 
 

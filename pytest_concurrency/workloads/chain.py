@@ -112,7 +112,9 @@ class Chain(TableWorkload):
 
     def unsupported(self, backend, params):
         return too_many_tasks(
-            backend, 2 * params["workers"], {"process": 64},
+            backend,
+            2 * params["workers"],
+            {"process": 64},
             "two processes per worker pair: starting them dominates the round",
         )
 
@@ -137,7 +139,9 @@ class Chain(TableWorkload):
     def check_params(self, params):
         super().check_params(params)
         if params["payload"] not in KINDS:
-            raise ValueError(f"chain payload {params['payload']!r} unknown; valid: {', '.join(KINDS)}")
+            raise ValueError(
+                f"chain payload {params['payload']!r} unknown; valid: {', '.join(KINDS)}"
+            )
         if params["workers"] < 1 or params["events"] < 0 or params["size"] < 0:
             raise ValueError(f"chain needs workers >= 1, events >= 0, size >= 0; got {params}")
 

@@ -146,7 +146,8 @@ class IO(TableWorkload):
             missing = sorted(set(range(tasks)) - set(ids))
             extra = sorted(set(ids) - set(range(tasks)))
             raise self.fail(
-                params, f"{len(ids)} replies for {tasks} tasks; missing ids {missing[:5]}, "
+                params,
+                f"{len(ids)} replies for {tasks} tasks; missing ids {missing[:5]}, "
                 f"unexpected ids {extra[:5]}",
             )
         # Half the latency, not all of it: libev-style loops (gevent) start timers from a
@@ -155,7 +156,8 @@ class IO(TableWorkload):
         if early:
             job, waited = early[0]
             raise self.fail(
-                params, f"{len(early)} task(s) finished before the latency, e.g. task {job} "
+                params,
+                f"{len(early)} task(s) finished before the latency, e.g. task {job} "
                 f"after {waited * 1e3:.2f} ms of {latency * 1e3:.2f} ms",
             )
         return Outcome(ops=tasks, extra={"ideal_s": latency}, tasks=tasks)

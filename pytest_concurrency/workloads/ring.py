@@ -77,7 +77,9 @@ class Ring(TableWorkload):
 
     def unsupported(self, backend, params):
         return too_many_tasks(
-            backend, params["n"], {"process": 64},
+            backend,
+            params["n"],
+            {"process": 64},
             "one process per node: starting them dominates the round",
         )
 
@@ -111,7 +113,9 @@ class Ring(TableWorkload):
     def check(self, params, result):
         received, error = result
         if error or received != params["m"]:
-            raise self.fail(params, f"node n received {received} of {params['m']} messages; {error}")
+            raise self.fail(
+                params, f"node n received {received} of {params['m']} messages; {error}"
+            )
         return Outcome(ops=params["n"] * params["m"], tasks=params["n"])
 
 

@@ -40,7 +40,9 @@ class Spawn(TableWorkload):
 
     def unsupported(self, backend, params):
         return too_many_tasks(
-            backend, params["count"], {"process": 100, "thread": 5_000},
+            backend,
+            params["count"],
+            {"process": 100, "thread": 5_000},
             "all alive at once: beyond that the round measures the kernel's memory and "
             "process limits, and takes minutes",
         )
@@ -51,7 +53,11 @@ class Spawn(TableWorkload):
         main = self.async_main if backend.family == "async" else self.sync_main
         count = params["count"]
         return per_live_task(
-            lambda probe: self.check(params, backend.run(main, backend, count, probe)).extra["grown"], count)
+            lambda probe: self.check(params, backend.run(main, backend, count, probe)).extra[
+                "grown"
+            ],
+            count,
+        )
 
     def sync_main(self, backend, count, memory=None):
         ready, release = backend.channel(None), backend.channel(None)

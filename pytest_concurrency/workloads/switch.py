@@ -85,7 +85,11 @@ class Switch(TableWorkload):
     def check(self, params, result):
         error, answered = result
         if error is not None or answered != params["rounds"]:
-            wrong = f"round {error[0]} was answered {error[1]!r}, expected {error[0] + 1}; " if error else ""
+            wrong = (
+                f"round {error[0]} was answered {error[1]!r}, expected {error[0] + 1}; "
+                if error
+                else ""
+            )
             raise self.fail(params, f"{wrong}pong answered {answered} of {params['rounds']} pings")
         return Outcome(ops=2 * params["rounds"], tasks=2)
 

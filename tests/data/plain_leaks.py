@@ -39,6 +39,7 @@ def main_for(kind, backend):
             never_ending(backend)
 
     if backend.family == "async":
+
         async def task():
             task_body(kind)
 
@@ -47,13 +48,17 @@ def main_for(kind, backend):
                 await t.join()
             after()
     else:
+
         def main():
             for t in [backend.spawn(task_body, kind) for _ in range(10)]:
                 t.join()
             after()
+
     return main
 
 
 @pytest.mark.parametrize("kind", ["none", "c", "list", "forever"])
 def test_pool(benchmark, concurrency_backend, kind):
-    benchmark.pedantic(concurrency_backend.run, args=(main_for(kind, concurrency_backend),), rounds=3)
+    benchmark.pedantic(
+        concurrency_backend.run, args=(main_for(kind, concurrency_backend),), rounds=3
+    )
