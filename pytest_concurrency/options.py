@@ -1,176 +1,334 @@
-"""The plugin's command-line options and ini keys, in one place (``settings`` reads them)."""
+"""The plugin's options, declared once: one entry a setting, its flag and its ini key together.
+
+``add`` registers every entry with pytest (``parser.addoption`` and ``parser.addini``, both made
+from the same entry); ``settings.from_config`` parses every entry once, the command line winning
+over the ini file, into a frozen ``Settings``. A new setting is one more ``Option`` in ``OPTIONS``
+(and a field of ``Settings`` of the same name).
+"""
 
 from __future__ import annotations
 
-from . import backends, workloads
+import argparse
+from dataclasses import dataclass
+
+from . import backends, measure, workloads
 from .gate import memory as memory_gate
+from .gate.compare import DEFAULT_MACHINE_TOLERANCE
 from .gate.history import DEFAULT_KEEP
 
+GROUP = ("concurrency", "concurrency models (pytest-concurrency-bench)")
 
-def add(parser) -> None:
-    """Every option and ini key of the plugin (``settings`` reads and checks them)."""
-    group = parser.getgroup("concurrency", "concurrency models (pytest-concurrency-bench)")
-    add = group.addoption
-    add(
+# What an entry's value is: each kind has its parser in settings.py (settings.PARSERS).
+TEXT = "text"  # a string, as given
+CHOICE = "choice"  # one of ``choices``
+MEASURE = "measure"  # one of ``choices`` whose instrument is available on this machine
+BACKENDS = "backends"  # a comma-separated list of backend specs
+COUNT = "count"  # a whole number above 0
+SECONDS = "seconds"  # a number above 0
+PERCENT = "percent"  # 10 or 10% -> 0.10
+PATH = "path"  # a path, read or written later
+NEW_FILE = "new-file"  # a file the run writes: its directory must be writable now
+SWITCH = "switch"  # a store_true flag; ini: true or false
+THRESHOLD_LINES = "threshold-lines"  # ini lines KEY = PCT
+KINDS = (
+    TEXT,
+    CHOICE,
+    MEASURE,
+    BACKENDS,
+    COUNT,
+    SECONDS,
+    PERCENT,
+    PATH,
+    NEW_FILE,
+    SWITCH,
+    THRESHOLD_LINES,
+)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: where it is given (flag, ini key or both), what it is, and its default."""
+
+    field: str | None  # the Settings attribute it fills (None: read elsewhere, e.g. roles.py)
+    flag: str | None  # "--concurrency-scale"; None: an ini key only
+    ini: str | None  # "concurrency_scale"; None: the command line only
+    kind: str  # one of KINDS
+    default: object
+    help: str
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+    hidden: bool = False  # left out of --help (options the plugin passes to its own children)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.flag or self.ini}: unknown kind {self.kind!r}")
+        if self.flag is None and self.ini is None:
+            raise ValueError(f"{self.field}: give a flag, an ini key or both")
+
+    @property
+    def dest(self) -> str | None:
+        """The attribute of ``config.option`` the flag's value lands in (``config.getoption``)."""
+        return self.flag[2:].replace("-", "_") if self.flag else None
+
+    @property
+    def ini_type(self) -> str:
+        if self.kind == SWITCH:
+            return "bool"
+        return "linelist" if self.kind == THRESHOLD_LINES else "string"
+
+    @property
+    def ini_default(self) -> object:
+        """What ``config.getini`` gives when the ini file does not set it: read as not given."""
+        if self.kind == SWITCH:
+            return False
+        return [] if self.kind == THRESHOLD_LINES else ""
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "backends",
         "--concurrency-backends",
+        "concurrency_backends",
+        BACKENDS,
+        default=tuple(backends.DEFAULT_SPECS),
         metavar="LIST",
         help="comma-separated models to run, e.g. gevent,asyncio,multiprocessing[fork] "
-        f"(default: {','.join(backends.DEFAULT_SPECS)})",
-    )
-    add(
+        f"(default: {', '.join(backends.DEFAULT_SPECS)})",
+    ),
+    Option(
+        "scale",
         "--concurrency-scale",
+        "concurrency_scale",
+        CHOICE,
+        default="default",
+        choices=tuple(workloads.SCALES),
         metavar="SCALE",
         help=f"workload sizes: {', '.join(workloads.SCALES)} (default: default)",
-    )
-    add(
+    ),
+    Option(
+        "measure",
         "--concurrency-measure",
+        "concurrency_measure",
+        MEASURE,
+        default="time",
+        choices=tuple(measure.names()),
         metavar="MEASURE",
         help="what a round's sample is: time (wall-clock seconds, the default) or instructions "
         "(CPU instructions counted under valgrind: exact, and blind to the machine's speed and load)",
-    )
-    add(
+    ),
+    Option(
+        "rounds",
         "--concurrency-rounds",
+        None,
+        COUNT,
+        default=None,
         metavar="N",
-        help="measured rounds per benchmark (default: the workload's per scale when timing, 3 when counting)",
-    )
-    add(
+        help="measured rounds per benchmark (default: the workload's per scale when timing, 3 when "
+        "counting)",
+    ),
+    Option(
+        "timeout",
         "--concurrency-timeout",
+        "concurrency_timeout",
+        SECONDS,
+        default=None,  # the instrument's: settings.from_config
         metavar="SECONDS",
         help="longest a round may take before it fails as stalled (default: 120; 1200 when counting)",
-    )
-    add(
+    ),
+    Option(
+        "jobs",
         "--concurrency-jobs",
+        "concurrency_jobs",
+        COUNT,
+        default=None,  # one a core when counting, else 1: settings.parse_jobs
         metavar="N",
         help="with --concurrency-measure=instructions: cases counted at once, each in a process "
         "of its own (default: one per core)",
-    )
-    add(
+    ),
+    Option(
+        "layouts",
         "--concurrency-layouts",
+        "concurrency_layouts",
+        COUNT,
+        default=3,
         metavar="N",
-        help="with --concurrency-measure=instructions: count your own benchmark tests in N layouts (the "
-        "interpreter's objects landing elsewhere; N-1 counted passes first) and judge the median (default: 3)",
-    )
-    add(
+        help="with --concurrency-measure=instructions: count your own benchmark tests in N layouts "
+        "(the interpreter's objects landing elsewhere; N-1 counted passes first) and judge the "
+        "median (default: 3)",
+    ),
+    Option(
+        "isolate",
         "--concurrency-isolate",
-        action="store_true",
-        default=None,
+        "concurrency_isolate",
+        SWITCH,
+        default=False,
         help="run each model's workloads in a fresh worker process of its own, and each of your own "
-        "benchmark tests' call in a child forked for it (a crash, a hang or a leaked thread fails that test alone)",
-    )
-    add(
+        "benchmark tests' call in a child forked for it (a crash, a hang or a leaked thread fails "
+        "that test alone)",
+    ),
+    Option(
+        "save_baseline",
         "--concurrency-save-baseline",
+        None,
+        NEW_FILE,
+        default=None,
         metavar="PATH",
         help="after the run, write a baseline with raw samples (atomically)",
-    )
-    add(
+    ),
+    Option(
+        "baseline_sessions",
         "--concurrency-baseline-sessions",
+        "concurrency_baseline_sessions",
+        COUNT,
+        default=DEFAULT_KEEP,
         metavar="K",
-        help="sessions a saved baseline keeps: saving to an existing baseline adds this run's session "
-        f"and drops the oldest beyond K; 1 replaces it (default: {DEFAULT_KEEP})",
-    )
-    add(
+        help="sessions a saved baseline keeps: saving to an existing baseline adds this run's "
+        f"session and drops the oldest beyond K; 1 replaces it (default: {DEFAULT_KEEP})",
+    ),
+    Option(
+        "baseline",
         "--concurrency-baseline",
+        None,
+        PATH,
+        default=None,
         metavar="PATH",
         help="compare against this baseline; a regression fails the session",
-    )
-    add(
+    ),
+    Option(
+        "threshold",
         "--concurrency-threshold",
+        "concurrency_threshold",
+        PERCENT,
+        default=None,  # each record's instrument's
         metavar="PCT",
-        help="practical threshold for a regression, percent (default: 7 for time, 2 for instructions, "
-        "1 for your own tests counted in 3 layouts or more, and counts of workloads that wait, such as "
-        "IO, judged beyond 10; against the base: 3, "
-        "5 for threads and processes)",
-    )
-    add(
+        help="practical threshold for a regression, percent (default: 7 for time, 2 for "
+        "instructions, 1 for your own tests counted in 3 layouts or more, and counts of workloads "
+        "that wait, such as IO, judged beyond 10; against the base: 3, 5 for threads and processes)",
+    ),
+    Option(
+        "thresholds",
+        None,
+        "concurrency_thresholds",
+        THRESHOLD_LINES,
+        default={},
+        help="threshold overrides, one per line: KEY = PCT with KEY a backend, a workload or "
+        "workload:backend (e.g. gevent = 15, ring:uvloop = 20)",
+    ),
+    Option(
+        "memory_threshold",
         "--concurrency-memory-threshold",
+        "concurrency_memory_threshold",
+        PERCENT,
+        default=None,  # memory_gate.DEFAULT_THRESHOLD
         metavar="PCT",
         help="how far a memory figure (per task, peak heap) may grow over the baseline's, percent "
         f"(default: {memory_gate.DEFAULT_THRESHOLD * 100:.0f}); a leak fails without a baseline too",
-    )
-    add(
+    ),
+    Option(
+        "memory_plain",
         "--concurrency-memory",
-        action="store_true",
-        default=None,
-        help="give users' own benchmark tests the memory pass too (the built-in workloads always have "
-        "it): after its rounds, the test's function runs 6 more times and a leak in the Python heap, "
-        "the C heap, threads or greenlets fails the session; one test: @pytest.mark.concurrency(memory=True)",
-    )
-    add(
+        "concurrency_memory",
+        SWITCH,
+        default=False,
+        help="give users' own benchmark tests the memory pass too (the built-in workloads always "
+        "have it): after its rounds, the test's function runs 6 more times and a leak in the Python "
+        "heap, the C heap, threads or greenlets fails the session; one test: "
+        "@pytest.mark.concurrency(memory=True)",
+    ),
+    Option(
+        "machine_tolerance",
         "--concurrency-machine-tolerance",
+        "concurrency_machine_tolerance",
+        PERCENT,
+        default=DEFAULT_MACHINE_TOLERANCE,
         metavar="PCT",
-        help="judge times normalized by the machine-speed calibration only when this machine's speed "
-        "differs from the baseline's by more than PCT (default: 10; a large value never normalizes)",
-    )
-    add(
+        help="judge times normalized by the machine-speed calibration only when this machine's "
+        "speed differs from the baseline's by more than PCT "
+        f"(default: {DEFAULT_MACHINE_TOLERANCE * 100:.0f}; a large value never normalizes)",
+    ),
+    Option(
+        "allow_cross_python",
         "--concurrency-allow-cross-python",
-        action="store_true",
+        None,
+        SWITCH,
         default=False,
         help="compare against a baseline recorded on another Python version (normally refused)",
-    )
-    add(
+    ),
+    Option(
+        "gate_native",
         "--concurrency-gate-native",
-        action="store_true",
-        default=None,
+        "concurrency_gate_native",
+        SWITCH,
+        default=False,
         help="judge the native reference rows (go, rust, kotlin) in the gate like the Python models "
         "(by default they are shown and compared, never failing the build)",
-    )
-    add(
+    ),
+    Option(
+        "against",
         "--concurrency-against",
+        None,
+        TEXT,
+        default=None,
         metavar="SPEC",
-        help="also run every benchmark on a base version of the code, round for round in turns with "
-        "this one, and judge the change on the paired ratios: git:REF of this repository, a path "
-        "(project, wheel, sdist) or a pip requirement (mylib==1.4.2); installed apart with pip --target",
-    )
-    add(
+        help="also run every benchmark on a base version of the code, round for round in turns "
+        "with this one, and judge the change on the paired ratios: git:REF of this repository, a "
+        "path (project, wheel, sdist) or a pip requirement (mylib==1.4.2); installed apart with "
+        "pip --target",
+    ),
+    Option(
+        "against_keep",
+        "--concurrency-against-keep",
+        None,
+        PATH,
+        default=None,
+        metavar="DIR",
+        help="with --concurrency-against: copy each pair of sessions' rounds and logs into DIR "
+        "(1/side-A.json, 1/base-side.log, ...), to look into a verdict later",
+    ),
+    Option(
+        "report_md",
         "--concurrency-report-md",
+        None,
+        NEW_FILE,
+        default=None,
         metavar="PATH",
         help="write the comparison tables as markdown (CI job summary)",
-    )
-    add(
+    ),
+    Option(
+        "plot_dir",
         "--concurrency-plot",
+        None,
+        PATH,
+        default=None,
         metavar="DIR",
         help="write charts per workload into DIR (needs matplotlib)",
-    )
-    parser.addini("concurrency_backends", "comma-separated models to run", default="")
-    parser.addini("concurrency_scale", "workload sizes: smoke, default or seed", default="")
-    parser.addini(
-        "concurrency_measure", "what a round's sample is: time or instructions", default=""
-    )
-    parser.addini("concurrency_timeout", "longest a round may take, seconds", default="")
-    parser.addini(
-        "concurrency_isolate", "run each model in a worker process", type="bool", default=False
-    )
-    parser.addini("concurrency_jobs", "cases counted at once (instructions only)", default="")
-    parser.addini(
-        "concurrency_layouts",
-        "layouts your own tests are counted in (instructions only)",
-        default="",
-    )
-    parser.addini("concurrency_threshold", "practical regression threshold, percent", default="")
-    parser.addini(
-        "concurrency_gate_native",
-        "judge the native reference rows in the gate",
-        type="bool",
-        default=False,
-    )
-    parser.addini(
-        "concurrency_memory_threshold", "memory regression threshold, percent", default=""
-    )
-    parser.addini(
-        "concurrency_memory",
-        "the memory pass for users' own benchmark tests too",
-        type="bool",
-        default=False,
-    )
-    parser.addini(
-        "concurrency_machine_tolerance",
-        "normalize only beyond this machine-speed difference, percent",
-        default="",
-    )
-    parser.addini("concurrency_baseline_sessions", "sessions a saved baseline keeps", default="")
-    parser.addini(
-        "concurrency_thresholds",
-        "overrides, one per line: KEY = PCT with KEY a backend, a workload or workload:backend",
-        type="linelist",
-        default=[],
-    )
+    ),
+    Option(
+        None,  # parsed by roles.given, before the settings are read
+        "--concurrency-role",
+        None,
+        TEXT,
+        default=None,
+        metavar="JSON",
+        hidden=True,
+        help="the role of a pytest process the plugin started itself (roles.py); not for users",
+    ),
+)
+
+
+def add(parser) -> None:
+    """Register every entry of ``OPTIONS``: its flag in the plugin's group, its ini key."""
+    group = parser.getgroup(*GROUP)
+    for o in OPTIONS:
+        if o.flag:
+            if o.kind == SWITCH:
+                # None when absent: the ini key, if any, decides then
+                group.addoption(o.flag, action="store_true", default=None, help=_help(o))
+            else:
+                group.addoption(o.flag, metavar=o.metavar, default=None, dest=o.dest, help=_help(o))
+        if o.ini:
+            parser.addini(o.ini, o.help, type=o.ini_type, default=o.ini_default)
+
+
+def _help(o: Option) -> str:
+    return argparse.SUPPRESS if o.hidden else o.help

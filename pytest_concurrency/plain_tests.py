@@ -14,17 +14,17 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import pytest
 
-from . import passes
 from .backends import watchdog
-from .measure import driver, kernel, records
+from .measure import driver, records
 
 KERNEL = pytest.StashKey[driver.KernelPerRun]()  # kernel figures per run call
 CALLS = pytest.StashKey[driver.PlainCalls]()  # with the memory pass: what it measured
 WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call_watched``)
+APART = pytest.StashKey[bool]()  # in the child a test's call runs in (``call_apart``)
 
 
 def is_plain(names: Collection[str]) -> bool:
@@ -58,21 +58,113 @@ def watch(request, backend, instrument, apart: bool) -> None:
         request.addfinalizer(request.node.stash[KERNEL].close)
 
 
-def call_apart(item, instrument, timeout: float | None) -> None:
-    """The test's call, in a child forked for it (``runs_apart``): kernel figures read there (counters
-    opened here would count this process), ``after_call`` done there (the memory pass, the record's
-    keys), so that here it has nothing left to add."""
+def call_apart(item, instrument, timeout: float | None) -> bool | None:
+    """The test's call, in a child forked for it (``runs_apart``; runner/forked.py): kernel figures
+    read there (counters opened here would count this process), ``after_call`` done there (the
+    memory pass, the record's keys), so that here it has nothing left to add. In the child, None:
+    pytest's own hook calls the function."""
     from .runner import forked
 
-    def before() -> None:
+    if item.stash.get(APART, False):
+        return None
+    bench, backend = item.funcargs["benchmark"], item.funcargs["concurrency_backend"]
+
+    def child() -> dict:
+        item.stash[APART] = True
         if instrument.machine_bound:
-            item.stash[KERNEL] = driver.KernelPerRun(item.funcargs["concurrency_backend"])
+            item.stash[KERNEL] = driver.KernelPerRun(backend)
+        reply = _call(item)
+        after_call(item, instrument, reply["outcome"] == "passed", lambda fullname: {})
+        meta = getattr(bench, "stats", None)
+        reply["bench"] = {
+            "mode": bench._mode,
+            "has_error": bench.has_error,
+            "group": bench.group,
+            "extra_info": bench.extra_info,
+            "iterations": meta.iterations if meta else 1,
+            "samples": list(meta.stats.data) if meta else [],
+        }
+        return reply
 
     try:
-        forked.run(item, timeout, before, lambda passed: after_call(item, instrument, passed))
+        reply, silent, how = forked.run(child, backend, timeout)
+    except OSError as exc:
+        bench._mode = "in the test's own process, which could not start"
+        pytest.fail(
+            f"{item.nodeid}: no process could be started for the test (--concurrency-isolate): "
+            f"{exc}. The user's process limit (ulimit -u) or memory is reached: raise it, or run "
+            "without --concurrency-isolate.",
+            pytrace=False,
+        )
     finally:
         if CALLS in item.stash:
             del item.stash[CALLS]
+    _apply(item, reply, silent, how, timeout)
+    return True
+
+
+def _apply(item, reply: dict | None, silent: bool, how: str | None, timeout: float | None) -> None:
+    bench = item.funcargs["benchmark"]
+    if reply is None:  # it may have measured, in the child: not "the fixture was not used"
+        bench._mode = "in the test's own process, which ended without a result"
+    if silent and timeout:  # only a session with a timeout watches for silence
+        pytest.fail(
+            f"{item.nodeid}: for {watchdog.silence(timeout):g} s no backend.run call ended and the test did not "
+            "return, so its process was killed with every process it started (--concurrency-timeout "
+            f"{timeout:g} s, and a grace). Its threads' stacks are in the captured stderr. Deadlock or "
+            "stall? Raise --concurrency-timeout if the test is just slow.",
+            pytrace=False,
+        )
+    if reply is None:
+        pytest.fail(
+            f"{item.nodeid}: the test's process ended without a result: {how or 'exit status 0'}. "
+            "It ran apart from the session (--concurrency-isolate), which goes on; its last "
+            "output is in the captured stdout and stderr.",
+            pytrace=False,
+        )
+    _take_record(bench, reply["bench"])
+    if reply["threads"]:
+        item.warn(
+            pytest.PytestWarning(
+                f"{item.nodeid}: the test left non-daemon threads running ({', '.join(reply['threads'])}); "
+                "they ended with its process, but in the session's own process they would keep it from "
+                "exiting: join them in the test"
+            )
+        )
+    outcome = reply["outcome"]
+    if outcome == "skipped":
+        pytest.skip(reply["message"])
+    if outcome == "xfailed":
+        pytest.xfail(reply["message"])
+    if outcome == "failed":
+        raise pytest.fail.Exception(reply["message"], pytrace=False)
+
+
+def _take_record(bench, sent: dict) -> None:
+    """pytest-benchmark's record of the child's rounds, made here as the fixture would have."""
+    bench._mode = sent["mode"]
+    bench.has_error = sent["has_error"]
+    if sent["group"] is not None:
+        bench.group = sent["group"]
+    bench.extra_info.update(sent["extra_info"])
+    if sent["samples"]:
+        stats = bench._make_stats(sent["iterations"])
+        for sample in sent["samples"]:
+            stats.update(sample)
+
+
+def _call(item) -> dict:
+    """Call the test function as pytest would (this module's hook stands aside in the child)."""
+    try:
+        item.ihook.pytest_pyfunc_call(pyfuncitem=item)
+    except pytest.skip.Exception as exc:
+        return {"outcome": "skipped", "message": exc.msg}
+    except pytest.xfail.Exception as exc:
+        return {"outcome": "xfailed", "message": exc.msg}
+    except BaseException:
+        excinfo = pytest.ExceptionInfo.from_current()
+        return {"outcome": "failed", "message": str(item.repr_failure(excinfo))}
+    return {"outcome": "passed"}
 
 
 def call_watched(item, timeout: float | None) -> bool | None:
@@ -166,21 +258,22 @@ def before_call(item, instrument, memory: bool) -> None:
     if not is_plain(funcargs):
         return
     bench = funcargs["benchmark"]
-    if memory and not passes.kind():  # a pass keeps only what it runs for (passes.py)
+    if memory:
         item.stash[CALLS] = driver.PlainCalls(bench)
     if instrument.exact:
         driver.WarmUntilStable(bench, instrument)
 
 
-def after_call(item, instrument, passed: bool) -> None:
-    """After the test ran: its record's keys, kernel figures and (if it passed) memory pass."""
-    _label(item, instrument)
+def after_call(item, instrument, passed: bool, counted_elsewhere: Callable[[str], dict]) -> None:
+    """After the test ran: its record's keys, kernel figures and (if it passed) memory pass.
+    ``counted_elsewhere(fullname)``: what passes before a counted session found for it (roles)."""
+    _label(item, instrument, counted_elsewhere)
     bench = getattr(item, "funcargs", {}).get("benchmark")
-    if passed and CALLS in item.stash and getattr(bench, "stats", None) is not None:
+    if passed and CALLS in item.stash and bench is not None and bench.stats is not None:
         bench.extra_info.update(item.stash[CALLS].memory_figures())
 
 
-def _label(item, instrument) -> None:
+def _label(item, instrument, counted_elsewhere: Callable[[str], dict]) -> None:
     """Give the test the keys the gate matches on (a ``concurrency_benchmark`` test has them)."""
     funcargs = getattr(item, "funcargs", {})
     bench, backend = funcargs.get("benchmark"), funcargs.get("concurrency_backend")
@@ -208,10 +301,5 @@ def _label(item, instrument) -> None:
         bench.extra_info.update(instrument.after_rounds())
         if KERNEL in item.stash:  # each round's run call; the warm-up rounds came first
             bench.extra_info.update(item.stash[KERNEL].figures(last=len(bench.stats.stats.data)))
-        elif not instrument.machine_bound:  # from the passes before this session (passes.py)
-            bench.extra_info.update(
-                passes.kernel_figures(bench.fullname) or kernel.not_measured(kernel.UNDER_VALGRIND)
-            )
-            others = passes.layout_rounds(bench.fullname)
-            if others:  # the gate judges the median over layouts
-                bench.extra_info["layouts"] = others
+        elif not instrument.machine_bound:  # kernel figures and other layouts: from passes
+            bench.extra_info.update(counted_elsewhere(bench.fullname))

@@ -1,7 +1,7 @@
-"""After the last benchmark: save the baseline, run the gate, write the reports.
+"""After the last benchmark: the records judged, saved as the baseline, reported.
 
-Kept apart from ``plugin`` so the order of these steps, and what a failure in one of
-them does to the session, is in one readable place.
+One pipeline (``finish``), called by the session's role object (roles/session.py), so that the
+order of these steps, and what a failure in one of them does to the session, is in one place.
 """
 
 from __future__ import annotations
@@ -55,64 +55,64 @@ class SessionOutcome:
         return int(pytest.ExitCode.OK)
 
 
-OUTCOME = pytest.StashKey[SessionOutcome]()
-BASELINE = pytest.StashKey[dict]()  # the --concurrency-baseline document, read at start-up
-CALIBRATION = pytest.StashKey[dict]()  # machine speed measured at start-up (see calibrate.fastest)
-
-
-def finish(config, bs, s, baseline_doc: dict | None) -> SessionOutcome:
+def finish(
+    config, bs, s, baseline_doc: dict | None, calibration: dict | None, role
+) -> SessionOutcome:
+    """The session's end, in order: its records -> judged (against the baseline, or for leaks
+    alone) -> saved as the baseline's latest session -> the reports. ``role``: the session's role
+    object (roles/), for its workers (a suspect re-measured) and whether it may save."""
     recs = records.from_session(bs.benchmarks)
     outcome = SessionOutcome(recs)
-    if memory_gate.has_figures(recs):  # a leak fails without a baseline (a gate below replaces it)
-        outcome.memory = memory_gate.judge(None, recs, s.memory_threshold)
-    if not (s.save_baseline or s.baseline or s.report_md or s.plot_dir):
-        return outcome
+    meta = None
     if s.save_baseline or s.baseline:
-        calibration = None
-        if s.instrument.machine_bound:
-            calibration = calibrate.session(
-                config.stash.get(CALIBRATION, None), calibrate.measure()
-            )
+        calibration = (
+            calibrate.session(calibration, calibrate.measure())
+            if s.instrument.machine_bound
+            else None
+        )
         meta = baseline.current_meta(
             {r.backend: r.backend_version for r in recs}, calibration, s.instrument
         )
-    if s.save_baseline:
-        if recs:
-            try:
-                _save(config, bs, s, recs, meta, outcome.messages)
-            except baseline.BaselineError as exc:
-                outcome.errors.append(str(exc))
-        else:
-            outcome.errors.append(
-                f"no concurrency benchmark ran, so no baseline was written to {s.save_baseline} "
-                "(run with --benchmark-only, and check that the models were not all skipped)"
-            )
-    if baseline_doc is not None:
-        settings = _gate_settings(s)
-        judge = _judge(baseline_doc, meta, settings, s)
-        result = judge(recs)
-        reruns = _remeasure(config, s, recs, gate.suspects(result), outcome.messages)
-        if reruns:
-            recs = outcome.records = gate.faster_sessions(recs, reruns)
-            result = gate.reproduce(result, judge(recs), reruns)
-        outcome.gate = result
-        if result.memory is not None:  # else refused: the leaks found above still stand
-            outcome.memory = result.memory
+    _judge(outcome, baseline_doc, meta, s, role.workers)
+    if s.save_baseline and meta is not None:
+        _save(config, bs, s, recs, meta, outcome, role.may_save())
+    _report(outcome, s)
+    return outcome
+
+
+def _judge(outcome: SessionOutcome, baseline_doc, meta, s, workers) -> None:
+    """Leaks fail without a baseline; with one, the gate's verdicts (a suspect re-measured first)."""
+    recs = outcome.records
+    if memory_gate.has_figures(recs):  # the gate below replaces it, unless it refuses
+        outcome.memory = memory_gate.judge(None, recs, s.memory_threshold)
+    if baseline_doc is None:
+        return
+    judge = _judge_by(baseline_doc, meta, _gate_settings(s), s)
+    result = judge(recs)
+    reruns = _remeasure(workers, s, recs, gate.suspects(result), outcome.messages)
+    if reruns:
+        recs = outcome.records = gate.faster_sessions(recs, reruns)
+        result = gate.reproduce(result, judge(recs), reruns)
+    outcome.gate = result
+    if result.memory is not None:  # else refused: the leaks found above still stand
+        outcome.memory = result.memory
+
+
+def _report(outcome: SessionOutcome, s) -> None:
     if s.report_md:
         from .report import markdown
 
-        markdown.write(s.report_md, markdown.render(recs, outcome.gate, outcome.memory))
+        markdown.write(s.report_md, markdown.render(outcome.records, outcome.gate, outcome.memory))
         outcome.messages.append(f"markdown report written to {s.report_md}")
     if s.plot_dir:
         from .report import plot
 
         try:
-            paths = plot.write(s.plot_dir, recs)
+            paths = plot.write(s.plot_dir, outcome.records)
         except plot.PlotError as exc:
             outcome.errors.append(str(exc))
         else:
             outcome.messages.append(f"{len(paths)} charts written to {s.plot_dir}")
-    return outcome
 
 
 def paired_threshold(s):
@@ -123,7 +123,7 @@ def paired_threshold(s):
     return lambda rec: settings.threshold_for(rec, default=paired.default_threshold(rec))
 
 
-def _judge(baseline_doc: dict, meta: dict, settings, s):
+def _judge_by(baseline_doc: dict, meta: dict, settings, s):
     """The gate over a run's records; native reference rows set aside unless gated (see gate.set_aside)."""
     from . import backends
 
@@ -138,30 +138,39 @@ def _judge(baseline_doc: dict, meta: dict, settings, s):
     return judge
 
 
-def _save(config, bs, s, recs: list, meta: dict, messages: list) -> None:
+def _save(
+    config, bs, s, recs: list, meta: dict, outcome: SessionOutcome, refused: str | None
+) -> None:
     """Write this session as the baseline's latest, in front of the sessions already there."""
-    from .measure import callgrind
-
-    if (
-        callgrind.launcher_gone()
-    ):  # killed by the user: what it measured must not become the baseline
-        messages.append(
-            f"no baseline written to {s.save_baseline}: the run that started this counted "
-            "session is gone (killed)"
+    if not recs:
+        outcome.errors.append(
+            f"no concurrency benchmark ran, so no baseline was written to {s.save_baseline} "
+            "(run with --benchmark-only, and check that the models were not all skipped)"
         )
         return
-    previous = baseline.load_previous(s.save_baseline)
-    if previous is not None:
-        reason = history.incompatible(previous, meta)
-        if reason:
-            messages.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
-            previous = None
-    doc, said = gate.add_session(
-        _session_document(config, bs, meta), previous, recs, _gate_settings(s), s.baseline_sessions
-    )
-    messages += said
-    baseline.save(s.save_baseline, doc)
-    messages.append(
+    if refused:  # e.g. killed by the user: what it measured must not become the baseline
+        outcome.messages.append(f"no baseline written to {s.save_baseline}: {refused}")
+        return
+    try:
+        previous = baseline.load_previous(s.save_baseline)
+        if previous is not None:
+            reason = history.incompatible(previous, meta)
+            if reason:
+                outcome.messages.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
+                previous = None
+        doc, said = gate.add_session(
+            _session_document(config, bs, meta),
+            previous,
+            recs,
+            _gate_settings(s),
+            s.baseline_sessions,
+        )
+        outcome.messages.extend(said)
+        baseline.save(s.save_baseline, doc)
+    except baseline.BaselineError as exc:
+        outcome.errors.append(str(exc))
+        return
+    outcome.messages.append(
         f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
         f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)"
     )
@@ -180,7 +189,7 @@ def _session_document(config, bs, meta: dict) -> dict:
     return doc
 
 
-def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
+def _remeasure(workers, s, recs: list, keys: list, messages: list) -> dict:
     """A second session of each suspect's rounds, where the workload can be run again.
 
     A regression must reproduce before it fails the build (see ``gate.faster_sessions``).
@@ -211,7 +220,7 @@ def _remeasure(config, s, recs: list, keys: list, messages: list) -> dict:
                 from .runner import isolate
 
                 reply = isolate.run_rounds(
-                    config,
+                    workers(),
                     rec.backend,
                     ref,
                     rec.params,

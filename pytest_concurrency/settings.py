@@ -1,58 +1,158 @@
-"""The plugin's options, read once from the command line and ini, validated with clear errors.
+"""The plugin's settings: every entry of ``options.OPTIONS`` parsed once into a frozen ``Settings``.
 
-Every error says what is wrong and how to fix it; the plugin turns ``SettingsError`` into
-pytest's usage error (exit status 4) before any benchmark runs.
+The command line wins over the ini file. Every error says what is wrong, where the value came
+from (``--concurrency-scale=huge: ...`` or ``ini concurrency_scale = huge (in tox.ini): ...``) and
+how to fix it; the plugin turns ``SettingsError`` into pytest's usage error (exit status 4)
+before any benchmark runs.
+
+``Settings`` is frozen: a caller that needs other settings makes them with
+``dataclasses.replace`` (``with_jobs`` for the lanes of a counted session under ``-n N``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from . import backends, measure
-from .gate.compare import DEFAULT_MACHINE_TOLERANCE
-from .gate.history import DEFAULT_KEEP
-from .workloads import SCALES
+from . import backends, measure, options
+from .measure import Instrument
+
+_DEFAULTS: dict[str, Any] = {o.field: o.default for o in options.OPTIONS if o.field}
 
 
 class SettingsError(ValueError):
     pass
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    backends: list[str] = field(default_factory=lambda: list(backends.DEFAULT_SPECS))
+    backends: list[str] = field(default_factory=lambda: list(_DEFAULTS["backends"]))
     backends_chosen: bool = False  # named by option or ini, rather than the default run
-    scale: str = "default"
-    measure: str = "time"  # the instrument: see measure/
-    rounds: int | None = None
+    scale: str = _DEFAULTS["scale"]
+    measure: str = _DEFAULTS["measure"]  # the instrument: see measure/
+    rounds: int | None = _DEFAULTS["rounds"]
     timeout: float | None = None  # None until read: then the given one or the instrument's default
-    isolate: bool = False
+    isolate: bool = _DEFAULTS["isolate"]
     jobs: int = (
         1  # cases measured at once (instruction counts only: times would disturb each other)
     )
-    layouts: int = 3  # layouts a plain test is counted in (measure/layouts.py); time: one process
-    baseline: Path | None = None
-    save_baseline: Path | None = None
-    baseline_sessions: int = DEFAULT_KEEP  # sessions a saved baseline keeps
-    threshold: float | None = None  # None: each record's instrument's default
+    layouts: int = _DEFAULTS["layouts"]  # layouts a plain test is counted in (measure/layouts.py)
+    baseline: Path | None = _DEFAULTS["baseline"]
+    save_baseline: Path | None = _DEFAULTS["save_baseline"]
+    baseline_sessions: int = _DEFAULTS["baseline_sessions"]  # sessions a saved baseline keeps
+    threshold: float | None = _DEFAULTS["threshold"]  # None: each record's instrument's default
     thresholds: dict = field(default_factory=dict)  # "gevent" / "ring" / "ring:gevent" -> fraction
-    memory_threshold: float | None = None  # None: memory_gate.DEFAULT_THRESHOLD
-    memory_plain: bool = False  # users' own benchmark tests get the memory pass too
-    allow_cross_python: bool = False
-    gate_native: bool = False  # the native reference rows get verdicts that can fail the build
-    machine_tolerance: float = DEFAULT_MACHINE_TOLERANCE
-    against: str | None = (
-        None  # --concurrency-against: the base side's spec (this session is the head)
-    )
-    paired: bool = False  # a side's session under --concurrency-against: rounds are taken in turns
-    report_md: Path | None = None
-    plot_dir: Path | None = None
+    memory_threshold: float | None = _DEFAULTS["memory_threshold"]  # None: the memory gate's
+    memory_plain: bool = _DEFAULTS["memory_plain"]  # users' own benchmark tests get the memory pass
+    allow_cross_python: bool = _DEFAULTS["allow_cross_python"]
+    gate_native: bool = _DEFAULTS["gate_native"]  # the native rows' verdicts can fail the build
+    machine_tolerance: float = _DEFAULTS["machine_tolerance"]
+    against: str | None = _DEFAULTS["against"]  # the base side's spec (this session is the head)
+    paired: bool = False  # a side's session under --concurrency-against: rounds taken in turns
+    report_md: Path | None = _DEFAULTS["report_md"]
+    plot_dir: Path | None = _DEFAULTS["plot_dir"]
+    against_keep: Path | None = _DEFAULTS["against_keep"]  # where each pair's rounds are copied
 
     @property
-    def instrument(self) -> measure.Instrument:
+    def instrument(self) -> Instrument:
         return measure.get(self.measure)
+
+
+def with_jobs(s: Settings, jobs: int) -> Settings:
+    """``s`` with ``jobs`` cases counted at once (``-n N`` in a counted session: N lanes)."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, got {jobs}")
+    return dataclasses.replace(s, jobs=jobs)
+
+
+# -- reading: one entry of the table at a time ------------------------------------------------
+
+
+def from_config(config, *, paired: bool = False) -> Settings:
+    """Every entry of ``options.OPTIONS``, from the command line or else the ini file, parsed.
+
+    ``paired``: this is a side's session under ``--concurrency-against`` (the caller knows its
+    role; the settings do not look it up)."""
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for o in options.OPTIONS:
+        if o.field is None:
+            continue  # read by another module (--concurrency-role: roles.py)
+        given = _given(config, o)
+        if given is None:
+            values[o.field] = _default(o)
+            continue
+        raw, origin = given
+        if isinstance(raw, str) and not raw.strip():  # --concurrency-jobs= : the default,
+            values[o.field] = _default(o)  # whatever the ini file says
+            continue
+        origins[o.field] = origin
+        values[o.field] = PARSERS[o.kind](raw, origin, o)
+    values["backends_chosen"] = "backends" in origins
+    instrument = measure.get(values["measure"])
+    if values["timeout"] is None:
+        values["timeout"] = instrument.default_timeout
+    values["jobs"] = _jobs(values["jobs"], origins.get("jobs", "--concurrency-jobs"), instrument)
+    return Settings(paired=paired, **values)
+
+
+def _given(config, o: options.Option) -> tuple[Any, str] | None:
+    """The entry's raw value and where it came from; None when neither place gives it."""
+    if o.flag is not None:
+        value = config.getoption(o.dest, None)
+        if value is not None:
+            return value, o.flag if o.kind == options.SWITCH else f"{o.flag}={value}"
+    if o.ini is None:
+        return None
+    try:
+        value = config.getini(o.ini)
+    except Exception as exc:  # a bool key pytest could not read: ValueError, or UsageError (9.x)
+        raw = _raw_ini(config, o.ini)
+        shown = f" = {raw}" if raw is not None else ""
+        raise SettingsError(
+            f"ini {o.ini}{shown} ({_ini_place(config, o.ini)}): {exc}; write true or false"
+        ) from None
+    if value in ("", [], None) or (o.kind == options.SWITCH and value is False):
+        return None
+    if o.kind == options.THRESHOLD_LINES:
+        return value, f"ini {o.ini} ({_ini_place(config, o.ini)})"
+    return value, f"ini {o.ini} = {value} ({_ini_place(config, o.ini)})"
+
+
+def _ini_place(config, key: str) -> str:
+    """Where an ini key's value came from: ``-o key=...`` or the ini file."""
+    for override in getattr(config.option, "override_ini", None) or ():
+        if override.partition("=")[0].strip() == key:
+            return "from -o/--override-ini"
+    return f"in {config.inipath}"
+
+
+def _raw_ini(config, key: str) -> object:
+    """The ini file's text for ``key``, for an error message (best effort: pytest's own store)."""
+    try:
+        store = getattr(config, "_inicfg", None)
+        if store is None:
+            store = config.inicfg  # pytest < 9: plain strings
+        value = store.get(key)
+        return getattr(value, "value", value)
+    except Exception:
+        return None
+
+
+def _default(o: options.Option) -> Any:
+    """A fresh copy of a mutable default: no two Settings share one list or dict."""
+    if isinstance(o.default, (list, tuple)):
+        return list(o.default)
+    if isinstance(o.default, dict):
+        return dict(o.default)
+    return o.default
+
+
+# -- the parsers, one per kind of entry (options.KINDS) ------------------------------------------
 
 
 def parse_backends(text: str, origin: str) -> list[str]:
@@ -62,35 +162,39 @@ def parse_backends(text: str, origin: str) -> list[str]:
         raise SettingsError(f"{origin}: {exc}") from None
 
 
-def parse_scale(text: str, origin: str) -> str:
-    if text not in SCALES:
-        raise SettingsError(f"{origin}: unknown scale {text!r}; use one of {', '.join(SCALES)}")
+def parse_choice(text: str, origin: str, choices: Iterable[str], noun: str) -> str:
+    choices = list(choices)
+    if text not in choices:
+        raise SettingsError(f"{origin}: unknown {noun} {text!r}; use one of {', '.join(choices)}")
     return text
 
 
 def parse_measure(text: str, origin: str) -> str:
-    if text not in measure.names():
-        raise SettingsError(
-            f"{origin}: unknown measure {text!r}; use one of {', '.join(measure.names())}"
-        )
+    """An instrument's name; one this machine cannot use (valgrind missing) is an error too."""
+    parse_choice(text, origin, measure.names(), "measure")
     reason = measure.get(text).unavailable_reason()
     if reason:
-        raise SettingsError(f"{origin}={text}: {reason}")
+        raise SettingsError(f"{origin}: {reason}")
     return text
 
 
-def parse_jobs(text, instrument) -> int:
+def parse_jobs(text, instrument, origin: str = "--concurrency-jobs") -> int:
     """``--concurrency-jobs``: a number, or empty for the default (every core when counting)."""
-    if not text:
+    if text in (None, ""):
+        return _jobs(None, origin, instrument)
+    return _jobs(parse_positive(text, origin, int), origin, instrument)
+
+
+def _jobs(jobs: int | None, origin: str, instrument) -> int:
+    if jobs is None:
         return (
             (os.cpu_count() or 1)
             if instrument.fresh_process and not instrument.machine_bound
             else 1
         )
-    jobs = parse_positive(text, "--concurrency-jobs", int)
     if jobs > 1 and instrument.machine_bound:
         raise SettingsError(
-            f"--concurrency-jobs={jobs}: cases measured at the same time slow each other down, so "
+            f"{origin}: cases measured at the same time slow each other down, so "
             f"{instrument.kind} measured that way would be wrong; use it with "
             "--concurrency-measure=instructions, whose counts do not move"
         )
@@ -123,7 +227,7 @@ def parse_thresholds(lines, origin: str) -> dict:
             raise SettingsError(
                 f"{origin}: {line!r} should read KEY = PCT, e.g. 'gevent = 15' or 'ring:uvloop = 20'"
             )
-        out[key] = parse_percent(value, f"{origin} ({key})")
+        out[key] = parse_percent(value.strip(), f"{origin}, line {str(line).strip()!r}")
     return out
 
 
@@ -154,79 +258,30 @@ def writable_target(path: str, origin: str) -> Path:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK):
         raise SettingsError(
-            f"{origin}: cannot create {path}: {existing} is not a writable directory; choose another path"
+            f"{origin}: cannot create {path}: {existing} is not a writable directory; choose "
+            "another path"
         )
     return target
 
 
-def from_config(config) -> Settings:
-    opt = config.getoption
-    s = Settings()
-    text = opt("concurrency_backends") or config.getini("concurrency_backends")
-    if text:
-        s.backends = parse_backends(text, "--concurrency-backends")
-        s.backends_chosen = True
-    s.scale = parse_scale(
-        opt("concurrency_scale") or config.getini("concurrency_scale") or "default",
-        "--concurrency-scale",
-    )
-    s.measure = parse_measure(
-        opt("concurrency_measure") or config.getini("concurrency_measure") or "time",
-        "--concurrency-measure",
-    )
-    if opt("concurrency_rounds") is not None:
-        s.rounds = parse_positive(opt("concurrency_rounds"), "--concurrency-rounds", int)
-    timeout = opt("concurrency_timeout") or config.getini("concurrency_timeout")
-    s.timeout = (
-        parse_positive(timeout, "--concurrency-timeout")
-        if timeout
-        else s.instrument.default_timeout
-    )
-    s.isolate = bool(opt("concurrency_isolate") or config.getini("concurrency_isolate"))
-    s.jobs = parse_jobs(opt("concurrency_jobs") or config.getini("concurrency_jobs"), s.instrument)
-    layouts = opt("concurrency_layouts") or config.getini("concurrency_layouts")
-    if layouts:
-        s.layouts = parse_positive(layouts, "--concurrency-layouts", int)
-    threshold = opt("concurrency_threshold") or config.getini("concurrency_threshold")
-    if threshold:
-        s.threshold = parse_percent(threshold, "--concurrency-threshold")
-    memory_threshold = opt("concurrency_memory_threshold") or config.getini(
-        "concurrency_memory_threshold"
-    )
-    if memory_threshold:
-        s.memory_threshold = parse_percent(memory_threshold, "--concurrency-memory-threshold")
-    s.memory_plain = bool(opt("concurrency_memory") or config.getini("concurrency_memory"))
-    s.thresholds = parse_thresholds(
-        config.getini("concurrency_thresholds"), "ini concurrency_thresholds"
-    )
-    s.allow_cross_python = bool(opt("concurrency_allow_cross_python"))
-    s.gate_native = bool(opt("concurrency_gate_native") or config.getini("concurrency_gate_native"))
-    tolerance = opt("concurrency_machine_tolerance") or config.getini(
-        "concurrency_machine_tolerance"
-    )
-    if tolerance:
-        s.machine_tolerance = parse_percent(tolerance, "--concurrency-machine-tolerance")
-    if opt("concurrency_baseline"):
-        s.baseline = Path(opt("concurrency_baseline"))
-    if opt("concurrency_save_baseline"):
-        s.save_baseline = writable_target(
-            opt("concurrency_save_baseline"), "--concurrency-save-baseline"
-        )
-    sessions = opt("concurrency_baseline_sessions") or config.getini(
-        "concurrency_baseline_sessions"
-    )
-    if sessions:
-        s.baseline_sessions = parse_positive(sessions, "--concurrency-baseline-sessions", int)
-    s.against = opt("concurrency_against")
-    s.paired = _side_session()
-    if opt("concurrency_report_md"):
-        s.report_md = writable_target(opt("concurrency_report_md"), "--concurrency-report-md")
-    if opt("concurrency_plot"):
-        s.plot_dir = Path(opt("concurrency_plot"))
-    return s
+def _text(raw) -> str:
+    return str(raw).strip()
 
 
-def _side_session() -> bool:
-    from . import against
-
-    return bool(against.side_session())
+#: kind -> parser(raw value, origin, entry); every kind of options.KINDS has one.
+PARSERS: dict[str, Callable[[Any, str, options.Option], Any]] = {
+    options.TEXT: lambda raw, origin, o: _text(raw) or None,
+    options.CHOICE: lambda raw, origin, o: parse_choice(
+        _text(raw), origin, o.choices, o.field or o.kind
+    ),
+    options.MEASURE: lambda raw, origin, o: parse_measure(_text(raw), origin),
+    options.BACKENDS: lambda raw, origin, o: parse_backends(_text(raw), origin),
+    options.COUNT: lambda raw, origin, o: parse_positive(_text(raw), origin, int),
+    options.SECONDS: lambda raw, origin, o: parse_positive(_text(raw), origin, float),
+    options.PERCENT: lambda raw, origin, o: parse_percent(raw, origin),
+    options.PATH: lambda raw, origin, o: Path(_text(raw)),
+    options.NEW_FILE: lambda raw, origin, o: writable_target(_text(raw), origin),
+    options.SWITCH: lambda raw, origin, o: bool(raw),
+    options.THRESHOLD_LINES: lambda raw, origin, o: parse_thresholds(raw, origin),
+}
+assert set(PARSERS) == set(options.KINDS), "every kind of options.KINDS needs a parser here"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_concurrency import against
 from pytest_concurrency.gate import paired
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 from pytest_concurrency.measure.records import Record
+from pytest_concurrency.roles import against
 from pytest_concurrency.runner import lockstep, sides
 
 # -- statistics, on synthetic rounds ----------------------------------------------------------------
@@ -491,9 +491,9 @@ def project(pytester):
 def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(
     project, monkeypatch
 ):
-    monkeypatch.setenv(against.KEEP_ENV, str(project.path / "kept"))
     result = project.runpytest_subprocess(
         "--benchmark-only",
+        f"--concurrency-against-keep={project.path / 'kept'}",
         "--concurrency-backends=asyncio",
         "--concurrency-against=base",
         "-p",
@@ -531,7 +531,7 @@ def test_against_a_git_ref_the_same_code_passes(project):
     subprocess.run([*git, "add", "mylib", "pyproject.toml"], cwd=project.path, check=True)
     subprocess.run([*git, "commit", "-qm", "head"], cwd=project.path, check=True)
     # The mechanism (a git ref installed apart, both sides run, judged), not the statistics, whose
-    # A/A rates are scripts/against_evidence.py's (--tasks 2 --git is this shape): at the default 3%
+    # A/A rates are evidence/against_evidence.py's (--tasks 2 --git is this shape): at the default 3%
     # this session read "+3.5% regressed" twice in about a dozen runs while each side ran on a CPU
     # of its own, which the sides no longer do (docs/gates/against.md, "Where the sides run").
     result = project.runpytest_subprocess(
@@ -569,11 +569,10 @@ def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
     )
     code = (
         "import sys; sys.path.insert(0, %r); from pytest_concurrency.runner import sides; "
-        "sides.import_base_first(); import mylib; print(mylib.__file__, mylib.__version__)"
-    ) % str(tmp_path / "tree")
+        "sides.import_base_first(%r); import mylib; print(mylib.__file__, mylib.__version__)"
+    ) % (str(tmp_path / "tree"), str(site))
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, sides.SIDE_PATH_ENV: str(site)},
         capture_output=True,
         text=True,
         check=True,
@@ -585,12 +584,12 @@ def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
     stand_in = sides.same_length(site)
     stand_in.mkdir()
     code = code.replace(
-        "import_base_first()",
-        "import_base_first(head=True); print(len(sys.meta_path[0].site) == len(%r))" % str(site),
+        "import_base_first(%r)" % str(site),
+        "import_base_first(%r, head=True); print(len(sys.meta_path[0].site) == len(%r))"
+        % (str(site), str(site)),
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, sides.SIDE_PATH_ENV: str(site)},
         capture_output=True,
         text=True,
         check=True,

@@ -1,6 +1,6 @@
 """The regression gate through real pytest sessions: save, compare, fail, report.
 
-These check the gate's mechanics, not its statistics (scripts/gate_evidence.py measures
+These check the gate's mechanics, not its statistics (evidence/gate_evidence.py measures
 those on realistic noise): the workload is timer-dominated (each round sleeps 20 ms on
 the model's own timer), the threshold is 20%, and the injected slowdown is +60% on one
 backend, chosen by an environment variable. Noise cannot be mistaken for either; and as

@@ -290,7 +290,7 @@ def test_layouts_that_are_not_a_count_are_a_usage_error(pytester, given, said):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest(f"--concurrency-layouts={given}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--concurrency-layouts: {said}*"])
+    result.stderr.fnmatch_lines([f"*--concurrency-layouts={given}: {said}*"])
 
 
 def test_an_unknown_measure_is_a_usage_error(pytester):

@@ -15,8 +15,9 @@ import pytest_concurrency
 
 PACKAGE = Path(pytest_concurrency.__file__).parent
 
-#: Lowest first. A top-level module (plugin, plain_tests, options, settings, session_end, against, passes,
-#: __main__) is glue: layer 7.
+#: Lowest first. A top-level module (plugin, cases, plain_tests, options, settings, session_end,
+#: __main__) is glue: layer 7, as are the role objects (roles/) that implement the plugin's hooks.
+GLUE = 7
 LAYERS = {
     "backends": 1,
     "workloads": 2,
@@ -25,8 +26,8 @@ LAYERS = {
     "native": 4,
     "gate": 5,
     "report": 6,
+    "roles": GLUE,
 }
-GLUE = 7
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -123,9 +124,8 @@ def test_the_top_level_holds_only_the_glue():
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == [
         "__init__.py",
         "__main__.py",
-        "against.py",
+        "cases.py",
         "options.py",
-        "passes.py",
         "plain_tests.py",
         "plugin.py",
         "session_end.py",
@@ -162,4 +162,3 @@ def test_the_checks_see_a_cycle_through_a_lazy_import_and_an_upward_import(tmp_p
         "pkg.measure.clock (layer 3) imports pkg.runner.worker (layer 4)",
         "pkg.workloads (layer 2) imports pkg.gate.verdicts (layer 5)",
     ]
-

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency import backends
+from pytest_concurrency.roles.role import KERNEL_PASS, Role
 
 PLAIN_LEAKS = (Path(__file__).parent / "data" / "plain_leaks.py").read_text()
 MODELS = [m for m in ("gevent", "asyncio", "threading") if backends.unavailable_reason(m) is None]
@@ -114,9 +115,9 @@ def test_the_marker_asks_for_the_pass_per_test(pytester, marker, expect_leak):
     assert ("(leak)" in text) == expect_leak and result.ret == (1 if expect_leak else 0), text
 
 
-def test_a_pass_before_a_counted_session_calls_the_test_only_for_its_rounds(pytester, monkeypatch):
+def test_a_pass_before_a_counted_session_calls_the_test_only_for_its_rounds(pytester):
     """~4 s, two sessions at full speed: the memory pass's calls belong to the counted session, not
-    to a pass that keeps only kernel figures or rounds (passes.py)."""
+    to a pass that keeps only kernel figures or rounds (roles/counting.py)."""
     calls = pytester.path / "calls"
     pytester.makepyfile(
         test_calls=f"""
@@ -137,7 +138,7 @@ def test_a_pass_before_a_counted_session_calls_the_test_only_for_its_rounds(pyte
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
     with_memory = len(calls.read_text())
     calls.unlink()
-    monkeypatch.setenv("PYTEST_CONCURRENCY_PASS", f"kernel:{pytester.path / 'kernel.json'}")
-    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+    kernel_pass = Role(KERNEL_PASS, out=str(pytester.path / "kernel.json"))
+    pytester.runpytest_subprocess(*args, *kernel_pass.argv()).assert_outcomes(passed=1)
     assert len(calls.read_text()) == 3 < with_memory, with_memory  # its rounds alone
     assert "test_calls" in (pytester.path / "kernel.json").read_text()

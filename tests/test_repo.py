@@ -19,7 +19,7 @@ SHIPPED = [
     "docs",
     "examples",
     "pytest_concurrency",
-    "scripts",
+    "evidence",
 ]
 
 

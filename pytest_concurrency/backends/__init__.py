@@ -74,7 +74,7 @@ class UnknownBackend(ConcurrencyError, ValueError):
 
 
 def valid_specs() -> list[str]:
-    out = []
+    out: list[str] = []
     for name, entry in _REGISTRY.items():
         out.extend(f"{name}[{v}]" if v else name for v in entry.variants or ("",))
     return out

@@ -44,8 +44,8 @@ class AsyncTask:
         self._task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            error = task.exception()
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
             self._backend._failures.failed(
                 self, base.TaskFailed(self._backend.name, self._name, error)
             )

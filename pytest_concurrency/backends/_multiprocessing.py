@@ -21,6 +21,7 @@ import time
 import traceback
 import warnings
 from multiprocessing.connection import wait
+from typing import Any
 
 from . import base
 from ._sockets import SocketStream
@@ -131,7 +132,8 @@ class ProcessTask:
         self._cancelled = False  # cancel() was called
         reader, writer = backend._ctx.Pipe(duplex=False)
         self._conn = reader
-        self.process = backend._ctx.Process(
+        # typeshed types get_context(a str) as BaseContext, which has no Process; each real one has
+        self.process = backend._ctx.Process(  # type: ignore[attr-defined]
             target=_child_main, args=(writer, fn, args), name=self.name, daemon=True
         )
         try:
@@ -208,7 +210,7 @@ class ProcessTask:
             raise base.TaskCancelled(self._backend.name, self.name)
         if failure is not None:
             raise failure from failure.error
-        return self._outcome[1]
+        return self._receive()[1]  # received by _error() above
 
 
 class Backend(base.SyncBackend):
@@ -261,7 +263,7 @@ class Backend(base.SyncBackend):
 
     def _stop_children(self, grace: float) -> None:
         tasks, self._tasks = self._tasks, set()
-        pending = {task._conn: task for task in tasks}
+        pending: dict[Any, ProcessTask] = {task._conn: task for task in tasks}
         deadline = time.monotonic() + grace
         while pending:
             remaining = deadline - time.monotonic()

@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from . import base, watchdog
 
@@ -59,7 +61,8 @@ class StructuredTask:
         self._backend = backend
         self.name = base.task_name(fn)
         self._done = backend._event()
-        self._result = self._error = None
+        self._result: Any = None
+        self._error: Exception | None = None
         self._returned = False
         # Its own cancel scope, made now (a scope can be cancelled before it is entered), so
         # cancel() ends this task alone, not the run's group.
@@ -97,6 +100,17 @@ class StructuredBackend(base.AsyncBackend):
     """Subclasses give the library: ``_start`` (enter the loop), ``_task_group``, ``_event``,
     ``_memory_channel``, ``_cancel_scope``, ``_call_soon_signal_safe``, ``_connect``, ``_task_lister`` and
     ``_name_current_task``."""
+
+    # the library's part, each given by the subclass (declared here for the type checker)
+    _start: Callable[..., Any]  # (entry, *args): run entry(*args) in a new event loop
+    _task_group: Callable[[], Any]  # an async context manager: a nursery or task group
+    _event: Callable[[], Any]
+    _cancel_scope: Callable[[], Any]
+    _memory_channel: Callable[[float], tuple[Any, Any]]  # (send end, receive end)
+    _call_soon_signal_safe: Callable[[], Callable[[Callable[[], None]], None]]
+    _name_current_task: Callable[[str], None]
+    _task_lister: Callable[[], Callable[[], list] | None]  # None: the watchdog's own (asyncio)
+    _connect: Callable[[str, int], Awaitable[ByteStream]]
 
     def __init__(self):
         self._failures = base.FailureTracker(self.name)
@@ -209,7 +223,9 @@ def name_trio_task(name: str) -> None:
 def name_asyncio_task(name: str) -> None:
     import asyncio
 
-    asyncio.current_task().set_name(name)
+    task = asyncio.current_task()
+    assert task is not None  # called by the task itself
+    task.set_name(name)
 
 
 def trio_tasks_blocked() -> list:

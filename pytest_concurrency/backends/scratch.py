@@ -52,7 +52,8 @@ def remove() -> None:
     if _own is None or _owner != os.getpid():
         return
     shutil.rmtree(_own, ignore_errors=True)
-    os.close(_lock_fd)
+    if _lock_fd is not None:
+        os.close(_lock_fd)
     _own = _lock_fd = None
 
 
@@ -60,7 +61,7 @@ def sweep(root: str | None = None) -> list[str]:
     """Remove the directories of this user's sessions that died without removing their own;
     returns them. One whose lock is held, or that is not ours, or not one of ours, is left."""
     root = root or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(root))
     except OSError:

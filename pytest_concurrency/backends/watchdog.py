@@ -123,6 +123,7 @@ def deadline(
         if not usable:
             yield
             return
+        assert seconds  # usable says so
 
         entry = _current_greenlet()
         older_threads = set(threading.enumerate())  # left by earlier code: not this one's waits
@@ -398,7 +399,7 @@ def how_it_ended(code: int | None) -> str:
 
 
 def with_parent(
-    sig: int = signal.SIGKILL, also: Callable[[], None] | None = None
+    sig: int = signal.SIGKILL, also: Callable[[], object] | None = None
 ) -> Callable[[], None]:
     """A ``preexec_fn``: the child gets ``sig`` when the thread that started it ends, even by
     ``kill -9`` of this process (PR_SET_PDEATHSIG, Linux), and exits at once if this process died

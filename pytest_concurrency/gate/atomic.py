@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 
 
-def replace_with(path, produce: Callable[[str], None]) -> str:
+def replace_with(path, produce: Callable[[str], object]) -> str:
     """Call ``produce(tmp_path)`` to write the new content, then move it to ``path``; a symlink
     at ``path`` stays one, and the file it points to is what is replaced."""
     path = os.path.realpath(os.fspath(path))

@@ -97,6 +97,8 @@ def ratio(current: dict | None, baseline: dict | None) -> float | None:
 
     ``None`` when either side lacks a usable figure or the loops differ (another version).
     """
+    if current is None or baseline is None:
+        return None
     try:
         if current.get("version") != baseline.get("version"):
             return None

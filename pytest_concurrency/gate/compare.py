@@ -461,9 +461,9 @@ def _judge(
     )  # layouts, the fewer side's
     threshold = settings.threshold_for(cur, instrument.default_threshold_for(counted_in))
     floor = instrument.threshold_floor(cur)
-    widened = floor is not None and floor[0] > threshold
-    if widened:
-        threshold = floor[0]
+    widened = ""  # why the instrument's floor is above the threshold set
+    if floor is not None and floor[0] > threshold:
+        threshold, widened = floor
     bad = session_quality.disturbed(sessions, threshold) if instrument.machine_bound else {}
     kept = {i: s for i, s in enumerate(sessions) if i not in bad}
     raw = [x for s in kept.values() for x in s.samples]
@@ -471,10 +471,11 @@ def _judge(
         raw,
         *(rounds for s in kept.values() for rounds in s.layouts),
     ]  # counted in other layouts too
+    baseline_median = stats.center(layouts)
     verdict = Verdict(
         cur.key,
         UNCHANGED,
-        baseline_median=stats.center(layouts),
+        baseline_median=baseline_median,
         current_median=cur.median,
         threshold=threshold,
         versions_changed=versions_changed(sessions[0].backend_version, cur, base_meta, cur_meta),
@@ -484,38 +485,38 @@ def _judge(
         base_threshold=threshold,
     )
     if widened:
-        verdict.note = f"threshold {threshold:.0%}: {floor[1]}"
+        verdict.note = f"threshold {threshold:.0%}: {widened}"
     if bad:
         verdict.note = _join(verdict.note, session_quality.left_out(bad, len(sessions)))
-    if not (
-        verdict.baseline_median > 0 and cur.median > 0
-    ):  # no samples (nan) or a zero-time clock
+    if not (baseline_median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
         verdict.status = INCONCLUSIVE
         verdict.note = "no usable raw samples on one side: nothing to compare"
         return verdict
-    verdict.raw_change = cur.median / verdict.baseline_median - 1
+    verdict.raw_change = cur.median / baseline_median - 1
     if cal:
-        verdict.normalized_change = cur.median / (verdict.baseline_median * cal) - 1
+        verdict.normalized_change = cur.median / (baseline_median * cal) - 1
     # normalized: the baseline's samples as they would have run on this machine
     factor = cal if normalize else 1.0
     reference = [x * factor for x in raw]
     medians = {i: stats.median(s.samples) for i, s in kept.items()}
     drift = stats.session_drift(list(medians.values()))
+    judged_at = threshold  # the threshold the comparison uses: the one set, or widened by drift
     if drift is not None:
         verdict.drift, used = drift
         allowance = stats.drift_allowance(verdict.drift, used)
         if allowance > threshold:
+            judged_at = allowance
             verdict.threshold, verdict.widened_by = allowance, session_quality.widened_by(medians)
             drifts = f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"
             widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
             verdict.note = _join(verdict.note, widening)
     if instrument.exact:
-        c = stats.decide_layouts(layouts, cur.layouts, verdict.threshold)
+        c = stats.decide_layouts(layouts, cur.layouts, judged_at)
     else:
         c = stats.decide(
             reference,
             cur.samples,
-            verdict.threshold,
+            judged_at,
             settings.alpha,
             settings.confidence,
             settings.resamples,

@@ -17,7 +17,7 @@ from .verdicts import IMPROVED, REGRESSED
 #: Other processes' load (in CPU cores) that makes a change unjudgeable once it rose by more
 #: than this since the baseline: for thread and process models always (they need free cores),
 #: for the others when it leaves this process less than one free core plus this margin. With a
-#: busy loop on the second of 2 cores (scripts/gate_evidence.py), ring on threading ran 31-56%
+#: busy loop on the second of 2 cores (evidence/gate_evidence.py), ring on threading ran 31-56%
 #: slower, and in fresh processes asyncio and greenlet sessions up to 31% slower, reproducibly
 #: within the session. Quiet sessions here read 0.00-0.3 cores, a hog 1.0.
 LOAD_MARGIN = 0.3

@@ -49,7 +49,7 @@ class Figure:
     #: (task kind, threshold) against the base side in the same run (``paired``): the rounds take
     #: turns, so what two sessions at different times differ by on threads is gone (a threaded ring's
     #: syscalls per op -0.7% to +3.4% in 50 A/A sessions, where two stored sessions moved up to 30%;
-    #: a sched_yield per hop +34% to +41%, polling +5% to +18%: scripts/kernel_plain_evidence.py
+    #: a sched_yield per hop +34% to +41%, polling +5% to +18%: evidence/kernel_plain_evidence.py
     #: --against, docs/gates/kernel.md); processes were not measured that way, so they keep ``wider``
     wider_paired: tuple = ()
 
@@ -62,9 +62,9 @@ class Figure:
 
 
 #: Thresholds from repeatability measured here. Light models' syscalls per hop gave no verdict in 50
-#: of 50 A/A pairs (scripts/kernel_evidence.py). Threading's ring, 40 A/A pairs in one process: syscalls
+#: of 50 A/A pairs (evidence/kernel_evidence.py). Threading's ring, 40 A/A pairs in one process: syscalls
 #: per hop moved up to 11.3% (median 3.3%), switches up to 20.7% (median 6.5%); a user's plain threading
-#: ring in separate sessions (scripts/kernel_plain_evidence.py, 50 A/A pairs on a quiet machine): up to
+#: ring in separate sessions (evidence/kernel_plain_evidence.py, 50 A/A pairs on a quiet machine): up to
 #: 30.5% (median 11.9%) and 65% (median 15.7%): two processes of the same code do not schedule their
 #: threads alike. An A/A of the smoke suite (292 verdicts): multiprocessing's switches per op moved 34%,
 #: threading's IO minor faults 33%.

@@ -54,7 +54,7 @@ def layout_note(base_meta: Mapping, current_meta: Mapping) -> str | None:
     Where the interpreter's objects land follows everything a process did before the rounds,
     down to the length of its directory's name, and counts follow where they land: CPython
     3.11's type-attribute cache is indexed by the names' addresses, and a gevent ring counted
-    2.8% more with only its directory's name changed (scripts/count_layouts.py). Not a reason
+    2.8% more with only its directory's name changed (evidence/count_layouts.py). Not a reason
     to refuse: most directories move counts by less than 0.3%; a reason to know."""
     then, now = base_meta.get("directory"), current_meta.get("directory")
     if not isinstance(then, str) or not isinstance(now, str) or then == now:

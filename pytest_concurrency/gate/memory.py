@@ -28,7 +28,7 @@ from ..measure.records import Record, from_json, key_label, params_id
 from . import history, stats
 from .verdicts import IMPROVED, LEAKED, NEW, REGRESSED, UNCHANGED, MemoryResult, MemoryVerdict
 
-#: Default memory threshold: 20 A/A comparisons of the smoke suite here (scripts/memory_evidence.py)
+#: Default memory threshold: 20 A/A comparisons of the smoke suite here (evidence/memory_evidence.py)
 #: moved memory per task by at most 1.3%; only threads' peak heap moved more (up to 14%, by at
 #: most 8.8 KiB, which the peak's 64 KiB floor absorbs).
 DEFAULT_THRESHOLD = 0.10
@@ -84,7 +84,7 @@ class Leak:
         return _size(value)
 
 
-#: Floors from what nothing-leaking rounds were seen to keep here (scripts/memory_evidence.py):
+#: Floors from what nothing-leaking rounds were seen to keep here (evidence/memory_evidence.py):
 #: the Python heap ~0, but eventlet keeps cancelled sleep timers until it prunes them (~180 B
 #: per task per round on CPython 3.11, 360 B on 3.10) and gevent's hub ~70 B per IO task; 512 B
 #: is below any task's frame (trio's, the smallest seen, ~700 B). The C heap (mallinfo2) moved
@@ -135,7 +135,8 @@ def judge(
                 result.verdicts.append(
                     _judge(metric, rec, base.get((rec.key, metric.key)), now, threshold)
                 )
-    missing = sorted({find(v.metric).what for v in result.verdicts if v.status == NEW})
+    what = {m.key: m.what for m in METRICS}  # only a metric, never a leak, can be new
+    missing = sorted({what[v.metric] for v in result.verdicts if v.status == NEW})
     if missing:
         result.notes.append(
             f"the baseline has no memory figures {' or '.join(missing)} for some benchmarks "
@@ -224,7 +225,7 @@ def _figure_name(key: str) -> str:
     return leak.where.replace("in the ", "") if leak else "every figure" if key == "all" else key
 
 
-def _value(extra: Mapping, metric: Metric) -> float | None:
+def _value(extra: Mapping, metric: Metric | Leak) -> float | None:
     value = extra.get(metric.key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -270,9 +271,9 @@ def line(v: MemoryVerdict) -> str:
     ``test_pool on gevent: keeps 40.2 KiB per round in the C heap (leak)``,
     ``test_pool on threading: 1 thread more alive after every round (leak)``."""
     m = find(v.metric)
-    if v.status == LEAKED:
+    if isinstance(m, Leak):  # a leak's verdict is always LEAKED, and only a leak's
         if m.count:
-            return f"{key_label(v.key)}: {m.amount(v.current)} more alive after every round (leak)"
+            return f"{key_label(v.key)}: {amount(v.metric, v.current)} more alive after every round (leak)"
         return f"{key_label(v.key)}: keeps {amount(v.metric, v.current)} {v.note} {m.where} (leak)"
     if v.baseline is None:
         return f"{key_label(v.key)}: {amount(v.metric, v.current)} {m.what} (new: {v.note})"

@@ -32,7 +32,7 @@ from __future__ import annotations
 import collections
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..measure.records import Record, key_label
@@ -49,7 +49,7 @@ DEFAULT_THRESHOLD = 0.03
 #: as threads are.
 OS_TASKS_THRESHOLD = 0.05
 #: How far two processes of the same code are apart beyond their quads' own error, as a standard
-#: deviation of log time: in 50 A/A runs here (scripts/against_evidence.py), the first pairs of
+#: deviation of log time: in 50 A/A runs here (evidence/against_evidence.py), the first pairs of
 #: sessions' estimates spread 2.4% on gevent and 1.5% on threading, of which their own error was
 #: 2.1% and 1.25%: 1.2% and 0.8% beyond it.
 BETWEEN_SESSIONS = 0.01
@@ -63,6 +63,9 @@ MAX_SESSIONS = (
 )
 CONFIDENCE = 0.99
 MIN_PAIRS = 8  # the fewest quads whose sign-test interval reaches 99%: 2 * 0.5**8 < 0.01
+#: A benchmark's rounds on each side, at least: two a quad, enough quads for the interval, and two
+#: quads to spare (the sides' calibration calls need not line up with a quad).
+MIN_ROUNDS = 2 * MIN_PAIRS + 4
 WILCOXON_FROM = 16  # quads from which the signed-rank interval's normal approximation holds
 #: ...and up to which its n(n+1)/2 pairwise means are cheap: a microsecond test gets thousands of
 #: rounds in pytest-benchmark's second, where the sign test's interval is narrow enough anyway.
@@ -159,9 +162,10 @@ def shift_interval(
     walsh = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     k = max(0, int(math.floor(n * (n + 1) / 4 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24))))
-    return tuple(
+    estimate, low, high = (
         math.exp(x) for x in (statistics.median(walsh), walsh[k], walsh[len(walsh) - 1 - k])
     )
+    return estimate, low, high
 
 
 def judge_pair(
@@ -374,7 +378,7 @@ def judge(
     return PairedResult(verdicts)
 
 
-def _kernel(base: Record, head: Record, more: list = ()) -> list:
+def _kernel(base: Record, head: Record, more: Sequence = ()) -> list:
     """The kernel figures the gate judges (gate/kernel.py), paired as time is: per round, by turn."""
     from . import kernel as kernel_gate
 

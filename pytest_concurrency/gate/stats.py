@@ -214,7 +214,8 @@ def decide_layouts(
     """
     if not (baseline and current and all(baseline) and all(current)):
         raise ValueError("decide_layouts() needs rounds on both sides, in every layout")
-    notes, kept = [], {}
+    notes: list[str] = []
+    kept: dict[str, list[list[float]]] = {}
     for side, groups in (("baseline", baseline), ("current", current)):
         kept[side] = []
         for n, samples in enumerate(groups):

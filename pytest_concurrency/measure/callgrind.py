@@ -35,12 +35,12 @@ import sys
 import tempfile
 import time
 
-from ..backends import scratch, watchdog
+from ..backends import child_env, scratch, watchdog
 from ..workloads import _live_memory
 from . import Instrument, client_request, measuring_side, profile
 
-ENV_DIR = "PYTEST_CONCURRENCY_CALLGRIND_DIR"  # where dumps go; set only for a counted session
-LATE_ENV = "PYTEST_CONCURRENCY_CALLGRIND_LATE"  # set: started with --instr-atstart=no (``command``)
+ENV_DIR = child_env.CALLGRIND_DIR  # where dumps go; set only for a counted process
+LATE_ENV = child_env.CALLGRIND_LATE  # set: started with --instr-atstart=no (``command``)
 ZERO_FN = "sched_get_priority_max"
 DUMP_FN = "sched_get_priority_min"
 #: A process started with this argument counts nothing and is not traced (the memory pass
@@ -68,7 +68,7 @@ def unavailable_reason() -> str | None:
 
 def inside() -> bool:
     """Whether this process runs under the counting command (``command``)."""
-    return bool(os.environ.get(ENV_DIR)) and _live_memory.under_valgrind()
+    return bool(child_env.get(ENV_DIR)) and _live_memory.under_valgrind()
 
 
 def command(argv: list[str], directory: str) -> list[str]:
@@ -103,9 +103,6 @@ def counted_env(env: dict, directory: str) -> dict:
     return {**env, ENV_DIR: directory, "PYTHONHASHSEED": HASH_SEED, **late}
 
 
-#: The relaunching process's pid, in the counted session's environment: a session whose launcher
-#: is gone (killed) writes no baseline (see ``launcher_gone``).
-LAUNCHER_ENV = "PYTEST_CONCURRENCY_LAUNCHER"
 INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end by itself
 
 
@@ -125,7 +122,8 @@ def run_sessions(commands: list[tuple[list[str], dict, str | None]], cwd: str) -
     """Run pytest command lines counted, side by side: each is ``(argv, environment added, log file or
     None for this terminal)``, and dies with this process in a session of its own (``run_session``).
     Their exit statuses; None after a Ctrl-C, forwarded to each, once all have ended (``_stop``)."""
-    from subprocess import _args_from_interpreter_flags  # -W, -X, -O... as given to this python
+    # -W, -X, -O... as given to this python
+    from subprocess import _args_from_interpreter_flags  # type: ignore[attr-defined]
 
     _prepare()
     with contextlib.ExitStack() as stack:
@@ -136,7 +134,7 @@ def run_sessions(commands: list[tuple[list[str], dict, str | None]], cwd: str) -
                     prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True
                 )
             )
-            env = {**counted_env(os.environ, directory), LAUNCHER_ENV: str(os.getpid()), **added}
+            env = {**counted_env(dict(os.environ), directory), **added}
             out = stack.enter_context(open(log, "w", encoding="utf-8")) if log else None
             full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
             running.append(
@@ -218,15 +216,16 @@ def _counted_child():
 
 
 def take_ctrl_c() -> None:
-    """In a relaunched counted session, once pytest's session has started: Ctrl-C ends it."""
-    if os.environ.get(LAUNCHER_ENV) and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    """In a counted session started by ``run_sessions``, once pytest's session has started: Ctrl-C
+    ends it (``_counted_child`` ignored it until then)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def launcher_gone() -> bool:
-    """Whether this is a relaunched counted session whose launcher is no longer its parent."""
-    launcher = os.environ.get(LAUNCHER_ENV)
-    return bool(launcher) and os.getppid() != int(launcher)
+def launcher_gone(launcher: int) -> bool:
+    """Whether the process that started this counted session (pid ``launcher``) is no longer its
+    parent: killed, so what this session measured must not become a result."""
+    return os.getppid() != launcher
 
 
 _worker_dir: str | None = None
@@ -289,7 +288,7 @@ class Counter:
     __name__ = "Counter"  # how pytest-benchmark names its timer in its header
 
     def __init__(self, directory: str):
-        if not client_request.start_instrumentation() and os.environ.get(LATE_ENV):
+        if not client_request.start_instrumentation() and child_env.get(LATE_ENV):
             raise CountingError(
                 "callgrind was started without instrumentation and this process could not "
                 "switch it on (a valgrind client request): every count would read 0"
@@ -333,7 +332,7 @@ class Callgrind(Instrument):
     #: by the address of the name, so a change that allocates something else at start-up
     #: moves the cache's hits. 14 KB more at start-up in every process moved eventlet's switch
     #: by 1.3%, which at 1% made 4 of 4 comparisons name a model nothing was done to
-    #: (scripts/count_evidence.py). Waiting workloads have a floor of their own.
+    #: (evidence/count_evidence.py). Waiting workloads have a floor of their own.
     default_threshold = 0.02
     #: Counted in 3 layouts or more on both sides (a user's plain test, layouts.py), the median follows
     #: the code, not where objects landed: unchanged code counted in ten directories moved 0.05-0.23%
@@ -427,7 +426,7 @@ class Callgrind(Instrument):
 
     def counter(self) -> Counter:
         if self._counter is None or self._counter._pid != os.getpid():
-            directory = os.environ.get(ENV_DIR)
+            directory = child_env.get(ENV_DIR)
             if not directory or not inside():
                 raise CountingError(
                     "instructions are counted only under valgrind: a session started with "

@@ -19,6 +19,7 @@ import ctypes
 import mmap
 import platform
 import sys
+from collections.abc import Callable
 
 #: ``unsigned long request(unsigned long *args, unsigned long default)``: rax = args,
 #: rdx = default, the preamble (four rotations of rdi by 128 bits in all: it is left as it was),
@@ -61,7 +62,8 @@ RUNNING_ON_VALGRIND = 0x1001
 _CALLGRIND_BASE = (ord("C") << 24) | (ord("T") << 16)  # valgrind.h's VG_USERREQ_TOOL_BASE('C','T')
 START_INSTRUMENTATION = _CALLGRIND_BASE + 4  # callgrind.h's enum, in order from DUMP_STATS
 
-_request = None  # the callable, made on first use; False: this machine cannot make it
+# the callable, made on first use; False: this machine cannot make it
+_request: Callable[[int, int], int] | bool | None = None
 
 
 def _make():
@@ -80,7 +82,9 @@ def _make():
                 page.write(_AMD64)
                 address = ctypes.addressof(ctypes.c_char.from_buffer(page))
                 call = ctypes.CFUNCTYPE(ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong)(address)
-                call._page = page  # the code lives as long as the function
+                # the code lives as long as the function (a ctypes function takes attributes;
+                # its stubs do not say so)
+                call._page = page  # type: ignore[attr-defined]
                 _request = call
             except (
                 OSError,

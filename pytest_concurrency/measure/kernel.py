@@ -17,7 +17,7 @@ Sources, per figure, best first:
 
 Many CI runners forbid perf_event_open (``kernel.perf_event_paranoid`` 3, seccomp in
 containers); each event that cannot be opened falls back, and ``source`` says which source
-each figure came from. ``PYTEST_CONCURRENCY_NO_PERF=1`` makes it behave as on such a runner.
+each figure came from. ``child_env.NO_PERF`` set to 1 makes it behave as on such a runner.
 
 A round's figure is the difference of two readings; the readings' own cost (a ``read`` per
 counter, themselves syscalls) is measured once on an empty stretch and subtracted.
@@ -31,7 +31,9 @@ import platform
 import resource
 import struct
 
-NO_PERF_ENV = "PYTEST_CONCURRENCY_NO_PERF"
+from ..backends import child_env
+
+NO_PERF_ENV = child_env.NO_PERF
 
 #: figure -> (perf type, perf config); type 1 = software event, 2 = tracepoint (config: its id)
 _SOFTWARE = {"csw": 3, "migrations": 4, "minflt": 5, "majflt": 6}
@@ -63,14 +65,14 @@ def _syscall_id() -> int | None:
     return None
 
 
-def _open(kind: int, config: int) -> int:
+def _open(kind: int, event: int) -> int:
     """A counter of this process (and what it starts) for one event; OSError when refused."""
     nr = _SYSCALL_NR.get(platform.machine())
     if nr is None:
         raise OSError(f"perf_event_open: no syscall number known for {platform.machine()}")
     attr = ctypes.create_string_buffer(
         struct.pack(
-            "<IIQQQQQIIQ", kind, _ATTR_SIZE, config, 0, 0, 0, _INHERIT | _EXCLUDE_HV, 0, 0, 0
+            "<IIQQQQQIIQ", kind, _ATTR_SIZE, event, 0, 0, 0, _INHERIT | _EXCLUDE_HV, 0, 0, 0
         ),
         _ATTR_SIZE,
     )
@@ -94,7 +96,7 @@ class Counters:
         self.source: dict[str, str] = {}
         self.why_not: str = ""
         self._overhead: dict[str, float] = {}
-        if os.environ.get(NO_PERF_ENV):
+        if child_env.get(NO_PERF_ENV):
             self.why_not = f"perf_event_open not used ({NO_PERF_ENV} is set)"
         elif not hasattr(os, "sched_getaffinity") or platform.system() != "Linux":
             self.why_not = f"perf_event_open is Linux's; this is {platform.system()}"
@@ -147,16 +149,12 @@ class Counters:
         }
 
     def _measure_overhead(self) -> dict:
-        pairs = []
+        pairs: list[dict[str, int]] = []
         for _ in range(5):
             before = self.read()
-            pairs.append(
-                {k: (v - before[k] if v is not None else None) for k, v in self.read().items()}
-            )
+            pairs.append({k: v - before[k] for k, v in self.read().items() if v is not None})
         return {
-            name: min(p[name] for p in pairs)
-            for name in ("syscalls", "csw")
-            if pairs[0][name] is not None
+            name: min(p[name] for p in pairs) for name in ("syscalls", "csw") if name in pairs[0]
         }
 
     def close(self) -> None:

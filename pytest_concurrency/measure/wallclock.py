@@ -11,7 +11,7 @@ from . import Instrument
 #: a 10% threshold would catch it only half the time. It must sit ~1.65 sigma of that drift
 #: below 10% (95% caught) and ~3.5 sigma above 0 (no false alarm among a run's dozens of
 #: benchmarks): 7% meets both while the drift's sigma is <= ~1.8%, which quiet sessions of
-#: ring on asyncio, uvloop and threading showed here. scripts/gate_evidence.py checks it.
+#: ring on asyncio, uvloop and threading showed here. evidence/gate_evidence.py checks it.
 DEFAULT_THRESHOLD = 0.07
 
 

@@ -10,4 +10,6 @@ natively, shown beside the Python models, not gated unless asked (see the README
 
 from __future__ import annotations
 
-CORRUPT_ENV = "PYTEST_CONCURRENCY_NATIVE_CORRUPT"  # "1": every round corrupts one message (tests)
+from ..backends import child_env
+
+CORRUPT_ENV = child_env.NATIVE_CORRUPT  # "1": every round corrupts one message (tests)

@@ -61,7 +61,11 @@ def measure(
     """
     command = build.command(language)
     warmup = max(warmup, toolchains.TOOLCHAINS[language].min_warmup)
-    samples, outcomes, usages, memory, busy = [], [], [], None, []
+    samples: list[float] = []
+    outcomes: list = []
+    usages: list = []
+    busy: list[tuple[float, float, float]] = []
+    memory = None
     with contextlib.closing(
         _messages(command + arguments(workload.name, params, rounds, warmup), timeout)
     ) as lines:
@@ -156,6 +160,7 @@ def _messages(cmd: list[str], timeout: float | None):
 
 
 def _lines(proc: subprocess.Popen, timeout: float | None):
+    assert proc.stdout is not None  # started with stdout=PIPE
     fd, pending = proc.stdout.fileno(), b""
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
@@ -178,4 +183,5 @@ def _kill(proc: subprocess.Popen) -> None:
         except ProcessLookupError:
             pass
     proc.wait()
-    proc.stdout.close()
+    if proc.stdout is not None:
+        proc.stdout.close()

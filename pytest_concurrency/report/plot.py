@@ -10,6 +10,7 @@ recorded them (time mode; counted workload cases, from untimed rounds outside va
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -348,14 +349,15 @@ def write(directory, records: Iterable[Record]) -> list[str]:
         base = os.path.join(directory, _slug(workload))
         paths.append(
             atomic.replace_with(
-                f"{base}-models.png", lambda p, w=workload, rs=recs: bar_chart(p, w, rs, colors)
+                f"{base}-models.png",
+                functools.partial(bar_chart, workload=workload, records=recs, colors=colors),
             )
         )
         if has_kernel(recs):
             paths.append(
                 atomic.replace_with(
                     f"{base}-kernel.png",
-                    lambda p, w=workload, rs=recs: kernel_chart(p, w, rs, colors),
+                    functools.partial(kernel_chart, workload=workload, records=recs, colors=colors),
                 )
             )
         found = sweeps(recs)
@@ -365,8 +367,13 @@ def write(directory, records: Iterable[Record]) -> list[str]:
             paths.append(
                 atomic.replace_with(
                     target,
-                    lambda p, w=workload, s=size, r=rest, g=group: scaling_chart(
-                        p, w, s, r, g, colors
+                    functools.partial(
+                        scaling_chart,
+                        workload=workload,
+                        size=size,
+                        rest=rest,
+                        records=group,
+                        colors=colors,
                     ),
                 )
             )

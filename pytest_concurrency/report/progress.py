@@ -18,23 +18,22 @@ import sys
 SAVE, RESTORE, CLEAR = "\0337", "\0338", "\033[K"  # DEC save/restore cursor, erase to end of line
 
 
-def wanted(config) -> bool:
+def wanted(terminal: bool, verbosity: int) -> bool:
+    """Whether to draw it: pytest writes to a ``terminal`` (not -p no:terminal), not under -q, not
+    on CI, and stdout is a terminal."""
     if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
         return False
     stream = sys.__stdout__
-    return (
-        stream is not None
-        and stream.isatty()
-        and config.pluginmanager.getplugin("terminalreporter") is not None
-        and config.getoption("verbose") >= 0  # not under -q
-    )
+    return stream is not None and stream.isatty() and terminal and verbosity >= 0
 
 
 class Progress:
-    """One session's status line; ``total`` benchmarks are expected."""
+    """One session's status line; ``total`` benchmarks are expected. ``writer()``: pytest's
+    terminal writer; ``capture``: pytest's capture manager, or None."""
 
-    def __init__(self, config, total: int):
-        self._config = config
+    def __init__(self, writer, capture, total: int):
+        self._writer = writer
+        self._capture = capture
         self._total = total
         self._index = 0
         self._what = ""
@@ -54,7 +53,7 @@ class Progress:
             self._shown = False
 
     def _show(self, detail: str) -> None:
-        writer = self._config.get_terminal_writer()
+        writer = self._writer()
         room = writer.fullwidth - writer.width_of_current_line - 2  # never wrap: restore would miss
         text = f" [{self._index}/{self._total}{detail}] {self._what}"
         if room < 20:
@@ -66,10 +65,12 @@ class Progress:
 
     def _write(self, text: str) -> None:
         # During a test, output is captured; the status must reach the terminal itself.
-        capman = self._config.pluginmanager.getplugin("capturemanager")
+        capman = self._capture
         with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-            sys.__stdout__.write(text)
-            sys.__stdout__.flush()
+            terminal = sys.__stdout__  # None when Python started without one (pythonw)
+            if terminal is not None:
+                terminal.write(text)
+                terminal.flush()
 
 
 class Ticking:

@@ -117,7 +117,7 @@ def render_summary(gate: V.GateResult, *, width: int = 80, color: bool = False) 
 
 
 def render_memory(memory: V.MemoryResult, *, width: int = 80, color: bool = False) -> list[str]:
-    lines = []
+    lines: list[str] = []
     for title, items in tables.memory_summary(memory):
         status = V.REGRESSED if memory.failed and title != "Memory" else None
         lines.extend(

@@ -27,27 +27,20 @@ import traceback
 import warnings
 from collections.abc import Callable
 
-import pytest
-
 from ..backends import watchdog
 
 DUMP_S = 1.0  # a silent child's time to write its threads' stacks (SIGUSR1) before it is killed
 EXIT_S = 5.0  # after its reply, the child's time to flush its output and exit before it is killed
 POLL_S = 0.1  # how often the child's end is looked for while it runs
 
-_in_child = False
-
-
-def in_child() -> bool:
-    """Whether this process is a child running a test's call (it runs the call itself)."""
-    return _in_child
-
 
 def run(
-    item, timeout: float | None, before: Callable[[], None], after: Callable[[bool], None]
-) -> None:
-    """Run ``item``'s call in a child; record what it measured; fail, skip or warn as it did.
-    In the child, ``before()`` runs before the call and ``after(passed)`` after it."""
+    call: Callable[[], dict], backend, timeout: float | None
+) -> tuple[dict | None, bool, str | None]:
+    """Run ``call`` in a child forked for it, with ``backend.run`` calls counted (a run that ends is
+    a sign of life). Returns the child's reply (``call``'s dict, with ``threads``: the non-daemon
+    threads it left) or None, whether it was killed for going silent, and how it ended (None: exit
+    status 0). Raises ``OSError`` when no child could be started."""
     arm = watchdog.with_parent(signal.SIGKILL)
     runs = memoryview(mmap.mmap(-1, 8)).cast("Q")  # shared (MAP_SHARED): run calls the child ended
     readable, writable = os.pipe()
@@ -64,16 +57,10 @@ def run(
     if pid < 0:
         os.close(readable)
         os.close(writable)
-        item.funcargs["benchmark"]._mode = "in the test's own process, which could not start"
-        pytest.fail(
-            f"{item.nodeid}: no process could be started for the test (--concurrency-isolate): "
-            f"{refused}. The user's process limit (ulimit -u) or memory is reached: raise it, or run "
-            "without --concurrency-isolate.",
-            pytrace=False,
-        )
+        raise OSError(refused)
     if pid == 0:
         os.close(readable)
-        _child(item, before, after, writable, arm, runs)  # never returns
+        _child(call, backend, writable, arm, runs)  # never returns
     os.close(writable)
     try:
         os.setpgid(
@@ -86,7 +73,7 @@ def run(
     finally:  # a Ctrl-C while it runs included: nothing of it may run on
         os.close(readable)
         how = _end(pid)
-    _apply(item, reply, silent, how, timeout)
+    return reply, silent, how
 
 
 def _wait(pid: int, fd: int, runs, timeout: float | None) -> tuple[dict | None, bool]:
@@ -175,62 +162,10 @@ def _end(pid: int) -> str | None:
     return watchdog.how_it_ended(code) if code else None
 
 
-def _apply(item, reply: dict | None, silent: bool, how: str | None, timeout: float | None) -> None:
-    bench = item.funcargs["benchmark"]
-    if reply is None:  # it may have measured, in the child: not "the fixture was not used"
-        bench._mode = "in the test's own process, which ended without a result"
-    if silent:
-        pytest.fail(
-            f"{item.nodeid}: for {watchdog.silence(timeout):g} s no backend.run call ended and the test did not "
-            "return, so its process was killed with every process it started (--concurrency-timeout "
-            f"{timeout:g} s, and a grace). Its threads' stacks are in the captured stderr. Deadlock or "
-            "stall? Raise --concurrency-timeout if the test is just slow.",
-            pytrace=False,
-        )
-    if reply is None:
-        pytest.fail(
-            f"{item.nodeid}: the test's process ended without a result: {how or 'exit status 0'}. "
-            "It ran apart from the session (--concurrency-isolate), which goes on; its last "
-            "output is in the captured stdout and stderr.",
-            pytrace=False,
-        )
-    _take_record(bench, reply["bench"])
-    if reply["threads"]:
-        item.warn(
-            pytest.PytestWarning(
-                f"{item.nodeid}: the test left non-daemon threads running ({', '.join(reply['threads'])}); "
-                "they ended with its process, but in the session's own process they would keep it from "
-                "exiting: join them in the test"
-            )
-        )
-    outcome = reply["outcome"]
-    if outcome == "skipped":
-        pytest.skip(reply["message"])
-    if outcome == "xfailed":
-        pytest.xfail(reply["message"])
-    if outcome == "failed":
-        raise pytest.fail.Exception(reply["message"], pytrace=False)
-
-
-def _take_record(bench, sent: dict) -> None:
-    """pytest-benchmark's record of the child's rounds, made here as the fixture would have."""
-    bench._mode = sent["mode"]
-    bench.has_error = sent["has_error"]
-    if sent["group"] is not None:
-        bench.group = sent["group"]
-    bench.extra_info.update(sent["extra_info"])
-    if sent["samples"]:
-        stats = bench._make_stats(sent["iterations"])
-        for sample in sent["samples"]:
-            stats.update(sample)
-
-
 # -- in the child --------------------------------------------------------------------------------------
 
 
-def _child(item, before, after, fd: int, arm, runs) -> None:
-    global _in_child
-    _in_child = True
+def _child(call: Callable[[], dict], backend, fd: int, arm, runs) -> None:
     try:
         try:
             os.setpgid(0, 0)
@@ -242,26 +177,10 @@ def _child(item, before, after, fd: int, arm, runs) -> None:
         )  # the session stops it; a Ctrl-C is the session's
         try:
             faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-        except (
-            AttributeError,
-            ValueError,
-            OSError,
-        ):  # sys.stderr without a file descriptor (--capture=sys)
-            faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
-        _count_runs(item.funcargs["concurrency_backend"], runs)
-        before()
-        reply = _call(item)
-        after(reply["outcome"] == "passed")
-        bench = item.funcargs["benchmark"]
-        meta = getattr(bench, "stats", None)
-        reply["bench"] = {
-            "mode": bench._mode,
-            "has_error": bench.has_error,
-            "group": bench.group,
-            "extra_info": bench.extra_info,
-            "iterations": meta.iterations if meta else 1,
-            "samples": list(meta.stats.data) if meta else [],
-        }
+        except (AttributeError, ValueError, OSError):  # sys.stderr without a descriptor
+            faulthandler.register(signal.SIGUSR1, file=sys.__stderr__ or 2, all_threads=True)
+        _count_runs(backend, runs)
+        reply = call()
         reply["threads"] = [t.name for t in watchdog.threads_left()]
         _send(fd, json.dumps(reply, default=repr).encode() + b"\n")
         code = 0
@@ -275,20 +194,6 @@ def _child(item, before, after, fd: int, arm, runs) -> None:
             except Exception:
                 pass
     os._exit(code)
-
-
-def _call(item) -> dict:
-    """Call the test function as pytest would (this module's hook stands aside in the child)."""
-    try:
-        item.ihook.pytest_pyfunc_call(pyfuncitem=item)
-    except pytest.skip.Exception as exc:
-        return {"outcome": "skipped", "message": exc.msg}
-    except pytest.xfail.Exception as exc:
-        return {"outcome": "xfailed", "message": exc.msg}
-    except BaseException:
-        excinfo = pytest.ExceptionInfo.from_current()
-        return {"outcome": "failed", "message": str(item.repr_failure(excinfo))}
-    return {"outcome": "passed"}
 
 
 def _count_runs(backend, runs) -> None:

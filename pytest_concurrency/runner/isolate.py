@@ -65,6 +65,8 @@ class Worker:
             # it forked and their task processes included
             preexec_fn=watchdog.with_parent(signal.SIGTERM),
         )
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr  # all three are pipes
+        self.stdin, self.stdout, self.stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
         self._pending = b""  # bytes read from stdout past the last complete line
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         # Drain stderr continuously: a chatty worker must never block on a full pipe.
@@ -73,7 +75,7 @@ class Worker:
         self._ready = False
 
     def _read_stderr(self):
-        for line in self.proc.stderr:
+        for line in self.stderr:
             self.stderr_tail.append(line.decode(errors="replace").rstrip("\n"))
 
     def request(self, payload: dict, round_timeout: float | None, on_round=None) -> dict:
@@ -91,7 +93,7 @@ class Worker:
                 )
             self._ready = True
         try:
-            self.proc.stdin.write((json.dumps(payload) + "\n").encode())
+            self.stdin.write((json.dumps(payload) + "\n").encode())
         except (BrokenPipeError, OSError):
             raise WorkerFailure(self._death("could not receive the case")) from None
         while True:
@@ -110,7 +112,7 @@ class Worker:
     def _read_line(self, timeout: float | None) -> bytes:
         """The next line, or b"" at EOF. Unbuffered reads, so select() sees every byte."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
+        fd = self.stdout.fileno()
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while b"\n" not in self._pending:
@@ -148,20 +150,20 @@ class Worker:
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.write(b'{"quit": true}\n')
+                self.stdin.write(b'{"quit": true}\n')
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
 
     def _close_pipes(self):
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        for pipe in (self.stdin, self.stdout):
             try:
                 pipe.close()
             except OSError:
                 pass
         self._drain.join(timeout=2)
-        self.proc.stderr.close()
+        self.stderr.close()
 
 
 def _worker_env() -> dict:
@@ -293,13 +295,13 @@ class Ahead:
             if self._closed:
                 return None
             spec = self._lanes.get(lane)
-            if not self._queues.get(spec):
+            if spec is None or not self._queues.get(spec):
                 left = {s: len(q) for s, q in self._queues.items() if q}
                 free = {s: n for s, n in left.items() if s not in self._lanes.values()}
                 choices = free or left
                 if not choices:
                     return None
-                spec = self._lanes[lane] = max(choices, key=choices.get)
+                spec = self._lanes[lane] = max(choices, key=lambda s: choices[s])
             return (spec, *self._queues[spec].popleft())
 
     def _run_lane(self, lane: int) -> None:
@@ -327,29 +329,6 @@ class Ahead:
             future.cancel()
 
 
-POOL = pytest.StashKey[WorkerPool]()
-AHEAD = pytest.StashKey[Ahead]()
-
-
-def pool(config) -> WorkerPool:
-    if POOL not in config.stash:
-        config.stash[POOL] = WorkerPool()
-    return config.stash[POOL]
-
-
-def ahead(config, jobs: int) -> Ahead:
-    if AHEAD not in config.stash:
-        config.stash[AHEAD] = Ahead(pool(config), jobs)
-    return config.stash[AHEAD]
-
-
-def close(config, now: bool = False) -> None:
-    if AHEAD in config.stash:
-        config.stash[AHEAD].close()
-    if POOL in config.stash:
-        config.stash[POOL].close(now)
-
-
 def request(
     workload_ref: str, params: dict, rounds: int, warmup: int, instrument, with_memory: bool = True
 ) -> dict:
@@ -366,7 +345,7 @@ def request(
 
 
 def run_rounds(
-    config,
+    pool: WorkerPool,
     spec: str,
     workload_ref: str,
     params: dict,
@@ -382,11 +361,11 @@ def run_rounds(
     Raises ``TimeoutError`` (the worker was killed) or ``WorkerFailure`` (it died).
     """
     payload = request(workload_ref, params, rounds, warmup, instrument, with_memory)
-    return pool(config).run_case(spec, payload, timeout, on_round)
+    return pool.run_case(spec, payload, timeout, on_round)
 
 
 def bench(
-    config,
+    pool: WorkerPool,
     benchmark,
     backend,
     workload_ref,
@@ -411,7 +390,7 @@ def bench(
             reply = measured.result()
         else:
             reply = run_rounds(
-                config,
+                pool,
                 backend.name,
                 workload_ref,
                 params,

@@ -29,7 +29,6 @@ import pytest
 
 A, B = "A", "B"
 _ABBA = (A, B, B, A)
-SOCKET_ENV = "PYTEST_CONCURRENCY_LOCKSTEP"
 GONE = float("inf")  # a side's position once it ended: every test is behind it
 
 

@@ -27,10 +27,6 @@ from pathlib import Path
 
 from ..backends import scratch
 
-#: In both sides' sessions: the directory the base side's code was installed into (the base side
-#: imports from it first; the head checks it imported none of it).
-SIDE_PATH_ENV = "PYTEST_CONCURRENCY_BASE_DIR"
-
 
 class SideError(Exception):
     """The base side could not be prepared: the message names the step and the fix."""
@@ -188,14 +184,14 @@ class _BaseFirst(importlib.abc.MetaPathFinder):
         return None
 
 
-def import_base_first(head: bool = False) -> None:
-    """In the base side's session: make its code win over the working tree's. In the head's
+def import_base_first(site: str, head: bool = False) -> None:
+    """In the base side's session: make its code, installed in ``site``, win over the working
+    tree's. In the head's
     (``head``), the same finder looks first in an empty directory as long as the base's
     (``same_length``), and finds nothing there: both processes then import alike. With the head
     doing less, an A/A read the head 2-3% faster on gevent in every pair of sessions of a run
     (docs/gates/against.md: the address layout is fixed, so such a difference never averages out)."""
-    site = os.environ.get(SIDE_PATH_ENV)
-    if site and not any(isinstance(f, _BaseFirst) for f in sys.meta_path):
+    if not any(isinstance(f, _BaseFirst) for f in sys.meta_path):
         names = top_level(Path(site))
         sys.meta_path.insert(0, _BaseFirst(str(same_length(Path(site))) if head else site, names))
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from . import Outcome, WorkloadError, check_scale
 
 
@@ -23,6 +26,10 @@ class TableWorkload:
     # needs the rounds: Mann-Whitney cannot reach p < 0.01 below 5 a side, and catches a 10%
     # slowdown reliably only from ~15 (see gate.py). Seed scale reproduces, it does not gate.
     ROUNDS: dict[str, tuple[int, int]] = {"smoke": (5, 1), "default": (15, 1), "seed": (3, 1)}
+    # what every subclass defines (declared here for the type checker, see the docstring)
+    sync_main: Callable[..., Any]
+    async_main: Callable[..., Any]
+    check: Callable[..., Outcome]
 
     def cases(self, scale: str) -> list[dict]:
         return [dict(case) for case in self.CASES[check_scale(scale)]]

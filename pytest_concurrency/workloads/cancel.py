@@ -57,7 +57,7 @@ class ProcessMarks:
     def drain(self, expected: int) -> list:
         # A task's process flushes its puts before it ends, and every one has ended here;
         # a short wait past the last one only covers the pipe.
-        got = []
+        got: list = []
         try:
             while True:
                 got.append(self._queue.get(timeout=0.05 if len(got) >= expected else 5.0))

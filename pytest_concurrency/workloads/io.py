@@ -37,7 +37,7 @@ def _job(backend, job, latency, address):
 
 
 def _worker(backend, jobs, latency, address):
-    done = []
+    done: list[tuple[int, float]] = []
     while True:
         job = jobs.get()
         if job is None:
@@ -60,7 +60,7 @@ async def _ajob(backend, job, latency, address):
 
 
 async def _aworker(backend, jobs, latency, address):
-    done = []
+    done: list[tuple[int, float]] = []
     while True:
         job = await jobs.get()
         if job is None:

@@ -9,7 +9,7 @@ reply is the same 16 bytes, sent once the delay has passed. Requests are indepen
 many can be in flight at once, on one connection or many.
 
 ``shared_address()`` starts one server per test session lazily and reuses it; it exports
-the address in ``PYTEST_CONCURRENCY_LATENCY_SERVER`` so that worker processes reuse it
+the address in ``child_env.LATENCY_SERVER`` so that worker processes reuse it
 too, and stops it at exit. The server also exits when its stdin closes, so it cannot
 outlive the process that started it.
 """
@@ -24,7 +24,9 @@ import subprocess
 import sys
 import threading
 
-ENV = "PYTEST_CONCURRENCY_LATENCY_SERVER"
+from ..backends import child_env
+
+ENV = child_env.LATENCY_SERVER
 HOST = "127.0.0.1"
 REQUEST = struct.Struct("!QQ")  # request id, delay in microseconds; the reply echoes it
 
@@ -74,7 +76,7 @@ def _on_stdin(fd: int, done: asyncio.Future) -> None:
 def shared_address() -> tuple[str, int]:
     """The running server's ``(host, port)``, starting it on first use."""
     with _lock:
-        value = os.environ.get(ENV)
+        value = child_env.get(ENV)
         if value:
             return parse_address(value)
         return _start()
@@ -99,6 +101,7 @@ def _start() -> tuple[str, int]:
         env=env,
         text=True,
     )
+    assert proc.stdout is not None and proc.stdin is not None  # both are pipes
     line = proc.stdout.readline().strip()
     if not line.isdigit():
         proc.kill()
@@ -121,6 +124,7 @@ def stop() -> None:
         if proc is None or os.getpid() != _owner_pid:  # a forked child does not own it
             return
         os.environ.pop(ENV, None)
+        assert proc.stdin is not None and proc.stdout is not None  # both are pipes
         proc.stdin.close()  # the server exits on EOF
         try:
             proc.wait(timeout=5)

@@ -1,5 +1,5 @@
 """A user's own benchmark tests that misbehave, and two that behave (tests/test_isolation.py,
-scripts/hostile_tests_evidence.py): copied into a session's directory as test_hostile.py."""
+evidence/hostile_tests_evidence.py): copied into a session's directory as test_hostile.py."""
 
 import ctypes
 import os

@@ -8,9 +8,10 @@ every session is judged against every other one (ordered pairs: n sessions give 
 comparisons). A leak, regressed or improved verdict is a false alarm. It also prints the
 largest change each metric showed, which is what the default threshold must sit above.
 
-    python3 scripts/memory_evidence.py --sessions 5                  # the README figures
-    python3 scripts/memory_evidence.py --sessions 2 --scale smoke    # quick check
-    python3 scripts/memory_evidence.py --reuse DIR                   # judge sessions saved before
+    python3 evidence/memory_evidence.py --sessions 5                  # the README figures
+    python3 evidence/memory_evidence.py --sessions 2 --scale smoke    # quick check
+    python3 evidence/memory_evidence.py --reuse DIR                   # judge sessions saved before
+    python3 evidence/memory_evidence.py --smoke    # 2 sessions of the smoke suite's ring on asyncio
 """
 
 from __future__ import annotations
@@ -23,15 +24,18 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from pytest_concurrency.gate import memory as memory_gate
+from pytest_concurrency.gate import verdicts as V
+from pytest_concurrency.measure.records import from_json, key_label
 
-from pytest_concurrency.gate import memory as memory_gate  # noqa: E402
-from pytest_concurrency.gate import verdicts as V  # noqa: E402
-from pytest_concurrency.measure.records import from_json, key_label  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: its benchmarks/
+#: --smoke: the smallest run that still saves two real sessions and judges them both ways
+SMOKE = {"sessions": 2, "scale": "smoke", "rounds": 1, "backends": "asyncio", "select": "ring"}
 
 
-def run_session(path: str, scale: str, rounds: int, backends: str | None) -> None:
+def run_session(
+    path: str, scale: str, rounds: int, backends: str | None, select: str | None = None
+) -> None:
     cmd = [
         sys.executable,
         "-m",
@@ -48,6 +52,8 @@ def run_session(path: str, scale: str, rounds: int, backends: str | None) -> Non
     ]
     if backends:
         cmd.append(f"--concurrency-backends={backends}")
+    if select:
+        cmd += ["-k", select]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if not os.path.exists(path):
         sys.exit(
@@ -74,13 +80,21 @@ def main() -> int:
         help="memory threshold, percent (default: the gate's)",
     )
     ap.add_argument("--reuse", metavar="DIR", help="judge the s*.json sessions already in DIR")
+    ap.add_argument("-k", dest="select", help="only the benchmarks pytest's -k selects")
+    ap.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(**SMOKE)
     args = ap.parse_args()
     directory = args.reuse or tempfile.mkdtemp(prefix="memory-aa-")
     if not args.reuse:
         print(f"{args.sessions} sessions into {directory}", flush=True)
         for i in range(args.sessions):
             run_session(
-                os.path.join(directory, f"s{i}.json"), args.scale, args.rounds, args.backends
+                os.path.join(directory, f"s{i}.json"),
+                args.scale,
+                args.rounds,
+                args.backends,
+                args.select,
             )
     paths = sorted(
         os.path.join(directory, f)

@@ -1,7 +1,8 @@
 """What a killed or interrupted session leaves behind, in every mode; and sessions under low limits.
 
-    python scripts/interrupt_evidence.py                   # every mode x signal, then the limits
-    python scripts/interrupt_evidence.py --modes time,counted --no-limits
+    python evidence/interrupt_evidence.py                   # every mode x signal, then the limits
+    python evidence/interrupt_evidence.py --modes time,counted --no-limits
+    python evidence/interrupt_evidence.py --smoke     # one session: time mode, SIGINT to the pid
 
 Each session runs in a process group (and session) of its own, with a private TMPDIR and a
 marker in its environment, writing a baseline, pytest-benchmark's autosave and a markdown report
@@ -36,6 +37,8 @@ PY = sys.executable
 MARKER = "PYTEST_CONCURRENCY_EVIDENCE"
 SMOKE = ["benchmarks", "--benchmark-only", "--concurrency-scale=smoke", "-p", "no:cacheprovider"]
 SETTLE_S = 5.0  # how long after the end a process of ours may still be alive: none may
+#: --smoke: the smallest run that still interrupts one real session and looks at what it left
+SMOKE_RUN = {"modes": "time", "signals": "SIGINT pid", "no_limits": True, "wait": 0.5}
 END_S = 90.0  # how long an interrupted session may take to end before it counts as a hang
 
 PLAIN_TEST = """
@@ -391,6 +394,9 @@ def main() -> int:
     parser.add_argument(
         "--keep", action="store_true", help="keep the cases' directories (outputs) for a look"
     )
+    parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE_RUN}")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(**SMOKE_RUN)
     args = parser.parse_args()
     # started in the background by a shell, this process ignores SIGINT, and so would the sessions
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -413,6 +419,10 @@ def main() -> int:
     print(f"\noutputs in {base}" if args.keep else "")
     if not args.keep:
         subprocess.run(["rm", "-rf", str(base)])
+    broken = [f"{r['mode']}, {r['signal']}" for r in rows if "error" in r]
+    if broken:  # a session that never got to measuring: the run shows nothing about interrupts
+        print(f"never measured: {'; '.join(broken)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -8,8 +8,9 @@ threading, judged by the memory gate with no baseline. Prints, per model and kin
 many sessions the leak was caught (and where: Python heap, C heap, threads, greenlets), and
 how many times the case without a leak was called one (false alarms).
 
-    python3 scripts/plain_memory_evidence.py --sessions 50     # the docs' figures
-    python3 scripts/plain_memory_evidence.py --sessions 3      # quick check
+    python3 evidence/plain_memory_evidence.py --sessions 50     # the docs' figures
+    python3 evidence/plain_memory_evidence.py --sessions 3      # quick check
+    python3 evidence/plain_memory_evidence.py --smoke           # one session on asyncio
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from pytest_concurrency.gate import memory as memory_gate
+from pytest_concurrency.gate import verdicts as V
+from pytest_concurrency.measure.records import from_json
 
-from pytest_concurrency.gate import memory as memory_gate  # noqa: E402
-from pytest_concurrency.gate import verdicts as V  # noqa: E402
-from pytest_concurrency.measure.records import from_json  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: tests/data/
+#: --smoke: the smallest run that still runs a real session and judges every kind of leak
+SMOKE = {"sessions": 1, "models": "asyncio"}
 
 KINDS = ("none", "c", "list", "forever")
 
@@ -64,6 +66,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=50)
     ap.add_argument("--models", default="gevent,asyncio,threading")
+    ap.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(**SMOKE)
     args = ap.parse_args()
     directory = tempfile.mkdtemp(prefix="plain-memory-")
     shutil.copy(

@@ -22,12 +22,13 @@ not decide the whole false-alarm figure. Each baseline holds ``--baseline-sessio
 sessions, saved one after the other to the same file as the plugin saves them (the default
 is the plugin's; ``--baseline-sessions 1`` measures the single-session gate). Quick check:
 
-    python3 scripts/gate_evidence.py --repeats 3
+    python3 evidence/gate_evidence.py --repeats 3
+    python3 evidence/gate_evidence.py --smoke      # one repeat, asyncio and threading, no hog: seconds
 
 The full run for the README's figures (about 35 minutes on 2 cores; run it with nothing
 else running):
 
-    python3 scripts/gate_evidence.py --repeats 100 --target asyncio --case '{"n": 20, "m": 1000, "capacity": 10}'
+    python3 evidence/gate_evidence.py --repeats 100 --target asyncio --case '{"n": 20, "m": 1000, "capacity": 10}'
 
 (``--case`` there is the ring's default size; the script's own default is 5x smaller.)
 """
@@ -44,8 +45,6 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from pytest_benchmark.stats import Stats
 from pytest_benchmark.utils import PercentageRegressionCheck
 
@@ -53,11 +52,23 @@ from pytest_concurrency import backends, measure, workloads
 from pytest_concurrency.gate import baseline, calibrate, history
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED
+from pytest_concurrency.measure import driver
 from pytest_concurrency.measure.records import Record, from_json
 
 DEFAULT_BACKENDS = "threading,greenlet,gevent,asyncio,uvloop"
 DEFAULT_CASE = {"n": 20, "m": 200, "capacity": 10}
 SLOWDOWNS = {"slow 10%": 0.10, "slow 5%": 0.05}
+TIME = measure.get("time")  # the instrument of the plugin's default mode (wall time)
+#: --smoke: the smallest run that still records a baseline, calibrates the slowdown and judges
+#: every condition once, each session in a process of its own
+SMOKE = {
+    "repeats": 1,
+    "backends": "asyncio,threading",
+    "target": "asyncio",
+    "baseline_sessions": 1,
+    "rounds": 5,
+    "no_hog": True,
+}
 
 
 # -- the injected slowdown ------------------------------------------------------------
@@ -133,10 +144,10 @@ def _runner(spec: str, backend, slow: dict | None, args):
 def benchmark(spec: str, backend, workload, case, args, slow: dict | None) -> Record:
     """One benchmark as the plugin records it: raw samples plus its metrics (foreign load...)."""
     runner = _runner(spec, backend, slow, args)
-    samples, extra = measure.run_rounds(
-        runner, workload, case, args.rounds, args.warmup, with_memory=False
+    samples, extra = driver.run_rounds(
+        runner, workload, case, args.rounds, args.warmup, TIME, with_memory=False
     )
-    extra.update(measure.identity(backend, workload, case))
+    extra.update(driver.identity(backend, workload, case, TIME))
     return Record(
         workload.name, dict(case), spec, samples, backend_version=backend.version, extra=extra
     )
@@ -155,10 +166,12 @@ def session(
 
 def save_session(path: str, recs: list[Record], meta: dict, settings, keep: int) -> None:
     """Add a session to the baseline at ``path`` as ``--concurrency-save-baseline`` does."""
-    previous = baseline.load_previous(path)
-    changed = gate.speed_changes(previous, recs, meta, settings) if previous else []
-    doc = history.merge(
-        baseline.document_from_records(recs, meta), previous, keep, [v.key for v in changed]
+    doc, _ = gate.add_session(
+        baseline.document_from_records(recs, meta),
+        baseline.load_previous(path),
+        recs,
+        settings,
+        keep,
     )
     baseline.save(path, doc)
 
@@ -347,13 +360,19 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--case", default=json.dumps(DEFAULT_CASE), help="ring parameters, JSON")
     ap.add_argument(
-        "--threshold", type=float, default=gate.DEFAULT_THRESHOLD, help="fraction, e.g. 0.05"
+        "--threshold",
+        type=float,
+        default=TIME.default_threshold,
+        help=f"fraction, e.g. 0.05 (default {TIME.default_threshold:g}, the time mode's)",
     )
     ap.add_argument("--alpha", type=float, default=gate.stats.DEFAULT_ALPHA)
     ap.add_argument("--pytest-benchmark-rule", default="mean:5%")
     ap.add_argument("--no-hog", action="store_true", help="skip the CPU-hog A/A condition")
     ap.add_argument("--json", help="write every comparison's outcome here")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: one session, see child()
+    ap.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if ap.parse_known_args(argv)[0].smoke:
+        ap.set_defaults(**SMOKE)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
@@ -447,12 +466,15 @@ def main(argv=None) -> int:
             for c in ("A/A quiet", "A/A hog")
             if c in outcomes
         }
-        cores = {c: statistics.median(r["foreign_cpu"][spec] for r in outcomes[c]) for c in load}
+        cores = {  # None where the machine's load was not read
+            c: [r["foreign_cpu"][spec] for r in outcomes[c] if r["foreign_cpu"][spec] is not None]
+            for c in load
+        }
         print(
             f"  {spec:<28} {statistics.median(applied):6.1%} / "
             + ", ".join(f"{load[c]}/{len(outcomes[c])}" for c in load)
             + " / "
-            + ", ".join(f"{cores[c]:.2f}" for c in cores)
+            + ", ".join(f"{statistics.median(cores[c]):.2f}" if cores[c] else "-" for c in cores)
         )
     for key, name in judges:
         wrong = {}

@@ -19,9 +19,10 @@ Injections (one at a time, per hop, in the channel's ``put``):
   on the base side and 256 KiB on the changed one (syscalls and switches stay the same; only
   system CPU time can tell).
 
-    python3 scripts/kernel_evidence.py --trials 20 --aa 50 --backends threading,asyncio,gevent
-    python3 scripts/kernel_evidence.py --spread 40 --backends threading    # A/A change per figure
-    python3 scripts/kernel_evidence.py --aa 0 --changes readv              # the readv case alone
+    python3 evidence/kernel_evidence.py --trials 20 --aa 50 --backends threading,asyncio,gevent
+    python3 evidence/kernel_evidence.py --spread 40 --backends threading    # A/A change per figure
+    python3 evidence/kernel_evidence.py --aa 0 --changes readv              # the readv case alone
+    python3 evidence/kernel_evidence.py --smoke     # one A/A and one yield trial on threading
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from pytest_concurrency import backends, measure, workloads  # noqa: E402
-from pytest_concurrency.gate import baseline  # noqa: E402
+from pytest_concurrency import backends, measure, workloads
+from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import kernel as kernel_gate
-from pytest_concurrency.measure import driver  # noqa: E402
-from pytest_concurrency.measure.records import Record  # noqa: E402
+from pytest_concurrency.measure import driver
+from pytest_concurrency.measure.records import Record
+
+#: --smoke: the smallest run that still measures and judges one A/A and one changed trial
+SMOKE = {"trials": 1, "aa": 1, "backends": "threading", "changes": "yield"}
 
 PARAMS = {"n": 10, "m": 50, "capacity": 10}
 META = {
@@ -186,6 +187,9 @@ def main() -> int:
         default=0,
         help="instead: N A/A pairs per model, and how far each figure per op moved (median, max)",
     )
+    ap.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(**SMOKE)
     args = ap.parse_args()
     if args.spread:
         return spread(args.backends.split(","), args.spread)

@@ -22,11 +22,12 @@ the gate's own rule for counts (``stats.decide_layouts``): A/A, every unchanged 
 every other one (ordered pairs; any verdict but unchanged is a false alarm), and every changed
 session against every unchanged one (anything but regressed is a miss).
 
-    python3 scripts/plain_count_repeat.py --sessions 4 --inject 0
-    python3 scripts/plain_count_repeat.py --sessions 10 --inject 2:5 --parallel 5
-    python3 scripts/plain_count_repeat.py --sessions 10 --inject 0 --layout 0    # one checkout's sessions
-    python3 scripts/plain_count_repeat.py --sessions 10 --inject 2:5,1:5 --parallel 2 --root DIR   # docs' three layouts
-    python3 scripts/plain_count_repeat.py --sessions 8 --inject 2:6 --layouts 1  # one layout a session, as before
+    python3 evidence/plain_count_repeat.py --sessions 4 --inject 0
+    python3 evidence/plain_count_repeat.py --sessions 10 --inject 2:5 --parallel 5
+    python3 evidence/plain_count_repeat.py --sessions 10 --inject 0 --layout 0    # one checkout's sessions
+    python3 evidence/plain_count_repeat.py --sessions 10 --inject 2:5,1:5 --parallel 2 --root DIR   # docs' three layouts
+    python3 evidence/plain_count_repeat.py --sessions 8 --inject 2:6 --layouts 1  # one layout a session, as before
+    python3 evidence/plain_count_repeat.py --smoke    # one unchanged session on asyncio, one layout
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from pytest_concurrency.gate import stats
+
 N_TASKS, LAPS = 20, 100
 HOPS = N_TASKS * LAPS  # per round: every lap passes through every task's channel once
 EXTRA_ENV = "PLAIN_EXTRA"  # "model:k,..." or "model:k/every,...": extra()'s steps, on every hop or every n-th
@@ -51,6 +54,8 @@ EXTRA_ENV = "PLAIN_EXTRA"  # "model:k,..." or "model:k/every,...": extra()'s ste
 #: +2% came out +2.8 to +3.2%. A further step is 0.2-0.35% of these models' rounds (a step of a
 #: Python loop: ~230 instructions), the first one 1.2-2%: the smallest change this test makes.
 CALIBRATION = {"first-step": 1, "calibration": 50}
+#: --smoke: the smallest run that still counts a real session under valgrind (one: ~1 minute)
+SMOKE = {"sessions": 1, "inject": "0", "backends": "asyncio", "layouts": 1}
 
 TEST = textwrap.dedent(f'''
     import os
@@ -204,9 +209,6 @@ def medians(results: list[dict], model: str) -> list[float]:
 
 
 def judge(same: list[dict], changed: dict, thresholds: list) -> None:
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from pytest_concurrency.gate import stats
-
     aa_pairs = [(a, b) for a in range(len(same)) for b in range(len(same)) if a != b]
     for threshold in thresholds:
         print(f"the gate's rule for counts at threshold {threshold * 100:g}%:")
@@ -270,6 +272,9 @@ def main() -> int:
         "--root",
         help="keep every session's files here, and resume: sessions found there are not run again",
     )
+    ap.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(**SMOKE)
     args = ap.parse_args()
     models = args.backends.split(",")
     percents = {

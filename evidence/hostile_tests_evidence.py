@@ -1,7 +1,8 @@
 """What a user's own benchmark test that misbehaves does to the session, in-process and isolated.
 
-    python scripts/hostile_tests_evidence.py
-    python scripts/hostile_tests_evidence.py --nproc 1      # also: a session under `ulimit -u 1` (not as root)
+    python evidence/hostile_tests_evidence.py
+    python evidence/hostile_tests_evidence.py --nproc 1      # also: a session under `ulimit -u 1` (not as root)
+    python evidence/hostile_tests_evidence.py --smoke        # the test that exits only, 1 s to settle
 
 Each misbehaving test (it ends its process, segfaults, never returns, leaves a thread running,
 allocates 2 GB, prints 100 MB) sits in a test file beside a test that behaves. In-process, each
@@ -26,8 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from interrupt_evidence import MARKER, ours, wait_or_kill
+from interrupt_evidence import MARKER, ours, wait_or_kill  # beside this script
 
 PY = sys.executable
 SETTLE_S = 5.0
@@ -37,9 +37,13 @@ TESTS = (
 )  # tests/test_isolation.py's too
 HOSTILE = ["exits", "segfaults", "never_returns", "leaks_a_thread", "allocates_2gb", "prints_100mb"]
 BEHAVES = "fine"
+#: --smoke: the smallest run that still runs a hostile test in-process and isolated
+SMOKE = {"tests": "exits", "settle": 1.0}
 
 
-def session(work: Path, args: list[str], hang_s: float, prefix: list[str] = ()) -> dict:
+def session(
+    work: Path, args: list[str], hang_s: float, prefix: list[str] = (), settle_s: float = SETTLE_S
+) -> dict:
     marker = uuid.uuid4().hex
     baseline = work / f"baseline-{marker[:8]}.json"
     env = {**os.environ, MARKER: marker, "PYTHONUNBUFFERED": "1"}
@@ -73,7 +77,7 @@ def session(work: Path, args: list[str], hang_s: float, prefix: list[str] = ()) 
         )
         code = wait_or_kill(proc, hang_s)
     took = time.monotonic() - started
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     return {
         "exit": code,
         "took_s": took,
@@ -113,13 +117,30 @@ def main() -> int:
         help="also run the isolated session under `ulimit -u` of this many processes (the "
         "user's, all sessions; root is exempt from the limit: run the script as another user)",
     )
+    parser.add_argument(
+        "--tests", default=",".join(HOSTILE), help="the hostile tests, of: " + ", ".join(HOSTILE)
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=SETTLE_S,
+        help="seconds after a session ends before its processes left are read",
+    )
+    parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(**SMOKE)
     args = parser.parse_args()
+    hostile = args.tests.split(",")
+    if set(hostile) - set(HOSTILE):
+        parser.error(
+            f"--tests: not among {', '.join(HOSTILE)}: {', '.join(set(hostile) - set(HOSTILE))}"
+        )
     work = Path(tempfile.mkdtemp(prefix="hostile-"))
     (work / "test_hostile.py").write_text(TESTS.read_text())
     models = [f"--concurrency-backends={args.backend}"]
     rows = []
-    for test in HOSTILE:
-        r = session(work, [*models, "-k", f"{BEHAVES} or {test}"], args.hang)
+    for test in hostile:
+        r = session(work, [*models, "-k", f"{BEHAVES} or {test}"], args.hang, settle_s=args.settle)
         rows.append(("in-process", test, r))
         print(
             cell(
@@ -128,9 +149,13 @@ def main() -> int:
             flush=True,
         )
     r = session(
-        work, [*models, "--concurrency-isolate", "-k", " or ".join([BEHAVES, *HOSTILE])], args.hang
+        work,
+        [*models, "--concurrency-isolate", "-k", " or ".join([BEHAVES, *hostile])],
+        args.hang,
+        settle_s=args.settle,
     )
-    for test in HOSTILE:
+    isolated = r
+    for test in hostile:
         rows.append(("isolated", test, r))
     print(cell(f"isolated: exit {r['exit']} in {r['took_s']:.1f} s"), flush=True)
     if args.nproc:
@@ -142,7 +167,11 @@ def main() -> int:
             return 2
         prefix = ["bash", "-c", f'ulimit -u {args.nproc} && exec "$@"', "-"]
         r = session(
-            work, [*models, "--concurrency-isolate", "-k", BEHAVES], args.hang, prefix=prefix
+            work,
+            [*models, "--concurrency-isolate", "-k", BEHAVES],
+            args.hang,
+            prefix=prefix,
+            settle_s=args.settle,
         )
         rows.append((f"isolated, ulimit -u {args.nproc}", "(all)", r))
         print(
@@ -166,6 +195,14 @@ def main() -> int:
         open(work / "rows.json", "w"),
         indent=1,
     )
+    # isolated, the test that behaves passes whatever its neighbours do: if it did not, the
+    # session itself broke (the plugin did not load, no test ran) and the table shows nothing
+    if not said(isolated["text"], BEHAVES).startswith("PASSED"):
+        print(
+            f"isolated: the test that behaves did not pass: {said(isolated['text'], BEHAVES)}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

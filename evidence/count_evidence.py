@@ -23,10 +23,11 @@ own ``compare``:
   addresses of what is allocated later, and with them the hits and misses of CPython's
   type attribute cache. Without it, A/A sessions are the same code run again.
 
-    python3 scripts/count_evidence.py --sessions 3 --scale smoke           # quick check
-    python3 scripts/count_evidence.py --sessions 4 --scale smoke --inject 1,2 --threshold 0.01   # the README's A/A
-    python3 scripts/count_evidence.py --sessions 3 --layouts --backends greenlet,gevent,eventlet \
+    python3 evidence/count_evidence.py --sessions 3 --scale smoke           # quick check
+    python3 evidence/count_evidence.py --sessions 4 --scale smoke --inject 1,2 --threshold 0.01   # the README's A/A
+    python3 evidence/count_evidence.py --sessions 3 --layouts --backends greenlet,gevent,eventlet \
         --scale smoke --inject 1,2 --threshold 0.02                                          # ... under other layouts
+    python3 evidence/count_evidence.py --smoke     # 2 A/A sessions and one +2%, greenlet's rings only
 """
 
 from __future__ import annotations
@@ -43,12 +44,20 @@ import tempfile
 import textwrap
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from pytest_concurrency.gate import compare as gate
+from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED
+from pytest_concurrency.measure.records import from_json
 
-from pytest_concurrency.gate import compare as gate  # noqa: E402
-from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED  # noqa: E402
-from pytest_concurrency.measure.records import from_json  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: its benchmarks/
+#: --smoke: the smallest run that still counts real sessions under valgrind and judges them
+SMOKE = {
+    "sessions": 2,
+    "scale": "smoke",
+    "backends": "greenlet",
+    "target": "greenlet",
+    "inject": "2",
+    "select": "ring",
+}
 
 CRC32_INSTRUCTIONS_PER_BYTE = 3.85  # zlib.crc32 of 64 KiB and 1 MiB under callgrind, measured here
 REFERENCE = ("ring", "capacity=10")  # the benchmark the injection is sized against
@@ -97,6 +106,7 @@ def run_session(path: str, args, env_extra: dict, hog: bool) -> float:
         f"--concurrency-scale={args.scale}",
         f"--concurrency-save-baseline={path}",
         "--concurrency-baseline-sessions=1",
+        *(["-k", args.select] if args.select else []),
     ]
     env = {**os.environ, **env_extra}
     started = time.monotonic()
@@ -164,6 +174,14 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--reuse", action="store_true", help="with --keep: judge the session files already there"
     )
+    ap.add_argument(
+        "-k",
+        dest="select",
+        help="only the benchmarks pytest's -k selects (the reference ring[capacity=10] among them)",
+    )
+    ap.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if ap.parse_known_args(argv)[0].smoke:
+        ap.set_defaults(**SMOKE)
     args = ap.parse_args(argv)
 
     args.workdir = args.keep or tempfile.mkdtemp(prefix="count-evidence-")
@@ -175,7 +193,7 @@ def main(argv=None) -> int:
     # compiled now, or the first session alone compiles it, and starts with another memory layout
     compileall.compile_dir(site, quiet=2)
     path_env = {
-        "PYTHONPATH": os.pathsep.join([site, ROOT, os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join(p for p in [site, os.environ.get("PYTHONPATH")] if p),
         "COUNT_INJECT_BACKEND": args.target,
         "COUNT_INJECT_BYTES": _fixed_width(0),
         "COUNT_LAYOUT_PAD": _fixed_width(0),

@@ -2,8 +2,8 @@
 
 The process the user started measures nothing itself. It installs the base side apart
 (runner/sides.py), then runs two pytest sessions with the same command line, started alike
-(one hash seed, no address-space randomization, the same environment but for which side they
-are): the head (side B, this code; its output is the run's) and the base (side A, its code
+(one hash seed, no address-space randomization, the same environment; which side each is, it is
+told on its command line, ``roles.Role``): the head (side B, this code; its output is the run's) and the base (side A, its code
 imported first; its output in a log). They take turns round by round (runner/lockstep.py); each
 writes its rounds and what it imported to a file, and this process judges each benchmark on
 the per-quad ratios (gate/paired.py). What moved runs again in a second pair of sessions, and is
@@ -31,23 +31,16 @@ from pathlib import Path
 
 import pytest
 
-from .backends import watchdog
-from .gate import atomic, paired
-from .measure import records
-from .runner import lockstep, sides
+from ..backends import child_env, watchdog
+from ..gate import atomic, paired
+from ..measure import records
+from ..runner import lockstep, sides
+from .role import SIDE, Role
+from .session import Session
 
-SIDE_ENV = "PYTEST_CONCURRENCY_SIDE"  # "A" (base) or "B" (head) in a side's session
-OUT_ENV = "PYTEST_CONCURRENCY_SIDE_OUT"  # where a side writes its rounds and what it imported
-ONLY_ENV = (
-    "PYTEST_CONCURRENCY_SIDE_ONLY"  # a second pair of sessions: the JSON list of node ids it runs
-)
-#: A benchmark's rounds on each side under --concurrency-against, at least: two a quad, enough
-#: quads for the 99% interval of the median ratio (gate.paired.MIN_PAIRS), and two quads to spare
-#: (the sides' calibration calls need not line up with a quad).
-MIN_ROUNDS = 2 * paired.MIN_PAIRS + 4
+MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
 INTERRUPT_GRACE_S = 10.0
-KEEP_ENV = "PYTEST_CONCURRENCY_AGAINST_KEEP"
-PAD_ENV = "PYTEST_CONCURRENCY_PAD"  # same_size: the sides' environments padded to one size
+PAD_ENV = child_env.PAD  # same_size: the sides' environments padded to one size
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
 
@@ -68,18 +61,6 @@ _HEAD_ONLY = {
     "--junit-xml": True,
     "--benchmark-cprofile-dump": False,
 }
-
-
-def side_session() -> str | None:
-    """``A`` or ``B`` in a side's session, else None."""
-    side = os.environ.get(SIDE_ENV)
-    return (
-        side if side in (lockstep.A, lockstep.B) and os.environ.get(lockstep.SOCKET_ENV) else None
-    )
-
-
-def base_side() -> bool:
-    return side_session() == lockstep.A
 
 
 def refuse(s, config) -> None:
@@ -105,6 +86,18 @@ def refuse(s, config) -> None:
 # -- the run the user started --------------------------------------------------------------------
 
 
+class Orchestrator:
+    """The process the user started with --concurrency-against: it measures nothing itself, runs
+    both sides' sessions and judges them; its exit status is the run's."""
+
+    def __init__(self, config, settings):
+        self.config = config
+        self.settings = settings
+
+    def main(self) -> int:
+        return orchestrate(self.config, self.settings)
+
+
 def orchestrate(config, s) -> int:
     """Install the base side, run both sides in turns, judge the pairs; the run's exit status."""
     refuse(s, config)
@@ -119,17 +112,15 @@ def orchestrate(config, s) -> int:
             raise pytest.UsageError(f"--concurrency-against={s.against}: {exc}") from None
         return _run_sides(config, s, spec, site, Path(scratch.name), root)
     finally:
-        _keep(Path(scratch.name))
+        if s.against_keep:
+            _keep(Path(scratch.name), s.against_keep)
         scratch.cleanup()
 
 
-def _keep(directory: Path) -> None:
-    """With ``PYTEST_CONCURRENCY_AGAINST_KEEP=DIR``, each pair's rounds and logs (``1/side-A.json``,
+def _keep(directory: Path, keep: Path) -> None:
+    """With ``--concurrency-against-keep=DIR``, each pair's rounds and logs (``1/side-A.json``,
     ``1/base-side.log``, ...) are copied into DIR before the run's directory goes: to look into a
-    verdict, or judge the same sessions again by another rule (scripts/against_evidence.py)."""
-    keep = os.environ.get(KEEP_ENV)
-    if not keep:
-        return
+    verdict, or judge the same sessions again by another rule (evidence/against_evidence.py)."""
     for path in directory.glob("[0-9]*/*"):
         if path.suffix in (".json", ".log"):
             target = Path(keep) / path.parent.name / path.name
@@ -199,23 +190,26 @@ def _run_pair(
     coordinator = lockstep.Coordinator(
         str(directory / "turns.sock"), stall_s=max(s.timeout or 0, 60.0) * 2
     )
-    env = {k: v for k, v in os.environ.items() if k not in (SIDE_ENV, ONLY_ENV)}
+    env = dict(os.environ)
     env.setdefault("PYTHONHASHSEED", str(random.randrange(1, 2**32)))  # one seed for both sides
-    env[lockstep.SOCKET_ENV] = coordinator.path
+    only_file = None
     if only is not None:
-        env[ONLY_ENV] = json.dumps(only)
+        only_file = str(directory / "only.json")
+        atomic.write_text(only_file, json.dumps(only))
     launches = {}
     for side, argv in command_lines(args, str(directory / "cache"), head_cache).items():
         path = site if side == lockstep.A else sides.same_length(site)
+        role = Role(
+            SIDE,
+            side=side,
+            socket=coordinator.path,
+            out=str(directory / f"side-{side}.json"),
+            base_dir=str(site),
+            only=only_file,
+        )
         launches[side] = (
-            [sys.executable, "-m", "pytest", *argv],
-            {
-                **env,
-                "PYTHONPATH": _prepend(path, env.get("PYTHONPATH")),
-                SIDE_ENV: side,
-                sides.SIDE_PATH_ENV: str(site),
-                OUT_ENV: str(directory / f"side-{side}.json"),
-            },
+            [sys.executable, "-m", "pytest", *argv, *role.argv()],
+            {**env, "PYTHONPATH": _prepend(path, env.get("PYTHONPATH"))},
         )
     same_size(launches)
     procs = {}
@@ -326,7 +320,7 @@ def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair)
     """Further pairs of sessions, one at a time, for the benchmarks whose time is not decided yet:
     two processes of the same code differ by a percent or two for their whole life, so a change
     must show in two pairs of sessions, and a pair is the unit of the verdict (gate/paired.py)."""
-    from .session_end import paired_threshold
+    from ..session_end import paired_threshold
 
     if len(first.docs) < 2:
         return []
@@ -405,8 +399,8 @@ def head_only_removed(args) -> list[str]:
 
 
 def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
-    from .report import terminal
-    from .session_end import paired_threshold
+    from ..report import terminal
+    from ..session_end import paired_threshold
 
     head_code = first.codes[lockstep.B]
     if head_code in (
@@ -461,7 +455,7 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
 def _append_report(path: Path, result) -> None:
     """The verdicts against the base after the head's tables in its markdown report (one file for
     the CI job summary; the head's session wrote its part, if it got that far)."""
-    from .report import markdown
+    from ..report import markdown
 
     head_part = path.read_text(encoding="utf-8") + "\n" if path.exists() else ""
     markdown.write(path, head_part + markdown.render_paired(result))
@@ -476,81 +470,90 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 # -- in each side's session --------------------------------------------------------------------------
 
-TURNS = pytest.StashKey[lockstep.Client]()
-CALLS = pytest.StashKey[
-    list
-]()  # a test's runner calls: [turn, seconds per iteration, iterations, CPU]
 
+class Side(Session):
+    """One side's session: its rounds take turns with the other side's (runner/lockstep.py), and
+    at its end it writes them, with what it imported, for the ``Orchestrator`` to judge."""
 
-def at_least_min_rounds(config) -> None:
-    bs = getattr(config, "_benchmarksession", None)
-    if bs is not None and bs.options.get("min_rounds", 0) < MIN_ROUNDS:
-        bs.options["min_rounds"] = MIN_ROUNDS
+    def __init__(self, config, settings, role: Role):
+        super().__init__(config, settings)
+        self.role = role
+        self.side = role.need("side")
+        self.socket, self.out = role.need("socket"), role.need("out")
+        self.base_dir = role.need("base_dir")
+        self.turns: lockstep.Client | None = None
+        self.calls: dict = {}  # node id -> its runner calls: [turn, s per iteration, iterations, CPU]
 
+    @staticmethod
+    def import_first(role: Role) -> None:
+        """Before a conftest or a test module imports the code under test (runner/sides.py)."""
+        sides.import_base_first(role.need("base_dir"), head=role.need("side") != lockstep.A)
 
-def keep_only(config, items) -> None:
-    """In a second pair of sessions: only the tests it measures again (the same on both sides)."""
-    only = os.environ.get(ONLY_ENV) if side_session() else None
-    if only is None:
-        return
-    wanted = set(json.loads(only))
-    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in wanted])
-    items[:] = [item for item in items if item.nodeid in wanted]
+    def pytest_configure(self, config) -> None:
+        refuse(self.settings, config)
+        super().pytest_configure(config)
 
+    def pytest_sessionstart(self, session) -> None:
+        super().pytest_sessionstart(session)
+        bs = getattr(session.config, "_benchmarksession", None)
+        if bs is not None and bs.options.get("min_rounds", 0) < MIN_ROUNDS:
+            bs.options["min_rounds"] = MIN_ROUNDS
 
-def collected(config, items) -> None:
-    side = side_session()
-    if side:
-        config.stash[TURNS] = client = lockstep.Client(os.environ[lockstep.SOCKET_ENV], side)
-        client.order(side, [item.nodeid for item in items])
+    def pytest_collection_modifyitems(self, config, items) -> None:
+        """In a later pair of sessions: only the tests it measures again (the same on both sides)."""
+        if self.role.only is None:
+            return
+        with open(self.role.only, encoding="utf-8") as fh:
+            wanted = set(json.load(fh))
+        config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in wanted])
+        items[:] = [item for item in items if item.nodeid in wanted]
 
+    def pytest_collection_finish(self, session) -> None:
+        super().pytest_collection_finish(session)
+        self.turns = lockstep.Client(self.socket, self.side)
+        self.turns.order(self.side, [item.nodeid for item in session.items])
 
-def at_test(item) -> None:
-    client = item.config.stash.get(TURNS, None)
-    if client is not None:
-        client.at(side_session(), item.nodeid)
+    def pytest_runtest_setup(self, item) -> None:
+        super().pytest_runtest_setup(item)
+        if self.turns is not None:
+            self.turns.at(self.side, item.nodeid)
 
+    def before_call(self, item) -> None:
+        """Before a test's call: its benchmark's rounds take turns with the other side's."""
+        bench = getattr(item, "funcargs", {}).get("benchmark")
+        if bench is not None and self.turns is not None and getattr(bench, "enabled", False):
+            # single-threaded rounds on one CPU, the same for both sides, round by round (pinned for
+            # a whole test instead, threading later in the same sessions read 4-16% apart in one
+            # A/A in three: docs/gates/against.md)
+            cpu = lockstep.shared_cpu(item.funcargs.get("concurrency_backend"))
+            self.calls[item.nodeid] = lockstep.pair_rounds(
+                bench, self.turns, self.side, item.nodeid, cpu
+            )
 
-def pair(item) -> None:
-    """Before a test's call: its benchmark's rounds take turns with the other side's."""
-    bench = getattr(item, "funcargs", {}).get("benchmark")
-    client = item.config.stash.get(TURNS, None)
-    if bench is not None and client is not None and getattr(bench, "enabled", False):
-        # single-threaded rounds on one CPU, the same for both sides, round by round (pinned for a
-        # whole test instead, threading later in the same sessions read 4-16% apart in one A/A in
-        # three: docs/gates/against.md)
-        cpu = lockstep.shared_cpu(item.funcargs.get("concurrency_backend"))
-        item.stash[CALLS] = lockstep.pair_rounds(bench, client, side_session(), item.nodeid, cpu)
+    def after_call(self, item, bench) -> None:
+        """After it: its rounds' turns into the record (``paired_rounds``), for gate/paired.py."""
+        calls = self.calls.pop(item.nodeid, None)
+        stats = getattr(bench, "stats", None)
+        if calls and stats is not None and stats.stats.data:
+            bench.extra_info["paired_rounds"] = calls[-len(stats.stats.data) :]
 
-
-def record_turns(item, bench) -> None:
-    """After it: its rounds' turns into the record (``paired_rounds``), for gate/paired.py."""
-    calls = item.stash.get(CALLS, None)
-    stats = getattr(bench, "stats", None)
-    if calls and stats is not None and stats.stats.data:
-        bench.extra_info["paired_rounds"] = calls[-len(stats.stats.data) :]
-
-
-def side_finish(config, bs) -> None:
-    """At a side's end: write its rounds and what it imported, then let the other side go on."""
-    if not side_session():
-        return
-    site = Path(os.environ[sides.SIDE_PATH_ENV])
-    doc = {
-        "identity": sides.identity(site, base_side=base_side()),
-        "benchmarks": [
-            {
-                "name": b.name,
-                "fullname": b.fullname,
-                "group": b.group,
-                "extra_info": b.extra_info,
-                "stats": {"data": list(b.stats.data)},
-            }
-            for b in bs.benchmarks
-            if not getattr(b, "has_error", False) and b.stats.data
-        ],
-    }
-    atomic.write_text(os.environ[OUT_ENV], json.dumps(doc))
-    client = config.stash.get(TURNS, None)
-    if client is not None:
-        client.close()
+    def finish(self, session, bs):
+        """Write its rounds and what it imported, let the other side go on, then end as a session."""
+        doc = {
+            "identity": sides.identity(Path(self.base_dir), base_side=self.side == lockstep.A),
+            "benchmarks": [
+                {
+                    "name": b.name,
+                    "fullname": b.fullname,
+                    "group": b.group,
+                    "extra_info": b.extra_info,
+                    "stats": {"data": list(b.stats.data)},
+                }
+                for b in bs.benchmarks
+                if not getattr(b, "has_error", False) and b.stats.data
+            ],
+        }
+        atomic.write_text(self.out, json.dumps(doc))
+        if self.turns is not None:
+            self.turns.close()
+        return super().finish(session, bs)

@@ -8,8 +8,9 @@ code, or a laptop and CI. Every round is its own dump, so the script prints each
 marks the rounds in which CPython 3.11 quickened code (a function runs unquickened until its
 8th call), and for the two layouts whose late rounds differ most, the functions that differ.
 
-    python3 scripts/count_layouts.py --backends gevent,asyncio --rounds 16
-    python3 scripts/count_layouts.py --backends gevent --rounds 10 --layouts 1:0,5:0,9:0,13:0,17:0,21:0,25:0,29:0,33:0,37:0
+    python3 evidence/count_layouts.py --backends gevent,asyncio --rounds 16
+    python3 evidence/count_layouts.py --backends gevent --rounds 10 --layouts 1:0,5:0,9:0,13:0,17:0,21:0,25:0,29:0,33:0,37:0
+    python3 evidence/count_layouts.py --smoke     # asyncio, 2 rounds in 2 layouts
 """
 
 from __future__ import annotations
@@ -24,19 +25,18 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from plain_count_repeat import LAPS, N_TASKS, TEST  # beside this script
 
-from plain_count_repeat import LAPS, N_TASKS, TEST  # noqa: E402  (this directory is on sys.path)
-
-from pytest_concurrency import backends  # noqa: E402
-from pytest_concurrency.measure import callgrind, profile  # noqa: E402
+from pytest_concurrency import backends
+from pytest_concurrency.measure import callgrind, profile
 
 QUICKEN = "_PyCode_Quicken"
+#: --smoke: the smallest run that still counts under valgrind, round by round, in two layouts
+SMOKE = {"backends": "asyncio", "rounds": 2, "late": 1, "layouts": "1:0,8:0"}
 
 
 def user_ring():
-    """The ring of scripts/plain_count_repeat.py's test (the same file text), unchanged (``extra(0)``):
+    """The ring of evidence/plain_count_repeat.py's test (the same file text), unchanged (``extra(0)``):
     compiled once, as a test file is (code compiled anew would run unquickened every round)."""
     namespace: dict = {}
     exec(compile(TEST, "test_plain.py", "exec"), namespace)
@@ -113,6 +113,9 @@ def main() -> int:
         help="NAME_LENGTH:ENV_PAD,...: the working directory's name length and bytes of environment added",
     )
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(**SMOKE)
     args = ap.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), args.child[2])

@@ -1,6 +1,7 @@
 """Per-primitive cost of each backend: channel hand-off and spawn+join.
 
-    python3 scripts/primitive_costs.py [--backends gevent,asyncio] [--repeats 5]
+    python3 evidence/primitive_costs.py [--backends gevent,asyncio] [--repeats 5]
+    python3 evidence/primitive_costs.py --smoke      # asyncio and threading, a tenth of the counts, once
 
 For each backend, the median of ``--repeats`` runs (each one ``backend.run``) of:
 * rendezvous ping-pong: two ``channel(0)``, a task echoes every item; ns per hand-off
@@ -20,8 +21,6 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from pytest_concurrency import backends
 
 # Counts per backend, small enough that the slowest (processes) finishes in seconds.
@@ -32,8 +31,11 @@ COUNTS = {  # (ping-pong round trips, stream items, spawn+join)
 FAST = (5_000, 20_000, 2_000)
 
 
-def counts(spec: str) -> tuple[int, int, int]:
-    return COUNTS.get(spec.partition("[")[0], FAST)
+SMOKE_BACKENDS = "asyncio,threading"
+
+
+def counts(spec: str, share: float = 1.0) -> tuple[int, int, int]:
+    return tuple(max(1, int(n * share)) for n in COUNTS.get(spec.partition("[")[0], FAST))
 
 
 # --- sync bodies (module level: multiprocessing pickles the tasks) -------------------------
@@ -152,10 +154,10 @@ BODIES = {
 }
 
 
-def measure(spec: str, repeats: int) -> tuple[float, float, float]:
+def measure(spec: str, repeats: int, share: float = 1.0) -> tuple[float, float, float]:
     b = backends.load(spec)
     medians = []
-    for body, n, scale in zip(BODIES[b.family], counts(spec), (1e9, 1e9, 1e6)):
+    for body, n, scale in zip(BODIES[b.family], counts(spec, share), (1e9, 1e9, 1e6)):
         medians.append(statistics.median(b.run(body, b, n) for _ in range(repeats)) * scale)
     return tuple(medians)
 
@@ -164,7 +166,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backends", default=",".join(backends.DEFAULT_SPECS))
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"the smallest run: {SMOKE_BACKENDS} (unless --backends), one repeat, a tenth of the counts",
+    )
     args = parser.parse_args(argv)
+    share = 1.0
+    if args.smoke:
+        if args.backends == parser.get_default("backends"):
+            args.backends = SMOKE_BACKENDS
+        args.repeats, share = 1, 0.1
     specs = backends.parse_list(args.backends)
     print(f"# Python {platform.python_version()}, {os.cpu_count()} CPUs, median of {args.repeats}")
     header = f"{'backend':<44} {'rendezvous ns/hand-off':>23} {'bounded(64) ns/item':>20} {'spawn+join us':>14}"
@@ -177,7 +189,7 @@ def main(argv=None) -> int:
             continue
         b = backends.load(spec)
         label = f"{spec} ({b.library or 'cpython'} {b.version})"
-        pingpong, stream_ns, spawn_us = measure(spec, args.repeats)
+        pingpong, stream_ns, spawn_us = measure(spec, args.repeats, share)
         print(f"{label:<44} {pingpong:>23,.0f} {stream_ns:>20,.0f} {spawn_us:>14,.1f}")
     return 0
 

@@ -6,8 +6,9 @@ from a path) and the head, whose ``work`` does more iterations on the models nam
 ``concurrency_backend``: four tasks each run ``work``). Each scenario runs whole sessions and
 counts the verdicts per model:
 
-    python3 scripts/against_evidence.py --aa 50 --trials 50
-    python3 scripts/against_evidence.py --aa 5 --trials 5 --changes threading:1.08,gevent:1.05
+    python3 evidence/against_evidence.py --aa 50 --trials 50
+    python3 evidence/against_evidence.py --aa 5 --trials 5 --changes threading:1.08,gevent:1.05
+    python3 evidence/against_evidence.py --smoke    # one session with the change, threading
 
 A/A (the head's code equals the base's) must read no regression; a change must read regressed.
 """
@@ -26,6 +27,9 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+from pytest_concurrency.gate import paired
+from pytest_concurrency.measure.records import from_json
 
 LIB = """
 __version__ = "{version}"
@@ -67,7 +71,10 @@ PYPROJECT = (
     Path(__file__).resolve().parent.parent / "tests" / "data" / "mylib.pyproject.toml"
 ).read_text()
 
-KEEP_ENV = "PYTEST_CONCURRENCY_AGAINST_KEEP"  # against.py: each pair's rounds copied there
+KEEP_OPTION = "--concurrency-against-keep"  # the plugin copies each pair's rounds into its DIR
+#: --smoke: the smallest run that still runs a real session: one with the change (its suspect
+#: measured again in more pairs of sessions, as a regression is)
+SMOKE = {"aa": 0, "trials": 1, "backends": "threading", "tasks": 2}
 VERDICT = re.compile(
     r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)"
 )
@@ -102,7 +109,7 @@ def session(
     keep: str | None = None,
     base: str = "../base",
 ) -> tuple[dict, float, str]:
-    env = {**os.environ, "MYLIB_SLOW": slow, **({KEEP_ENV: keep} if keep else {})}
+    env = {**os.environ, "MYLIB_SLOW": slow}
     start = time.perf_counter()
     done = subprocess.run(
         [
@@ -116,6 +123,7 @@ def session(
             f"--concurrency-backends={backends}",
             f"--concurrency-against={base}",
             *([f"--concurrency-threshold={threshold}"] if threshold else []),
+            *([f"{KEEP_OPTION}={keep}"] if keep else []),
         ],
         cwd=head,
         env=env,
@@ -139,9 +147,6 @@ def session(
 def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
     """The kept sessions' verdicts by the plugin's rule at other thresholds (the pairs each session
     measured again were chosen at the threshold it ran with: a close, not an exact, replay)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from pytest_concurrency.gate import paired
-    from pytest_concurrency.measure.records import from_json
 
     def read(pair: Path, side: str) -> list:
         path = pair / f"side-{side}.json"
@@ -224,6 +229,9 @@ def main() -> int:
     parser.add_argument(
         "--thread-threshold", type=float, help="with --rejudge: threading's threshold (percent)"
     )
+    parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if parser.parse_known_args()[0].smoke:
+        parser.set_defaults(**SMOKE)
     args = parser.parse_args()
     if args.rejudge:
         return rejudge(

@@ -1,6 +1,7 @@
 """How far the plugin's figure is from the same workload timed bare, outside pytest.
 
-    python scripts/harness_overhead.py [--rounds 15]
+    python evidence/harness_overhead.py [--rounds 15]
+    python evidence/harness_overhead.py --smoke     # the first case only, 3 rounds, once
 
 For each case below: N rounds of ``workload.run`` timed with ``time.perf_counter`` in a
 plain loop, then the same case through ``pytest benchmarks --benchmark-only`` (in a
@@ -20,10 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from pytest_concurrency import backends, workloads
 
-from pytest_concurrency import backends, workloads  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: its benchmarks/ are the plugin's run
 
 CASES = [
     ("ring", {"n": 20, "m": 1000, "capacity": 0}, "asyncio"),
@@ -72,15 +72,23 @@ def through_plugin(workload, params, spec, rounds):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest run: the first case, 3 rounds, bare and through the plugin once",
+    )
     args = parser.parse_args()
+    cases, times = (CASES[:1], 1) if args.smoke else (CASES, 3)
+    if args.smoke:
+        args.rounds = 3
     print(f"{'case':42} {'bare':>10} {'plugin':>10} {'plugin/bare':>12}")
-    for workload, params, spec in CASES:
+    for workload, params, spec in cases:
         pairs = [
             (
                 bare(workload, params, spec, args.rounds),
                 through_plugin(workload, params, spec, args.rounds),
             )
-            for _ in range(3)
+            for _ in range(times)
         ]
         b = statistics.median(p[0] for p in pairs)
         p = statistics.median(p[1] for p in pairs)

@@ -26,11 +26,12 @@ kernel gate: 4 threads x 4,000 iterations of a small loop, as it is, with an ``o
 per iteration and with one shared ``threading.Lock`` taken per iteration; wall time, syscalls and
 context switches per round from a time-mode session, instructions from a counted one.
 
-    python3 scripts/kernel_plain_evidence.py --aa 50 --trials 20 --keep /tmp/kplain
-    python3 scripts/kernel_plain_evidence.py --against --aa 20 --trials 10 --backends threading --keep /tmp/ka
-    python3 scripts/kernel_plain_evidence.py --against --aa 0 --aa-loop 20 --trials 20 --changes lock --keep /tmp/kl
-    python3 scripts/kernel_plain_evidence.py --rejudge /tmp/ka
-    python3 scripts/kernel_plain_evidence.py --table --sessions 3
+    python3 evidence/kernel_plain_evidence.py --aa 50 --trials 20 --keep /tmp/kplain
+    python3 evidence/kernel_plain_evidence.py --against --aa 20 --trials 10 --backends threading --keep /tmp/ka
+    python3 evidence/kernel_plain_evidence.py --against --aa 0 --aa-loop 20 --trials 20 --changes lock --keep /tmp/kl
+    python3 evidence/kernel_plain_evidence.py --rejudge /tmp/ka
+    python3 evidence/kernel_plain_evidence.py --table --sessions 3
+    python3 evidence/kernel_plain_evidence.py --smoke    # one A/A pair and one yield trial, threading
 """
 
 from __future__ import annotations
@@ -47,15 +48,16 @@ import tempfile
 import textwrap
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from pytest_concurrency.gate import compare as gate
+from pytest_concurrency.gate import kernel as kernel_gate
+from pytest_concurrency.gate import paired as paired_gate
+from pytest_concurrency.measure.records import from_json
 
-from pytest_concurrency.gate import compare as gate  # noqa: E402
-from pytest_concurrency.gate import kernel as kernel_gate  # noqa: E402
-from pytest_concurrency.measure.records import from_json  # noqa: E402
-
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: tests/data/
 INJECT_ENV = "KERNEL_INJECT"
-KEEP_ENV = "PYTEST_CONCURRENCY_AGAINST_KEEP"  # against.py keeps each pair's rounds there
+KEEP_OPTION = "--concurrency-against-keep"  # the plugin copies each pair's rounds into its DIR
+#: --smoke: the smallest run that still runs real sessions: a warm-up, one A/A pair, one yield trial
+SMOKE = {"aa": 1, "trials": 1, "backends": "threading", "changes": "yield"}
 
 RING = textwrap.dedent('''
     import os
@@ -204,7 +206,7 @@ def session(
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "test_user.py"), "w") as fh:
         fh.write(test)
-    env = {**os.environ, INJECT_ENV: how, "PYTHONPATH": ROOT}
+    env = {**os.environ, INJECT_ENV: how}
     argv = [
         sys.executable,
         "-m",
@@ -414,10 +416,10 @@ def against(args, work: str) -> int:
                         f"--concurrency-backends={backends}",
                         "--concurrency-against=../base",
                         f"--concurrency-report-md={report}",
+                        f"{KEEP_OPTION}={os.path.join(project, 'kept')}",
                         "test_user.py",
                     ],
                     cwd=os.path.join(project, "head"),
-                    env={**os.environ, "PYTHONPATH": ROOT, KEEP_ENV: os.path.join(project, "kept")},
                     capture_output=True,
                     text=True,
                     timeout=1800,
@@ -469,7 +471,6 @@ def against(args, work: str) -> int:
 def rejudge(work: str) -> int:
     """The sessions an ``--against --keep DIR`` run kept, judged again by the plugin's rule as it is
     now (its pairs of sessions as they ran: which tests ran again was decided at the time)."""
-    from pytest_concurrency.gate import paired
 
     def read(pair: str, side: str) -> list:
         path = os.path.join(pair, f"side-{side}.json")
@@ -488,10 +489,10 @@ def rejudge(work: str) -> int:
             (os.path.join(kept, p) for p in os.listdir(kept)),
             key=lambda p: int(os.path.basename(p)),
         )
-        result = paired.judge(
+        result = paired_gate.judge(
             read(pairs[0], "A"),
             read(pairs[0], "B"),
-            paired.default_threshold,
+            paired_gate.default_threshold,
             again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]],
         )
         for v in result.verdicts:
@@ -546,6 +547,9 @@ def main() -> int:
         help="instead: judge the sessions an --against --keep DIR run kept "
         "again, by the plugin's rule as it is now",
     )
+    ap.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    if ap.parse_known_args()[0].smoke:
+        ap.set_defaults(**SMOKE)
     args = ap.parse_args()
     if args.rejudge:
         return rejudge(args.rejudge)

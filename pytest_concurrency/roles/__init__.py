@@ -1,0 +1,54 @@
+"""Which process this is: one role per pytest process, decided once, held by one plugin object.
+
+One run of the plugin can start several pytest processes (docs/contributing.md, "Processes"). The
+process the user started has no ``--concurrency-role``: its role follows from its options (a
+session, a run against a base that starts two sides, or a counted run that starts its passes and
+runs again under valgrind). Every pytest process the plugin starts itself is told its role on its
+command line, ``--concurrency-role=JSON`` (``Role.argv``), which this module reads once, at the
+earliest hook (before any conftest imports the code under test: a base side imports its install
+first). The role's object is registered with pytest's plugin manager: it holds the role's state
+and implements that role's hooks, and no other module asks which process it is in.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from . import against, counting
+from .role import SIDE, Role, parse
+
+ROLE = pytest.StashKey["object"]()  # the role's object, registered with the plugin manager
+
+
+def given(early_config) -> Role | None:
+    """The role this process was started with, read before conftests are (``None``: the user's)."""
+    text = getattr(early_config.known_args_namespace, "concurrency_role", None)
+    return parse(text) if text else None
+
+
+def register(config, role: Role | None, s) -> object:
+    """Make and register the object of this process's role; settings ``s`` are read already."""
+    obj: object
+    if role is None:
+        if s.against and not counting.measures_nothing(config):
+            obj = against.Orchestrator(config, s)
+        else:
+            obj = counting.user_session(config, s)
+    elif role.kind == SIDE:
+        obj = against.Side(config, s, role)
+    else:
+        obj = counting.child(config, s, role)
+    config.stash[ROLE] = obj
+    config.pluginmanager.register(obj, f"concurrency-role-{type(obj).__name__.lower()}")
+    return obj
+
+
+def side_imports_first(role: Role | None) -> None:
+    """In a side's session, before a conftest or a test module imports the code under test."""
+    if role is not None and role.kind == SIDE:
+        against.Side.import_first(role)
+
+
+def of(config):
+    """This process's role object (its settings, its state) for fixtures and other glue."""
+    return config.stash[ROLE]

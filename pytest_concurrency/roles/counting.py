@@ -1,0 +1,377 @@
+"""The processes of a counted run (``--concurrency-measure=instructions``).
+
+Workload cases are counted in worker processes started under valgrind, so a session that has
+only those runs at full speed (``Session``). A plain ``benchmark`` test is measured in the
+session's own process: a run with one becomes a ``Launcher``, which starts, in turn,
+
+* a ``Probe``: the command line collected at full speed (about a second), to learn whether any
+  test is measured in the session's own process (which is known only after collection);
+* a ``KernelPass``: those tests at full speed in time mode, for their kernel figures (under
+  valgrind a process's threads run one at a time, and valgrind makes syscalls of its own);
+* ``LayoutPass`` es (``--concurrency-layouts=N``: N-1, side by side): those tests counted with
+  the interpreter's objects landing elsewhere (measure/layouts.py), so that the gate judges the
+  median over layouts, which follows the code rather than where its objects landed;
+* the ``Counted`` session: the user's command line, whole, under valgrind (30-50x slower in
+  everything it does; only the rounds are counted), which reads what the passes wrote.
+
+Each child is told its role on its command line (``Role.argv``). A pass writes nothing of the
+user's (the options a base side of --concurrency-against leaves out), has a cache directory of
+its own and no xdist workers. A pass that fails says why and prints its last lines; its tests
+then have no kernel figures ("not measured"), or fewer layouts.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from ..backends import scratch, watchdog
+from ..gate import atomic
+from ..measure import callgrind, kernel, layouts
+from .against import head_only_removed
+from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
+from .session import Session, xdist_active
+
+INTERRUPTED = (
+    "\npytest-concurrency: interrupted in {}, before the counted session: no baseline, report, "
+    "verdict or rounds written"
+)
+
+
+def user_session(config, s):
+    """The role of the process the user started, when it is not a run against a base."""
+    if s.instrument.fresh_process:
+        refuse_other_hosts(config)
+    if s.instrument.needs_launch and not measures_nothing(config):
+        if has_tests_measured_here(config):
+            return Launcher(config, s)
+        s.instrument.prepare_session()
+    if xdist_active(config) and s.instrument.fresh_process:
+        s = lanes_instead_of_xdist(config, s)
+    return Session(config, s)
+
+
+def child(config, s, role: Role):
+    """The role of a process a ``Launcher`` started."""
+    if role.kind == PROBE:
+        return Probe(config, s, role)
+    if role.kind == KERNEL_PASS:
+        return KernelPass(config, s, role)
+    if role.kind == LAYOUT_PASS:
+        return LayoutPass(config, s, role)
+    assert role.kind == COUNTED, role
+    if xdist_active(config) and s.instrument.fresh_process:
+        s = lanes_instead_of_xdist(config, s)
+    return Counted(config, s, role)
+
+
+def measures_nothing(config) -> bool:
+    opt = config.option
+    return bool(
+        getattr(opt, "help", False)
+        or getattr(opt, "version", False)
+        or getattr(opt, "collectonly", False)
+        or getattr(opt, "benchmark_disable", False)
+    )
+
+
+def measured_here(item) -> bool:
+    """Whether ``item`` is measured in the session's process: it uses pytest-benchmark's
+    fixture other than through ``concurrency_benchmark`` (which measures in workers)."""
+    names = getattr(item, "fixturenames", ())
+    return "benchmark" in names and "concurrency_benchmark" not in names
+
+
+# -- the process the user started ---------------------------------------------------------------
+
+
+def has_tests_measured_here(config) -> bool:
+    """Collect this session's command line in a ``Probe`` at full speed; ``True`` also when that
+    collection fails (the counted session then reports why)."""
+    params = config.invocation_params
+    with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
+        out = os.path.join(directory, "count")
+        argv = [*params.args, "--collect-only", "-q", *Role(PROBE, out=out).argv()]
+        subprocess.run(
+            [sys.executable, "-m", "pytest", *argv],
+            cwd=str(params.dir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            with open(out, encoding="utf-8") as fh:
+                return int(fh.read()) > 0
+        except (OSError, ValueError):
+            return True
+
+
+class Launcher:
+    """The user's process in a counted run with a test measured in its own process: it runs the
+    passes, then the whole session again under valgrind, and exits with that session's status."""
+
+    def __init__(self, config, settings):
+        self.config = config
+        self.settings = settings
+
+    def main(self) -> int:
+        config, s = self.config, self.settings
+        print(
+            f"pytest-concurrency: counting {s.instrument.kind}: a benchmark test measured in this "
+            "process makes the session run again under valgrind (callgrind, about 30-50x slower "
+            "than timing; only the rounds are counted)",
+            flush=True,
+        )
+        params = config.invocation_params
+        with tempfile.TemporaryDirectory(
+            prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True
+        ) as where:
+            kernel_file = self._kernel(where)
+            role = Role(
+                COUNTED,
+                launcher=os.getpid(),
+                kernel=kernel_file,
+                layouts=tuple(self._layouts(where, s.layouts)),
+            )
+            argv = ["-m", "pytest", *params.args, *role.argv()]
+            return s.instrument.run_session(argv, str(params.dir))
+
+    def _argv(self, where: str, name: str) -> list[str]:
+        argv = head_only_removed(self.config.invocation_params.args)
+        if self.config.pluginmanager.has_plugin("cacheprovider"):
+            # the user's cache (--lf) is the counted session's to write
+            argv += ["-o", f"cache_dir={os.path.join(where, name + '-cache')}"]
+        return argv
+
+    def _kernel(self, where: str) -> str | None:
+        out = os.path.join(where, "kernel.json")
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *self._argv(where, "kernel"),
+            "--concurrency-measure=time",
+            *Role(KERNEL_PASS, out=out).argv(),
+        ]
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                argv,
+                cwd=str(self.config.invocation_params.dir),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                preexec_fn=watchdog.with_parent(),  # a kill -9 of this process ends it too
+            )
+        except KeyboardInterrupt:  # run() has killed it; the counted session never starts
+            print(INTERRUPTED.format("the pass for kernel figures"), file=sys.stderr, flush=True)
+            raise SystemExit(2) from None  # pytest's own status for an interrupted session
+        count = _written(out)
+        if count is None:
+            _failed(
+                f"the pass at full speed for kernel figures exited {done.returncode} and wrote "
+                "none: the tests counted here read them as not measured",
+                done.stdout,
+            )
+            return None
+        print(
+            f"pytest-concurrency: kernel figures for {count} benchmark{'s' * (count != 1)} measured "
+            f"here, from a pass at full speed outside valgrind ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
+        return out
+
+    def _layouts(self, where: str, count: int) -> list[str]:
+        """Layouts 1 to ``count - 1``, counted side by side; the files of those that wrote rounds."""
+        if count < 2:
+            return []
+        runs: list[tuple[str, str, tuple[list[str], dict, str]]] = []
+        for n in range(1, count):
+            out, log = os.path.join(where, f"layout{n}.json"), os.path.join(where, f"layout{n}.log")
+            role = Role(LAYOUT_PASS, out=out, launcher=os.getpid(), layout=n)
+            argv = [*layouts.pytest_argv(n), *self._argv(where, f"layout{n}"), *role.argv()]
+            runs.append((out, log, (argv, {}, log)))
+        print(
+            f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} first "
+            f"(objects landing elsewhere; the gate judges the median over {count} layouts)",
+            flush=True,
+        )
+        started = time.monotonic()
+        codes = callgrind.run_sessions(
+            [run for _, _, run in runs], str(self.config.invocation_params.dir)
+        )
+        if codes is None:  # Ctrl-C: each has ended
+            print(INTERRUPTED.format("the layout passes"), file=sys.stderr, flush=True)
+            raise SystemExit(2)
+        written = []
+        for n, ((out, log, _), code) in enumerate(zip(runs, codes), 1):
+            wrote = _written(out) is not None
+            if code != 0 or not wrote:  # a test that failed there is judged without this layout
+                with open(log, encoding="utf-8", errors="replace") as fh:
+                    _failed(
+                        f"layout {n}'s counted pass exited {code}"
+                        f"{'' if wrote else ' and wrote no rounds'}: its tests are judged on the "
+                        "layouts that counted them",
+                        fh.read(),
+                    )
+            if wrote:
+                written.append(out)
+        print(
+            f"pytest-concurrency: {len(written)} more layout{'s' * (len(written) != 1)} counted "
+            f"({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
+        return written
+
+
+def _written(path: str) -> int | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return len(json.load(fh))
+    except (OSError, ValueError):
+        return None
+
+
+def _failed(what: str, output: str) -> None:
+    tail = "\n  ".join(output.splitlines()[-15:])
+    print(f"pytest-concurrency: {what}. Its last lines:\n  {tail}", flush=True)
+
+
+def lanes_instead_of_xdist(config, s):
+    """``-n N`` in a counted session: the cases are counted in N lanes of this session (as with
+    ``--concurrency-jobs=N``) rather than in N xdist workers, where pytest-benchmark switches
+    itself off. Each case is counted in a process forked for it either way, so the counts and
+    verdicts are a serial run's. Runs before xdist's own pytest_configure."""
+    import dataclasses
+
+    lanes = len(config.getoption("tx") or []) or 1
+    config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
+    if not (config.getoption("concurrency_jobs") or config.getini("concurrency_jobs")):
+        s = dataclasses.replace(s, jobs=lanes)
+    print(
+        f"pytest-concurrency: -n {lanes} with --concurrency-measure={s.instrument.kind}: the cases "
+        f"are counted in {s.jobs} lanes of this session, not in xdist workers",
+        flush=True,
+    )
+    return s
+
+
+def refuse_other_hosts(config) -> None:
+    hosts = [tx for tx in (getattr(config.option, "tx", None) or []) if tx != "popen"]
+    if hosts:
+        raise pytest.UsageError(
+            f"pytest-concurrency: --tx {hosts[0]}: counted cases run in lanes of this session on this "
+            "machine; counting on other hosts is not supported (run a session there and compare its "
+            "baseline, or use -n N / --concurrency-jobs=N here)"
+        )
+
+
+# -- the processes it starts --------------------------------------------------------------------
+
+
+class Probe:
+    """Collects only, and writes how many tests its session would measure in its own process."""
+
+    def __init__(self, config, settings, role: Role):
+        self.settings = settings
+        self.out = role.need("out")
+
+    def pytest_collection_finish(self, session) -> None:
+        with open(self.out, "w", encoding="utf-8") as fh:
+            fh.write(str(sum(map(measured_here, session.items))))
+
+
+class _Pass(Session):
+    """A pass before the counted session: only the tests measured in the session's process, no
+    xdist workers (pytest-benchmark switches itself off in them); at its end it writes what it
+    found for each test, by pytest-benchmark's name for it, to ``role.out``."""
+
+    memory_pass = False  # the memory pass's calls are the counted session's
+
+    def __init__(self, config, settings, role: Role):
+        super().__init__(config, settings)
+        self.role = role
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config) -> None:
+        if xdist_active(config):
+            config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
+        super().pytest_configure(config)
+
+    def pytest_collection_modifyitems(self, config, items) -> None:
+        config.hook.pytest_deselected(items=[item for item in items if not measured_here(item)])
+        items[:] = [item for item in items if measured_here(item)]
+
+    def finish(self, session, bs):
+        ran = [
+            b for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats is not None
+        ]
+        atomic.write_text(self.role.need("out"), json.dumps(self.found(ran)))
+        return None
+
+    def found(self, ran: list) -> dict:
+        raise NotImplementedError
+
+
+class KernelPass(_Pass):
+    """At full speed (time mode): the kernel figures of each test."""
+
+    def found(self, ran: list) -> dict:
+        return {
+            b.fullname: kernel.keys_of(b.extra_info) for b in ran if "kernel_source" in b.extra_info
+        }
+
+
+class LayoutPass(_Pass):
+    """Counted under valgrind in another layout: the rounds of each test."""
+
+    def pytest_sessionstart(self, session) -> None:
+        callgrind.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
+        super().pytest_sessionstart(session)
+
+    def found(self, ran: list) -> dict:
+        return {b.fullname: list(b.stats.data) for b in ran if b.stats.data}
+
+
+class Counted(Session):
+    """The user's session run again under valgrind by a ``Launcher``."""
+
+    def __init__(self, config, settings, role: Role):
+        super().__init__(config, settings)
+        self.role = role
+
+    def pytest_sessionstart(self, session) -> None:
+        callgrind.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
+        super().pytest_sessionstart(session)
+
+    def counted_elsewhere(self, fullname: str) -> dict:
+        """A plain test's kernel figures from the kernel pass, its rounds in the other layouts."""
+        found = (_load(self.role.kernel) if self.role.kernel else {}).get(fullname)
+        extra = dict(found or kernel.not_measured(kernel.UNDER_VALGRIND))
+        others = [_load(path)[fullname] for path in self.role.layouts if fullname in _load(path)]
+        if others:  # the gate judges the median over layouts
+            extra["layouts"] = others
+        return extra
+
+    def may_save(self) -> str | None:
+        if self.role.launcher is not None and callgrind.launcher_gone(self.role.launcher):
+            return "the run that started this counted session is gone (killed)"
+        return None
+
+
+@functools.cache  # read once a session, not once a test
+def _load(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}

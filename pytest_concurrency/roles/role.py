@@ -1,0 +1,66 @@
+"""A child's role: what the plugin tells each pytest process it starts, on its command line.
+
+``--concurrency-role=JSON`` (``Role.argv``) carries the kind of process and the little it needs
+(where to write what it found, the socket its turns are served on, ...); ``parse`` reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+import pytest
+
+#: The kinds of process the plugin starts (the user's own has none).
+PROBE = "probe"  # collects only: how many tests its session would measure in its own process
+KERNEL_PASS = (
+    "kernel-pass"  # before a counted session: those tests at full speed, for kernel figures
+)
+LAYOUT_PASS = "layout-pass"  # before a counted session: those tests counted in another layout
+COUNTED = "counted"  # the user's session run again under valgrind
+SIDE = "side"  # one side of --concurrency-against (A, the base, or B, the head)
+KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE)
+
+
+@dataclass(frozen=True)
+class Role:
+    """A child's role, as its parent passes it on the child's command line."""
+
+    kind: str
+    out: str | None = None  # the file it writes what it found to (probe, passes, sides)
+    launcher: int | None = None  # counted, layout pass: the pid that started it
+    kernel: str | None = None  # counted: the kernel pass's file, if it wrote one
+    layouts: tuple[str, ...] = ()  # counted: the layout passes' files
+    layout: int = 0  # layout pass: which layout (measure/layouts.py)
+    side: str | None = None  # side: "A" (base) or "B" (head)
+    socket: str | None = None  # side: where the turns are served (runner/lockstep.py)
+    base_dir: str | None = None  # side: where the base side's code is installed
+    only: str | None = None  # side, in a later pair: a file with the node ids it runs
+
+    def need(self, name: str) -> str:
+        """A field this kind of process cannot run without; a usage error when it is missing."""
+        value = getattr(self, name)
+        if not value:
+            raise pytest.UsageError(f"--concurrency-role: a {self.kind} needs {name!r}")
+        return str(value)
+
+    def argv(self) -> list[str]:
+        given = {k: v for k, v in asdict(self).items() if v not in (None, (), 0) or k == "kind"}
+        return [f"--concurrency-role={json.dumps(given, separators=(',', ':'))}"]
+
+
+def parse(text: str) -> Role:
+    """``--concurrency-role``'s value; a usage error when it is not one the plugin writes."""
+    try:
+        given = json.loads(text)
+        known = {f.name for f in fields(Role)}
+        if not isinstance(given, dict) or given.get("kind") not in KINDS or set(given) - known:
+            raise ValueError
+        if "layouts" in given:
+            given["layouts"] = tuple(given["layouts"])
+        return Role(**given)
+    except (ValueError, TypeError):
+        raise pytest.UsageError(
+            f"--concurrency-role={text}: the plugin passes this option to the pytest processes it "
+            "starts itself; do not give it (remove it from the command line and addopts)"
+        ) from None

@@ -1,0 +1,243 @@
+"""The measuring session: a pytest session whose benchmarks the plugin measures and judges.
+
+``Session`` is the user's session when it measures in its own process (time, or counted in
+workers), and the base of the roles that are sessions too: the passes and the counted session
+(counting.py) and the sides of --concurrency-against (against.py). Its hooks, in pytest's order:
+configure (read the baseline now: a bad one must not cost a whole run first), session start
+(the instrument's counter becomes pytest-benchmark's timer), collection (the status line; cases
+measured ahead in lanes), each test (plain tests watched or run apart), and the session's end,
+a straight pipeline: the records -> the gate -> the baseline saved -> the reports
+(session_end.py), shown in the terminal summary.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .. import plain_tests, session_end
+from ..backends import watchdog
+from ..measure import kernel
+from ..report import progress
+
+MARKER = "concurrency"
+
+
+class Session:
+    """The role of a session that measures: it holds the session's state, not module globals."""
+
+    #: Whether users' tests get the memory pass here (a pass before a counted session runs only
+    #: for what it writes).
+    memory_pass = True
+
+    def __init__(self, config, settings):
+        self.config = config
+        self.settings = settings
+        self.progress: progress.Progress | None = None
+        self.running: str | None = None  # the test that started last: what a Ctrl-C interrupted
+        self.baseline_doc: dict | None = None  # --concurrency-baseline, read at start-up
+        self.calibration: dict | None = None  # the machine's speed at start-up
+        self.outcome: session_end.SessionOutcome | None = None
+        self.pool = None  # the workers' pool (runner/isolate.py), made on first use
+        self.ahead = None  # the cases measured ahead in lanes, when counting in several
+        self.session = None
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def pytest_configure(self, config) -> None:
+        s = self.settings
+        if s.baseline is not None or s.save_baseline is not None:
+            from ..gate import baseline
+
+            try:  # read them now: a bad baseline must not cost a whole benchmark run first
+                if s.baseline is not None:
+                    self.baseline_doc = baseline.load(s.baseline)
+                if s.save_baseline is not None:
+                    baseline.load_previous(
+                        s.save_baseline
+                    )  # a file the save would refuse to replace
+            except baseline.BaselineError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        if (s.baseline or s.save_baseline) and s.instrument.machine_bound:
+            from ..gate import calibrate
+
+            self.calibration = calibrate.measure()
+        if xdist_active(config) and not config.getoption("benchmark_disable", False):
+            raise pytest.UsageError(
+                "pytest-concurrency: benchmarks running in parallel under pytest-xdist measure each "
+                "other; run them without -n (or with -p no:xdist), or add --benchmark-disable to run "
+                "them as plain tests"
+            )
+
+    def pytest_sessionstart(self, session) -> None:
+        # after every pytest_configure: pytest-benchmark's made its session in one (trylast)
+        self.session = session
+        measure_with(session.config, self.settings.instrument)
+
+    def pytest_collection_finish(self, session) -> None:
+        if session.config.option.collectonly:
+            return
+        total = sum(
+            "concurrency_benchmark" in getattr(item, "fixturenames", ()) for item in session.items
+        )
+        config = session.config
+        terminal = config.pluginmanager.getplugin("terminalreporter") is not None
+        if total and progress.wanted(terminal, config.getoption("verbose")):
+            capture = config.pluginmanager.getplugin("capturemanager")
+            self.progress = progress.Progress(config.get_terminal_writer, capture, total)
+        s = self.settings
+        if total and s.jobs > 1 and s.instrument.fresh_process:
+            from .. import cases
+
+            self.ahead = cases.measure_ahead(self.workers(), session.items, s)
+
+    def workers(self):
+        """This session's pool of worker processes (--concurrency-isolate, counted cases)."""
+        if self.pool is None:
+            from ..runner import isolate
+
+            self.pool = isolate.WorkerPool()
+        return self.pool
+
+    # -- each test -----------------------------------------------------------------------------
+
+    def pytest_runtest_setup(self, item) -> None:
+        self.running = item.nodeid
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem):
+        """A user's plain test: isolated, its call runs in a child forked for it; in-process,
+        under a watch for what no ``backend.run`` deadline covers."""
+        s = self.settings
+        if plain_tests.runs_apart(pyfuncitem, s):
+            return plain_tests.call_apart(pyfuncitem, s.instrument, s.timeout)
+        return plain_tests.call_watched(pyfuncitem, s.timeout)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        self.before_call(item)
+        memory = marker_kwarg(item, "memory")
+        wanted = memory if memory is not None else self.settings.memory_plain
+        plain_tests.before_call(item, self.settings.instrument, wanted and self.memory_pass)
+        outcome = yield
+        plain_tests.after_call(
+            item, self.settings.instrument, outcome.excinfo is None, self.counted_elsewhere
+        )
+        bench = getattr(item, "funcargs", {}).get("benchmark")
+        threshold = marker_kwarg(item, "threshold")
+        if bench is not None and threshold is not None:
+            from ..settings import parse_percent
+
+            origin = f"@pytest.mark.{MARKER}(threshold=...) on {item.nodeid}"
+            bench.extra_info["threshold"] = parse_percent(threshold, origin)
+        if bench is not None:
+            self.after_call(item, bench)
+
+    def before_call(self, item) -> None:
+        """A role's own work before a test's call (a side takes turns)."""
+
+    def after_call(self, item, bench) -> None:
+        """A role's own work after it (a side records its turns)."""
+
+    def counted_elsewhere(self, fullname: str) -> dict:
+        """What passes before this session found for a plain test counted here: none (see
+        counting.Counted), so its kernel figures read as not measured."""
+        return dict(kernel.not_measured(kernel.UNDER_VALGRIND))
+
+    # -- the end -------------------------------------------------------------------------------
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        """pytest-benchmark saves its run (--benchmark-autosave/-save/-json) at the session's end,
+        whatever its status: a run the user stopped must not become the history it compares with."""
+        bs = getattr(self.config, "_benchmarksession", None)
+        if bs is not None:
+            bs.save = bs.autosave = bs.json = None
+
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        # pytest-benchmark's own sessionfinish (a hookwrapper) has already collected the stats.
+        bs = getattr(session.config, "_benchmarksession", None)
+        if bs is None or session.config.option.collectonly:
+            return
+        if exitstatus == pytest.ExitCode.INTERRUPTED:  # what it measured is not a result
+            self.close(now=True)
+            where = f"in {self.running}" if self.running else "before the first test"
+            self.outcome = session_end.SessionOutcome(
+                [],
+                messages=[f"interrupted {where}: no baseline, report, verdict or rounds written"],
+            )
+            return
+        self.outcome = self.finish(session, bs)
+        if self.outcome is not None and session.exitstatus == pytest.ExitCode.OK:
+            # 1 for a failure, session_end.EXIT_BASELINE_TOO_NOISY, ...
+            session.exitstatus = self.outcome.exit_status or session.exitstatus
+
+    def finish(self, session, bs) -> session_end.SessionOutcome | None:
+        """The session's end as a pipeline (session_end.py); a role that writes something else
+        at its end (a pass, a side) does that instead or first."""
+        return session_end.finish(
+            session.config, bs, self.settings, self.baseline_doc, self.calibration, self
+        )
+
+    def may_save(self) -> str | None:
+        """Why this session must not write a baseline, or None (a counted one whose launcher is gone)."""
+        return None
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.outcome is not None:
+            session_end.show(terminalreporter, self.outcome)
+        left = [t.name for t in watchdog.threads_left()]
+        if left:  # or the session seems to hang after its summary, with nothing said
+            bound = plain_tests.exit_bound()
+            waits = (
+                f"here for at most {bound:g} s of them (then it exits without them). "
+                if bound
+                else "so it may not end. "
+            )
+            terminalreporter.write_line(
+                f"pytest-concurrency: tests left threads running ({', '.join(left)}); Python waits for "
+                f"them before this process exits, {waits}Join them in the test, or run with "
+                "--concurrency-isolate, where a test's threads end with the child process it runs in.",
+                yellow=True,
+            )
+
+    def pytest_unconfigure(self, config) -> None:
+        self.close()
+        if self.session is not None:  # the status a process kept alive by users' threads exits with
+            plain_tests.session_ended(int(self.session.exitstatus))
+
+    def close(self, now: bool = False) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
+        if self.pool is not None:
+            self.pool.close(now)
+
+
+def measure_with(config, instrument) -> None:
+    """Make the instrument's counter pytest-benchmark's timer, for every benchmark."""
+    timer = instrument.benchmark_timer()
+    bs = getattr(config, "_benchmarksession", None)
+    if timer is None or bs is None:
+        return
+    from pytest_benchmark.utils import NameWrapper
+
+    bs.options["timer"] = NameWrapper(timer)
+
+    # its table would print every count as seconds; ours say what they are
+    def display(tr) -> None:
+        tr.write_line(
+            f"pytest-benchmark's table left out: the samples are {instrument.kind}, not seconds "
+            "(see the tables below)"
+        )
+
+    bs.display = display
+
+
+def marker_kwarg(node, name: str):
+    marker = node.get_closest_marker(MARKER)
+    return marker.kwargs.get(name) if marker else None
+
+
+def xdist_active(config) -> bool:
+    return (
+        bool(getattr(config.option, "numprocesses", None))
+        or getattr(config.option, "dist", "no") != "no"
+    )

@@ -1,0 +1,188 @@
+"""The evidence scripts (evidence/, README there) still run: each one's smallest run, end to end.
+
+They print the figures the docs quote and no other test runs them, so they rotted unseen. Each is
+run here as a user runs it, ``sys.executable evidence/X.py --smoke`` in a directory of its own,
+and must exit 0 and print the line it prints when its run went through (not just an exit status).
+The figures themselves are not judged: a smoke run is too small to mean anything, and no test
+asserts a speed. Costs are this repository's 2-core machine's, measured; over ~10 s is slow.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EVIDENCE = ROOT / "evidence"
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="counts instructions under valgrind"
+)
+
+#: script, its smallest run's extra arguments, what its output must hold (regular expressions)
+CASES = [
+    # ~1 s: asyncio and threading, a tenth of the counts, once
+    pytest.param(
+        "primitive_costs.py",
+        [],
+        [r"rendezvous ns/hand-off", r"^asyncio \(", r"^threading \("],
+        id="primitive_costs",
+    ),
+    # ~1 s: one A/A and one yield trial of the ring on threading, in this process
+    pytest.param(
+        "kernel_evidence.py",
+        [],
+        [r"A/A: \d+/1 trials with a kernel verdict", r"\+yield per hop .*: caught \d+/1"],
+        id="kernel_evidence",
+    ),
+    # ~5 s: two sessions of the smoke suite's rings on asyncio, in-process and isolated
+    pytest.param(
+        "compare_modes.py",
+        [],
+        [r"^benchmarks compared: 2$", r"isolated/in-process median ratio: median [\d.]+"],
+        id="compare_modes",
+    ),
+    # ~6 s: one session of tests/data/plain_leaks.py on asyncio; exits 1 on a miss or false alarm
+    pytest.param(
+        "plain_memory_evidence.py",
+        [],
+        [r"^1 sessions \(", r"asyncio\s+no leak:\s+0/1 false alarms", r"asyncio\s+c\s+caught 1/1"],
+        id="plain_memory_evidence",
+    ),
+    # ~10-15 s: two sessions of the smoke suite's rings on asyncio, judged both ways; exits 1 on a false alarm
+    pytest.param(
+        "memory_evidence.py",
+        [],
+        [r"^2 sessions, 2 A/A comparisons, \d+ memory verdicts: 0 false alarms"],
+        id="memory_evidence",
+        marks=pytest.mark.slow,
+    ),
+    # ~12 s: one interrupted session (time mode, SIGINT to the pid), 5 s to settle, the next start
+    pytest.param(
+        "interrupt_evidence.py",
+        [],
+        [r"^\| time \| SIGINT pid \| \S+ \(", r"^\| mode \| signal / limit \|"],
+        id="interrupt_evidence",
+        marks=pytest.mark.slow,
+    ),
+    # ~12 s: the first case, bare and through the plugin (one pytest session), 3 rounds
+    pytest.param(
+        "harness_overhead.py",
+        [],
+        [r"^ring\{.*\} on asyncio\s+[\d.]+ms\s+[\d.]+ms\s+[\d.]+$"],
+        id="harness_overhead",
+        marks=pytest.mark.slow,
+    ),
+    # ~15 s: the hostile test that ends its process, in-process and isolated, 1 s to settle
+    pytest.param(
+        "hostile_tests_evidence.py",
+        [],
+        [r"^\| in-process \| exits \|", r"^\| isolated \| exits \|"],
+        id="hostile_tests_evidence",
+        marks=pytest.mark.slow,
+    ),
+    # ~20 s: a warm-up session, one A/A pair and one yield trial of a plain ring on threading
+    pytest.param(
+        "kernel_plain_evidence.py",
+        [],
+        [r"^\| threading \| 0/1 regressed or improved", r"^\| threading \| yield: \d+/1 regressed"],
+        id="kernel_plain_evidence",
+        marks=pytest.mark.slow,
+    ),
+    # ~30 s: a baseline, the slowdown calibrated, three judged sessions: each a process of its own
+    pytest.param(
+        "gate_evidence.py",
+        [],
+        [r"^A/A quiet ", r"^slow 10% ", r"^gate: wrongly named, all conditions: "],
+        id="gate_evidence",
+        marks=pytest.mark.slow,
+    ),
+    # ~25 s: one --concurrency-against session with the change (its suspect in more pairs)
+    pytest.param(
+        "against_evidence.py",
+        [],
+        [r"^changed \(.*\) 1/1: threading [+-][\d.]+% \w+", r"^== changed \(.*\): 1 sessions"],
+        id="against_evidence",
+        marks=pytest.mark.slow,
+    ),
+    # ~15 s: asyncio's ring counted round by round under valgrind, 2 rounds in 2 layouts
+    pytest.param(
+        "count_layouts.py",
+        [],
+        [r"^asyncio, directory name 8, \+0 B environment: ", r"^asyncio: medians of rounds 1\+"],
+        id="count_layouts",
+        marks=[pytest.mark.slow, needs_valgrind],
+    ),
+    # ~60 s: one counted session of a plain ring on asyncio, one layout (valgrind)
+    pytest.param(
+        "plain_count_repeat.py",
+        [],
+        [r"^  asyncio: A/A 0/0 false alarms", r"^session same0 \("],
+        id="plain_count_repeat",
+        marks=[pytest.mark.slow, needs_valgrind],
+    ),
+    # ~60 s: three counted sessions of greenlet's two smoke rings, one with +2% (valgrind)
+    pytest.param(
+        "count_evidence.py",
+        [],
+        [r"^A/A: 2 comparisons, \d+ false alarms", r"on greenlet: caught \d+ of 2"],
+        id="count_evidence",
+        marks=[pytest.mark.slow, needs_valgrind],
+    ),
+]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("script, extra, expected", CASES)
+def test_evidence_script_smoke_run(tmp_path, script, extra, expected):
+    run = subprocess.run(
+        [sys.executable, str(EVIDENCE / script), "--smoke", *extra],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    said = (
+        f"exit {run.returncode}\n--- stdout\n{run.stdout[-4000:]}\n--- stderr\n{run.stderr[-4000:]}"
+    )
+    assert run.returncode == 0, said
+    missing = [e for e in expected if not re.search(e, run.stdout, re.M)]
+    assert not missing, f"{script} --smoke did not print {missing}:\n{said}"
+
+
+def test_every_evidence_script_has_a_smoke_run_here():
+    scripts = sorted(p.name for p in EVIDENCE.glob("*.py"))
+    tested = sorted(case.values[0] for case in CASES)
+    assert scripts == tested
+
+
+#: The layers an evidence script may import (tests/test_layers.py's, below the top-level glue, which
+#: is being restructured): anything else it drives through a pytest command line.
+LOWER = ("backends", "workloads", "measure", "runner", "gate", "report")
+RESTRUCTURED = ("pytest_concurrency.runner.launch",)
+
+
+@pytest.mark.parametrize("path", sorted(EVIDENCE.glob("*.py")), ids=lambda p: p.name)
+def test_evidence_imports_the_installed_package_from_its_lower_layers(path):
+    text = path.read_text(encoding="utf-8")
+    ours = set()
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.Import):
+            ours.update(a.name for a in node.names if a.name.startswith("pytest_concurrency."))
+        elif isinstance(node, ast.ImportFrom) and node.module == "pytest_concurrency":
+            ours.update(f"pytest_concurrency.{a.name}" for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "pytest_concurrency."
+        ):
+            ours.add(node.module)
+    wrong = sorted(m for m in ours if m.split(".")[1] not in LOWER or m.startswith(RESTRUCTURED))
+    assert not wrong, f"{path.name} imports {wrong}: drive the plugin through pytest instead"
+    assert "sys.path" not in text, f"{path.name} edits sys.path: import the package as installed"
+    assert "PYTEST_CONCURRENCY_AGAINST_KEEP" not in text, (
+        "--concurrency-against-keep=DIR replaced it"
+    )
