@@ -19,12 +19,19 @@ from collections.abc import Callable, Collection
 import pytest
 
 from .backends import watchdog
-from .measure import driver, records
+from .measure import driver, models, records
 
 KERNEL = pytest.StashKey[driver.KernelPerRun]()  # kernel figures per run call
 CALLS = pytest.StashKey[driver.PlainCalls]()  # with the memory pass: what it measured
 WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call_watched``)
 APART = pytest.StashKey[bool]()  # in the child a test's call runs in (``call_apart``)
+
+
+def measured_here(names: Collection[str]) -> bool:
+    """Whether a test with these fixtures is a user's benchmark measured in the session's process:
+    it uses pytest-benchmark's ``benchmark`` (with ``concurrency_backend`` or not), not the
+    built-in workloads' ``concurrency_benchmark``."""
+    return "benchmark" in names and "concurrency_benchmark" not in names
 
 
 def is_plain(names: Collection[str]) -> bool:
@@ -153,6 +160,11 @@ def _take_record(bench, sent: dict) -> None:
             stats.update(sample)
 
 
+def _callspec_id(item) -> str:
+    callspec = getattr(item, "callspec", None)
+    return callspec.id if callspec is not None else ""
+
+
 def _call(item) -> dict:
     """Call the test function as pytest would (this module's hook stands aside in the child)."""
     try:
@@ -255,7 +267,7 @@ def _wait_or_exit() -> None:
 def before_call(item, instrument, memory: bool) -> None:
     """Before the test runs: remember what it measures (``memory``), and warm it up when counted."""
     funcargs = getattr(item, "funcargs", {})
-    if not is_plain(funcargs):
+    if not measured_here(funcargs):
         return
     bench = funcargs["benchmark"]
     if memory:
@@ -274,26 +286,32 @@ def after_call(item, instrument, passed: bool, counted_elsewhere: Callable[[str]
 
 
 def _label(item, instrument, counted_elsewhere: Callable[[str], dict]) -> None:
-    """Give the test the keys the gate matches on (a ``concurrency_benchmark`` test has them)."""
+    """Give the test the keys the gate matches on (a ``concurrency_benchmark`` test has them):
+    its model, its name and its parameters."""
     funcargs = getattr(item, "funcargs", {})
     bench, backend = funcargs.get("benchmark"), funcargs.get("concurrency_backend")
-    if bench is None or backend is None or "backend" in bench.extra_info:
+    if bench is None or not measured_here(funcargs) or "backend" in bench.extra_info:
         return
     params = {
         k: v
         for k, v in getattr(getattr(item, "callspec", None), "params", {}).items()
         if k != "concurrency_backend" and isinstance(v, (str, int, float, bool))
     }
+    if backend is not None:
+        model = {"backend": backend.name, "backend_version": backend.version}
+        model["task_kind"] = backend.task_kind
+        name = item.originalname
+    else:  # a suite's own benchmark: the model its parametrization names, if any
+        model, params = models.of_parametrization(params, _callspec_id(item))
+        name = item.nodeid.partition("[")[0]  # unique in the suite, as pytest names it
     bench.extra_info.update(
         {
             "concurrency_schema": records.SCHEMA,
-            "backend": backend.name,
-            "backend_version": backend.version,
-            "workload": item.originalname,
+            **model,
+            "workload": name,
             "params": params,
             "unit": "call",
             "ops": 1,
-            "task_kind": backend.task_kind,
             "measure": instrument.kind,
         }
     )

@@ -89,18 +89,40 @@ def bootstrap_ratio_ci(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of median(current) / median(baseline)."""
+    """Percentile bootstrap interval of median(current) / median(baseline), in memory and time
+    linear in the samples (``resampled_medians``): a baseline of 200,000 rounds once took 6 GB."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    b = np.asarray(baseline, dtype=float)
-    c = np.asarray(current, dtype=float)
-    mb = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
-    mc = np.median(c[rng.integers(0, len(c), (resamples, len(c)))], axis=1)
-    ratios = mc / mb
+    ratios = resampled_medians(current, resamples, rng) / resampled_medians(
+        baseline, resamples, rng
+    )
     tail = (1 - confidence) / 2 * 100
     lo, hi = np.percentile(ratios, [tail, 100 - tail])
     return float(lo), float(hi)
+
+
+def resampled_medians(samples: Sequence[float], resamples: int, rng):
+    """The medians of ``resamples`` bootstrap resamples of ``samples``, drawn from their exact
+    distribution rather than by drawing n indices per resample (O(resamples x n) memory).
+
+    A resample of n draws from the samples is x[ceil(n U_i) - 1] for n uniforms U_i (x sorted), and
+    its order statistics are x at the uniforms' order statistics. The m-th of n uniforms is
+    Beta(m, n - m + 1), and the next one, given it is u, is u + (1 - u) Beta(1, n - m). So a
+    resample's median (the m-th of an odd n; the mean of the m-th and the next of an even n) is
+    drawn exactly from two Beta variates: the same bootstrap distribution, at O(n log n + resamples).
+    """
+    import numpy as np
+
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = len(x)
+    m = (n + 1) // 2
+    low = rng.beta(m, n - m + 1, resamples)
+    at_low = x[np.clip(np.ceil(n * low).astype(np.int64) - 1, 0, n - 1)]
+    if n % 2 or n < 2:
+        return at_low
+    high = low + (1 - low) * rng.beta(1, n - m, resamples)
+    return (at_low + x[np.clip(np.ceil(n * high).astype(np.int64) - 1, 0, n - 1)]) / 2
 
 
 def session_drift(medians: Sequence[float]) -> tuple[float, int] | None:

@@ -86,7 +86,8 @@ def label(workload: str, params: Mapping[str, Any], backend: str) -> str:
 def key_label(key: tuple[str, str, str]) -> str:
     """``label`` for a ``Record.key``."""
     workload, pid, backend = key
-    return f"{workload}[{pid}] on {backend}" if pid else f"{workload} on {backend}"
+    name = f"{workload}[{pid}]" if pid else workload
+    return f"{name} on {backend}" if backend else name  # a suite's test that names no model
 
 
 @dataclass

@@ -278,8 +278,13 @@ def build(records: Iterable[Record], gate: V.GateResult | None = None) -> list[T
     return out
 
 
+NO_MODEL = "-"  # the backend cell of a test that names no model
+
+
 def backend_label(backend: str) -> str:
     """The backend as a table shows it: native programs are marked, so nobody takes them for Python."""
+    if not backend:  # a suite's own test whose parametrization names no model
+        return NO_MODEL
     return f"{backend} ({NATIVE_LABEL})" if backends.is_native(backend) else backend
 
 
