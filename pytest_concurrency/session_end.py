@@ -24,6 +24,10 @@ EXIT_BASELINE_TOO_NOISY = 6
 #: The session's exit status when the baseline's counts were measured by another measuring side
 #: (plugin version, its code, Python build, valgrind): no verdict; record the baseline again.
 EXIT_RERECORD_BASELINE = 7
+#: The session's exit status when a gate was asked for (a baseline to judge against or to save,
+#: or a base to run against) and no benchmark was recorded: a gate that judged nothing must not
+#: pass quietly. The line before it says why (``roles.session.Tally``).
+EXIT_NOTHING_JUDGED = 8
 
 
 @dataclass
@@ -33,6 +37,7 @@ class SessionOutcome:
     memory: MemoryResult | None = None  # the gate's, or leaks alone when there is no baseline
     messages: list = field(default_factory=list)  # shown after the tables
     errors: list = field(default_factory=list)  # each one fails the session
+    nothing_judged: str | None = None  # why a gate that was asked for judged nothing
 
     @property
     def failed(self) -> bool:
@@ -48,6 +53,8 @@ class SessionOutcome:
         baseline too noisy to judge some change (``EXIT_BASELINE_TOO_NOISY``), else 0."""
         if self.failed:
             return int(pytest.ExitCode.TESTS_FAILED)
+        if self.nothing_judged:
+            return EXIT_NOTHING_JUDGED
         if self.gate is not None and self.gate.rerecord:
             return EXIT_RERECORD_BASELINE
         if self.gate is not None and self.gate.too_noisy:
@@ -63,6 +70,12 @@ def finish(
     object (roles/), for its workers (a suspect re-measured) and whether it may save."""
     recs = records.from_session(bs.benchmarks)
     outcome = SessionOutcome(recs)
+    if not recs and (s.save_baseline or baseline_doc is not None):
+        outcome.nothing_judged = role.nothing_judged()
+        if s.save_baseline:
+            outcome.nothing_judged += f"; {s.save_baseline} was left as it was"
+        _report(outcome, s)
+        return outcome
     meta = None
     if s.save_baseline or s.baseline:
         calibration = (
@@ -75,9 +88,23 @@ def finish(
         )
     _judge(outcome, baseline_doc, meta, s, role.workers)
     if s.save_baseline and meta is not None:
-        _save(config, bs, s, recs, meta, outcome, role.may_save())
+        refused = role.may_save() or _failed_benchmarks(role.failed_benchmarks())
+        _save(config, bs, s, recs, meta, outcome, refused)
     _report(outcome, s)
     return outcome
+
+
+def _failed_benchmarks(failed: list[str]) -> str | None:
+    """Why a session whose benchmark tests failed saves no baseline: without their rounds it would
+    drop their entries (or keep a session that measured something else)."""
+    if not failed:
+        return None
+    named = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+    return (
+        f"{len(failed)} benchmark test{'s' * (len(failed) != 1)} failed ({named}), and a "
+        "baseline without their rounds would lose them; the file is left as it was: fix them, or "
+        "deselect them (-k, --deselect) to save the others"
+    )
 
 
 def _judge(outcome: SessionOutcome, baseline_doc, meta, s, workers) -> None:
@@ -142,14 +169,8 @@ def _save(
     config, bs, s, recs: list, meta: dict, outcome: SessionOutcome, refused: str | None
 ) -> None:
     """Write this session as the baseline's latest, in front of the sessions already there."""
-    if not recs:
-        outcome.errors.append(
-            f"no concurrency benchmark ran, so no baseline was written to {s.save_baseline} "
-            "(run with --benchmark-only, and check that the models were not all skipped)"
-        )
-        return
-    if refused:  # e.g. killed by the user: what it measured must not become the baseline
-        outcome.messages.append(f"no baseline written to {s.save_baseline}: {refused}")
+    if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
+        outcome.errors.append(f"no baseline written to {s.save_baseline}: {refused}")
         return
     try:
         previous = baseline.load_previous(s.save_baseline)
@@ -278,3 +299,10 @@ def show(tr, outcome: SessionOutcome) -> None:
         tr.write_line(f"pytest-concurrency: {line}")
     for line in outcome.errors:
         tr.write_line(f"pytest-concurrency: ERROR: {line}", red=True, bold=True)
+    if outcome.nothing_judged:
+        tr.write_line(
+            f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): "
+            f"{outcome.nothing_judged}",
+            red=True,
+            bold=True,
+        )

@@ -33,6 +33,13 @@ CASES = [
         [r"rendezvous ns/hand-off", r"^asyncio \(", r"^threading \("],
         id="primitive_costs",
     ),
+    # ~3 s: baselines of 100 and 5,000 rounds, each judged in a process of its own
+    pytest.param(
+        "gate_memory.py",
+        [],
+        [r"^\| 100 \| .* \| \+0 MiB", r"^\| 5,000 \| .* \| (unchanged|regressed) "],
+        id="gate_memory",
+    ),
     # ~1 s: one A/A and one yield trial of the ring on threading, in this process
     pytest.param(
         "kernel_evidence.py",

@@ -347,8 +347,9 @@ def measure_notes(records: Iterable[Record]) -> list[str]:
     for rec in records:
         text = measure.get(rec.measure).leaves_out(str(rec.metric("task_kind") or "light"))
         names = by_line.setdefault((rec.measure, text), []) if text else []
-        if text and rec.backend not in names:
-            names.append(rec.backend)
+        name = rec.backend or "tests that name no model"
+        if text and name not in names:
+            names.append(name)
     return [
         f"{kind} on {', '.join(sorted(names))} leave out {text}"
         for (kind, text), names in by_line.items()

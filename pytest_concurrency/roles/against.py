@@ -409,6 +409,14 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
         pytest.ExitCode.NO_TESTS_COLLECTED,
     ):
         return head_code  # the head's session said why; there is nothing to judge
+    why = _nothing_judged(spec, first)
+    if why is not None and head_code in (0, 6, 7, 8):
+        from ..session_end import EXIT_NOTHING_JUDGED
+
+        print(
+            f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): against the base: {why}"
+        )
+        return EXIT_NOTHING_JUDGED
     errors = []
     for pair in (first, *again):
         errors += pair.errors
@@ -450,6 +458,26 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
     if head_code in (0, 6, 7) and failed:
         return int(pytest.ExitCode.TESTS_FAILED)
     return head_code
+
+
+def _nothing_judged(spec, first: _Pair) -> str | None:
+    """Why the first pair gave nothing to judge (a gate that judged nothing must not pass), or None."""
+    head = first.docs.get(lockstep.B)
+    if head is not None and not head.get("benchmarks"):
+        return head.get("nothing_judged") or "the head's session recorded no benchmark"
+    base_code = first.codes.get(lockstep.A)
+    if head is not None and lockstep.A not in first.docs and base_code in (2, 3, 4, 5):
+        lines = _tail(first.log, 200).splitlines()
+        said = (
+            [line for line in lines if line.startswith(("E   ", "ERROR "))]
+            or lines
+            or ["no output"]
+        )
+        return (
+            f"the base side ({spec}) could not collect its tests (exit {base_code}): "
+            f"{said[0].removeprefix('E   ').strip()}"
+        )
+    return None
 
 
 def _append_report(path: Path, result) -> None:
@@ -553,6 +581,8 @@ class Side(Session):
                 if not getattr(b, "has_error", False) and b.stats.data
             ],
         }
+        if not doc["benchmarks"]:
+            doc["nothing_judged"] = self.nothing_judged()
         atomic.write_text(self.out, json.dumps(doc))
         if self.turns is not None:
             self.turns.close()

@@ -37,7 +37,7 @@ from ..gate import atomic
 from ..measure import callgrind, kernel, layouts
 from .against import head_only_removed
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
-from .session import Session, xdist_active
+from .session import Session, no_xdist
 
 INTERRUPTED = (
     "\npytest-concurrency: interrupted in {}, before the counted session: no baseline, report, "
@@ -53,8 +53,6 @@ def user_session(config, s):
         if has_tests_measured_here(config):
             return Launcher(config, s)
         s.instrument.prepare_session()
-    if xdist_active(config) and s.instrument.fresh_process:
-        s = lanes_instead_of_xdist(config, s)
     return Session(config, s)
 
 
@@ -67,8 +65,6 @@ def child(config, s, role: Role):
     if role.kind == LAYOUT_PASS:
         return LayoutPass(config, s, role)
     assert role.kind == COUNTED, role
-    if xdist_active(config) and s.instrument.fresh_process:
-        s = lanes_instead_of_xdist(config, s)
     return Counted(config, s, role)
 
 
@@ -246,25 +242,6 @@ def _failed(what: str, output: str) -> None:
     print(f"pytest-concurrency: {what}. Its last lines:\n  {tail}", flush=True)
 
 
-def lanes_instead_of_xdist(config, s):
-    """``-n N`` in a counted session: the cases are counted in N lanes of this session (as with
-    ``--concurrency-jobs=N``) rather than in N xdist workers, where pytest-benchmark switches
-    itself off. Each case is counted in a process forked for it either way, so the counts and
-    verdicts are a serial run's. Runs before xdist's own pytest_configure."""
-    import dataclasses
-
-    lanes = len(config.getoption("tx") or []) or 1
-    config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
-    if not (config.getoption("concurrency_jobs") or config.getini("concurrency_jobs")):
-        s = dataclasses.replace(s, jobs=lanes)
-    print(
-        f"pytest-concurrency: -n {lanes} with --concurrency-measure={s.instrument.kind}: the cases "
-        f"are counted in {s.jobs} lanes of this session, not in xdist workers",
-        flush=True,
-    )
-    return s
-
-
 def refuse_other_hosts(config) -> None:
     hosts = [tx for tx in (getattr(config.option, "tx", None) or []) if tx != "popen"]
     if hosts:
@@ -285,6 +262,10 @@ class Probe:
         self.settings = settings
         self.out = role.need("out")
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config) -> None:
+        no_xdist(config)  # the controller of xdist workers collects nothing itself
+
     def pytest_collection_finish(self, session) -> None:
         with open(self.out, "w", encoding="utf-8") as fh:
             fh.write(str(sum(map(measured_here, session.items))))
@@ -303,8 +284,7 @@ class _Pass(Session):
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config) -> None:
-        if xdist_active(config):
-            config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
+        no_xdist(config)
         super().pytest_configure(config)
 
     def pytest_collection_modifyitems(self, config, items) -> None:

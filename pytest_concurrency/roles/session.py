@@ -12,12 +12,15 @@ a straight pipeline: the records -> the gate -> the baseline saved -> the report
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 
 from .. import plain_tests, session_end
 from ..backends import watchdog
 from ..measure import kernel
 from ..report import progress
+from ..settings import with_jobs
 
 MARKER = "concurrency"
 
@@ -40,10 +43,14 @@ class Session:
         self.pool = None  # the workers' pool (runner/isolate.py), made on first use
         self.ahead = None  # the cases measured ahead in lanes, when counting in several
         self.session = None
+        self.tally = Tally()  # what became of the benchmark tests: why nothing was judged
 
     # -- start-up ------------------------------------------------------------------------------
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist's own pytest_configure starts its workers
     def pytest_configure(self, config) -> None:
+        if xdist_active(config) and self.settings.instrument.fresh_process:
+            self.settings = lanes_instead_of_xdist(config, self.settings)
         s = self.settings
         if s.baseline is not None or s.save_baseline is not None:
             from ..gate import baseline
@@ -76,6 +83,7 @@ class Session:
     def pytest_collection_finish(self, session) -> None:
         if session.config.option.collectonly:
             return
+        self.tally.collected = {item.nodeid for item in session.items if measures(item)}
         total = sum(
             "concurrency_benchmark" in getattr(item, "fixturenames", ()) for item in session.items
         )
@@ -89,6 +97,13 @@ class Session:
             from .. import cases
 
             self.ahead = cases.measure_ahead(self.workers(), session.items, s)
+
+    def pytest_deselected(self, items) -> None:
+        self.tally.deselected += sum(map(measures, items))
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.nodeid in self.tally.collected:
+            self.tally.seen(report)
 
     def workers(self):
         """This session's pool of worker processes (--concurrency-isolate, counted cases)."""
@@ -177,6 +192,15 @@ class Session:
             session.config, bs, self.settings, self.baseline_doc, self.calibration, self
         )
 
+    def failed_benchmarks(self) -> list[str]:
+        """The benchmark tests that failed or errored, in the order they ran."""
+        return list(self.tally.failed)
+
+    def nothing_judged(self) -> str:
+        """Why this session recorded no benchmark, in one line."""
+        disabled = self.config.getoption("benchmark_disable", False)
+        return self.tally.why(disabled)
+
     def may_save(self) -> str | None:
         """Why this session must not write a baseline, or None (a counted one whose launcher is gone)."""
         return None
@@ -236,8 +260,78 @@ def marker_kwarg(node, name: str):
     return marker.kwargs.get(name) if marker else None
 
 
+def lanes_instead_of_xdist(config, s):
+    """``-n N`` in a counted session: the cases are counted in N lanes of this session (as with
+    ``--concurrency-jobs=N``) rather than in N xdist workers, where pytest-benchmark switches
+    itself off. Each case is counted in a process forked for it either way, so the counts and
+    verdicts are a serial run's. Runs before xdist's own pytest_configure."""
+    lanes = len(config.getoption("tx") or []) or 1
+    no_xdist(config)
+    if not (config.getoption("concurrency_jobs") or config.getini("concurrency_jobs")):
+        s = with_jobs(s, lanes)
+    print(
+        f"pytest-concurrency: -n {lanes} with --concurrency-measure={s.instrument.kind}: the cases "
+        f"are counted in {s.jobs} lanes of this session, not in xdist workers",
+        flush=True,
+    )
+    return s
+
+
+def no_xdist(config) -> None:
+    """This process runs its tests itself, not in xdist workers."""
+    config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
+
+
 def xdist_active(config) -> bool:
     return (
         bool(getattr(config.option, "numprocesses", None))
         or getattr(config.option, "dist", "no") != "no"
     )
+
+
+def measures(item) -> bool:
+    """Whether a test measures a benchmark: pytest-benchmark's fixture, directly or through
+    ``concurrency_benchmark``."""
+    names = getattr(item, "fixturenames", ())
+    return "benchmark" in names or "concurrency_benchmark" in names
+
+
+@dataclass
+class Tally:
+    """What became of a session's benchmark tests, for the one line that says why nothing was
+    judged: a gate that judged nothing must not pass quietly."""
+
+    collected: set = field(default_factory=set)  # node ids of the benchmark tests selected
+    deselected: int = 0
+    skipped: dict = field(default_factory=dict)  # node id -> why
+    failed: dict = field(default_factory=dict)  # node id -> None, in the order they failed
+
+    def seen(self, report) -> None:
+        if report.skipped and report.nodeid not in self.failed:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
+            self.skipped[report.nodeid] = str(reason).removeprefix("Skipped: ")
+        elif report.failed:
+            self.failed[report.nodeid] = None
+
+    def why(self, disabled: bool) -> str:
+        n = len(self.collected)
+        if disabled:
+            return "benchmarks are disabled (--benchmark-disable): no round was measured"
+        if not n and self.deselected:
+            return (
+                f"all {self.deselected} benchmark test{'s' * (self.deselected != 1)} were "
+                "deselected (-k, -m, --deselect or a plugin)"
+            )
+        if not n:
+            return (
+                "no test uses a benchmark fixture (pytest-benchmark's benchmark, or "
+                "concurrency_benchmark): there is nothing to measure"
+            )
+        if len(self.skipped) == n:
+            first = next(iter(self.skipped.values()))
+            return f"all {n} benchmark test{'s' * (n != 1)} were skipped (the first: {first})"
+        if self.failed:
+            return (
+                f"{len(self.failed)} of {n} benchmark tests failed and the rest recorded no round"
+            )
+        return f"none of the {n} benchmark tests recorded a round (did they call the fixture?)"
