@@ -294,7 +294,8 @@ def show(tr, outcome: SessionOutcome) -> None:
     from .report import terminal
 
     if outcome.records or outcome.gate:
-        terminal.write(tr, outcome.records, outcome.gate, outcome.memory)  # includes the verdicts
+        every = tr.config.getoption("verbose", 0) > 0  # -v: how close each unchanged one came
+        terminal.write(tr, outcome.records, outcome.gate, outcome.memory, every)
     for line in outcome.messages:
         tr.write_line(f"pytest-concurrency: {line}")
     for line in outcome.errors:

@@ -183,6 +183,29 @@ def test_cross_python_is_never_normalized():
     }  # a slower interpreter is what was asked about
 
 
+def test_a_verdict_across_a_release_of_the_code_under_test_says_so():
+    """A suite's own benchmarks measure its library: its release is in the baseline (under_test)."""
+    base = baseline.document_from_records(run(1), {**meta(), "under_test": {"thelib": "1.2"}})
+    cur_meta = {**meta(), "under_test": {"thelib": "1.3", "other": "2.0"}}
+    result = gate.compare(base, run(2, slower={"gevent": 1.3}), cur_meta)
+    assert all(v.versions_changed.get("thelib") == ("1.2", "1.3") for v in result.verdicts)
+    assert all("other" not in v.versions_changed for v in result.verdicts)  # new: nothing to say
+    line = next(line for line in shown(result) if line.startswith("Regressions"))
+    assert "versions changed: thelib 1.2 -> 1.3" in line
+    same = gate.compare(base, run(2), {**meta(), "under_test": {"thelib": "1.2"}})
+    assert not any(v.versions_changed for v in same.verdicts)
+
+
+def test_the_session_records_the_versions_of_what_it_imported():
+    recorded = baseline.under_test_versions()
+    assert recorded.get("pytest-concurrency-bench") is None and "pytest" not in recorded
+    import gevent  # noqa: F401  (the tests' own library, as a suite's would be)
+
+    assert (
+        baseline.under_test_versions()["gevent"] == baseline.library_versions(["gevent"])["gevent"]
+    )
+
+
 def test_versions_that_moved_are_named_per_benchmark():
     bumped = dict(BACKENDS, gevent="26.9.0")
     cur_meta = meta(libraries={"greenlet": "3.2.0", "gevent": "26.9.0"})

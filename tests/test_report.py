@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.measure.records import from_json, load_json_file, params_id
+from pytest_concurrency.measure.records import from_json, key_label, load_json_file, params_id
 from pytest_concurrency.report import markdown, tables, terminal
 
 DATA = Path(__file__).parent / "data"
@@ -210,6 +210,22 @@ def test_terminal_gate_summary_lists_regressions_first(base, current):
     assert "ring[m=1000,n=100] on gevent" in summary.split("Faster than")[0]
     assert "switch[switches=100000] on uvloop" in summary
     assert "ring[m=1000,n=10] on eventlet" in summary
+
+
+def test_the_unchanged_ones_and_their_intervals_with_every(base, current):
+    """-v and the markdown report: how close each unchanged benchmark came, not only the failures."""
+    gate = gate_from(base, current, regressed={GEVENT_RING})
+    for v in gate.verdicts:
+        if v.status == V.UNCHANGED:
+            v.ci = (v.change - 0.01, v.change + 0.01)
+    quiet = terminal.render(current, gate, width=100)
+    loud = terminal.render(current, gate, width=100, every=True)
+    assert "Unchanged (within the threshold" not in quiet
+    section = loud[loud.index("Unchanged (within the threshold") :]
+    unchanged = [v for v in gate.verdicts if v.status == V.UNCHANGED]
+    assert unchanged and all(key_label(v.key) in section for v in unchanged)
+    assert "interval " in section and "ring[m=1000,n=100] on gevent" not in section
+    assert "Unchanged (within the threshold" in markdown.render(current, gate)
 
 
 def test_refused_comparison_says_why(current):

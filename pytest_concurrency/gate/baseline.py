@@ -75,6 +75,45 @@ def library_versions(names: Iterable[str] = LIBRARIES) -> dict:
     return out
 
 
+#: Distributions that are the test harness, not the code under test.
+HARNESS = {
+    "pytest",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "py-cpuinfo",
+    "numpy",
+    "scipy",
+    "psutil",
+    "pip",
+    "setuptools",
+    "exceptiongroup",
+    "tomli",
+    "colorama",
+    "pygments",
+    "pytest-concurrency-bench",
+}
+
+
+def under_test_versions() -> dict:
+    """The versions of the installed distributions this process imported, besides the harness
+    (pytest, its plugins, this plugin and what it needs): the code the session measured, its
+    dependencies included, read from package metadata when the session ends."""
+    import sys
+
+    owners = metadata.packages_distributions()
+    out = {}
+    for name in {m.partition(".")[0] for m in list(sys.modules)}:
+        for dist in owners.get(name, ()):
+            if dist.lower() in HARNESS or dist.lower().startswith("pytest"):
+                continue
+            try:
+                out[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                pass
+    return dict(sorted(out.items()))
+
+
 def code_identity(cwd=None, timeout: float = 5.0) -> dict:
     """The code this run measured: ``{"commit": ..., "dirty": bool}`` of the git repository
     around ``cwd`` (default: the current directory), ``{}`` without git or a repository.
@@ -112,6 +151,7 @@ def current_meta(
         "python": python_info(),
         "backends": dict(backend_versions),
         "libraries": library_versions(),
+        "under_test": under_test_versions(),
         "code": code_identity(),
         "cpu_count": os.cpu_count(),
         "cpu_model": cpu_model(),

@@ -561,6 +561,10 @@ def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_met
             out[lib] = (b_libs[lib], c_libs[lib])
     if b_py and c_py and b_py != c_py:
         out["python"] = (b_py, c_py)
+    b_code, c_code = base_meta.get("under_test") or {}, cur_meta.get("under_test") or {}
+    for dist in sorted(b_code.keys() & c_code.keys()):  # the code the tests measured
+        if b_code[dist] != c_code[dist]:
+            out.setdefault(dist, (b_code[dist], c_code[dist]))
     return out
 
 

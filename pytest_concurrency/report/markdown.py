@@ -44,7 +44,9 @@ def render(
     if gate is not None:
         mark = ":x:" if gate.failed else ":white_check_mark:"
         out += [f"**{mark} {tables.headline(gate)}**", ""]
-    sections = (tables.summary(gate) if gate is not None else []) + tables.memory_summary(memory)
+    sections = (
+        tables.summary(gate, every=True) if gate is not None else []
+    ) + tables.memory_summary(memory)
     for title, items in sections:
         out.append(f"**{title}**")
         out.append("")

@@ -372,6 +372,8 @@ def verdict_line(v: V.Verdict) -> str:
         parts.append(f"now {fmt_amount(v.current_median, v.measure)}")
     if v.change is not None:
         parts.append(fmt_change(v.change))
+    if v.ci:
+        parts.append(f"interval {fmt_change(v.ci[0])} to {fmt_change(v.ci[1])}")
     if v.p_value is not None:
         parts.append(f"p={v.p_value:.2g}")
     if v.threshold is not None:
@@ -466,8 +468,9 @@ def memory_summary(memory: V.MemoryResult | None) -> list[tuple[str, list[str]]]
     return out
 
 
-def summary(gate: V.GateResult) -> list[tuple[str, list[str]]]:
-    """(section title, lines) of the gate block; empty sections are left out."""
+def summary(gate: V.GateResult, every: bool = False) -> list[tuple[str, list[str]]]:
+    """(section title, lines) of the gate block; empty sections are left out. ``every``: the
+    unchanged benchmarks too, each with its change and interval (how close it came)."""
     out = []
     if gate.refused:
         out.append(("Comparison refused", [gate.refused]))
@@ -480,6 +483,10 @@ def summary(gate: V.GateResult) -> list[tuple[str, list[str]]]:
     widened = [verdict_line(v) for v in gate.by_status(V.UNCHANGED) if v.widened_by]
     if widened:  # "unchanged" on a threshold other than the one asked for: say which
         out.append(("Unchanged on a widened threshold (the baseline's sessions drift)", widened))
+    if every:
+        steady = [verdict_line(v) for v in gate.by_status(V.UNCHANGED) if not v.widened_by]
+        if steady:
+            out.append(("Unchanged (within the threshold; how close each came)", steady))
     notes = []
     if gate.calibration_ratio is not None:
         notes.append(f"machine speed vs baseline: {gate.calibration_ratio:.3f} (>1 = slower now)")

@@ -98,10 +98,12 @@ def render_table(
     return lines
 
 
-def render_summary(gate: V.GateResult, *, width: int = 80, color: bool = False) -> list[str]:
+def render_summary(
+    gate: V.GateResult, *, width: int = 80, color: bool = False, every: bool = False
+) -> list[str]:
     status = V.REGRESSED if gate.failed else None
     lines = [_paint(_clip(f"Gate: {tables.headline(gate)}", width), status, color)]
-    for title, items in tables.summary(gate):
+    for title, items in tables.summary(gate, every):
         lines.extend(textwrap.wrap(f"{title}:", width, subsequent_indent="  "))
         for item in items:
             lines.extend(
@@ -144,6 +146,7 @@ def render(
     width: int = 80,
     color: bool = False,
     memory: V.MemoryResult | None = None,
+    every: bool = False,
 ) -> str:
     """All tables (and the gate block when a gate ran, and the memory block: leaks are judged
     without a baseline too), every line at most ``width`` columns."""
@@ -158,7 +161,7 @@ def render(
             [line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")]
         )
     if gate is not None:
-        blocks.append(render_summary(gate, width=width, color=color))
+        blocks.append(render_summary(gate, width=width, color=color, every=every))
     memory = memory if memory is not None else gate.memory if gate is not None else None
     if memory is not None:
         blocks.append(render_memory(memory, width=width, color=color))
@@ -172,8 +175,10 @@ def write(
     records: Iterable[Record],
     gate: V.GateResult | None = None,
     memory: V.MemoryResult | None = None,
+    every: bool = False,
 ) -> None:
-    """Write the report into pytest's terminal summary (call from ``pytest_terminal_summary``)."""
+    """Write the report into pytest's terminal summary (call from ``pytest_terminal_summary``);
+    ``every``: the unchanged verdicts too (``-v``)."""
     records = list(records)
     if not records and gate is None:
         return
@@ -181,7 +186,12 @@ def write(
     width = getattr(getattr(tr, "_tw", None), "fullwidth", 80) or 80
     tr.write_sep("-", "concurrency benchmarks")
     text = render(
-        records, gate, width=width, color=bool(getattr(tr, "hasmarkup", False)), memory=memory
+        records,
+        gate,
+        width=width,
+        color=bool(getattr(tr, "hasmarkup", False)),
+        memory=memory,
+        every=every,
     )
     for line in text.splitlines():
         tr.write_line(line)
