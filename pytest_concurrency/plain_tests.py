@@ -10,6 +10,7 @@ again after its rounds for the memory pass; and its record gets the keys the gat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -183,16 +184,21 @@ def call_watched(item, timeout: float | None) -> bool | None:
     """In the session's process: the test's call, failed instead of hung when for
     ``watchdog.silence(timeout)`` no ``backend.run`` call ends and it does not return (each run has
     its own deadline; this bounds the code around them), and warned about when it leaves non-daemon
-    threads running, which would keep the session from exiting. None when not a plain test (or
-    already inside its watch): pytest calls it as usual."""
-    if not is_plain(item.fixturenames) or item.stash.get(WATCHED, False):
+    threads running, which would keep the session from exiting (a suite's own benchmark test,
+    with no ``backend.run`` to watch, gets the latter). None when not a benchmark test measured here
+    (or already inside its watch): pytest calls it as usual."""
+    if not measured_here(item.fixturenames) or item.stash.get(WATCHED, False):
         return None
     older = set(threading.enumerate())
-    guard = watchdog.deadline(
-        timeout and watchdog.silence(timeout),
-        item.nodeid,
-        "return, nor end a backend.run call,",
-        silence_watch=True,
+    guard = (
+        watchdog.deadline(
+            timeout and watchdog.silence(timeout),
+            item.nodeid,
+            "return, nor end a backend.run call,",
+            silence_watch=True,
+        )
+        if is_plain(item.fixturenames)
+        else contextlib.nullcontext
     )
     item.stash[WATCHED] = True
     try:
@@ -204,16 +210,28 @@ def call_watched(item, timeout: float | None) -> bool | None:
         del item.stash[WATCHED]
         left = watchdog.threads_left(besides=older)
         if left:
+            bound = exit_wait(timeout)
             item.warn(
                 pytest.PytestWarning(
                     f"{item.nodeid}: the test left non-daemon threads running ({', '.join(t.name for t in left)}); "
-                    "Python waits for them before the session's process exits: join them in the test, or run with "
-                    "--concurrency-isolate"
+                    f"the session's process waits for them at most {bound:g} s when it exits: join "
+                    "them in the test, or run with --concurrency-isolate"
                 )
             )
-            if timeout:
-                _exit_without(left, watchdog.silence(timeout))
+            _exit_without(left, bound)
     return True
+
+
+#: The longest a session's process waits at its exit for threads users' tests left running, in
+#: every role (the user's session, a pass, the counted session, a side): a counted session's long
+#: round timeout once made it wait 20 minutes and more.
+EXIT_WAIT_S = 30.0
+
+
+def exit_wait(timeout: float | None) -> float:
+    """How long the process waits for threads a test left: ``EXIT_WAIT_S``, or less with a short
+    ``--concurrency-timeout`` (its silence bound)."""
+    return min(EXIT_WAIT_S, watchdog.silence(timeout)) if timeout else EXIT_WAIT_S
 
 
 #: Threads users' tests left running in the session's process, the longest the process waits for

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from pathlib import Path
 
@@ -290,6 +291,51 @@ def test_in_process_a_stalled_test_fails_and_a_thread_left_running_is_named(pyte
             "after the session: exiting without them, status 1"
         ]
     )
+
+
+LEAKS_A_THREAD = """
+import threading
+
+def test_leaks(benchmark):
+    threading.Thread(target=threading.Event().wait, name="left-behind").start()
+    benchmark.pedantic(sum, args=(range(100),), rounds=3)
+"""
+
+
+def test_a_suites_own_benchmark_test_that_leaves_a_thread_is_named_and_not_waited_for(pytester):
+    """~4 s: a test with only pytest-benchmark's fixture (no model, so no run call to watch) that
+    leaves a thread waiting for ever: warned about by name, and the process exits without it."""
+    pytester.makepyfile(LEAKS_A_THREAD)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-timeout=1", timeout=60
+    )
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_leaks: the test left non-daemon threads running (left-behind); the session's "
+            "process waits for them at most 3.1 s when it exits*"
+        ]
+    )
+    result.stderr.fnmatch_lines(["*threads users' tests left (left-behind) still run 3.1 s*"])
+
+
+@pytest.mark.slow  # ~90 s: its kernel pass and counted session each wait out the 30 s
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+def test_a_counted_session_waits_for_a_left_thread_no_longer_than_a_timed_one(pytester):
+    """Counted, the round timeout is 1200 s by default, and the exit once waited that long for a
+    thread a test left; the bound is now the same 30 s in every role (plain_tests.EXIT_WAIT_S)."""
+    pytester.makepyfile(LEAKS_A_THREAD)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-layouts=1",
+        "-p",
+        "no:cacheprovider",
+        timeout=400,
+    )
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*left non-daemon threads running (left-behind)*at most 30 s*"])
+    assert "still run 30 s after the session" in result.stderr.str() + result.stdout.str()
 
 
 LEAK_CONFTEST = """

@@ -143,13 +143,27 @@ def test_eventlet_under_warnings_as_errors(pytester):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="pytest-xdist not installed")
-def test_xdist_is_refused_for_benchmarks(pytester):
-    pytester.makepyfile(USER_TEST)
-    result = pytester.runpytest_subprocess("-n", "2", "--concurrency-backends=asyncio")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*pytest-xdist measure each other*--benchmark-disable*"])
+def test_a_projects_xdist_addopts_are_set_aside_for_a_benchmark_session(pytester):
+    """~5 s, three sessions (one with two xdist workers): -n in the project's addopts (as many projects have it) neither
+    refuses a benchmark session nor measures benchmarks side by side; plain test runs keep it."""
+    pytester.makeini("[pytest]\naddopts = --numprocesses=2\n")
+    pytester.makepyfile("def test_bench(benchmark):\n    benchmark(sum, range(100))\n")
     result = pytester.runpytest_subprocess(
-        "-n", "2", "--benchmark-disable", "--concurrency-backends=asyncio"
+        "--benchmark-only", "--concurrency-backends=asyncio", "-p", "no:cacheprovider"
+    )
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["*pytest-xdist's -n 2 set aside: benchmarks are measured one at a time*"]
+    )
+    result.stdout.fnmatch_lines(["*1 passed*"])
+    assert "gw0" not in result.stdout.str()  # no xdist worker ran it
+    result = pytester.runpytest_subprocess(
+        "--concurrency-backends=asyncio", "-p", "no:cacheprovider"
+    )
+    assert result.ret == 0 and "set aside" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*2 workers*", "*1 passed*"])  # its workers, as without the plugin
+    result = pytester.runpytest_subprocess(
+        "--benchmark-disable", "--concurrency-backends=asyncio", "-p", "no:cacheprovider"
     )
     result.assert_outcomes(passed=1)
 

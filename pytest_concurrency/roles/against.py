@@ -76,11 +76,6 @@ def refuse(s, config) -> None:
             "--concurrency-against with --concurrency-isolate: workloads measured in worker processes "
             "are not paired round by round yet; run without --concurrency-isolate"
         )
-    if int(getattr(config.option, "numprocesses", 0) or 0) > 0:
-        raise pytest.UsageError(
-            "--concurrency-against with pytest-xdist: the two sides take turns round by "
-            "round on one machine; run without -n"
-        )
 
 
 # -- the run the user started --------------------------------------------------------------------
@@ -517,6 +512,7 @@ class Side(Session):
         """Before a conftest or a test module imports the code under test (runner/sides.py)."""
         sides.import_base_first(role.need("base_dir"), head=role.need("side") != lockstep.A)
 
+    @pytest.hookimpl(tryfirst=True)  # as Session's: before xdist starts workers
     def pytest_configure(self, config) -> None:
         refuse(self.settings, config)
         super().pytest_configure(config)

@@ -68,12 +68,33 @@ class Session:
             from ..gate import calibrate
 
             self.calibration = calibrate.measure()
-        if xdist_active(config) and not config.getoption("benchmark_disable", False):
-            raise pytest.UsageError(
-                "pytest-concurrency: benchmarks running in parallel under pytest-xdist measure each "
-                "other; run them without -n (or with -p no:xdist), or add --benchmark-disable to run "
-                "them as plain tests"
+        if xdist_active(config) and self.measures_benchmarks(config):
+            # benchmarks in parallel would measure each other: the project's own -n (often in its
+            # addopts) is set aside for this session, not refused
+            workers = config.getoption("numprocesses", None) or len(config.getoption("tx") or [])
+            no_xdist(config)
+            print(
+                f"pytest-concurrency: pytest-xdist's -n {workers} set aside: benchmarks are measured "
+                "one at a time in this process (in parallel they would measure each other)",
+                flush=True,
             )
+
+    @staticmethod
+    def measures_benchmarks(config) -> bool:
+        """Whether this session is run to measure: --benchmark-only, or a gate asked for. A plain
+        ``pytest -n auto`` of a project's tests keeps its workers, in which pytest-benchmark
+        switches itself off, as it does without this plugin."""
+        if config.getoption("benchmark_disable", False):
+            return False
+        gates = (
+            "concurrency_baseline",
+            "concurrency_save_baseline",
+            "concurrency_report_md",
+            "concurrency_against",
+        )
+        return bool(config.getoption("benchmark_only", False)) or any(
+            config.getoption(name, None) for name in gates
+        )
 
     def pytest_sessionstart(self, session) -> None:
         # after every pytest_configure: pytest-benchmark's made its session in one (trylast)
