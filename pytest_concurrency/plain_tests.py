@@ -11,6 +11,7 @@ again after its rounds for the memory pass; and its record gets the keys the gat
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 import threading
@@ -26,6 +27,10 @@ KERNEL = pytest.StashKey[driver.KernelPerRun]()  # kernel figures per run call
 CALLS = pytest.StashKey[driver.PlainCalls]()  # with the memory pass: what it measured
 WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call_watched``)
 APART = pytest.StashKey[bool]()  # in the child a test's call runs in (``call_apart``)
+WHOLE_BODY = pytest.StashKey[bool]()  # a marked test whose whole body is the measured call
+IN_BODY = pytest.StashKey[bool]()  # inside one measured call of it
+#: pytest-codspeed's markers: the whole test is the benchmark (it takes no benchmark fixture).
+BODY_MARKERS = ("benchmark", "codspeed_benchmark")
 
 
 def measured_here(names: Collection[str]) -> bool:
@@ -33,6 +38,40 @@ def measured_here(names: Collection[str]) -> bool:
     it uses pytest-benchmark's ``benchmark`` (with ``concurrency_backend`` or not), not the
     built-in workloads' ``concurrency_benchmark``."""
     return "benchmark" in names and "concurrency_benchmark" not in names
+
+
+def measure_whole_bodies(items) -> None:
+    """pytest-codspeed's style (``@pytest.mark.benchmark`` on a test that takes no benchmark
+    fixture): the test gets pytest-benchmark's ``benchmark`` fixture, and its whole body becomes
+    the measured call (``call_whole_body``), as pytest-codspeed measures it."""
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        function = getattr(item, "obj", None)
+        if names is None or function is None or "concurrency_benchmark" in names:
+            continue
+        if "benchmark" in inspect.signature(function).parameters:
+            continue  # pytest-benchmark's own marker (settings) on a test that takes the fixture
+        if any(item.get_closest_marker(m) for m in BODY_MARKERS):
+            if "benchmark" not in names:  # (the parametrized items of a function share the list)
+                names.append("benchmark")  # set up with the test's other fixtures
+            item.stash[WHOLE_BODY] = True
+
+
+def call_whole_body(item) -> bool | None:
+    """A marked test's call: its body, as pytest would call it, measured by pytest-benchmark's
+    fixture; None for any other test (or from inside the measured call)."""
+    if not item.stash.get(WHOLE_BODY, False) or item.stash.get(IN_BODY, False):
+        return None
+
+    def body() -> None:
+        item.stash[IN_BODY] = True
+        try:
+            item.ihook.pytest_pyfunc_call(pyfuncitem=item)  # async tests: their plugin's hook
+        finally:
+            item.stash[IN_BODY] = False
+
+    item.funcargs["benchmark"](body)
+    return True
 
 
 def is_plain(names: Collection[str]) -> bool:

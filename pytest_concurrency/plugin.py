@@ -42,6 +42,8 @@ def pytest_configure(config):
         f"{MARKER}(backends=None, workloads=None, threshold=None, memory=None): narrow the models or "
         "workloads a test runs on, set its regression threshold (percent), or give it the memory pass",
     )
+    for name in plain_tests.BODY_MARKERS:  # pytest-codspeed's, when it is not installed
+        config.addinivalue_line("markers", f"{name}: the whole test is the measured call")
     scratch.sweep()  # what killed sessions left, whichever role this process has
 
 

@@ -523,8 +523,9 @@ class Side(Session):
         if bs is not None and bs.options.get("min_rounds", 0) < MIN_ROUNDS:
             bs.options["min_rounds"] = MIN_ROUNDS
 
-    def pytest_collection_modifyitems(self, config, items) -> None:
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
         """In a later pair of sessions: only the tests it measures again (the same on both sides)."""
+        super().pytest_collection_modifyitems(session, config, items)
         if self.role.only is None:
             return
         with open(self.role.only, encoding="utf-8") as fh:

@@ -32,6 +32,7 @@ import time
 
 import pytest
 
+from .. import plain_tests
 from ..backends import scratch, watchdog
 from ..gate import atomic
 from ..measure import callgrind, kernel, layouts
@@ -80,9 +81,11 @@ def measures_nothing(config) -> bool:
 
 def measured_here(item) -> bool:
     """Whether ``item`` is measured in the session's process: it uses pytest-benchmark's
-    fixture other than through ``concurrency_benchmark`` (which measures in workers)."""
+    fixture other than through ``concurrency_benchmark`` (which measures in workers), or is
+    marked as a whole-body benchmark (pytest-codspeed's style)."""
     names = getattr(item, "fixturenames", ())
-    return "benchmark" in names and "concurrency_benchmark" not in names
+    marked = any(item.get_closest_marker(m) for m in plain_tests.BODY_MARKERS)
+    return "concurrency_benchmark" not in names and ("benchmark" in names or marked)
 
 
 # -- the process the user started ---------------------------------------------------------------
@@ -287,7 +290,8 @@ class _Pass(Session):
         no_xdist(config)
         super().pytest_configure(config)
 
-    def pytest_collection_modifyitems(self, config, items) -> None:
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        super().pytest_collection_modifyitems(session, config, items)
         config.hook.pytest_deselected(items=[item for item in items if not measured_here(item)])
         items[:] = [item for item in items if measured_here(item)]
 

@@ -101,6 +101,11 @@ class Session:
         self.session = session
         measure_with(session.config, self.settings.instrument)
 
+    @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark skips what has no fixture
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        if not config.pluginmanager.is_blocked("pytest_benchmark"):  # --codspeed blocks it
+            plain_tests.measure_whole_bodies(items)
+
     def pytest_collection_finish(self, session) -> None:
         if session.config.option.collectonly:
             return
@@ -146,7 +151,8 @@ class Session:
         s = self.settings
         if plain_tests.runs_apart(pyfuncitem, s):
             return plain_tests.call_apart(pyfuncitem, s.instrument, s.timeout)
-        return plain_tests.call_watched(pyfuncitem, s.timeout)
+        watched = plain_tests.call_watched(pyfuncitem, s.timeout)
+        return watched if watched is not None else plain_tests.call_whole_body(pyfuncitem)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
@@ -219,6 +225,11 @@ class Session:
 
     def nothing_judged(self) -> str:
         """Why this session recorded no benchmark, in one line."""
+        if self.config.pluginmanager.is_blocked("pytest_benchmark"):
+            return (
+                "pytest-benchmark is switched off (pytest-codspeed's --codspeed measures instead): "
+                "the gates judge pytest-benchmark's rounds, so run them without --codspeed"
+            )
         disabled = self.config.getoption("benchmark_disable", False)
         return self.tally.why(disabled)
 
