@@ -105,17 +105,16 @@ def render_summary(
     lines = [_paint(_clip(f"Gate: {tables.headline(gate)}", width), status, color)]
     for title, items in tables.summary(gate, every):
         lines.extend(textwrap.wrap(f"{title}:", width, subsequent_indent="  "))
-        for item in items:
-            lines.extend(
-                textwrap.wrap(
-                    item,
-                    width,
-                    initial_indent="  ",
-                    subsequent_indent="    ",
-                    break_on_hyphens=False,
-                )
-            )
+        lines.extend(_items(items, width))
     return lines
+
+
+def _items(items: list[str], width: int) -> list[str]:
+    """A section's lines, each wrapped below its title."""
+    wrap = textwrap.TextWrapper(
+        width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+    )
+    return [line for item in items for line in wrap.wrap(item)]
 
 
 def render_memory(memory: V.MemoryResult, *, width: int = 80, color: bool = False) -> list[str]:
@@ -126,16 +125,7 @@ def render_memory(memory: V.MemoryResult, *, width: int = 80, color: bool = Fals
             _paint(t, status, color)
             for t in textwrap.wrap(f"{title}:", width, subsequent_indent="  ")
         )
-        for item in items:
-            lines.extend(
-                textwrap.wrap(
-                    item,
-                    width,
-                    initial_indent="  ",
-                    subsequent_indent="    ",
-                    break_on_hyphens=False,
-                )
-            )
+        lines.extend(_items(items, width))
     return lines
 
 
