@@ -7,6 +7,7 @@ gate could judge ran; the baseline file it names is left as it was (or not creat
 from __future__ import annotations
 
 import hashlib
+import shutil
 
 import pytest
 
@@ -101,3 +102,23 @@ def test_a_base_side_that_cannot_collect_is_nothing_judged(pytester):
     why = _why(result)
     assert "the base side (" in why and "could not collect its tests (exit 2)" in why, why
     assert "cannot import name 'new'" in why, why
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counting needs valgrind")
+def test_a_counted_session_that_would_record_nothing_says_so_before_counting(pytester):
+    """~3 s: the probe sees only a skipped benchmark, so nothing runs under valgrind."""
+    pytester.makepyfile(
+        test_skipped="""
+        import pytest
+
+        @pytest.mark.skipif("True", reason="not on this machine")
+        def test_bench(benchmark):
+            benchmark(sum, range(100))
+        """
+    )
+    result = _run(
+        pytester, "--concurrency-measure=instructions", "--concurrency-save-baseline=base.json"
+    )
+    assert result.ret == EXIT_NOTHING_JUDGED
+    assert "run again under valgrind" not in result.stdout.str()
+    assert "all 1 benchmark test were skipped (the first: not on this machine)" in _why(result)

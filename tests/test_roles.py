@@ -68,13 +68,24 @@ def test_a_probe_writes_how_many_tests_its_session_measures_in_its_own_process(p
 
         def test_not_a_benchmark():
             pass
+
+        import pytest
+
+        @pytest.mark.skip(reason="not here")
+        def test_skipped(benchmark):
+            benchmark(sum, range(10))
+
+        @pytest.mark.skipif("True", reason="not here either")
+        def test_skipped_if(benchmark):
+            benchmark(sum, range(10))
         """
     )
     out = pytester.path / "count"
     args = ("--collect-only", "-q", "--concurrency-backends=asyncio,threading")
     result = pytester.runpytest_subprocess(*args, *Role(PROBE, out=str(out)).argv())
     assert result.ret == 0, result.stdout.str()
-    # measured here: the plain one and the two models of test_model; the cases run in workers
+    # measured here: the plain one and the two models of test_model; the cases run in workers,
+    # and what a skip mark skips is not counted (a run of only those is not relaunched)
     assert out.read_text() == "3"
 
 
