@@ -19,7 +19,7 @@ def pytest_addoption(parser):
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     role = early_config.stash[EARLY_ROLE] = roles.given(early_config)
-    roles.side_imports_first(role)  # before a conftest or a test module imports the code under test
+    roles.imports_base_first(role)  # before a conftest or a test module imports the code under test
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -114,7 +114,7 @@ def _judge(outcome: SessionOutcome, baseline_doc, meta, s, workers) -> None:
         outcome.memory = memory_gate.judge(None, recs, s.memory_threshold)
     if baseline_doc is None:
         return
-    judge = _judge_by(baseline_doc, meta, _gate_settings(s), s)
+    judge = _judge_by(baseline_doc, meta, gate_settings(s), s)
     result = judge(recs)
     reruns = _remeasure(workers, s, recs, gate.suspects(result), outcome.messages)
     if reruns:
@@ -146,7 +146,7 @@ def paired_threshold(s):
     """A benchmark's threshold against the base side: as the gate's, but paired's own defaults."""
     from .gate import paired
 
-    settings = _gate_settings(s)
+    settings = gate_settings(s)
     return lambda rec: settings.threshold_for(rec, default=paired.default_threshold(rec))
 
 
@@ -183,7 +183,7 @@ def _save(
             _session_document(config, bs, meta),
             previous,
             recs,
-            _gate_settings(s),
+            gate_settings(s),
             s.baseline_sessions,
         )
         outcome.messages.extend(said)
@@ -279,7 +279,7 @@ def _remeasure(workers, s, recs: list, keys: list, messages: list) -> dict:
     return reruns
 
 
-def _gate_settings(s) -> gate.GateSettings:
+def gate_settings(s) -> gate.GateSettings:
     # A test's own @pytest.mark.concurrency(threshold=...) travels in its record (extra "threshold").
     return gate.GateSettings(
         threshold=s.threshold,

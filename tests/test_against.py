@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -596,3 +597,54 @@ def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
     )
     assert done.stdout.split() == ["True", str(tmp_path / "tree" / "mylib" / "__init__.py"), "1.1"]
     assert stand_in != site and len(str(stand_in)) == len(str(site))
+
+
+COUNTED_TEST = """
+import mylib
+
+def test_work(benchmark):
+    benchmark.pedantic(mylib.work, kwargs={"n": 2000}, rounds=3)
+"""
+
+
+# ~2 min: pip installs the base side; then each side's counted run (probe, passes, counted session)
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester):
+    _library(pytester.path / "base", "1.0", 1)
+    _library(pytester.path, "1.1", 2)  # the head: twice the work
+    pytester.makepyfile(test_mylib=COUNTED_TEST)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-against=base",
+        "-p",
+        "no:cacheprovider",
+        "--concurrency-report-md=report.md",
+        timeout=900,
+    )
+    out = " ".join(result.stdout.str().split())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "the base side's run first" in out and "counted against the base side" in out
+    assert "Sides: mylib 1.0 (base) against" in out  # the base imported its install
+    assert "Regressions (fail the build): test_mylib.py::test_work: " in out
+    assert "threshold 1%" in out and "where: +" in out  # three layouts a side, and where it went
+    assert "Regressions" in (pytester.path / "report.md").read_text()
+    assert not list(pytester.path.glob("*.json"))  # nothing of the user's stored
+
+
+def test_counted_against_the_base_saves_nothing_of_the_users(pytester):
+    """~1 s: a save asked for beside it is refused before anything is installed or counted."""
+    if shutil.which("valgrind") is None:
+        pytest.skip("counts under valgrind")
+    pytester.makepyfile(test_mylib=COUNTED_TEST)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-against=base",
+        "--concurrency-save-baseline=b.json",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*judges the head's counts against the base's and stores nothing*"]
+    )

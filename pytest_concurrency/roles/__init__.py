@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import pytest
 
+from ..runner import lockstep, sides
 from . import against, counting
-from .role import SIDE, Role, parse
+from .role import BASE, SIDE, Role, parse
 
 ROLE = pytest.StashKey["object"]()  # the role's object, registered with the plugin manager
 
@@ -36,6 +37,8 @@ def register(config, role: Role | None, s) -> object:
             obj = counting.user_session(config, s)
     elif role.kind == SIDE:
         obj = against.Side(config, s, role)
+    elif role.kind == BASE:  # the user's session, on the base side's code
+        obj = counting.user_session(config, s, base_dir=role.base_dir)
     else:
         obj = counting.child(config, s, role)
     config.stash[ROLE] = obj
@@ -43,10 +46,13 @@ def register(config, role: Role | None, s) -> object:
     return obj
 
 
-def side_imports_first(role: Role | None) -> None:
-    """In a side's session, before a conftest or a test module imports the code under test."""
-    if role is not None and role.kind == SIDE:
-        against.Side.import_first(role)
+def imports_base_first(role: Role | None) -> None:
+    """In a process on the base side's code (a side, or a counted base run and what it starts),
+    before a conftest or a test module imports the code under test (runner/sides.py)."""
+    if role is None or not role.base_dir:
+        return
+    head = role.kind == SIDE and role.side != lockstep.A  # the head's stand-in for its finder
+    sides.import_base_first(role.base_dir, head=head)
 
 
 def of(config):

@@ -65,12 +65,6 @@ _HEAD_ONLY = {
 
 def refuse(s, config) -> None:
     """What --concurrency-against cannot pair (yet): a usage error naming the way out."""
-    if not s.instrument.machine_bound:
-        raise pytest.UsageError(
-            f"--concurrency-against with --concurrency-measure={s.measure}: paired rounds are timed; "
-            "counts do not drift between sessions, so compare them against a stored baseline "
-            "(--concurrency-baseline) instead"
-        )
     if s.isolate:
         raise pytest.UsageError(
             "--concurrency-against with --concurrency-isolate: workloads measured in worker processes "
@@ -95,7 +89,11 @@ class Orchestrator:
 
 def orchestrate(config, s) -> int:
     """Install the base side, run both sides in turns, judge the pairs; the run's exit status."""
+    from . import counted_against
+
     refuse(s, config)
+    if not s.instrument.machine_bound:
+        counted_against.refuse(s)
     root = Path(str(config.invocation_params.dir))
     scratch = sides.run_directory()
     try:
@@ -105,6 +103,8 @@ def orchestrate(config, s) -> int:
             sides.same_length(site).mkdir()  # the head's stand-in for it
         except sides.SideError as exc:
             raise pytest.UsageError(f"--concurrency-against={s.against}: {exc}") from None
+        if not s.instrument.machine_bound:  # counts need no turns: each side counted whole
+            return counted_against.run(config, s, spec, site, Path(scratch.name), root)
         return _run_sides(config, s, spec, site, Path(scratch.name), root)
     finally:
         if s.against_keep:
@@ -506,11 +506,6 @@ class Side(Session):
         self.base_dir = role.need("base_dir")
         self.turns: lockstep.Client | None = None
         self.calls: dict = {}  # node id -> its runner calls: [turn, s per iteration, iterations, CPU]
-
-    @staticmethod
-    def import_first(role: Role) -> None:
-        """Before a conftest or a test module imports the code under test (runner/sides.py)."""
-        sides.import_base_first(role.need("base_dir"), head=role.need("side") != lockstep.A)
 
     @pytest.hookimpl(tryfirst=True)  # as Session's: before xdist starts workers
     def pytest_configure(self, config) -> None:

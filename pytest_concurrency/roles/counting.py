@@ -46,13 +46,14 @@ INTERRUPTED = (
 )
 
 
-def user_session(config, s):
-    """The role of the process the user started, when it is not a run against a base."""
+def user_session(config, s, base_dir: str | None = None):
+    """The role of the process the user started, when it is not a run against a base (or of a
+    counted run on the base side's code, installed in ``base_dir``)."""
     if s.instrument.fresh_process:
         refuse_other_hosts(config)
     if s.instrument.needs_launch and not measures_nothing(config):
-        if has_tests_measured_here(config):
-            return Launcher(config, s)
+        if has_tests_measured_here(config, base_dir):
+            return Launcher(config, s, base_dir)
         s.instrument.prepare_session()
     return Session(config, s)
 
@@ -91,13 +92,14 @@ def measured_here(item) -> bool:
 # -- the process the user started ---------------------------------------------------------------
 
 
-def has_tests_measured_here(config) -> bool:
+def has_tests_measured_here(config, base_dir: str | None = None) -> bool:
     """Collect this session's command line in a ``Probe`` at full speed; ``True`` also when that
     collection fails (the counted session then reports why)."""
     params = config.invocation_params
     with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
         out = os.path.join(directory, "count")
-        argv = [*params.args, "--collect-only", "-q", *Role(PROBE, out=out).argv()]
+        role = Role(PROBE, out=out, base_dir=base_dir)
+        argv = [*params.args, "--collect-only", "-q", *role.argv()]
         subprocess.run(
             [sys.executable, "-m", "pytest", *argv],
             cwd=str(params.dir),
@@ -116,9 +118,10 @@ class Launcher:
     """The user's process in a counted run with a test measured in its own process: it runs the
     passes, then the whole session again under valgrind, and exits with that session's status."""
 
-    def __init__(self, config, settings):
+    def __init__(self, config, settings, base_dir: str | None = None):
         self.config = config
         self.settings = settings
+        self.base_dir = base_dir  # on the base side's code (counted against the base)
 
     def main(self) -> int:
         config, s = self.config, self.settings
@@ -135,6 +138,7 @@ class Launcher:
             kernel_file = self._kernel(where)
             role = Role(
                 COUNTED,
+                base_dir=self.base_dir,
                 launcher=os.getpid(),
                 kernel=kernel_file,
                 layouts=tuple(self._layouts(where, s.layouts)),
@@ -157,7 +161,7 @@ class Launcher:
             "pytest",
             *self._argv(where, "kernel"),
             "--concurrency-measure=time",
-            *Role(KERNEL_PASS, out=out).argv(),
+            *Role(KERNEL_PASS, out=out, base_dir=self.base_dir).argv(),
         ]
         started = time.monotonic()
         try:
@@ -196,7 +200,9 @@ class Launcher:
         runs: list[tuple[str, str, tuple[list[str], dict, str]]] = []
         for n in range(1, count):
             out, log = os.path.join(where, f"layout{n}.json"), os.path.join(where, f"layout{n}.log")
-            role = Role(LAYOUT_PASS, out=out, launcher=os.getpid(), layout=n)
+            role = Role(
+                LAYOUT_PASS, out=out, launcher=os.getpid(), layout=n, base_dir=self.base_dir
+            )
             argv = [*layouts.pytest_argv(n), *self._argv(where, f"layout{n}"), *role.argv()]
             runs.append((out, log, (argv, {}, log)))
         print(

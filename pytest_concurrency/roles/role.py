@@ -19,7 +19,8 @@ KERNEL_PASS = (
 LAYOUT_PASS = "layout-pass"  # before a counted session: those tests counted in another layout
 COUNTED = "counted"  # the user's session run again under valgrind
 SIDE = "side"  # one side of --concurrency-against (A, the base, or B, the head)
-KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE)
+BASE = "base"  # the user's session on the base side's code (counted against the base)
+KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Role:
     layout: int = 0  # layout pass: which layout (measure/layouts.py)
     side: str | None = None  # side: "A" (base) or "B" (head)
     socket: str | None = None  # side: where the turns are served (runner/lockstep.py)
-    base_dir: str | None = None  # side: where the base side's code is installed
+    base_dir: str | None = None  # a side, and what it starts: where the base's code is installed
     only: str | None = None  # side, in a later pair: a file with the node ids it runs
 
     def need(self, name: str) -> str:

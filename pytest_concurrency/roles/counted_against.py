@@ -1,0 +1,150 @@
+"""``--concurrency-against=SPEC --concurrency-measure=instructions``: both sides counted in one job.
+
+Instruction counts do not drift with the machine's load, so the two sides need no turns: each is
+a whole counted run of the user's command line (its probe, its passes, its counted session:
+counting.py), the base's first, importing its install first (``roles.BASE``), then the head's,
+each saving what it counted to a baseline file in the run's directory. The head's counts are then
+judged against the base's by the stored-baseline gate (gate/compare.py: the median over layouts,
+1% for users' own tests counted in three layouts, the workloads' own rule for theirs, where the
+count went for a regression), the versions each side imported named in the verdicts. Nothing of
+the user's is stored.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ..backends import watchdog
+from ..gate import baseline
+from ..measure import records
+from .role import BASE, Role
+
+#: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
+_NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
+
+
+def refuse(s) -> None:
+    if s.save_baseline:
+        raise pytest.UsageError(
+            "--concurrency-against with --concurrency-measure=instructions judges the head's counts "
+            "against the base's and stores nothing; save a baseline in a session of its own "
+            "(without --concurrency-against)"
+        )
+
+
+def run(config, s, spec, site: Path, directory: Path, root: Path) -> int:
+    """Count the base side, then the head; judge the head's counts against the base's."""
+    from .against import head_only_removed
+
+    args = [a for a in head_only_removed(config.invocation_params.args) if not _side_only(a)]
+    files = {side: directory / f"{side}.json" for side in ("base", "head")}
+    print(
+        f"pytest-concurrency: counting this code (head) against {spec} (base): the base side's run "
+        "first (its output in a log), then the head's",
+        flush=True,
+    )
+    started = time.monotonic()
+    try:
+        base_code = _side(args, files["base"], root, Role(BASE, base_dir=str(site)), directory)
+        counted_base = time.monotonic() - started
+        head_code = _side(args, files["head"], root, None, None)
+    except KeyboardInterrupt:
+        print("pytest-concurrency: interrupted: no verdict against the base side, nothing written")
+        return int(pytest.ExitCode.INTERRUPTED)
+    print(
+        f"pytest-concurrency: the base side counted in {counted_base:.0f} s, the head in "
+        f"{time.monotonic() - started - counted_base:.0f} s",
+        flush=True,
+    )
+    return _judge(s, spec, files, base_code, head_code, directory / "base-side.log")
+
+
+def _side_only(arg: str) -> bool:
+    return arg.split("=", 1)[0] in _NOT_IN_A_SIDE
+
+
+def _side(args: list, out: Path, root: Path, role: Role | None, log_dir: Path | None) -> int:
+    """One side's counted run, saving its counts to ``out``; the base's output goes to a log."""
+    argv = [sys.executable, "-m", "pytest", *args, f"--concurrency-save-baseline={out}"]
+    argv += role.argv() if role is not None else []
+    env = dict(os.environ)
+    if role is not None:  # its children (workers, the counted session) import the base first too
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [role.base_dir, env.get("PYTHONPATH")]))
+    log = open(log_dir / "base-side.log", "wb") if log_dir is not None else None
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=str(root),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT if log else None,
+            preexec_fn=watchdog.with_parent(),  # killed with the run
+        )
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise
+    finally:
+        if log is not None:
+            log.close()
+
+
+def _sides_line(base_doc: dict, head_doc: dict) -> str:
+    """What each side imported that differs: the versions recorded with their counts."""
+    base = (base_doc.get("pytest_concurrency") or {}).get("under_test") or {}
+    head = (head_doc.get("pytest_concurrency") or {}).get("under_test") or {}
+    moved = [
+        f"{dist} {base.get(dist, '(not installed)')} (base) against "
+        f"{head.get(dist, '(not installed: the working tree)')} (head)"
+        for dist in sorted(base.keys() | head.keys())
+        if base.get(dist) != head.get(dist)
+    ]
+    return "; ".join(moved) or "the same versions on both sides (the base side's own code first)"
+
+
+def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path) -> int:
+    from ..gate import compare as gate
+    from ..report import terminal
+    from ..session_end import EXIT_NOTHING_JUDGED, gate_settings
+
+    if head_code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR):
+        return head_code
+    if not files["base"].exists():
+        tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+        said = [line for line in tail if line.startswith(("E   ", "ERROR"))] or tail[-1:]
+        print(
+            f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): against the base: the "
+            f"base side ({spec}) exited {base_code} and counted nothing: "
+            f"{(said or ['no output'])[0].strip()}"
+        )
+        return EXIT_NOTHING_JUDGED
+    if not files["head"].exists():
+        return head_code or EXIT_NOTHING_JUDGED  # the head's session said why
+    try:
+        base_doc = baseline.load(files["base"])
+        head_doc = baseline.load(files["head"])
+    except baseline.BaselineError as exc:
+        print(f"pytest-concurrency: ERROR: {exc}")
+        return int(pytest.ExitCode.TESTS_FAILED)
+    head = records.from_json(head_doc)
+    result = gate.compare(base_doc, head, head_doc["pytest_concurrency"], gate_settings(s))
+    print(" counted against the base side ".center(80, "-"))
+    print(f"Sides: {_sides_line(base_doc, head_doc)}")
+    print(terminal.render(head, result, every=True))
+    if s.report_md:
+        from ..report import markdown
+
+        markdown.write(s.report_md, markdown.render(head, result, result.memory))
+        print(f"pytest-concurrency: the verdicts against the base side written to {s.report_md}")
+    if head_code not in (0, 6, 7):
+        return head_code
+    return int(pytest.ExitCode.TESTS_FAILED) if result.failed else 0
