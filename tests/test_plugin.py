@@ -215,7 +215,8 @@ def test_every_option_the_readme_and_the_ci_recipe_use_exists(pytester):
 
     root = Path(__file__).resolve().parents[1]
     help_text = pytester.runpytest("--help").stdout.str()
-    for doc in (root / "README.md", root / "examples" / "github-actions.yml"):
+    examples = root / "examples"
+    for doc in (root / "README.md", *sorted(examples.glob("*.yml"))):
         flags = set(re.findall(r"--concurrency-[a-z]+(?:-[a-z]+)*", doc.read_text()))
         assert flags, doc
         unknown = sorted(f for f in flags if not re.search(re.escape(f) + r"[=\s]", help_text))
