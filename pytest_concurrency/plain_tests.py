@@ -296,9 +296,7 @@ def _exit_without(threads: list[threading.Thread], grace: float) -> None:
     first = not _left
     _left.extend(threads)
     _exit["bound"] = max(_exit["bound"] or 0, grace)
-    register = getattr(
-        threading, "_register_atexit", None
-    )  # CPython 3.9+; private, hence looked up
+    register = getattr(threading, "_register_atexit", None)  # private (3.9+), hence looked up
     if first and register is not None:
         try:
             register(_wait_or_exit)

@@ -15,7 +15,7 @@ import pytest
 from pytest_concurrency.gate import paired
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 from pytest_concurrency.measure.records import Record
-from pytest_concurrency.roles import against
+from pytest_concurrency.roles import against, argv
 from pytest_concurrency.runner import lockstep, sides
 
 # -- statistics, on synthetic rounds ----------------------------------------------------------------
@@ -375,7 +375,7 @@ def test_the_base_side_gets_the_command_line_without_what_only_the_head_writes()
         "--benchmark-autosave",
         "--concurrency-backends=gevent",
     ]
-    assert against.head_only_removed(args) == [
+    assert argv.head_only_removed(args) == [
         "tests",
         "--concurrency-against=git:HEAD",
         "-k",
@@ -554,10 +554,10 @@ def test_a_bad_spec_is_a_usage_error_before_anything_runs(project):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--concurrency-against=./nowhere: no such path" in result.stderr.str()
     result = project.runpytest_subprocess(
-        "--benchmark-only", "--concurrency-against=base", "--concurrency-measure=instructions"
+        "--benchmark-only", "--concurrency-against=base", "--concurrency-isolate"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "compare them against a stored baseline" in result.stderr.str()
+    assert "are not paired round by round yet" in result.stderr.str()
 
 
 def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):

@@ -35,6 +35,7 @@ from ..backends import child_env, watchdog
 from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
+from .argv import head_only_removed
 from .role import SIDE, Role
 from .session import Session
 
@@ -43,24 +44,6 @@ INTERRUPT_GRACE_S = 10.0
 PAD_ENV = child_env.PAD  # same_size: the sides' environments padded to one size
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
-
-#: Options the base side must not act on: it writes no baseline, report or JSON of the user's.
-_HEAD_ONLY = {
-    "--concurrency-baseline": True,
-    "--concurrency-save-baseline": True,
-    "--concurrency-baseline-sessions": True,
-    "--concurrency-report-md": True,
-    "--concurrency-plot": True,
-    "--benchmark-json": True,
-    "--benchmark-save": True,
-    "--benchmark-autosave": False,
-    "--benchmark-compare": False,
-    "--benchmark-compare-fail": True,
-    "--benchmark-histogram": False,
-    "--junitxml": True,
-    "--junit-xml": True,
-    "--benchmark-cprofile-dump": False,
-}
 
 
 def refuse(s, config) -> None:
@@ -377,20 +360,6 @@ def _stop(procs: dict) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def head_only_removed(args) -> list[str]:
-    out, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if name in _HEAD_ONLY:
-            skip = _HEAD_ONLY[name] and "=" not in arg
-            continue
-        out.append(arg)
-    return out
 
 
 def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:

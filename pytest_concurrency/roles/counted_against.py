@@ -23,6 +23,7 @@ import pytest
 from ..backends import watchdog
 from ..gate import baseline
 from ..measure import records
+from .argv import head_only_removed
 from .role import BASE, Role
 
 #: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
@@ -40,8 +41,6 @@ def refuse(s) -> None:
 
 def run(config, s, spec, site: Path, directory: Path, root: Path) -> int:
     """Count the base side, then the head; judge the head's counts against the base's."""
-    from .against import head_only_removed
-
     args = [a for a in head_only_removed(config.invocation_params.args) if not _side_only(a)]
     files = {side: directory / f"{side}.json" for side in ("base", "head")}
     print(

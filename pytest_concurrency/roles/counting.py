@@ -36,7 +36,7 @@ from .. import plain_tests
 from ..backends import scratch, watchdog
 from ..gate import atomic
 from ..measure import callgrind, kernel, layouts
-from .against import head_only_removed
+from .argv import head_only_removed
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import Session, no_xdist
 

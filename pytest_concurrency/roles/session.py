@@ -59,9 +59,8 @@ class Session:
                 if s.baseline is not None:
                     self.baseline_doc = baseline.load(s.baseline)
                 if s.save_baseline is not None:
-                    baseline.load_previous(
-                        s.save_baseline
-                    )  # a file the save would refuse to replace
+                    # a file the save would refuse to replace
+                    baseline.load_previous(s.save_baseline)
             except baseline.BaselineError as exc:
                 raise pytest.UsageError(str(exc)) from None
         if (s.baseline or s.save_baseline) and s.instrument.machine_bound:

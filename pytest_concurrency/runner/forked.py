@@ -63,9 +63,8 @@ def run(
         _child(call, backend, writable, arm, runs)  # never returns
     os.close(writable)
     try:
-        os.setpgid(
-            pid, pid
-        )  # the child does too: whichever runs first, a kill below reaches its group
+        # the child does too: whichever runs first, a kill below reaches its group
+        os.setpgid(pid, pid)
     except OSError:
         pass
     try:
@@ -172,9 +171,7 @@ def _child(call: Callable[[], dict], backend, fd: int, arm, runs) -> None:
         except OSError:  # the session made it so first
             pass
         arm()
-        signal.signal(
-            signal.SIGINT, signal.SIG_DFL
-        )  # the session stops it; a Ctrl-C is the session's
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # the session stops it, not a Ctrl-C
         try:
             faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         except (AttributeError, ValueError, OSError):  # sys.stderr without a descriptor
