@@ -372,8 +372,6 @@ def verdict_line(v: V.Verdict) -> str:
         parts.append(f"now {fmt_amount(v.current_median, v.measure)}")
     if v.change is not None:
         parts.append(fmt_change(v.change))
-    if v.ci:
-        parts.append(f"interval {fmt_change(v.ci[0])} to {fmt_change(v.ci[1])}")
     if v.p_value is not None:
         parts.append(f"p={v.p_value:.2g}")
     if v.threshold is not None:
@@ -385,6 +383,8 @@ def verdict_line(v: V.Verdict) -> str:
                 else ""
             )
         )
+    if v.ci:
+        parts.append(f"interval {fmt_change(v.ci[0])} to {fmt_change(v.ci[1])}")
     if v.raw_change is not None and v.normalized_change is not None:
         parts.append(
             f"raw {fmt_change(v.raw_change)}, normalized {fmt_change(v.normalized_change)}, "
