@@ -207,8 +207,10 @@ class Session:
             )
             return
         self.outcome = self.finish(session, bs)
-        if self.outcome is not None and session.exitstatus == pytest.ExitCode.OK:
-            # 1 for a failure, session_end.EXIT_BASELINE_TOO_NOISY, ...
+        # 1 for a failure, session_end.EXIT_BASELINE_TOO_NOISY, ...; and a gate that judged
+        # nothing says so with its own status, even when pytest ran no test at all (5)
+        quiet = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+        if self.outcome is not None and session.exitstatus in quiet:
             session.exitstatus = self.outcome.exit_status or session.exitstatus
 
     def finish(self, session, bs) -> session_end.SessionOutcome | None:
