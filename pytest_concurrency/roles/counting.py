@@ -86,7 +86,7 @@ def measured_here(item) -> bool:
     marked as a whole-body benchmark (pytest-codspeed's style)."""
     names = getattr(item, "fixturenames", ())
     marked = any(item.get_closest_marker(m) for m in plain_tests.BODY_MARKERS)
-    return "concurrency_benchmark" not in names and ("benchmark" in names or marked)
+    return plain_tests.measured_here(names) or (marked and "concurrency_benchmark" not in names)
 
 
 # -- the process the user started ---------------------------------------------------------------
