@@ -197,11 +197,18 @@ def injected_spin(backend, workload, case, args, fraction: float) -> int:
         workload.run(counting, case)
     counting.calls[0] = 0
     overhead = paired_change(backend, counting, workload, case, rounds)
+    if overhead >= fraction:  # a busy machine can fake this: look again with three times the rounds
+        overhead = paired_change(backend, counting, workload, case, 3 * rounds)
     if overhead >= fraction:
-        raise SystemExit(
+        said = (
             f"the channel wrapper alone slows {backend.name} by {overhead:.1%}, more than "
             f"{fraction:.0%}: choose another --target or a bigger --case (n >= --wrap-every)"
         )
+        if not args.smoke:
+            raise SystemExit(said)
+        # --smoke runs the pipeline, its figures mean nothing: go on, calibrating from zero
+        print(f"{said} (--smoke: going on)", file=sys.stderr)
+        overhead = 0.0
     calls = counting.calls[0] / rounds
     round_s = statistics.median(timed(backend, workload, case, rounds, 0))
     spin = max(1, round((fraction - overhead) * round_s / calls * 1e9 / _spin_ns_per_iteration()))
