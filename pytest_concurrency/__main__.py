@@ -222,7 +222,9 @@ def main(argv=None) -> int:
     try:
         return report(args)
     except (InputError, PlotError, ConcurrencyError) as exc:  # each names its file and problem
-        print(f"error: {exc}", file=sys.stderr)
+        from .report import escape
+
+        print(f"error: {escape.terminal(str(exc))}", file=sys.stderr)
         return USAGE_ERROR
     except BrokenPipeError:  # output piped into `head`: not an error of ours
         sys.stdout = open(os.devnull, "w")

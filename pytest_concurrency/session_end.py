@@ -291,15 +291,15 @@ def gate_settings(s) -> gate.GateSettings:
 
 
 def show(tr, outcome: SessionOutcome) -> None:
-    from .report import terminal
+    from .report import escape, terminal
 
     if outcome.records or outcome.gate:
         every = tr.config.getoption("verbose", 0) > 0  # -v: how close each unchanged one came
         terminal.write(tr, outcome.records, outcome.gate, outcome.memory, every)
     for line in outcome.messages:
-        tr.write_line(f"pytest-concurrency: {line}")
+        tr.write_line(f"pytest-concurrency: {escape.terminal(line)}")
     for line in outcome.errors:
-        tr.write_line(f"pytest-concurrency: ERROR: {line}", red=True, bold=True)
+        tr.write_line(f"pytest-concurrency: ERROR: {escape.terminal(line)}", red=True, bold=True)
     if outcome.nothing_judged:
         tr.write_line(
             f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): "

@@ -7,11 +7,12 @@ from collections.abc import Iterable
 from ..gate import atomic
 from ..gate import verdicts as V
 from ..measure.records import Record, key_label
-from . import tables
+from . import escape, tables
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|") if text else " "
+    # every piece of text goes through here: names, versions and notes may come from a file
+    return escape.markdown(text) if text else " "
 
 
 def _plural(n: int, word: str) -> str:
@@ -21,7 +22,7 @@ def _plural(n: int, word: str) -> str:
 def render_table(tab: tables.Table) -> list[str]:
     cols = tab.columns
     lines = [f"### {_cell(tab.title)}", ""]
-    lines.append("| " + " | ".join(c.header for c in cols) + " |")
+    lines.append("| " + " | ".join(_cell(c.header) for c in cols) + " |")
     lines.append("|" + "|".join("---:" if c.numeric else ":---" for c in cols) + "|")
     for row in tab.rows:
         cells = [_cell(row.cells.get(c.id, "")) for c in cols]
@@ -43,12 +44,12 @@ def render(
     memory = memory if memory is not None else gate.memory if gate is not None else None
     if gate is not None:
         mark = ":x:" if gate.failed else ":white_check_mark:"
-        out += [f"**{mark} {tables.headline(gate)}**", ""]
+        out += [f"**{mark} {_cell(tables.headline(gate))}**", ""]
     sections = (
         tables.summary(gate, every=True) if gate is not None else []
     ) + tables.memory_summary(memory)
     for title, items in sections:
-        out.append(f"**{title}**")
+        out.append(f"**{_cell(title)}**")
         out.append("")
         out += [f"- {_cell(item)}" for item in items]
         out.append("")
@@ -73,7 +74,7 @@ def render_matrix(records: Iterable[Record]) -> str:
     built = tables.build(records)
     backends = sorted({row.backend for tab in built for row in tab.rows})
     lines = [
-        "| case | " + " | ".join(tables.backend_label(b) for b in backends) + " |",
+        "| case | " + " | ".join(_cell(tables.backend_label(b)) for b in backends) + " |",
         "|:---|" + "---:|" * len(backends),
     ]
     for tab in built:
@@ -105,10 +106,10 @@ def render_paired(result) -> str:
         "|:---|:---|---:|---:|---:|---:|---:|:---|:---|",
     ]
     for v in result.verdicts:
-        figure = "time" if v.figure == "time" else paired.figure_name(v.figure)
+        figure = _cell("time" if v.figure == "time" else paired.figure_name(v.figure))
         change = paired.pct(v.change) if v.change is not None else " "
         interval = f"{paired.pct(v.ci[0])} to {paired.pct(v.ci[1])}" if v.ci else " "
-        status = f"**{v.status}**" if v.status == V.REGRESSED else v.status
+        status = f"**{_cell(v.status)}**" if v.status == V.REGRESSED else _cell(v.status)
         out.append(
             f"| {_cell(key_label(v.key))} | {figure} | {change} | {interval} | {v.pairs} | {v.sessions} | "
             f"{v.threshold:.0%} | {status} | {_cell(v.note)} |"

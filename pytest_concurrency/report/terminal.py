@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from ..gate import verdicts as V
 from ..measure.records import Record
-from . import tables
+from . import escape, tables
 
 _RESET = "\x1b[0m"
 _STYLE = {
@@ -39,7 +39,7 @@ _ABBREV = (("multiprocessing", "mp"),)
 
 
 def _text(row: tables.Row, col: tables.Column, abbrev: bool) -> str:
-    text = row.cells.get(col.id, "")
+    text = escape.terminal(row.cells.get(col.id, ""))  # a name from a file may hold ESC
     if abbrev and col.id == "backend":
         for long, short in _ABBREV:
             text = text.replace(long, short)
@@ -89,7 +89,7 @@ def render_table(
     tab: tables.Table, *, width: int = 80, color: bool = False, short: bool = False
 ) -> list[str]:
     cols, heads, widths, abbrev, _ = _layout(tab, width, short)
-    lines = [_paint(_clip(tab.title, width), "bold", color)]
+    lines = [_paint(_clip(escape.terminal(tab.title), width), "bold", color)]
     lines.append(_paint(_line(heads, cols, widths, width), "bold", color))
     for row in tab.rows:
         text = _line([_text(row, c, abbrev) for c in cols], cols, widths, width)
@@ -102,9 +102,9 @@ def render_summary(
     gate: V.GateResult, *, width: int = 80, color: bool = False, every: bool = False
 ) -> list[str]:
     status = V.REGRESSED if gate.failed else None
-    lines = [_paint(_clip(f"Gate: {tables.headline(gate)}", width), status, color)]
+    lines = [_paint(_clip(escape.terminal(f"Gate: {tables.headline(gate)}"), width), status, color)]
     for title, items in tables.summary(gate, every):
-        lines.extend(textwrap.wrap(f"{title}:", width, subsequent_indent="  "))
+        lines.extend(textwrap.wrap(escape.terminal(f"{title}:"), width, subsequent_indent="  "))
         lines.extend(_items(items, width))
     return lines
 
@@ -114,7 +114,7 @@ def _items(items: list[str], width: int) -> list[str]:
     wrap = textwrap.TextWrapper(
         width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
     )
-    return [line for item in items for line in wrap.wrap(item)]
+    return [line for item in items for line in wrap.wrap(escape.terminal(item))]
 
 
 def render_memory(memory: V.MemoryResult, *, width: int = 80, color: bool = False) -> list[str]:
@@ -123,7 +123,7 @@ def render_memory(memory: V.MemoryResult, *, width: int = 80, color: bool = Fals
         status = V.REGRESSED if memory.failed and title != "Memory" else None
         lines.extend(
             _paint(t, status, color)
-            for t in textwrap.wrap(f"{title}:", width, subsequent_indent="  ")
+            for t in textwrap.wrap(escape.terminal(f"{title}:"), width, subsequent_indent="  ")
         )
         lines.extend(_items(items, width))
     return lines
@@ -148,7 +148,11 @@ def render(
     notes = tables.measure_notes(records)
     if notes:
         blocks.append(
-            [line for note in notes for line in textwrap.wrap(note, width, subsequent_indent="  ")]
+            [
+                line
+                for note in notes
+                for line in textwrap.wrap(escape.terminal(note), width, subsequent_indent="  ")
+            ]
         )
     if gate is not None:
         blocks.append(render_summary(gate, width=width, color=color, every=every))
@@ -194,7 +198,7 @@ def paired_lines(result, width: int = 80) -> list[str]:
     lines = [" against the base side (paired rounds) ".center(width, "-")]
     # paths stay whole (copyable), however long
     lines += textwrap.wrap(
-        f"Sides: {result.sides}",
+        escape.terminal(f"Sides: {result.sides}"),
         width,
         subsequent_indent="  ",
         break_on_hyphens=False,
@@ -204,11 +208,11 @@ def paired_lines(result, width: int = 80) -> list[str]:
         if v.figure != "time" and v.status not in (V.REGRESSED, V.IMPROVED):
             continue  # counted in the summary: four kernel figures per benchmark would bury the verdicts
         lines += textwrap.wrap(
-            paired.line(v),
+            escape.terminal(paired.line(v)),
             width,
             initial_indent="  ",
             subsequent_indent="    ",
             break_on_hyphens=False,
         )
-    lines.append(paired.summary(result))
+    lines.append(escape.terminal(paired.summary(result)))
     return lines
