@@ -229,7 +229,10 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # output piped into `head`: not an error of ours
         sys.stdout = open(os.devnull, "w")
         return 0
-    except OSError as exc:  # an output path that cannot be written
+    except OSError as exc:  # an output path that cannot be written (UnsafeLink: a whole sentence)
+        if not exc.strerror:
+            print(f"error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return USAGE_ERROR
 

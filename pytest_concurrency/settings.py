@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import backends, measure, options
+from .gate import atomic
 from .measure import Instrument
 
 _DEFAULTS: dict[str, Any] = {o.field: o.default for o in options.OPTIONS if o.field}
@@ -243,6 +244,9 @@ def parse_positive(text, origin: str, kind=float):
 
 def writable_target(path: str, origin: str) -> Path:
     """Fail before the run, not after it, when a file could not be written."""
+    link = atomic.link_problem(path)
+    if link:
+        raise SettingsError(f"{origin}: {link}")
     target = Path(path)
     if target.is_dir():
         raise SettingsError(

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency import settings
-from pytest_concurrency.gate import baseline
+from pytest_concurrency.gate import atomic, baseline
+from pytest_concurrency.report import markdown
 
 GOOD = (Path(__file__).parent / "data" / "run_a.json").read_text()
 
@@ -81,6 +82,7 @@ def test_a_link_to_a_device_is_refused_rather_than_read_for_ever(tmp_path):
 
 
 def test_a_save_through_a_symlink_replaces_the_file_it_points_to_and_keeps_the_link(tmp_path):
+    # allowed: the link points to an existing regular file below its own directory
     (tmp_path / "shared").mkdir()
     target = tmp_path / "shared" / "baseline.json"
     target.write_text(GOOD)
@@ -112,3 +114,63 @@ def test_nan_in_a_document_is_saved_as_null_and_loads(tmp_path):
     assert (
         baseline.load(tmp_path / "base.json")["benchmarks"][0]["extra_info"]["peak_rss_kib"] is None
     )
+
+
+# -- symbolic links: a save writes through a link only to a regular file inside the directory
+# the path names (the test above); every other link is refused, naming the link and its target
+
+
+def _outside(tmp_path) -> Path:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (tmp_path / "project").mkdir()
+    return outside
+
+
+def _refused(link: Path, target: str, why: str) -> None:
+    doc = json.loads(GOOD)
+    with pytest.raises(baseline.BaselineError) as err:
+        baseline.save(link, doc)
+    message = str(err.value)
+    assert f"{link} is a symbolic link to {target}, {why}; a save does not write" in message
+    assert "\n" not in message
+    with pytest.raises(settings.SettingsError, match="is a symbolic link to"):
+        settings.writable_target(str(link), "--concurrency-save-baseline")
+
+
+def test_a_dangling_link_is_refused_and_creates_nothing_where_it_points(tmp_path):
+    outside = _outside(tmp_path)
+    link = tmp_path / "project" / "base.json"
+    target = outside / "new" / "dir" / "base.json"
+    link.symlink_to(target)
+    _refused(link, str(target), "which does not exist (or is a loop of links)")
+    assert list(outside.iterdir()) == [] and link.is_symlink()
+
+
+def test_a_link_to_a_file_outside_the_directory_is_refused_and_the_file_kept(tmp_path):
+    outside = _outside(tmp_path)
+    (outside / "base.json").write_text(GOOD)
+    link = tmp_path / "project" / "base.json"
+    link.symlink_to(outside / "base.json")
+    _refused(link, str(outside / "base.json"), f"outside {link.parent}")
+    assert (outside / "base.json").read_text() == GOOD
+
+
+def test_a_link_to_a_directory_or_a_loop_is_refused(tmp_path):
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "to_dir.json").symlink_to(tmp_path / "dir")
+    _refused(tmp_path / "to_dir.json", str(tmp_path / "dir"), "which is not a regular file")
+    (tmp_path / "loop.json").symlink_to(tmp_path / "loop.json")
+    loop = "which does not exist (or is a loop of links)"
+    _refused(tmp_path / "loop.json", str(tmp_path / "loop.json"), loop)
+
+
+def test_no_directory_is_created_through_a_dangling_link(tmp_path):
+    outside = _outside(tmp_path)
+    (tmp_path / "project" / "out").symlink_to(outside / "gone")
+    path = tmp_path / "project" / "out" / "sub" / "report.md"
+    with pytest.raises(atomic.UnsafeLink, match="does not create directories through a link"):
+        markdown.write(path, "# report\n")
+    with pytest.raises(settings.SettingsError, match=r"out is a symbolic link to .*gone"):
+        settings.writable_target(str(path), "--concurrency-report-md")
+    assert list(outside.iterdir()) == []

@@ -4,6 +4,13 @@ Baselines, reports and charts all go through here: a temporary file in the targe
 directory (so the rename cannot cross file systems), flushed to disk, given the mode of
 the file it replaces, then renamed over it. On any error the temporary file is removed
 and whatever was at the path before is untouched.
+
+Symbolic links (``link_problem``): a save writes through a link at its path only when the link
+points to an existing regular file inside the directory the path names (or below it): a
+baseline kept in a shared sub-directory. Any other link (dangling, a loop, to a directory or
+device, out of that tree) is refused with one line naming the link and where it points, and no
+directory is ever created through a link: a file of the user's, or a path a pull request
+planted, must not make a save write somewhere the user did not name.
 """
 
 from __future__ import annotations
@@ -13,11 +20,51 @@ import tempfile
 from collections.abc import Callable
 
 
+class UnsafeLink(OSError):
+    """A save would follow a symbolic link out of the directory it names; the message says which."""
+
+
+def link_problem(path) -> str | None:
+    """Why writing ``path`` would follow a symbolic link the rule above refuses, or None."""
+    path = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(path)
+    if os.path.islink(path):
+        real = os.path.realpath(path)
+        tree = os.path.join(os.path.realpath(directory), "")
+        if not os.path.exists(path):
+            why = "which does not exist (or is a loop of links)"
+        elif not os.path.isfile(path):
+            why = "which is not a regular file"
+        elif not real.startswith(tree):
+            why = f"outside {directory}"
+        else:
+            return None
+        return (
+            f"{path} is a symbolic link to {os.readlink(path)}, {why}; a save does not write "
+            f"through it: remove the link, or name the file to write"
+        )
+    missing = directory
+    while not os.path.lexists(missing):  # the directories a save would create
+        missing = os.path.dirname(missing)
+    if missing != directory and os.path.islink(missing):
+        return (
+            f"{missing} is a symbolic link to {os.readlink(missing)}, and a save does not create "
+            f"directories through a link: create the directory {directory} yourself, or remove "
+            f"the link"
+        )
+    return None
+
+
 def replace_with(path, produce: Callable[[str], object]) -> str:
     """Call ``produce(tmp_path)`` to write the new content, then move it to ``path``; a symlink
-    at ``path`` stays one, and the file it points to is what is replaced."""
-    path = os.path.realpath(os.fspath(path))
-    directory = os.path.dirname(os.path.abspath(path))
+    at ``path`` the rule above allows stays one, and the file it points to is replaced."""
+    problem = link_problem(path)
+    if problem:
+        raise UnsafeLink(problem)
+    path = os.path.abspath(os.fspath(path))
+    if os.path.islink(path):
+        path = os.path.realpath(path)
+    directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     base, ext = os.path.splitext(os.path.basename(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{base}.", suffix=f".tmp{ext}")

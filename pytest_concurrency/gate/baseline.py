@@ -257,6 +257,10 @@ def save(path, doc: Mapping) -> None:
     )  # serialize first: a bad document never touches the disk
     try:
         atomic.write_text(path, text)
+    except atomic.UnsafeLink as exc:
+        raise BaselineError(
+            f"--concurrency-save-baseline: {exc}; any previous baseline there is unchanged"
+        ) from None
     except OSError as exc:
         directory = os.path.dirname(os.path.abspath(path))
         raise BaselineError(
