@@ -272,8 +272,8 @@ OPTIONS: tuple[Option, ...] = (
         metavar="SPEC",
         help="also run every benchmark on a base version of the code, round for round in turns "
         "with this one, and judge the change on the paired ratios: git:REF of this repository, a "
-        "path (project, wheel, sdist) or a pip requirement (mylib==1.4.2); installed apart with "
-        "pip --target",
+        "path that exists (project, wheel, sdist) or pip:REQUIREMENT (pip:mylib==1.4.2); "
+        "installed apart with pip --target",
     ),
     Option(
         "against_keep",

@@ -349,18 +349,50 @@ def test_a_single_threaded_round_runs_on_the_shared_cpu_and_threads_keep_every_c
 
 def test_specs_name_git_refs_paths_and_pip_requirements(tmp_path):
     (tmp_path / "old").mkdir()
+    (tmp_path / "dist").mkdir()
+    wheel = tmp_path / "dist" / "mylib-1.4-py3-none-any.whl"
+    wheel.write_bytes(b"")
     assert sides.parse("git:HEAD~1", tmp_path) == sides.Spec("git", "HEAD~1")
     assert sides.parse("old", tmp_path) == sides.Spec("path", str((tmp_path / "old").resolve()))
-    assert sides.parse("mylib==1.4.2", tmp_path) == sides.Spec("pip", "mylib==1.4.2")
-    for bad, says in (
-        ("", "is empty"),
-        ("git:", "names no ref"),
-        ("./nowhere", "no such path"),
-        ("git:--output=x", "cannot start with '-'"),
-        ("--index-url=http://x", "cannot start with '-'"),
-    ):
-        with pytest.raises(sides.SideError, match=says):
-            sides.parse(bad, tmp_path)
+    assert sides.parse("./old", tmp_path) == sides.Spec("path", str((tmp_path / "old").resolve()))
+    assert sides.parse("dist/mylib-1.4-py3-none-any.whl", tmp_path) == sides.Spec(
+        "path", str(wheel.resolve())
+    )
+    for said in ("pip:mylib==1.4.2", "pip:mylib", "pip:mylib>=1.4,<2", "pip:old"):
+        assert sides.parse(said, tmp_path) == sides.Spec("pip", said[4:])
+    for bare in ("mylib==1.4.2", "mylib>=1.4", "mylib~=1.4", "mylib!=1.3"):  # unmistakable
+        assert sides.parse(bare, tmp_path) == sides.Spec("pip", bare)
+    assert str(sides.parse("mylib==1.4.2", tmp_path)) == "pip:mylib==1.4.2"
+
+
+# Usage errors before any side runs: in-process, milliseconds.
+SPEC_ERRORS = {
+    "": "is empty",
+    "git:": "names no ref",
+    "pip:": "names no requirement",
+    "git:--output=x": "cannot start with '-'",
+    "--index-url=http://x": "cannot start with '-'",
+    "pip:--index-url=http://x": "cannot start with '-'",
+    "./nowhere": "no such path",
+    "../nowhere": "no such path",
+    "nowhere/mylib": "no such path",
+    "/nowhere/at/all": "no such path",
+    "dist/mylib-2.0-py3-none-any.whl": "no such path",
+    "mylib-1.0.tar.gz": "no such path",
+    "base": "give ./base for a directory (once it exists), or pip:base for the package index",
+    "mylib": "a bare name is not installed from the package index",
+    "same==1.0": "say which: ./same==1.0 for the file, or pip:same==1.0 for the package index",
+    "dangling": "is a link to nothing",
+}
+
+
+@pytest.mark.parametrize("spec", SPEC_ERRORS)
+def test_a_spec_that_could_name_a_file_is_never_a_pip_install(tmp_path, spec):
+    (tmp_path / "same==1.0").write_text("")  # a file whose name is also a requirement
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(sides.SideError) as err:
+        sides.parse(spec, tmp_path)
+    assert SPEC_ERRORS[spec] in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_base_side_gets_the_command_line_without_what_only_the_head_writes():
@@ -553,6 +585,12 @@ def test_a_bad_spec_is_a_usage_error_before_anything_runs(project):
     result = project.runpytest_subprocess("--benchmark-only", "--concurrency-against=./nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--concurrency-against=./nowhere: no such path" in result.stderr.str()
+    # a typo of the base directory's name: refused, never `pip install bsae` (~1 s a session)
+    result = project.runpytest_subprocess("--benchmark-only", "--concurrency-against=bsae")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = " ".join(result.stderr.str().split())
+    assert "give ./bsae for a directory (once it exists), or pip:bsae for the package index" in err
+    assert "installing the base side" not in result.stdout.str()
     result = project.runpytest_subprocess(
         "--benchmark-only", "--concurrency-against=base", "--concurrency-isolate"
     )

@@ -5,7 +5,8 @@ run uses is never touched:
 
 * ``git:REF``: the current repository at REF (``git archive``, then installed from that tree);
 * an existing path: a project directory, a wheel or an sdist;
-* anything else: a pip requirement (``mylib==1.4.2``).
+* ``pip:REQUIREMENT``: a pip requirement (``pip:mylib==1.4.2``); the bare form with a version
+  clause (``mylib==1.4.2``) too, when no file of that name exists. Anything else is refused.
 
 The base side's session runs with DIR first on ``PYTHONPATH`` (its children inherit it) and a
 finder in front of ``sys.meta_path`` that serves DIR's top-level packages from DIR: pytest puts
@@ -19,6 +20,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -38,14 +40,24 @@ class Spec:
     what: str  # the ref, the path, or the requirement
 
     def __str__(self) -> str:
-        return {"git": "git:", "path": "", "pip": ""}[self.kind] + self.what
+        return {"git": "git:", "path": "", "pip": "pip:"}[self.kind] + self.what
+
+
+#: What makes a bare spec a pip requirement: a version clause (PEP 440's operators).
+_VERSION_CLAUSE = re.compile(r"(===|==|!=|~=|>=|<=|<|>)")
+#: What makes a spec a path, existing or not: a directory part, a relative start, an archive.
+_PATH_LIKE = re.compile(r"[/\\]|^[.~]|\.(whl|zip|tar\.gz|tgz|tar\.bz2)$")
 
 
 def parse(text: str, root: Path) -> Spec:
+    """The base side a spec names. A typo must never become a package from the index, so a pip
+    requirement is either said (``pip:NAME...``) or unmistakable (a version clause, and no file
+    of that name); anything that could name a file must name one that exists."""
     text = text.strip()
     if not text:
         raise SideError(
-            "--concurrency-against is empty: give git:REF, a path, or a pip requirement (mylib==1.4.2)"
+            "--concurrency-against is empty: give git:REF, a path, or pip:REQUIREMENT "
+            "(pip:mylib==1.4.2)"
         )
     if text.startswith("git:"):
         ref = text[4:]
@@ -58,17 +70,43 @@ def parse(text: str, root: Path) -> Spec:
                 f"--concurrency-against={text}: a ref cannot start with '-'; name a branch, tag or commit"
             )
         return Spec("git", ref)
-    if text.startswith("-"):  # pip would read it as an option (--index-url=...)
+    said = text.startswith("pip:")
+    requirement = text[4:].strip() if said else text
+    if requirement.startswith("-"):  # pip would read it as an option (--index-url=...)
         raise SideError(
-            f"--concurrency-against={text}: a requirement cannot start with '-'; give mylib==1.4.2, a "
-            "path or git:REF (pip's options go in its environment, PIP_INDEX_URL=...)"
+            f"--concurrency-against={text}: a requirement cannot start with '-'; give "
+            "pip:mylib==1.4.2, a path or git:REF (pip's options go in its environment, "
+            "PIP_INDEX_URL=...)"
         )
+    if said:
+        if not requirement:
+            raise SideError(
+                "--concurrency-against=pip: names no requirement: give one, e.g. pip:mylib==1.4.2"
+            )
+        return Spec("pip", requirement)
     path = (root / text) if not os.path.isabs(text) else Path(text)
-    if path.exists() or text.startswith((".", "/")):
+    exists = os.path.lexists(path)
+    if _VERSION_CLAUSE.search(text) and not _PATH_LIKE.search(text):
+        if exists:
+            raise SideError(
+                f"--concurrency-against={text}: both a file here ({path}) and a pip requirement; "
+                f"say which: ./{text} for the file, or pip:{text} for the package index"
+            )
+        return Spec("pip", text)
+    if exists:
         if not path.exists():
-            raise SideError(f"--concurrency-against={text}: no such path")
+            raise SideError(f"--concurrency-against={text}: {path} is a link to nothing")
         return Spec("path", str(path.resolve()))
-    return Spec("pip", text)
+    if _PATH_LIKE.search(text):
+        raise SideError(
+            f"--concurrency-against={text}: no such path ({path}); check it, or give "
+            f"pip:REQUIREMENT for a package from the index"
+        )
+    raise SideError(
+        f"--concurrency-against={text}: no file or directory {path} exists, and a bare name is not "
+        f"installed from the package index (a typo would install someone else's code): give "
+        f"./{text} for a directory (once it exists), or pip:{text} for the package index"
+    )
 
 
 def install(spec: Spec, root: Path, into: Path, log=print) -> Path:
