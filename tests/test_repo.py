@@ -115,3 +115,19 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_them():
     assert re.search(r"^phase .* \.venv/bin/tox -e bench\b", ci, re.M), (
         ".ci/run must run the README's main job"
     )
+
+
+def test_the_security_page_names_every_environment_variable_the_package_reads():
+    from pytest_concurrency.backends import child_env
+
+    read = set(child_env.NAMES) | {child_env.PAD}
+    for path in (ROOT / "pytest_concurrency").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        read |= set(
+            re.findall(
+                r"""(?:environ\.get|getenv|environ\[|setdefault)\(?["']([A-Z_]+)["']""", text
+            )
+        )
+    page = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    missing = sorted(name for name in read if f"`{name}`" not in page)
+    assert "CI" in read and "XDG_CACHE_HOME" in read and not missing, missing
