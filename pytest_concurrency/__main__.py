@@ -9,7 +9,6 @@ benchmarks leak memory (judged without a baseline too), 2 usage error or unreada
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -28,30 +27,21 @@ class InputError(Exception):
 
 
 def load_records(path: str) -> tuple[dict, list[Record]]:
+    """The file's document and records, read and checked as a session reads a baseline (the
+    same reading and the same shape of ``benchmarks``), whatever wrote it."""
+    from .gate import baseline, shape
+
+    fix = "pass a file written by --benchmark-json, --benchmark-save or --concurrency-save-baseline"
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory; pass a pytest-benchmark JSON file") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a JSON file (not UTF-8 text)") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+        doc = baseline.read(path, "file", fix)
+    except baseline.BaselineError as exc:
+        raise InputError(str(exc)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
-        raise InputError(
-            f"{path}: not pytest-benchmark JSON (no 'benchmarks' list); pass a file written by "
-            "--benchmark-json, --benchmark-save or --concurrency-save-baseline"
-        )
-    try:
-        recs = from_json(doc)
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise InputError(f"{path}: a benchmark's extra_info is malformed ({exc})") from None
+        raise InputError(f"{path}: not pytest-benchmark JSON (no 'benchmarks' list); {fix}")
+    wrong = shape.benchmarks(doc)
+    if wrong:
+        raise InputError(f"{path}: {wrong}; {fix}")
+    recs = from_json(doc)
     if not recs:
         raise InputError(
             f"{path}: holds {len(doc['benchmarks'])} benchmarks but none from pytest-concurrency "

@@ -79,8 +79,8 @@ def test_writes_markdown_and_charts(tmp_path, capsys):
 @pytest.mark.parametrize(
     "content, problem",
     [
-        (None, "no such file"),
-        ("{not json", "invalid JSON"),
+        (None, "does not exist; check the path"),
+        ("{not json", "is not valid JSON"),
         ("[1, 2]", "not pytest-benchmark JSON"),
         (
             '{"benchmarks": [{"name": "t", "extra_info": {}, "stats": {"data": [1]}}]}',
@@ -115,7 +115,7 @@ def test_module_entry_point_help_and_exit_status():
     helped = run("report", "--help")
     assert helped.returncode == 0 and "A.json" in helped.stdout and "--markdown" in helped.stdout
     missing = run("report", "does-not-exist.json")
-    assert missing.returncode == 2 and "does-not-exist.json: no such file" in missing.stderr
+    assert missing.returncode == 2 and "'does-not-exist.json' does not exist" in missing.stderr
 
 
 def test_matrix_has_a_line_per_case_and_bolds_the_fastest(capsys):

@@ -599,7 +599,7 @@ def test_a_baseline_with_layouts_that_are_not_rounds_is_refused_by_name(layouts)
     rec.extra["layouts"] = layouts
     with pytest.raises(
         baseline.BaselineError,
-        match=r"'ring\[tasks=10\] on gevent' has layouts \(extra_info.layouts",
+        match=r"\('ring\[tasks=10\] on gevent'\)\.extra_info\.layouts",
     ):
         baseline.check(baseline.document_from_records([rec], counted_meta), "base.json")
 

@@ -112,8 +112,8 @@ def test_a_saved_history_reads_back(tmp_path):
 @pytest.mark.parametrize(
     "damage, message",
     [
-        ("not a list", "history is a JSON str"),
-        ([{"datetime": "x"}], "session 1 of its history has no benchmarks list"),
+        ("not a list", "pytest_concurrency.history is a string, not a list"),
+        ([{"datetime": "x"}], "pytest_concurrency.history[0] lacks 'benchmarks'"),
         (
             [
                 {
@@ -122,7 +122,7 @@ def test_a_saved_history_reads_back(tmp_path):
                     ]
                 }
             ],
-            "without workload, params, backend and raw samples",
+            "history[0].benchmarks[0].samples is empty: a session without rounds",
         ),
         (
             [
@@ -132,7 +132,7 @@ def test_a_saved_history_reads_back(tmp_path):
                     ]
                 }
             ],
-            "without workload, params, backend and raw samples",
+            "history[0].benchmarks[0].samples[0] is a string, where only non-negative numbers",
         ),
     ],
 )

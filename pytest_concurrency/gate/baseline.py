@@ -22,6 +22,7 @@ an interrupted or failed save leaves the previous baseline as it was.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import math
 import os
@@ -34,7 +35,7 @@ from typing import Any
 from ..backends.base import ConcurrencyError
 from ..measure.records import SCHEMA as RECORD_SCHEMA
 from ..measure.records import Record
-from . import atomic, history
+from . import atomic, history, shape
 
 SECTION = history.SECTION
 SCHEMA_VERSION = 2  # 2 added ``history``
@@ -281,58 +282,119 @@ def _finite(value):
     return value
 
 
+#: A file larger than this is refused unread: a baseline of a large suite with five sessions is
+#: a few MB, and parsing is what a hostile file's size costs (about 1 s for 64 MB here).
+MAX_BYTES = 64 * 1024 * 1024
+#: A file this many times larger than its data (saved with indent=2: about 3x) is refused as
+#: padded: it is not what a save writes, and its size would be judged as if it were.
+MAX_PADDING = 16
+#: Digits of an integer: counts of instructions have 13; more is no measurement, and a very
+#: long integer costs seconds to convert (Python refuses 4,300 digits and more).
+MAX_DIGITS = 30
+
+
 def load(path) -> dict:
     """Read and check a baseline; ``BaselineError`` says what is wrong and how to fix it."""
     path = os.fspath(path)
-    remake = f"re-create it with `{_SAVE_HOW.format(path=path)}`"
-    try:
-        with open(path, "rb") as fh:
-            if not stat.S_ISREG(
-                os.fstat(fh.fileno()).st_mode
-            ):  # /dev/zero, a FIFO: would never end
-                raise BaselineError(
-                    f"baseline {path!r} is not a regular file (a device, a pipe, or a link to "
-                    f"one); pass the baseline's JSON file"
-                )
-            raw = fh.read()
-    except FileNotFoundError:
-        raise BaselineError(
-            f"baseline {path!r} does not exist; check the path, or create it on the code to "
-            f"compare against with `{_SAVE_HOW.format(path=path)}`"
-        ) from None
-    except IsADirectoryError:
-        raise BaselineError(
-            f"baseline {path!r} is a directory; pass the baseline's JSON file"
-        ) from None
-    except OSError as exc:
-        raise BaselineError(
-            f"cannot read baseline {path!r}: {exc.strerror or exc}; fix its permissions"
-        ) from exc
+    doc = read(path)
+    check(doc, path)
+    return doc
+
+
+def read(path, what: str = "baseline", remake: str | None = None) -> Any:
+    """The JSON document in the file ``path``, read without ever waiting on it or running out of
+    stack: ``BaselineError`` (one line naming the file, the problem and ``remake``, the fix)
+    for anything that is not a regular file of JSON a session could have written."""
+    path = os.fspath(path)
+    if remake is None:
+        remake = f"re-create it with `{_SAVE_HOW.format(path=path)}`"
+    name = f"{what} {path!r}"
+    raw = _read_bytes(path, name, what)
     if not raw.strip():
-        raise BaselineError(f"baseline {path!r} is empty (an interrupted copy?); {remake}")
+        raise BaselineError(f"{name} is empty (an interrupted copy?); {remake}")
     try:
         text = raw.decode("utf-8")
-        doc = json.loads(text, parse_constant=_not_a_number)
+        doc = json.loads(text, parse_constant=_not_a_number, parse_int=_bounded_int)
     except _NotANumber as exc:
         raise BaselineError(
-            f"baseline {path!r} is damaged: it holds {exc.args[0]}, which is no measurement; "
-            f"{remake}"
+            f"{name} is damaged: it holds {exc.args[0]}, which is no measurement; {remake}"
         ) from None
     except UnicodeDecodeError:
+        raise BaselineError(f"{name} is not JSON (not even UTF-8 text); {remake}") from None
+    except RecursionError:
         raise BaselineError(
-            f"baseline {path!r} is not JSON (not even UTF-8 text); {remake}"
+            f"{name} is nested too deeply to be a baseline (more levels than the JSON "
+            f"parser follows); {remake}"
         ) from None
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             raise BaselineError(
-                f"baseline {path!r} is truncated (the JSON stops at byte {exc.pos} of an "
+                f"{name} is truncated (the JSON stops at byte {exc.pos} of an "
                 f"unfinished document: an interrupted copy or download?); {remake}"
             ) from None
         raise BaselineError(
-            f"baseline {path!r} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {remake}"
+            f"{name} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {remake}"
         ) from None
-    check(doc, path)
+    except ValueError as exc:  # what else the parser refuses
+        raise BaselineError(f"{name} is not valid JSON ({exc}); {remake}") from None
+    wrong = shape.bounds(doc)  # before anything walks it: nesting, sizes, infinities
+    if wrong:
+        raise BaselineError(f"{name} is damaged: it {wrong}; {remake}")
+    if len(raw) > 1024 * 1024:
+        data = len(json.dumps(doc, separators=(",", ":")))
+        if len(raw) > MAX_PADDING * data:
+            raise BaselineError(
+                f"{name} is {len(raw) / 2**20:.1f} MB, of which {data / 1024:.0f} kB is data: "
+                f"padded, which a save never writes; {remake}"
+            )
     return doc
+
+
+def _read_bytes(path: str, name: str, what: str) -> bytes:
+    """The file's bytes; a FIFO, a device or a directory is refused before anything is read
+    from it (opened non-blocking: opening a FIFO with no writer would wait for ever)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise BaselineError(
+                f"{name} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                f"pass the {what}'s JSON file"
+            ) from None
+        create = (
+            f", or create it on the code to compare against with `{_SAVE_HOW.format(path=path)}`"
+            if what == "baseline"
+            else ""
+        )
+        raise BaselineError(f"{name} does not exist; check the path{create}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BaselineError(
+                f"{name} is a loop of symbolic links; pass the {what}'s JSON file"
+            ) from None
+        raise BaselineError(
+            f"cannot read {name}: {exc.strerror or exc}; fix its permissions"
+        ) from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise BaselineError(f"{name} is a directory; pass the {what}'s JSON file")
+        if not stat.S_ISREG(st.st_mode):  # /dev/zero, a FIFO: would never end
+            raise BaselineError(
+                f"{name} is not a regular file (a device, a pipe, or a link to one); "
+                f"pass the {what}'s JSON file"
+            )
+        if st.st_size > MAX_BYTES:
+            raise BaselineError(
+                f"{name} is {st.st_size / 2**20:.0f} MB, larger than any {what} a session "
+                f"writes ({MAX_BYTES // 2**20} MB at most); pass the {what}'s JSON file"
+            )
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise BaselineError(f"cannot read {name}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 class _NotANumber(ValueError):
@@ -341,6 +403,12 @@ class _NotANumber(ValueError):
 
 def _not_a_number(name: str):
     raise _NotANumber(name)  # NaN, Infinity, -Infinity: Python's json reads them, JSON has none
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise _NotANumber(f"an integer of {len(text.lstrip('-')):,} digits")
+    return int(text)
 
 
 def load_previous(path) -> dict | None:
@@ -405,16 +473,9 @@ def check(doc: Any, path: str = "<baseline>") -> None:
         raise BaselineError(
             f"baseline {path!r} contains no benchmarks; {remake} from a run that measured some"
         )
-    wrong = history.problem(meta.get("history"))
+    wrong = shape.document(doc)  # every value the gate reads, the type it reads it as
     if wrong:
         raise BaselineError(f"baseline {path!r} is damaged: {wrong}; {remake}")
-    for bench in benchmarks:
-        wrong = _shape_problem(bench)
-        if wrong:
-            name = bench.get("name", "?") if isinstance(bench, dict) else "?"
-            raise BaselineError(
-                f"baseline {path!r} is damaged: benchmark {name!r} {wrong}; {remake}"
-            )
     bare = [b.get("name", "?") for b in benchmarks if not ((b.get("stats") or {}).get("data"))]
     if bare:
         shown = ", ".join(bare[:3]) + (f" and {len(bare) - 3} more" if len(bare) > 3 else "")
@@ -422,26 +483,6 @@ def check(doc: Any, path: str = "<baseline>") -> None:
             f"baseline {path!r} has benchmarks without raw samples ({shown}): the gate decides "
             f"on the samples, not on summary figures; {remake} (it always stores them)"
         )
-
-
-def _shape_problem(bench: Any) -> str | None:
-    """What is wrong with one benchmark entry's shape, or None: what the gate reads must be
-    what it expects (a damaged or hand-edited file must not crash it, or judge by garbage)."""
-    if not isinstance(bench, dict):
-        return f"is a JSON {type(bench).__name__}, not an object"
-    for key in ("stats", "extra_info"):
-        if not isinstance(bench.get(key) or {}, dict):
-            return f"has {key} that is not an object"
-    if not isinstance((bench.get("extra_info") or {}).get("params") or {}, dict):
-        return "has params that are not an object"
-    data = (bench.get("stats") or {}).get("data") or []
-    if not isinstance(data, list):
-        return "has samples (stats.data) that are not a list"
-    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0 for x in data):
-        return "has samples that are not non-negative numbers"
-    if not history.layouts_ok((bench.get("extra_info") or {}).get("layouts", [])):
-        return "has layouts (extra_info.layouts, its rounds in other layouts) that are not lists of rounds"
-    return None
 
 
 def meta(doc: Mapping) -> dict:

@@ -1,0 +1,339 @@
+"""What the gate and the reports read from a baseline or a report file, and the type each value
+must have: checked here, once, when the file is read, so that no reader further on meets a
+string where it counts, an unhashable name or a sample no measurement has.
+
+A damaged or hand-edited file (or one a pull request planted) must end in one line naming the
+value and the fix, never in a traceback deep in the gate, and never be judged as if it were
+sound. ``document(doc)`` checks the whole document (``baseline.check`` uses it);
+``benchmark(entry)`` one entry of ``benchmarks`` (the report command uses it on files that are
+plain pytest-benchmark JSON too). Each returns what is wrong, or None.
+
+Limits (each far beyond what a session writes, each a bound on the time a file can cost):
+``MAX_DEPTH`` levels of nesting (a baseline has 7), ``MAX_TEXT`` characters in one string,
+``MAX_SAMPLES`` samples in one benchmark's session (pytest-benchmark takes at most ~200,000
+rounds of a function that does nothing in its default second).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .. import measure
+from ..measure import kernel
+
+MAX_DEPTH = 32
+MAX_TEXT = 100_000
+MAX_SAMPLES = 1_000_000
+
+_Check = Callable[[Any], "str | None"]
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    names: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+    return names.get(type(value), "?")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# A check returns None, or where and what is wrong relative to the value it was given: " is a
+# string, not a number" about the value itself, ".ops is ..." or "[3] is ..." about a part of it.
+
+
+def text(value: Any) -> str | None:
+    return None if isinstance(value, str) else f" is {_kind(value)}, not a string"
+
+
+def number(value: Any) -> str | None:
+    return None if _number(value) else f" is {_kind(value)}, not a number"
+
+
+def optional(check: _Check) -> _Check:
+    return lambda value: None if value is None else check(value)
+
+
+def positive(value: Any) -> str | None:
+    return (
+        None if _number(value) and value >= 1 else f" is {_kind(value)}, not a count of 1 or more"
+    )
+
+
+def samples(value: Any) -> str | None:
+    """Rounds of one session: a list of non-negative numbers (seconds or counts)."""
+    if not isinstance(value, list):
+        return f" is {_kind(value)}, not a list of samples"
+    if len(value) > MAX_SAMPLES:
+        return f" holds {len(value):,} samples, more than any session takes ({MAX_SAMPLES:,})"
+    for i, x in enumerate(value):
+        if not (_number(x) and x >= 0):
+            return f"[{i}] is {_kind(x)}, where only non-negative numbers belong"
+    return None
+
+
+def layouts(value: Any) -> str | None:
+    """Rounds in other layouts: a list of non-empty lists of samples."""
+    if not isinstance(value, list):
+        return f" is {_kind(value)}, not a list of rounds"
+    for i, rounds in enumerate(value):
+        if not isinstance(rounds, list) or not rounds:
+            return f"[{i}] is {_kind(rounds)}, not a non-empty list of rounds"
+        wrong = samples(rounds)
+        if wrong:
+            return f"[{i}]{wrong}"
+    return None
+
+
+def mapping(of: _Check) -> _Check:
+    """An object whose values each pass ``of``."""
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return f" is {_kind(value)}, not an object"
+        for key, item in value.items():
+            wrong = of(item)
+            if wrong:
+                return f"[{key!r}]{wrong}"
+        return None
+
+    return check
+
+
+def listing(of: _Check) -> _Check:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, list):
+            return f" is {_kind(value)}, not a list"
+        for i, item in enumerate(value):
+            wrong = of(item)
+            if wrong:
+                return f"[{i}]{wrong}"
+        return None
+
+    return check
+
+
+def scalar(value: Any) -> str | None:
+    if value is None or isinstance(value, (str, bool)) or _number(value):
+        return None
+    return f" is {_kind(value)}, not a single value"
+
+
+def measure_kind(value: Any) -> str | None:
+    if value in measure.names():
+        return None
+    return f" is {value!r}, not a measure this version knows ({', '.join(measure.names())})"
+
+
+def fields(spec: dict[str, _Check], required: tuple[str, ...] = ()) -> _Check:
+    """An object whose keys in ``spec`` pass their check (absent is fine unless ``required``)."""
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return f" is {_kind(value)}, not an object"
+        for key in required:
+            if key not in value:
+                return f" lacks {key!r}"
+        for key, of in spec.items():
+            if key in value:
+                wrong = of(value[key])
+                if wrong:
+                    return f".{key}{wrong}"
+        return None
+
+    return check
+
+
+_NUMBERS = (
+    "ns_per_op ops_per_s instructions_per_op cpu_user_s cpu_sys_s ctx_voluntary ctx_involuntary "
+    "peak_rss_kib foreign_cpu kib_per_task rss_kib_per_task heap_kib_per_task "
+    "retained_b_per_task_round c_heap_b_per_task_round threads_per_round greenlets_per_round "
+    "rss_kib_per_round peak_traced_kib memory_rounds tasks_per_round ideal_s overhead_s threshold "
+    "worker_wall_s concurrency_schema"
+).split() + [f"{figure}_per_op" for figure in kernel.FIGURES]
+
+#: ``extra_info``: what records.py documents, each key the type its readers expect.
+EXTRA = fields(
+    {
+        "workload": text,
+        "backend": text,
+        "backend_version": optional(text),
+        "params": mapping(scalar),
+        "ops": optional(positive),
+        "unit": optional(text),
+        "measure": optional(measure_kind),
+        "task_kind": optional(text),
+        "kernel_note": optional(text),
+        "workload_ref": optional(text),
+        "disturbed": optional(scalar),
+        "layouts": layouts,
+        "kernel_rounds": optional(mapping(optional(listing(number)))),
+        "kernel_source": optional(lambda v: scalar(v) and mapping(scalar)(v)),
+        "memory_not_measured": optional(mapping(scalar)),
+        "paired_rounds": optional(listing(listing(optional(number)))),
+        **{key: optional(number) for key in _NUMBERS},
+    }
+)
+
+_STATS = fields({"data": optional(samples)})
+
+#: One entry of ``benchmarks``.
+BENCHMARK = fields(
+    {
+        "name": text,
+        "fullname": optional(text),
+        "group": optional(text),
+        "stats": optional(_STATS),
+        "extra_info": optional(EXTRA),
+    }
+)
+
+
+def benchmark(entry: Any) -> str | None:
+    """What is wrong with one entry of ``benchmarks``, or None."""
+    return BENCHMARK(entry)
+
+
+_VERSIONS = optional(mapping(optional(text)))
+_CALIBRATION = optional(
+    fields({"version": optional(scalar), "ns_per_iteration": number}, ("ns_per_iteration",))
+)
+_CODE = optional(fields({"commit": optional(text), "dirty": optional(scalar)}))
+
+_SESSION_BENCHMARK = fields(
+    {
+        "workload": text,
+        "params": mapping(scalar),
+        "backend": text,
+        "backend_version": optional(text),
+        "samples": lambda v: samples(v) or (None if v else " is empty: a session without rounds"),
+        "foreign_cpu": optional(number),
+        "disturbed": optional(scalar),
+        "layouts": layouts,
+        "memory": optional(mapping(optional(number))),
+    },
+    ("workload", "params", "backend", "samples"),
+)
+
+_SESSION = fields(
+    {
+        "datetime": optional(text),
+        "commit": optional(text),
+        "calibration": _CALIBRATION,
+        "code": _CODE,
+        "libraries": _VERSIONS,
+        "benchmarks": listing(_SESSION_BENCHMARK),
+    },
+    ("benchmarks",),
+)
+
+#: The ``pytest_concurrency`` section (its schema version and Python are checked before).
+SECTION = fields(
+    {
+        "python": fields({k: text for k in ("version", "implementation", "minor")}),
+        "backends": _VERSIONS,
+        "libraries": _VERSIONS,
+        "under_test": _VERSIONS,
+        "code": _CODE,
+        "cpu_count": optional(positive),
+        "cpu_model": optional(text),
+        "measure": optional(measure_kind),
+        "calibration": _CALIBRATION,
+        "valgrind": optional(scalar),
+        "hash_seed": optional(scalar),
+        "directory": optional(text),
+        "measuring": optional(mapping(scalar)),
+        "history": optional(listing(_SESSION)),
+    }
+)
+
+_TOP = fields(
+    {
+        "datetime": optional(text),
+        "version": optional(text),
+        "machine_info": optional(lambda v: fields({})(v)),
+        "commit_info": optional(lambda v: fields({})(v)),
+    }
+)
+
+
+def bounds(doc: Any) -> str | None:
+    """Nesting, sizes and numbers beyond what any baseline holds, found before anything else
+    walks the document: walked without recursion (a document nested as deep as the JSON parser
+    allows cannot exhaust the stack here), a list too long refused before its items are looked
+    at, and a number JSON can write but no float holds (1e400 reads as infinity)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"is nested more than {MAX_DEPTH} levels deep (a baseline has 7)"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if len(key) > MAX_TEXT:
+                    return f"has a key of {len(key):,} characters"
+                if isinstance(item, (dict, list)):
+                    stack.append((item, depth + 1))
+                else:
+                    wrong = _leaf(item)
+                    if wrong:
+                        return wrong
+        elif isinstance(value, list):
+            if len(value) > MAX_SAMPLES:
+                return f"holds a list of {len(value):,} items, more than any session takes ({MAX_SAMPLES:,})"
+            for item in value:
+                if isinstance(item, (dict, list)):
+                    stack.append((item, depth + 1))
+                else:
+                    wrong = _leaf(item)
+                    if wrong:
+                        return wrong
+        else:
+            wrong = _leaf(value)
+            if wrong:
+                return wrong
+    return None
+
+
+def _leaf(value: Any) -> str | None:
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        return f"holds a text of {len(value):,} characters"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "holds a number beyond any float (such as 1e400, read as infinity), which is no measurement"
+    return None
+
+
+def said(where: str, wrong: str) -> str:
+    """A check's answer about the value at ``where``, as a sentence: ``benchmarks[0].ops is ...``."""
+    return f"{where}{wrong}"
+
+
+def benchmarks(doc: dict) -> str | None:
+    """What is wrong with the first entry of ``benchmarks`` that is wrong, or None."""
+    for i, entry in enumerate(doc.get("benchmarks") or ()):
+        wrong = benchmark(entry)
+        if wrong:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            where = f"benchmarks[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
+            return said(where, wrong)
+    return None
+
+
+def document(doc: dict) -> str | None:
+    """What is wrong with a baseline document whose section is there, or None."""
+    wrong = bounds(doc)
+    if wrong:
+        return f"it {wrong}"
+    wrong = _TOP(doc)
+    if wrong:
+        return said("the document", wrong)
+    wrong = SECTION(doc["pytest_concurrency"])
+    if wrong:
+        return said("pytest_concurrency", wrong)
+    return benchmarks(doc)
