@@ -36,6 +36,7 @@ from .. import plain_tests
 from ..backends import scratch, watchdog
 from ..gate import atomic
 from ..measure import callgrind, kernel, layouts
+from . import crash
 from .argv import head_only_removed
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import Session, no_xdist
@@ -135,16 +136,23 @@ class Launcher:
         with tempfile.TemporaryDirectory(
             prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True
         ) as where:
-            kernel_file = self._kernel(where)
-            role = Role(
-                COUNTED,
-                base_dir=self.base_dir,
-                launcher=os.getpid(),
-                kernel=kernel_file,
-                layouts=tuple(self._layouts(where, s.layouts)),
-            )
-            argv = ["-m", "pytest", *params.args, *role.argv()]
-            return s.instrument.run_session(argv, str(params.dir))
+            try:
+                kernel_file = self._kernel(where)
+                role = Role(
+                    COUNTED,
+                    base_dir=self.base_dir,
+                    launcher=os.getpid(),
+                    kernel=kernel_file,
+                    layouts=tuple(self._layouts(where, s.layouts)),
+                    running=crash.path(where, "counted"),
+                )
+                argv = ["-m", "pytest", *params.args, *role.argv()]
+                code = s.instrument.run_session(argv, str(params.dir))
+                _stop_if_crashed(role.running, "the counted session under valgrind", code)
+                return code
+            except _Crashed as exc:
+                print(exc.args[0], file=sys.stderr, flush=True)
+                return int(pytest.ExitCode.TESTS_FAILED)
 
     def _argv(self, where: str, name: str) -> list[str]:
         argv = head_only_removed(self.config.invocation_params.args)
@@ -161,7 +169,9 @@ class Launcher:
             "pytest",
             *self._argv(where, "kernel"),
             "--concurrency-measure=time",
-            *Role(KERNEL_PASS, out=out, base_dir=self.base_dir).argv(),
+            *Role(
+                KERNEL_PASS, out=out, base_dir=self.base_dir, running=crash.path(where, "kernel")
+            ).argv(),
         ]
         started = time.monotonic()
         try:
@@ -178,6 +188,11 @@ class Launcher:
         except KeyboardInterrupt:  # run() has killed it; the counted session never starts
             print(INTERRUPTED.format("the pass for kernel figures"), file=sys.stderr, flush=True)
             raise SystemExit(2) from None  # pytest's own status for an interrupted session
+        _stop_if_crashed(
+            crash.path(where, "kernel"),
+            "the pass at full speed for kernel figures",
+            done.returncode,
+        )
         count = _written(out)
         if count is None:
             _failed(
@@ -201,7 +216,12 @@ class Launcher:
         for n in range(1, count):
             out, log = os.path.join(where, f"layout{n}.json"), os.path.join(where, f"layout{n}.log")
             role = Role(
-                LAYOUT_PASS, out=out, launcher=os.getpid(), layout=n, base_dir=self.base_dir
+                LAYOUT_PASS,
+                out=out,
+                launcher=os.getpid(),
+                layout=n,
+                base_dir=self.base_dir,
+                running=crash.path(where, f"layout{n}"),
             )
             argv = [*layouts.pytest_argv(n), *self._argv(where, f"layout{n}"), *role.argv()]
             runs.append((out, log, (argv, {}, log)))
@@ -217,6 +237,8 @@ class Launcher:
         if codes is None:  # Ctrl-C: each has ended
             print(INTERRUPTED.format("the layout passes"), file=sys.stderr, flush=True)
             raise SystemExit(2)
+        for n, code in enumerate(codes, 1):
+            _stop_if_crashed(crash.path(where, f"layout{n}"), f"layout {n}'s counted pass", code)
         written = []
         for n, ((out, log, _), code) in enumerate(zip(runs, codes), 1):
             wrote = _written(out) is not None
@@ -236,6 +258,16 @@ class Launcher:
             flush=True,
         )
         return written
+
+
+class _Crashed(Exception):
+    """A test ended a process of the run; the message is the line that says which."""
+
+
+def _stop_if_crashed(running: str | None, where: str, code: int) -> None:
+    nodeid = crash.crashed(running)
+    if nodeid and code != 0:
+        raise _Crashed(crash.line(nodeid, where, code))
 
 
 def _written(path: str) -> int | None:
@@ -303,6 +335,13 @@ class _Pass(Session):
     def __init__(self, config, settings, role: Role):
         super().__init__(config, settings)
         self.role = role
+        self.in_progress = crash.Running(role.running)
+
+    def pytest_runtest_logstart(self, nodeid, location) -> None:
+        self.in_progress.start(nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        self.in_progress.done()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config) -> None:
@@ -351,6 +390,13 @@ class Counted(Session):
     def __init__(self, config, settings, role: Role):
         super().__init__(config, settings)
         self.role = role
+        self.in_progress = crash.Running(role.running)
+
+    def pytest_runtest_logstart(self, nodeid, location) -> None:
+        self.in_progress.start(nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        self.in_progress.done()
 
     def pytest_sessionstart(self, session) -> None:
         callgrind.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback

@@ -37,6 +37,7 @@ class Role:
     socket: str | None = None  # side: where the turns are served (runner/lockstep.py)
     base_dir: str | None = None  # a side, and what it starts: where the base's code is installed
     only: str | None = None  # side, in a later pair: a file with the node ids it runs
+    running: str | None = None  # passes, counted: the file naming the test in progress (crash.py)
 
     def need(self, name: str) -> str:
         """A field this kind of process cannot run without; a usage error when it is missing."""

@@ -1,0 +1,65 @@
+"""Which test ended a process of a counted run: the passes and the counted session each keep
+the node id of the test in progress in a small file (``Role.running``), cleared when the test
+is done, so that a process that ends in the middle of a test (``os._exit``, a segfault, the
+OOM killer) leaves the name behind for the launcher to say, rather than an exit status alone.
+
+The launcher stops the run at the first such end: a test that ended the full-speed pass would
+otherwise run three more times, each under valgrind, and end each of them the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+class Running:
+    """The hooks of a process whose role names a ``running`` file (a pass, the counted session)."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+
+    def start(self, nodeid: str) -> None:
+        if self.path:  # written before the test runs: whatever ends the process, it is on disk
+            with open(self.path, "w", encoding="utf-8") as fh:
+                fh.write(nodeid)
+
+    def done(self) -> None:
+        if self.path:
+            with open(self.path, "w", encoding="utf-8"):
+                pass
+
+
+def crashed(path: str | None) -> str | None:
+    """The test a process ended in, if it ended in one."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def how(code: int) -> str:
+    """An exit status as a reader knows it: ``exit status 3``, ``killed by signal 11 (SIGSEGV)``
+    (a negative status from subprocess, or 128 + N from a shell or valgrind)."""
+    number = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else None
+    if number is not None:
+        try:
+            return f"killed by signal {number} ({signal.Signals(number).name})"
+        except ValueError:
+            pass
+    return f"exit status {code}"
+
+
+def line(nodeid: str, where: str, code: int) -> str:
+    return (
+        f"pytest-concurrency: {nodeid} ended the process of {where} ({how(code)}), so the "
+        f"counted run stops here and writes nothing: fix the test (--concurrency-isolate runs it "
+        f"in a process of its own, where it fails alone), or deselect it (--deselect {nodeid})"
+    )
+
+
+def path(where: str, name: str) -> str:
+    return os.path.join(where, f"{name}.running")

@@ -1,0 +1,76 @@
+"""A test that ends its process in a counted run (``os._exit``, a segfault) is named, once, and the
+run stops there: it is not run again in the layout passes and the counted session, each under
+valgrind, to end each of them the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_concurrency.measure import callgrind
+from pytest_concurrency.roles import crash
+
+HOSTILE = (Path(__file__).parent / "data" / "hostile.py").read_text()
+
+needs_valgrind = pytest.mark.skipif(
+    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
+)
+
+
+@needs_valgrind
+@pytest.mark.parametrize(
+    "test, how",
+    [("test_exits", "exit status 3"), ("test_segfaults", "killed by signal 11 (SIGSEGV)")],
+)
+def test_a_crash_in_the_kernel_pass_names_its_test_and_stops_the_run(pytester, test, how):
+    # ~6 s each: the launcher's probe (collect-only) and the pass at full speed, which ends in
+    # the test; nothing runs under valgrind
+    pytester.makepyfile(test_hostile=HOSTILE)
+    base = pytester.path / "base.json"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        f"test_fine or {test}",
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-backends=threading",
+        f"--concurrency-save-baseline={base}",
+        timeout=300,
+    )
+    out, err = result.stdout.str(), result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out + err
+    said = [line for line in err.splitlines() if "ended the process" in line]
+    assert said == [
+        f"pytest-concurrency: test_hostile.py::{test}[threading] ended the process of the pass at "
+        f"full speed for kernel figures ({how}), so the counted run stops here and writes "
+        f"nothing: fix the test (--concurrency-isolate runs it in a process of its own, where it "
+        f"fails alone), or deselect it (--deselect test_hostile.py::{test}[threading])"
+    ], out + err
+    assert "more layout" not in out and "Traceback" not in err, out + err
+    assert not base.exists()
+
+
+@pytest.mark.parametrize(
+    "code, said",
+    [
+        (3, "exit status 3"),
+        (-11, "killed by signal 11 (SIGSEGV)"),
+        (139, "killed by signal 11 (SIGSEGV)"),
+        (-9, "killed by signal 9 (SIGKILL)"),
+        (1, "exit status 1"),
+    ],
+)
+def test_an_exit_status_as_a_reader_knows_it(code, said):
+    assert crash.how(code) == said
+
+
+def test_the_running_file_names_the_test_until_it_is_done(tmp_path):
+    path = crash.path(str(tmp_path), "kernel")
+    running = crash.Running(path)
+    assert crash.crashed(path) is None  # nothing started yet
+    running.start("t.py::test_a")
+    assert crash.crashed(path) == "t.py::test_a"
+    running.done()
+    assert crash.crashed(path) is None
