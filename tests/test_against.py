@@ -656,7 +656,7 @@ def test_counted_against_the_base_runs_isolated_tests_too(pytester):
     out = " ".join(result.stdout.str().split())
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "Sides: mylib 1.0 (base) against" in out
-    assert "Regressions (fail the build): test_mylib.py::test_work on asyncio: " in out
+    assert "Regressions (fail the build): test_work on asyncio: " in out, out
 
 
 def test_counted_against_the_base_saves_nothing_of_the_users(pytester):
