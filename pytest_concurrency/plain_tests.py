@@ -319,25 +319,32 @@ def _wait_or_exit() -> None:
         os._exit(_exit["status"])
 
 
-def before_call(item, instrument, memory: bool) -> None:
-    """Before the test runs: remember what it measures (``memory``), and warm it up when counted."""
+def before_call(item, instrument, memory: bool, again: bool = False) -> None:
+    """Before the test runs: remember what it measures, for the memory pass (``memory``) or to
+    time it ``again`` at the session's end; and warm it up when counted."""
     funcargs = getattr(item, "funcargs", {})
     if not measured_here(funcargs):
         return
     bench = funcargs["benchmark"]
-    if memory:
-        item.stash[CALLS] = driver.PlainCalls(bench)
+    if memory or again:
+        item.stash[CALLS] = driver.PlainCalls(bench, memory)
     if instrument.exact:
         driver.WarmUntilStable(bench, instrument)
 
 
-def after_call(item, instrument, passed: bool, counted_elsewhere: Callable[[str], dict]) -> None:
+def after_call(
+    item, instrument, passed: bool, counted_elsewhere: Callable[[str], dict]
+) -> driver.PlainCalls | None:
     """After the test ran: its record's keys, kernel figures and (if it passed) memory pass.
-    ``counted_elsewhere(fullname)``: what passes before a counted session found for it (roles)."""
+    ``counted_elsewhere(fullname)``: what passes before a counted session found for it (roles).
+    What it measured, if it passed and that was remembered (``before_call``)."""
     _label(item, instrument, counted_elsewhere)
     bench = getattr(item, "funcargs", {}).get("benchmark")
-    if passed and CALLS in item.stash and bench is not None and bench.stats is not None:
-        bench.extra_info.update(item.stash[CALLS].memory_figures())
+    calls = item.stash.get(CALLS, None)
+    if not passed or calls is None or bench is None or bench.stats is None:
+        return None
+    bench.extra_info.update(calls.memory_figures())
+    return calls
 
 
 def _label(item, instrument, counted_elsewhere: Callable[[str], dict]) -> None:

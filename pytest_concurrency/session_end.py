@@ -86,7 +86,7 @@ def finish(
         meta = baseline.current_meta(
             {r.backend: r.backend_version for r in recs}, calibration, s.instrument
         )
-    _judge(outcome, baseline_doc, meta, s, role.workers)
+    _judge(outcome, baseline_doc, meta, s, role)
     if s.save_baseline and meta is not None:
         refused = role.may_save() or _failed_benchmarks(role.failed_benchmarks())
         _save(config, bs, s, recs, meta, outcome, refused)
@@ -107,7 +107,7 @@ def _failed_benchmarks(failed: list[str]) -> str | None:
     )
 
 
-def _judge(outcome: SessionOutcome, baseline_doc, meta, s, workers) -> None:
+def _judge(outcome: SessionOutcome, baseline_doc, meta, s, role) -> None:
     """Leaks fail without a baseline; with one, the gate's verdicts (a suspect re-measured first)."""
     recs = outcome.records
     if memory_gate.has_figures(recs):  # the gate below replaces it, unless it refuses
@@ -116,7 +116,7 @@ def _judge(outcome: SessionOutcome, baseline_doc, meta, s, workers) -> None:
         return
     judge = _judge_by(baseline_doc, meta, gate_settings(s), s)
     result = judge(recs)
-    reruns = _remeasure(workers, s, recs, gate.suspects(result), outcome.messages)
+    reruns = _remeasure(role, s, recs, gate.suspects(result), outcome.messages)
     if reruns:
         recs = outcome.records = gate.faster_sessions(recs, reruns)
         result = gate.reproduce(result, judge(recs), reruns)
@@ -210,11 +210,12 @@ def _session_document(config, bs, meta: dict) -> dict:
     return doc
 
 
-def _remeasure(workers, s, recs: list, keys: list, messages: list) -> dict:
-    """A second session of each suspect's rounds, where the workload can be run again.
+def _remeasure(role, s, recs: list, keys: list, messages: list) -> dict:
+    """A second session of each suspect's rounds: a workload case run again, a user's own test
+    timed again by the function it handed pytest-benchmark (``role.time_again``; its fixtures
+    are torn down by now, so where a call fails its first verdict stands).
 
     A regression must reproduce before it fails the build (see ``gate.faster_sessions``).
-    A user's own benchmark test cannot be re-run from here; its first verdict stands.
     """
     from . import backends, workloads
     from .backends import watchdog
@@ -228,25 +229,31 @@ def _remeasure(workers, s, recs: list, keys: list, messages: list) -> dict:
         try:
             workload = workloads.get(ref)
         except (KeyError, ImportError, AttributeError):
-            continue
-        warmup = s.instrument.rounds(*workload.rounds(s.scale))[1]
+            workload = None
         try:
-            if backends.is_native(rec.backend):
+            if workload is None:  # a user's own test
+                samples, extra = role.time_again(rec)
+            elif backends.is_native(rec.backend):
                 from .native import child
 
                 samples, extra = child.measure(
-                    rec.backend, workload, rec.params, len(rec.samples), warmup, s.timeout
+                    rec.backend,
+                    workload,
+                    rec.params,
+                    len(rec.samples),
+                    _warmup(workload, s),
+                    s.timeout,
                 )
             elif s.isolate:
                 from .runner import isolate
 
                 reply = isolate.run_rounds(
-                    workers(),
+                    role.workers(),
                     rec.backend,
                     ref,
                     rec.params,
                     len(rec.samples),
-                    warmup,
+                    _warmup(workload, s),
                     s.timeout,
                     s.instrument,
                     with_memory=False,
@@ -261,7 +268,7 @@ def _remeasure(workers, s, recs: list, keys: list, messages: list) -> dict:
                     workload,
                     rec.params,
                     len(rec.samples),
-                    warmup,
+                    _warmup(workload, s),
                     s.instrument,
                     guard=guard,
                     with_memory=False,
@@ -277,6 +284,10 @@ def _remeasure(workers, s, recs: list, keys: list, messages: list) -> dict:
             rec, samples=samples, extra={**rec.extra, "foreign_cpu": extra.get("foreign_cpu")}
         )
     return reruns
+
+
+def _warmup(workload, s) -> int:
+    return s.instrument.rounds(*workload.rounds(s.scale))[1]
 
 
 def gate_settings(s) -> gate.GateSettings:

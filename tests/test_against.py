@@ -671,6 +671,32 @@ def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester)
     assert not list(pytester.path.glob("*.json"))  # nothing of the user's stored
 
 
+# ~3 min: pip installs the base side; then each side's counted run, its model's test isolated
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+def test_counted_against_the_base_runs_isolated_tests_too(pytester):
+    """Counting needs no turns, so --concurrency-isolate (refused for time against the base) is a
+    counted run like any other on each side."""
+    _library(pytester.path / "base", "1.0", 1)
+    _library(pytester.path, "1.1", 2)  # the head: twice the work
+    pytester.makepyfile(test_mylib=TEST)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-against=base",
+        "--concurrency-isolate",
+        "--concurrency-backends=asyncio",
+        "--concurrency-layouts=1",
+        "-p",
+        "no:cacheprovider",
+        timeout=900,
+    )
+    out = " ".join(result.stdout.str().split())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "Sides: mylib 1.0 (base) against" in out
+    assert "Regressions (fail the build): test_work on asyncio: " in out, out
+
+
 def test_counted_against_the_base_saves_nothing_of_the_users(pytester):
     """~1 s: a save asked for beside it is refused before anything is installed or counted."""
     if shutil.which("valgrind") is None:

@@ -717,6 +717,14 @@ def test_a_session_records_its_code_identity(tmp_path):
     assert baseline.code_identity(tmp_path) == {"commit": head, "dirty": True}
 
 
+def test_a_faster_run_that_a_noisy_baseline_hides_is_inconclusive_but_never_fails():
+    drifting = sessions_doc([1.0, 1.12, 0.9, 1.08, 0.95])
+    result = gate.compare(drifting, run(2, slower={"gevent": 0.85}), meta())  # 15% faster
+    v = next(v for v in result.verdicts if v.key[2] == "gevent")
+    assert v.status == INCONCLUSIVE and "baseline too noisy" in v.note
+    assert not v.too_noisy and not result.too_noisy and not result.failed
+
+
 def test_only_too_noisy_inconclusives_exit_with_their_own_status():
     from pytest_concurrency import session_end
     from pytest_concurrency.gate.verdicts import GateResult, Verdict

@@ -299,3 +299,79 @@ def test_a_busier_machine_makes_a_threading_slowdown_inconclusive(suite, monkeyp
     assert (
         "the machine was busier than for the baseline" in out and "threads need free cores" in out
     )
+
+
+PLAIN = """
+import os, time
+import pytest
+
+CALLS = {"burst": 0}
+SLOW = 2.5 if os.environ.get("SLOW") else 1.0
+
+
+def nap(ms):
+    time.sleep(ms / 1000)
+
+
+def test_slow(benchmark):
+    benchmark.pedantic(nap, args=(20 * SLOW,), rounds=15)
+
+
+def test_burst(benchmark):
+    def once():  # slow for the session's rounds only: a burst of load that passed
+        CALLS["burst"] += 1
+        nap(20 * (SLOW if CALLS["burst"] <= 15 else 1.0))
+    benchmark.pedantic(once, rounds=15)
+
+
+@pytest.fixture
+def resource():
+    state = {"open": True}
+    yield state
+    state["open"] = False
+
+
+def test_closed(benchmark, resource):
+    def once():
+        if not resource["open"]:
+            raise RuntimeError("the resource is closed")
+        nap(20 * SLOW)
+    benchmark.pedantic(once, rounds=15)
+"""
+
+
+@pytest.mark.serial  # ~8 s: three tests of 15 rounds of 20-50 ms sleeps, two sessions
+def test_a_users_own_test_is_timed_again_before_its_regression_fails_the_build(
+    pytester, monkeypatch
+):
+    pytester.makepyfile(test_plain=PLAIN)
+    base = pytester.path / "base.json"
+    args = (
+        "--concurrency-threshold=20",
+        "--concurrency-machine-tolerance=900",
+        "-p",
+        "no:randomly",
+    )
+    saved = pytester.runpytest_subprocess(
+        "--benchmark-only", f"--concurrency-save-baseline={base}", *args
+    )
+    saved.assert_outcomes(passed=3)
+    monkeypatch.setenv("SLOW", "1")
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", f"--concurrency-baseline={base}", *args
+    )
+    out = " ".join(result.stdout.str().split())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    # test_closed could not be: its line below
+    assert "2 suspected regression(s) re-measured in a second session, 1 reproduced" in out, out
+    assert (
+        "test_plain.py::test_burst: " in out
+        and "not reproduced: the first session measured +" in out
+    )
+    # its fixture is torn down by the session's end: its first verdict stands, and says why
+    assert (
+        "test_plain.py::test_closed could not be re-measured (RuntimeError: the resource is "
+        "closed); its first verdict stands" in out
+    )
+    regressions = out.split("Regressions")[1]
+    assert "test_plain.py::test_slow: " in regressions and "reproduced by a second session" in out

@@ -278,9 +278,8 @@ def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(p
         if launcher.poll() is None:
             launcher.kill()
     assert launcher.returncode == 2, out
-    assert (
-        "interrupted in the layout passes, before the counted session: no baseline, report, verdict"
-        in out
-    )
+    # the layout passes run beside the counted session: it says where the Ctrl-C found it (in
+    # its test, or waiting for them at its end), or the launcher says it had to kill it
+    assert "interrupted" in out and "no baseline, report, verdict or rounds written" in out, out
     assert "Traceback" not in out and not base.exists()
     assert _ours(marker) == [], "a layout pass outlived the interrupted launcher"

@@ -454,10 +454,10 @@ def test_a_users_plain_test_counted_gets_kernel_figures_and_other_layouts_from_p
     )
     saved.stdout.fnmatch_lines(
         [
-            "*counting in 2 more layouts first*median over 3 layouts*",
-            "*layout 2's counted pass exited 1: its tests are judged on the layouts that counted them*",
+            "*counting in 2 more layouts beside it*median over 3 layouts*",
+            "*layout 2's counted pass exited 1: its tests were judged on the layouts that counted them*",
             "*FAILED test_other.py::test_not_in_layout_two*",
-            "*2 more layouts counted*",
+            "*2 more layouts counted beside this session*",
         ]
     )
     bench, other = sorted(

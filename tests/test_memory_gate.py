@@ -53,6 +53,29 @@ def test_a_leak_fails_without_a_baseline_and_says_how_much_per_task_per_round():
     ]
 
 
+def test_resident_memory_outside_the_heaps_is_a_leak_per_round_whatever_the_task_count():
+    mapped = rec("spawn", {"count": 3000}, "threading", resident_b_per_round=1024.0 * 1024)
+    noise = rec(
+        "spawn", {"count": 10}, "threading", resident_b_per_round=200.0 * 1024, tasks_per_round=10
+    )
+    # the floor grows with a round's tasks: 256 B each, 750 KiB for 3,000 (a stack is 4 KiB)
+    many = rec("spawn", {"count": 3000}, "greenlet", resident_b_per_round=500.0 * 1024)
+    result = memory_gate.judge(None, [mapped, noise, many])
+    assert [memory_gate.line(v) for v in result.verdicts] == [
+        "spawn[count=3000] on threading: keeps 1 MiB per round resident, outside every heap (leak)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "heap", [{"retained_b_per_task_round": 2048.0}, {"c_heap_b_per_task_round": 2048.0}]
+)
+def test_a_heap_that_leaks_is_not_also_called_a_leak_outside_the_heaps(heap):
+    """A heap's growth reaches resident memory in whole pages and arenas: its own line says where."""
+    both = rec(resident_b_per_round=4.0 * 1024 * 1024, **heap)
+    result = memory_gate.judge(None, [both])
+    assert [v.metric for v in result.verdicts] == list(heap)
+
+
 def test_retained_memory_below_the_floor_is_no_leak():
     result = memory_gate.judge(
         None, [rec(retained_b_per_task_round=memory_gate.LEAKS[0].floor_per_task - 1)]

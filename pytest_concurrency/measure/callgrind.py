@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 from ..backends import child_env, scratch, watchdog
 from ..workloads import _live_memory
@@ -106,6 +107,15 @@ def counted_env(env: dict, directory: str) -> dict:
 INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end by itself
 
 
+class Command(NamedTuple):
+    """One pytest command line for ``run_sessions``."""
+
+    argv: list[str]
+    env: dict  # added to this process's environment
+    log: str | None  # where its output goes; None: this terminal
+    fds: tuple[int, ...] = ()  # handed to this process alone, and closed here once it started
+
+
 def run_session(argv: list[str], cwd: str) -> int:
     """Run ``argv`` (a pytest command line) counted, on this terminal; return its exit status.
 
@@ -114,21 +124,21 @@ def run_session(argv: list[str], cwd: str) -> int:
     session of its own, so a Ctrl-C reaches it exactly once, forwarded from here, and it ends
     with pytest's own summary.
     """
-    codes = run_sessions([(argv, {}, None)], cwd)
+    codes = run_sessions([Command(argv, {}, None)], cwd)
     return 2 if codes is None else codes[0]  # 2: pytest's own status for an interrupted session
 
 
-def run_sessions(commands: list[tuple[list[str], dict, str | None]], cwd: str) -> list[int] | None:
-    """Run pytest command lines counted, side by side: each is ``(argv, environment added, log file or
-    None for this terminal)``, and dies with this process in a session of its own (``run_session``).
-    Their exit statuses; None after a Ctrl-C, forwarded to each, once all have ended (``_stop``)."""
+def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
+    """Run pytest command lines counted, side by side; each dies with this process, in a session
+    of its own (``run_session``). Their exit statuses; None after a Ctrl-C, forwarded to each,
+    once all have ended (``_stop``)."""
     # -W, -X, -O... as given to this python
     from subprocess import _args_from_interpreter_flags  # type: ignore[attr-defined]
 
     _prepare()
     with contextlib.ExitStack() as stack:
         running = []
-        for argv, added, log in commands:
+        for argv, added, log, fds in commands:
             directory = stack.enter_context(
                 tempfile.TemporaryDirectory(
                     prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True
@@ -147,10 +157,13 @@ def run_sessions(commands: list[tuple[list[str], dict, str | None]], cwd: str) -
                         stderr=out and subprocess.STDOUT,
                         start_new_session=True,
                         preexec_fn=_counted_child(),
+                        pass_fds=fds,
                     ),
                     directory,
                 )
             )
+            for fd in fds:  # the child's alone now: a lock it holds ends with it
+                os.close(fd)
         try:
             codes = [proc.wait() for proc, _ in running]
         except KeyboardInterrupt:

@@ -118,22 +118,31 @@ class KernelPerRun:
 
 
 class PlainCalls:
-    """What a user's plain benchmark test measured (the function and its arguments, as the
-    ``benchmark`` fixture was handed them), so the memory pass can call it again."""
+    """What a user's plain benchmark test measured: the function and its arguments, as the
+    ``benchmark`` fixture was handed them, and pytest-benchmark's own runner for them. So the
+    memory pass can call it again (``memory``), and the gate can time it again at the session's
+    end, as it does a workload case that seems to have regressed (``again``)."""
 
-    def __init__(self, benchmark):
+    def __init__(self, benchmark, memory: bool):
+        self.memory = memory
         self.last = None
+        self.runner = None
+        self.varied = False  # a pedantic setup handed out other arguments for a round
         make_runner = benchmark._make_runner
 
         def remembering(function, args, kwargs):
+            # pedantic makes a runner each round: with a setup, of the arguments it handed out
+            if self.last is not None and (args, kwargs or {}) != self.last[1:]:
+                self.varied = True
             self.last = (function, args, kwargs or {})
-            return make_runner(function, args, kwargs)
+            self.runner = make_runner(function, args, kwargs)
+            return self.runner
 
         benchmark._make_runner = remembering
 
     def memory_figures(self) -> dict:
         """The memory pass (memory.py) on the measured call, per round; ``{}`` if none ran."""
-        if self.last is None:
+        if self.last is None or not self.memory:
             return {}
         function, args, kwargs = self.last
         try:
@@ -144,6 +153,18 @@ class PlainCalls:
                     "all": f"calling it again for the memory pass raised {exc!r}"
                 }
             }
+
+    def again(self, rounds: int, iterations: int) -> tuple[list, dict]:
+        """The same rounds again, timed by pytest-benchmark's runner (its timer, its GC setting):
+        seconds per iteration, and other processes' load meanwhile (``foreign_cpu``). Raises
+        when they cannot be: its fixtures are torn down by now, so a call may fail."""
+        if self.runner is None or self.varied:
+            raise RuntimeError(
+                "its setup hands out arguments for each round" if self.varied else "no rounds ran"
+            )
+        window = Window(None)
+        samples = [self.runner(range(iterations)) / iterations for _ in range(rounds)]
+        return samples, window.close()[1]
 
 
 class WarmUntilStable:

@@ -2,8 +2,9 @@
 
 Untimed and uncounted (no counter reading brackets it), in both measures, in the process
 that ran the rounds (an isolated worker's own). It runs ``WARMUP + READINGS`` more rounds
-with ``tracemalloc`` on; after each it collects the garbage and reads every probe of
-``memory_probes`` (Python heap, C heap, threads, greenlets, RSS). A leak is growth per
+with ``tracemalloc`` on; after each it collects the garbage, trims the C heap and reads every
+probe of ``memory_probes`` (Python heap, C heap, resident memory outside them, threads,
+greenlets, RSS). A leak is growth per
 round, taken as the **median of the round-to-round growths**: a steady leak grows the same
 in every round and reads whole; a one-off (a cache filling, a free list, a table that
 doubles, a new malloc arena) grows one round of ``READINGS`` and reads 0. When anything grew,
@@ -12,6 +13,8 @@ gate/memory.py; the keys (see records.py):
 
 ``retained_b_per_task_round``  Python heap, bytes per round per task the round spawned
 ``c_heap_b_per_task_round``    C heap less the Python heap's own growth, the same way
+``resident_b_per_round``       resident memory outside both heaps, bytes per round (a leak of
+                               mapped memory is rarely per task: a pool's buffers, a stack)
 ``threads_per_round`` / ``greenlets_per_round``  how many more stay alive after each round
 ``rss_kib_per_round``          RSS, for the report only (see memory_probes)
 ``peak_traced_kib``            the traced heap's largest growth within a round: the case's
@@ -26,7 +29,6 @@ The workload's own ``memory`` hook (spawn, cancel: KiB per live task) runs after
 from __future__ import annotations
 
 import array
-import gc
 import statistics
 import tracemalloc
 
@@ -36,12 +38,19 @@ WARMUP = 1  # rounds that fill caches and free lists first (their growth is not 
 READINGS = 5  # growths: the median of five stands a one-off in two of them
 #: The least growth per round that can be a leak, whatever a round's task count: the gate's floors
 #: per round (gate/memory.py, where they are explained). Below them, a second set is not read.
-ROUND_FLOORS = {"python": 512.0, "c": 4096.0, "threads": 0.5, "greenlets": 0.5}
+ROUND_FLOORS = {
+    "python": 512.0,
+    "c": 4096.0,
+    "outside": 256.0 * 1024,
+    "threads": 0.5,
+    "greenlets": 0.5,
+}
 
 #: probe -> the record key of its growth, and the scale from the probe's unit to the key's
 _KEYS = {
     "python": ("retained_b_per_task_round", 1, True),
     "c": ("c_heap_b_per_task_round", 1, True),
+    "outside": ("resident_b_per_round", 1, False),
     "threads": ("threads_per_round", 1, False),
     "greenlets": ("greenlets_per_round", 1, False),
     "rss": ("rss_kib_per_round", 1 / 1024, False),
@@ -73,7 +82,7 @@ def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
             peaks[done] = tracemalloc.get_traced_memory()[1] - start
             tasks = max(tasks, tasks_of(result) or 0)
             del result
-            gc.collect()
+            memory_probes.settle()
             for name, read in probes.items():
                 readings[name][done] = read()
             done += 1

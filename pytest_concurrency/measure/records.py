@@ -43,7 +43,8 @@ pytest-benchmark JSON viewer):
 ``c_heap_b_per_task_round``  round), both measures: what a round keeps in the Python heap and in
 ``threads_per_round``       the C heap per task it spawned, and how many more threads and
 ``greenlets_per_round``     greenlets stay alive: the median growth over ``memory_rounds``
-``rss_kib_per_round``       untimed rounds (measure/memory.py); RSS is shown, never judged
+``resident_b_per_round``    untimed rounds (measure/memory.py); and resident memory outside both
+``rss_kib_per_round``       heaps per round (judged where no heap leaked); RSS is shown, never judged
 ``peak_traced_kib``         every workload, both measures: the traced heap's largest growth
                             within one round
 ``memory_rounds``/``tasks_per_round``  how the figures above were read (no tasks: per round)

@@ -47,11 +47,12 @@ BASE_GRACE_S = 300.0
 
 
 def refuse(s, config) -> None:
-    """What --concurrency-against cannot pair (yet): a usage error naming the way out."""
+    """What --concurrency-against cannot pair round by round (yet): a usage error naming the ways out."""
     if s.isolate:
         raise pytest.UsageError(
-            "--concurrency-against with --concurrency-isolate: workloads measured in worker processes "
-            "are not paired round by round yet; run without --concurrency-isolate"
+            "--concurrency-against with --concurrency-isolate: workloads timed in worker processes "
+            "are not paired round by round yet; run without --concurrency-isolate, or count both "
+            "sides (--concurrency-measure=instructions), which needs no turns"
         )
 
 
@@ -74,8 +75,9 @@ def orchestrate(config, s) -> int:
     """Install the base side, run both sides in turns, judge the pairs; the run's exit status."""
     from . import counted_against
 
-    refuse(s, config)
-    if not s.instrument.machine_bound:
+    if s.instrument.machine_bound:
+        refuse(s, config)
+    else:  # counted, each side whole: workers and isolated tests count as in any counted run
         counted_against.refuse(s)
     root = Path(str(config.invocation_params.dir))
     scratch = sides.run_directory()

@@ -5,14 +5,19 @@ only those runs at full speed (``Session``). A plain ``benchmark`` test is measu
 session's own process: a run with one becomes a ``Launcher``, which starts, in turn,
 
 * a ``Probe``: the command line collected at full speed (about a second), to learn whether any
-  test is measured in the session's own process (which is known only after collection);
-* a ``KernelPass``: those tests at full speed in time mode, for their kernel figures (under
-  valgrind a process's threads run one at a time, and valgrind makes syscalls of its own);
-* ``LayoutPass`` es (``--concurrency-layouts=N``: N-1, side by side): those tests counted with
-  the interpreter's objects landing elsewhere (measure/layouts.py), so that the gate judges the
-  median over layouts, which follows the code rather than where its objects landed;
+  test is measured in the session's own process (which is known only after collection), and
+  whether any of those has kernel figures (only a test with ``concurrency_backend`` has);
+* a ``KernelPass``, if one has: those tests at full speed in time mode, for their kernel
+  figures (under valgrind a process's threads run one at a time, and valgrind makes syscalls of
+  its own);
 * the ``Counted`` session: the user's command line, whole, under valgrind (30-50x slower in
-  everything it does; only the rounds are counted), which reads what the passes wrote.
+  everything it does; only the rounds are counted), which reads what the passes wrote;
+* beside it, ``LayoutPass`` es (``--concurrency-layouts=N``: N-1): those tests counted with the
+  interpreter's objects landing elsewhere (measure/layouts.py), so that the gate judges the
+  median over layouts, which follows the code rather than where its objects landed. Counts do
+  not depend on what else runs, so all N run at once (on two cores, 1.5 sessions' time rather
+  than 2); the counted session waits for them at its end (``_JoinLayouts``): each pass holds a
+  lock, taken by the launcher before it started, until it ends however it ends.
 
 Each child is told its role on its command line (``Role.argv``). A pass writes nothing of the
 user's (the options a base side of --concurrency-against leaves out), has a cache directory of
@@ -22,6 +27,7 @@ then have no kernel figures ("not measured"), or fewer layouts.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -29,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 import pytest
 
@@ -39,7 +46,7 @@ from ..measure import callgrind, kernel, layouts
 from . import crash
 from .argv import head_only_removed
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
-from .session import Session, no_xdist
+from .session import Session, no_xdist, nothing_saved_by_pytest_benchmark
 
 INTERRUPTED = (
     "\npytest-concurrency: interrupted in {}, before the counted session: no baseline, report, "
@@ -53,8 +60,9 @@ def user_session(config, s, base_dir: str | None = None):
     if s.instrument.fresh_process:
         refuse_other_hosts(config)
     if s.instrument.needs_launch and not measures_nothing(config):
-        if has_tests_measured_here(config, base_dir):
-            return Launcher(config, s, base_dir)
+        found = tests_measured_here(config, base_dir)
+        if found.here:
+            return Launcher(config, s, base_dir, kernel_pass=found.with_kernel > 0)
         s.instrument.prepare_session()
     return Session(config, s)
 
@@ -93,9 +101,14 @@ def measured_here(item) -> bool:
 # -- the process the user started ---------------------------------------------------------------
 
 
-def has_tests_measured_here(config, base_dir: str | None = None) -> bool:
-    """Collect this session's command line in a ``Probe`` at full speed; ``True`` also when that
-    collection fails (the counted session then reports why)."""
+class Found(NamedTuple):
+    here: int  # tests measured in the session's own process
+    with_kernel: int  # of those, the ones with kernel figures (concurrency_backend's run calls)
+
+
+def tests_measured_here(config, base_dir: str | None = None) -> Found:
+    """Collect this session's command line in a ``Probe`` at full speed. When that collection
+    fails, the counted session runs (and reports why), with every pass."""
     params = config.invocation_params
     with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
         out = os.path.join(directory, "count")
@@ -110,19 +123,20 @@ def has_tests_measured_here(config, base_dir: str | None = None) -> bool:
         )
         try:
             with open(out, encoding="utf-8") as fh:
-                return int(fh.read()) > 0
-        except (OSError, ValueError):
-            return True
+                return Found(*json.load(fh))
+        except (OSError, ValueError, TypeError):
+            return Found(1, 1)
 
 
 class Launcher:
     """The user's process in a counted run with a test measured in its own process: it runs the
     passes, then the whole session again under valgrind, and exits with that session's status."""
 
-    def __init__(self, config, settings, base_dir: str | None = None):
+    def __init__(self, config, settings, base_dir: str | None = None, kernel_pass: bool = True):
         self.config = config
         self.settings = settings
         self.base_dir = base_dir  # on the base side's code (counted against the base)
+        self.kernel_pass = kernel_pass  # False: no test measured here has kernel figures
 
     def main(self) -> int:
         config, s = self.config, self.settings
@@ -137,19 +151,28 @@ class Launcher:
             prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True
         ) as where:
             try:
-                kernel_file = self._kernel(where)
+                kernel_file = self._kernel(where) if self.kernel_pass else None
+                passes = self._layouts(where, s.layouts)
                 role = Role(
                     COUNTED,
                     base_dir=self.base_dir,
                     launcher=os.getpid(),
                     kernel=kernel_file,
-                    layouts=tuple(self._layouts(where, s.layouts)),
+                    layouts=tuple(out for out, _ in passes),
                     running=crash.path(where, "counted"),
                 )
-                argv = ["-m", "pytest", *params.args, *role.argv()]
-                code = s.instrument.run_session(argv, str(params.dir))
-                _stop_if_crashed(role.running, "the counted session under valgrind", code)
-                return code
+                counted = callgrind.Command(["-m", "pytest", *params.args, *role.argv()], {}, None)
+                codes = callgrind.run_sessions(
+                    [counted, *(command for _, command in passes)], str(params.dir)
+                )
+                if codes is None:  # Ctrl-C: each has ended, and the counted session said so
+                    return 2  # pytest's own status for an interrupted session
+                _stop_if_crashed(role.running, "the counted session under valgrind", codes[0])
+                for n, code in enumerate(codes[1:], 1):
+                    _stop_if_crashed(
+                        crash.path(where, f"layout{n}"), f"layout {n}'s counted pass", code
+                    )
+                return codes[0]
             except _Crashed as exc:
                 print(exc.args[0], file=sys.stderr, flush=True)
                 return int(pytest.ExitCode.TESTS_FAILED)
@@ -208,13 +231,11 @@ class Launcher:
         )
         return out
 
-    def _layouts(self, where: str, count: int) -> list[str]:
-        """Layouts 1 to ``count - 1``, counted side by side; the files of those that wrote rounds."""
-        if count < 2:
-            return []
-        runs: list[tuple[str, str, tuple[list[str], dict, str]]] = []
+    def _layouts(self, where: str, count: int) -> list[tuple[str, callgrind.Command]]:
+        """Layouts 1 to ``count - 1``: (rounds file, command) of each pass, its lock taken."""
+        passes = []
         for n in range(1, count):
-            out, log = os.path.join(where, f"layout{n}.json"), os.path.join(where, f"layout{n}.log")
+            out = os.path.join(where, f"layout{n}.json")
             role = Role(
                 LAYOUT_PASS,
                 out=out,
@@ -224,40 +245,42 @@ class Launcher:
                 running=crash.path(where, f"layout{n}"),
             )
             argv = [*layouts.pytest_argv(n), *self._argv(where, f"layout{n}"), *role.argv()]
-            runs.append((out, log, (argv, {}, log)))
-        print(
-            f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} first "
-            f"(objects landing elsewhere; the gate judges the median over {count} layouts)",
-            flush=True,
-        )
-        started = time.monotonic()
-        codes = callgrind.run_sessions(
-            [run for _, _, run in runs], str(self.config.invocation_params.dir)
-        )
-        if codes is None:  # Ctrl-C: each has ended
-            print(INTERRUPTED.format("the layout passes"), file=sys.stderr, flush=True)
-            raise SystemExit(2)
-        for n, code in enumerate(codes, 1):
-            _stop_if_crashed(crash.path(where, f"layout{n}"), f"layout {n}'s counted pass", code)
-        written = []
-        for n, ((out, log, _), code) in enumerate(zip(runs, codes), 1):
-            wrote = _written(out) is not None
-            if code != 0 or not wrote:  # a test that failed there is judged without this layout
-                with open(log, encoding="utf-8", errors="replace") as fh:
-                    _failed(
-                        f"layout {n}'s counted pass exited {code}"
-                        f"{'' if wrote else ' and wrote no rounds'}: its tests are judged on the "
-                        "layouts that counted them",
-                        fh.read(),
-                    )
-            if wrote:
-                written.append(out)
-        print(
-            f"pytest-concurrency: {len(written)} more layout{'s' * (len(written) != 1)} counted "
-            f"({time.monotonic() - started:.0f} s)",
-            flush=True,
-        )
-        return written
+            passes.append((out, callgrind.Command(argv, {}, _log(out), (_held(out),))))
+        if passes:
+            print(
+                f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} beside "
+                f"it (objects landing elsewhere; the gate judges the median over {count} layouts)",
+                flush=True,
+            )
+        return passes
+
+
+def _held(out: str) -> int:
+    """A lock on ``out``'s lock file, taken here and handed to the pass that writes ``out``: it
+    holds it until it ends, however it ends (the launcher closes its own copy once it started)."""
+    fd = os.open(out + ".lock", os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _ended(out: str) -> bool:
+    """Whether the pass that writes ``out`` has ended (its lock is free)."""
+    try:
+        fd = os.open(out + ".lock", os.O_RDONLY)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _log(out: str) -> str:
+    """Where the pass that writes ``out`` writes its output."""
+    return os.path.splitext(out)[0] + ".log"
 
 
 class _Crashed(Exception):
@@ -271,11 +294,27 @@ def _stop_if_crashed(running: str | None, where: str, code: int) -> None:
 
 
 def _written(path: str) -> int | None:
+    """How many tests a pass wrote figures for, or None if it wrote nothing."""
+    found = _found(path)
+    return None if found is None else len(found["tests"])
+
+
+def _found(path: str) -> dict | None:
+    """What a pass wrote at its end (``_Pass.finish``), or None."""
     try:
         with open(path, encoding="utf-8") as fh:
-            return len(json.load(fh))
-    except (OSError, ValueError):
+            found = json.load(fh)
+        return found if isinstance(found.get("tests"), dict) else None
+    except (OSError, ValueError, AttributeError):
         return None
+
+
+def _last_lines(path: str, count: int = 15) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return "\n  ".join(fh.read().splitlines()[-count:])
+    except OSError as exc:
+        return f"(no output: {exc.strerror})"
 
 
 def _failed(what: str, output: str) -> None:
@@ -311,8 +350,9 @@ class Probe:
 
     def pytest_collection_finish(self, session) -> None:
         counted = [item for item in session.items if measured_here(item) and not _skipped(item)]
+        kernel = [item for item in counted if "concurrency_backend" in item.fixturenames]
         with open(self.out, "w", encoding="utf-8") as fh:
-            fh.write(str(len(counted)))
+            json.dump(Found(len(counted), len(kernel)), fh)
 
 
 def _skipped(item) -> bool:
@@ -357,7 +397,8 @@ class _Pass(Session):
         ran = [
             b for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats is not None
         ]
-        atomic.write_text(self.role.need("out"), json.dumps(self.found(ran)))
+        found = {"exitstatus": int(session.exitstatus), "tests": self.found(ran)}
+        atomic.write_text(self.role.need("out"), json.dumps(found))
         return None
 
     def found(self, ran: list) -> dict:
@@ -391,6 +432,8 @@ class Counted(Session):
         super().__init__(config, settings)
         self.role = role
         self.in_progress = crash.Running(role.running)
+        self.layouts = _JoinLayouts(role)
+        config.pluginmanager.register(self.layouts, "pytest-concurrency-layouts")
 
     def pytest_runtest_logstart(self, nodeid, location) -> None:
         self.in_progress.start(nodeid)
@@ -403,24 +446,82 @@ class Counted(Session):
         super().pytest_sessionstart(session)
 
     def counted_elsewhere(self, fullname: str) -> dict:
-        """A plain test's kernel figures from the kernel pass, its rounds in the other layouts."""
+        """A plain test's kernel figures from the kernel pass (its layouts come at the end)."""
         found = (_load(self.role.kernel) if self.role.kernel else {}).get(fullname)
-        extra = dict(found or kernel.not_measured(kernel.UNDER_VALGRIND))
-        others = [_load(path)[fullname] for path in self.role.layouts if fullname in _load(path)]
-        if others:  # the gate judges the median over layouts
-            extra["layouts"] = others
-        return extra
+        return dict(found or kernel.not_measured(kernel.UNDER_VALGRIND))
 
     def may_save(self) -> str | None:
         if self.role.launcher is not None and callgrind.launcher_gone(self.role.launcher):
             return "the run that started this counted session is gone (killed)"
         return None
 
+    def interrupted_at_the_end(self) -> str | None:
+        return "while the other layouts were counted" if self.layouts.interrupted else None
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        for line in self.layouts.notes:
+            terminalreporter.write_line(f"pytest-concurrency: {line}")
+        super().pytest_terminal_summary(terminalreporter)
+
+
+class _JoinLayouts:
+    """In a counted session, at its end and before pytest-benchmark writes anything: wait for the
+    layout passes counted beside it, and give each test its rounds in them (``layouts``)."""
+
+    POLL_S = 0.2
+
+    def __init__(self, role: Role):
+        self.role = role
+        self.interrupted = False
+        self.notes: list[str] = []  # how the layouts went, for the session's summary
+        self.started = time.monotonic()
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        bs = getattr(session.config, "_benchmarksession", None)
+        if bs is not None and self.role.layouts and exitstatus != pytest.ExitCode.INTERRUPTED:
+            self._join(session.config, bs.benchmarks)
+        yield
+
+    def _join(self, config, benchmarks) -> None:
+        try:
+            while not all(map(_ended, self.role.layouts)):
+                if self.role.launcher is not None and callgrind.launcher_gone(self.role.launcher):
+                    return  # killed: nothing of this session becomes a result (may_save)
+                time.sleep(self.POLL_S)
+        except KeyboardInterrupt:  # forwarded by the launcher, which stops the passes too
+            self.interrupted = True  # the session's end says so and writes nothing
+            nothing_saved_by_pytest_benchmark(config)
+            return
+        for bench in benchmarks:
+            others = [
+                _load(path)[bench.fullname]
+                for path in self.role.layouts
+                if bench.fullname in _load(path)
+            ]
+            if others:  # the gate judges the median over layouts
+                bench.extra_info["layouts"] = others
+        self._say_how_they_went()
+
+    def _say_how_they_went(self) -> None:
+        counted = 0
+        for n, out in enumerate(self.role.layouts, 1):
+            found = _found(out)
+            counted += found is not None
+            if found is None or found["exitstatus"] != 0:  # its failed tests lack this layout
+                how = "wrote no rounds" if found is None else f"exited {found['exitstatus']}"
+                self.notes.append(
+                    f"layout {n}'s counted pass {how}: its tests were judged on the layouts that "
+                    f"counted them. Its last lines:\n  {_last_lines(_log(out))}"
+                )
+        self.notes.append(
+            f"{counted} more layout{'s' * (counted != 1)} counted beside this session "
+            f"({time.monotonic() - self.started:.0f} s since it started)"
+        )
+
 
 @functools.cache  # read once a session, not once a test
 def _load(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return {}
+    """The figures of each test a pass wrote (by pytest-benchmark's name for it)."""
+    found = _found(path)
+    return {} if found is None else found["tests"]

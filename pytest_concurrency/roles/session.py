@@ -18,7 +18,7 @@ import pytest
 
 from .. import plain_tests, session_end
 from ..backends import watchdog
-from ..measure import kernel
+from ..measure import kernel, records
 from ..report import progress
 from ..settings import with_jobs
 
@@ -44,6 +44,7 @@ class Session:
         self.ahead = None  # the cases measured ahead in lanes, when counting in several
         self.session = None
         self.tally = Tally()  # what became of the benchmark tests: why nothing was judged
+        self.plain_calls: dict = {}  # fullname -> (PlainCalls, its stats): to time them again
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -156,14 +157,18 @@ class Session:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         self.before_call(item)
+        s = self.settings
         memory = marker_kwarg(item, "memory")
-        wanted = memory if memory is not None else self.settings.memory_plain
-        plain_tests.before_call(item, self.settings.instrument, wanted and self.memory_pass)
+        wanted = memory if memory is not None else s.memory_plain
+        again = self.times_plain_tests_again()
+        plain_tests.before_call(item, s.instrument, wanted and self.memory_pass, again)
         outcome = yield
-        plain_tests.after_call(
-            item, self.settings.instrument, outcome.excinfo is None, self.counted_elsewhere
+        calls = plain_tests.after_call(
+            item, s.instrument, outcome.excinfo is None, self.counted_elsewhere
         )
         bench = getattr(item, "funcargs", {}).get("benchmark")
+        if again and calls is not None and bench is not None:
+            self.plain_calls[bench.fullname] = (calls, bench.stats)  # as bs.benchmarks holds it
         threshold = marker_kwarg(item, "threshold")
         if bench is not None and threshold is not None:
             from ..settings import parse_percent
@@ -189,18 +194,23 @@ class Session:
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         """pytest-benchmark saves its run (--benchmark-autosave/-save/-json) at the session's end,
         whatever its status: a run the user stopped must not become the history it compares with."""
-        bs = getattr(self.config, "_benchmarksession", None)
-        if bs is not None:
-            bs.save = bs.autosave = bs.json = None
+        nothing_saved_by_pytest_benchmark(self.config)
+
+    def interrupted_at_the_end(self) -> str | None:
+        """Where a Ctrl-C landed after the tests and before this session's end (a role that waits
+        there), or None."""
+        return None
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         # pytest-benchmark's own sessionfinish (a hookwrapper) has already collected the stats.
         bs = getattr(session.config, "_benchmarksession", None)
         if bs is None or session.config.option.collectonly:
             return
-        if exitstatus == pytest.ExitCode.INTERRUPTED:  # what it measured is not a result
+        late = self.interrupted_at_the_end()
+        if exitstatus == pytest.ExitCode.INTERRUPTED or late:  # what it measured is not a result
             self.close(now=True)
-            where = f"in {self.running}" if self.running else "before the first test"
+            where = late or (f"in {self.running}" if self.running else "before the first test")
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
             self.outcome = session_end.SessionOutcome(
                 [],
                 messages=[f"interrupted {where}: no baseline, report, verdict or rounds written"],
@@ -219,6 +229,19 @@ class Session:
         return session_end.finish(
             session.config, bs, self.settings, self.baseline_doc, self.calibration, self
         )
+
+    def times_plain_tests_again(self) -> bool:
+        """Whether users' own tests are kept to be timed again at the end: a regression against a
+        stored time baseline must reproduce before it fails the build, as a workload case's does."""
+        return self.baseline_doc is not None and self.settings.instrument.machine_bound
+
+    def time_again(self, rec) -> tuple[list, dict]:
+        """A user's own test's rounds again (session_end's re-measure); raises if it cannot be."""
+        for calls, stats in self.plain_calls.values():
+            found = records.from_session([stats])
+            if found and found[0].key == rec.key:
+                return calls.again(len(rec.samples), stats.iterations)
+        raise LookupError("it was not kept to be timed again")
 
     def failed_benchmarks(self) -> list[str]:
         """The benchmark tests that failed or errored, in the order they ran."""
@@ -368,3 +391,9 @@ class Tally:
                 f"{len(self.failed)} of {n} benchmark tests failed and the rest recorded no round"
             )
         return f"none of the {n} benchmark tests recorded a round (did they call the fixture?)"
+
+
+def nothing_saved_by_pytest_benchmark(config) -> None:
+    bs = getattr(config, "_benchmarksession", None)
+    if bs is not None:
+        bs.save = bs.autosave = bs.json = None
