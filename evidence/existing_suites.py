@@ -37,6 +37,7 @@ import dataclasses
 import datetime
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -304,9 +305,9 @@ def read(out: str) -> tuple[str, int | None, list, str]:
         if not line.startswith(" "):
             section = text
         elif section.startswith("Regressions") and line.startswith("  "):
-            regressed.append(text.split(":")[0].split("::")[-1])
-        elif text.endswith(": regressed") or re.search(r"\): regressed\b", text):
-            regressed.append(text.split(":")[0].split("::")[-1])
+            regressed.append(text.split(": ")[0].split("::")[-1])
+        elif re.search(r"\): regressed\b", text):
+            regressed.append(text.split(": ")[0].split("::")[-1])
     verdict = verdict.split("; memory: ")[0]  # the memory pass is opt-in for these tests
     verdict = re.sub(r"written to \S*/", "written to ", verdict)
     if not verdict:  # pytest's own last line then
@@ -361,7 +362,7 @@ def run_suite(suite: Suite, args, work: Path, logs: Path, table: list) -> None:
     }
     print(
         f"== {suite.dist} {suite.head} (base {suite.base}): pytest -o addopts= --benchmark-only "
-        + " ".join(selection),
+        + shlex.join(selection),
         flush=True,
     )
     plain = None
