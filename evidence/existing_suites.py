@@ -266,7 +266,8 @@ def logical_lines(out: str) -> list[str]:
     lines: list[str] = []
     for line in out.splitlines():
         indent = len(line) - len(line.lstrip())
-        if lines and line.strip() and indent >= 4 and not line.lstrip().startswith("tests/"):
+        continues = indent >= 4 or (indent >= 2 and lines and lines[-1].startswith("Sides:"))
+        if lines and line.strip() and continues and not line.lstrip().startswith("tests/"):
             lines[-1] += " " + line.strip()
         else:
             lines.append(line)
@@ -447,14 +448,12 @@ def main() -> int:
             verdict = row.verdict.replace("|", "/")
             if row.sides:
                 verdict += f"; {row.sides}"
+            ratio = f"{row.seconds / plain:.1f}" if plain else "-"
+            judged = row.judged if row.judged is not None else "-"
+            named = f": {', '.join(row.regressed)}" if row.regressed else ""
             print(
                 f"| {row.suite} | {row.what} | {row.code} | {verdict} | {row.seconds:.0f} | "
-                f"{row.seconds / plain:.1f} | {row.judged if row.judged is not None else '-'} | "
-                f"{len(row.regressed)}{': ' + ', '.join(row.regressed) if row.regressed else ''} | "
-                f"{row.load} |"
-                if plain
-                else f"| {row.suite} | {row.what} | {row.code} | {verdict} | {row.seconds:.0f} | - | "
-                f"- | - | {row.load} |"
+                f"{ratio} | {judged} | {len(row.regressed)}{named} | {row.load} |"
             )
         print(f"\nlogs: {logs if args.work else '(removed; --work DIR keeps them)'}")
     failed = [
