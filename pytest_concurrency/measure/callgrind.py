@@ -109,7 +109,6 @@ INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end 
 #: (aiohttp's: 30 s), and when it fires, faulthandler's thread dumps every thread's traceback: its
 #: instructions are counted in whatever round is running, and under valgrind the dump read a frame
 #: being torn down and took the process down with SIGSEGV (a layout pass of aiohttp's benchmarks).
-#: The plugin's own ``--concurrency-timeout`` bounds a counted test instead.
 QUIET_FAULTHANDLER = ["-o", "faulthandler_timeout=0"]
 
 
