@@ -150,6 +150,17 @@ CASES = [
         id="count_evidence",
         marks=[pytest.mark.slow, needs_valgrind],
     ),
+    # minutes, and the package index: it downloads aiohttp's sdist and wheels, and installs the
+    # plugin and pytest-codspeed in a venv of its own. Listed, never run here.
+    pytest.param(
+        "existing_suites.py",
+        [],
+        [r"^\| aiohttp \| counted baseline saved \| 0 \|", r"^existing suites: as expected$"],
+        id="existing_suites",
+        marks=pytest.mark.skip(
+            reason="needs the package index (PyPI) and minutes of counting: run it by hand"
+        ),
+    ),
 ]
 
 

@@ -460,6 +460,29 @@ def test_counting_outside_a_counted_session_is_refused(monkeypatch):
         callgrind.Callgrind().counter()
 
 
+def test_a_counted_session_runs_without_the_projects_faulthandler_timer(tmp_path, monkeypatch):
+    """aiohttp's pytest.ini sets faulthandler_timeout = 30: under valgrind every benchmark took
+    longer, and the traceback dump from faulthandler's thread crashed a counted pass (SIGSEGV)."""
+    started = []
+
+    class Proc:
+        def __init__(self, argv, **kw):
+            started.append(argv)
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(callgrind, "_prepare", lambda: None)
+    monkeypatch.setattr(callgrind.subprocess, "Popen", Proc)
+    monkeypatch.setattr(callgrind.scratch, "directory", lambda: str(tmp_path))
+    codes = callgrind.run_sessions(
+        [(["-m", "pytest", "-o", "faulthandler_timeout=30", "test_x.py"], {}, None)], str(tmp_path)
+    )
+    assert codes == [0]
+    (argv,) = started
+    assert argv[-3:] == ["test_x.py", "-o", "faulthandler_timeout=0"]  # after the user's: it wins
+
+
 def test_counted_command_traces_children_but_not_the_latency_server(tmp_path):
     argv = callgrind.command(["python", "-m", "pytest"], str(tmp_path))
     assert argv[-3:] == ["python", "-m", "pytest"]

@@ -106,6 +106,12 @@ def counted_env(env: dict, directory: str) -> dict:
 
 INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end by itself
 
+#: A counted session runs 30-50x slower than the project's own ``faulthandler_timeout`` expects
+#: (aiohttp's: 30 s), and when it fires, faulthandler's thread dumps every thread's traceback: its
+#: instructions are counted in whatever round is running, and under valgrind the dump read a frame
+#: being torn down and took the process down with SIGSEGV (a layout pass of aiohttp's benchmarks).
+QUIET_FAULTHANDLER = ["-o", "faulthandler_timeout=0"]
+
 
 class Command(NamedTuple):
     """One pytest command line for ``run_sessions``."""
@@ -146,7 +152,10 @@ def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
             )
             env = {**counted_env(dict(os.environ), directory), **added}
             out = stack.enter_context(open(log, "w", encoding="utf-8")) if log else None
-            full = command([sys.executable, *_args_from_interpreter_flags(), *argv], directory)
+            full = command(
+                [sys.executable, *_args_from_interpreter_flags(), *argv, *QUIET_FAULTHANDLER],
+                directory,
+            )
             running.append(
                 (
                     subprocess.Popen(
