@@ -634,3 +634,27 @@ def test_a_plain_timed_test_keeps_pytest_benchmarks_own_rounds(pytester):
     result.assert_outcomes(passed=1)
     (bench,) = json.loads((pytester.path / "run.json").read_text())["benchmarks"]
     assert len(bench["stats"]["data"]) == 2 and "warmup_rounds" not in bench["extra_info"]
+
+
+def test_a_counters_precision_needs_no_second_of_wall_time(monkeypatch):
+    """pytest-benchmark gives up finding a timer's precision after one second of wall time (None:
+    a TypeError in every test's calibration). Each reading of a counted process is a dump, slow on a
+    loaded machine; the counter's precision is found from its readings alone."""
+    from pytest_benchmark import timers
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    from pytest_concurrency.measure import driver
+
+    counts = iter(range(0, 10**6, 7))  # each reading costs 7 instructions more than the last
+
+    def counter():
+        return float(next(counts))
+
+    wall = iter(
+        range(0, 10**6, 2)
+    )  # two seconds pass between two readings, as seen by pytest-benchmark
+    monkeypatch.setattr(timers, "timeout_timer", lambda: float(next(wall)))
+    assert timers.compute_timer_precision(counter) is None  # what failed the layout pass
+    monkeypatch.setattr(BenchmarkFixture, "_precisions", {})
+    assert driver.counter_precision(BenchmarkFixture, counter) == 7.0
+    assert BenchmarkFixture._precisions[counter] == 7.0  # where pytest-benchmark looks first
