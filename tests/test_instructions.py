@@ -476,7 +476,12 @@ def test_a_counted_session_runs_without_the_projects_faulthandler_timer(tmp_path
     monkeypatch.setattr(callgrind.subprocess, "Popen", Proc)
     monkeypatch.setattr(callgrind.scratch, "directory", lambda: str(tmp_path))
     codes = callgrind.run_sessions(
-        [(["-m", "pytest", "-o", "faulthandler_timeout=30", "test_x.py"], {}, None)], str(tmp_path)
+        [
+            callgrind.Command(
+                ["-m", "pytest", "-o", "faulthandler_timeout=30", "test_x.py"], {}, None
+            )
+        ],
+        str(tmp_path),
     )
     assert codes == [0]
     (argv,) = started
