@@ -14,11 +14,10 @@
   will ever switch to is a task that never ends.
 * ``outside``: resident memory outside every heap: the process's anonymous and shared
   anonymous resident pages (``RssAnon + RssShmem`` in ``/proc/self/status``) less what glibc's
-  malloc holds (its arenas and mapped chunks, ``mallinfo2``) and the Python heap. What C code or the interpreter maps for itself (``mmap``'d
-  stacks and buffers, a library's own arenas) shows here and nowhere else. Read after
-  ``malloc_trim(0)`` (``settle``), so that free memory glibc still holds is not counted, and
-  not judged where a heap grew by a quarter as much (gate/memory.py): a heap that grows grows
-  here too.
+  malloc holds (its arenas and mapped chunks, ``mallinfo2``) and the Python heap. What C code
+  or the interpreter maps for itself (``mmap``'d stacks and buffers, a library's own arenas)
+  shows here and nowhere else. Read after ``malloc_trim(0)`` (``settle``); not judged where a
+  heap grew by a quarter as much (gate/memory.py): a heap that grows grows here too.
 * ``rss``: resident memory, recorded for the report and never judged: it moves with pages of
   code and data files read in, and with glibc's per-thread arenas (1-9 KiB per task per round
   on threading with nothing kept).
