@@ -52,6 +52,43 @@ def test_a_crash_in_the_kernel_pass_names_its_test_and_stops_the_run(pytester, t
     assert not base.exists()
 
 
+ENDS_ONLY_IN_A_LAYOUT_PASS = """
+import os, sys
+
+def test_ends_in_a_layout_pass(benchmark):
+    def once():
+        if '"kind":"layout-pass"' in " ".join(sys.argv):  # only there: the counted session passes
+            os._exit(3)
+        return sum(range(100))
+    benchmark.pedantic(once, rounds=3)
+"""
+
+
+@pytest.mark.slow  # ~60 s here: the counted session and one layout pass, side by side
+@needs_valgrind
+def test_a_crash_in_a_layout_pass_beside_the_counted_session_writes_nothing(pytester):
+    """The counted session runs beside the layout passes and waits for them at its end: one that a
+    test ended keeps it from saving, and the launcher names the test."""
+    pytester.makepyfile(test_layout=ENDS_ONLY_IN_A_LAYOUT_PASS)
+    base = pytester.path / "base.json"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-layouts=2",
+        f"--concurrency-save-baseline={base}",
+        timeout=600,
+    )
+    out, err = result.stdout.str(), result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out + err
+    assert (
+        "pytest-concurrency: test_layout.py::test_ends_in_a_layout_pass ended the process of "
+        "layout 1's counted pass (exit status 3)" in err
+    ), out + err
+    assert not base.exists(), out + err
+
+
 @pytest.mark.parametrize(
     "code, said",
     [

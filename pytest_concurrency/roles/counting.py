@@ -168,10 +168,8 @@ class Launcher:
                 if codes is None:  # Ctrl-C: each has ended, and the counted session said so
                     return 2  # pytest's own status for an interrupted session
                 _stop_if_crashed(role.running, "the counted session under valgrind", codes[0])
-                for n, code in enumerate(codes[1:], 1):
-                    _stop_if_crashed(
-                        crash.path(where, f"layout{n}"), f"layout {n}'s counted pass", code
-                    )
+                for n, ((out, _), code) in enumerate(zip(passes, codes[1:]), 1):
+                    _stop_if_crashed(_running(out), f"layout {n}'s counted pass", code)
                 return codes[0]
             except _Crashed as exc:
                 print(exc.args[0], file=sys.stderr, flush=True)
@@ -242,7 +240,7 @@ class Launcher:
                 launcher=os.getpid(),
                 layout=n,
                 base_dir=self.base_dir,
-                running=crash.path(where, f"layout{n}"),
+                running=_running(out),
             )
             argv = [*layouts.pytest_argv(n), *self._argv(where, f"layout{n}"), *role.argv()]
             passes.append((out, callgrind.Command(argv, {}, _log(out), (_held(out),))))
@@ -281,6 +279,11 @@ def _ended(out: str) -> bool:
 def _log(out: str) -> str:
     """Where the pass that writes ``out`` writes its output."""
     return os.path.splitext(out)[0] + ".log"
+
+
+def _running(out: str) -> str:
+    """Where the pass that writes ``out`` keeps the test in progress (crash.py)."""
+    return crash.path(os.path.dirname(out), os.path.splitext(os.path.basename(out))[0])
 
 
 class _Crashed(Exception):
@@ -453,6 +456,8 @@ class Counted(Session):
     def may_save(self) -> str | None:
         if self.role.launcher is not None and callgrind.launcher_gone(self.role.launcher):
             return "the run that started this counted session is gone (killed)"
+        if self.layouts.crashed:  # the launcher stops the run on it: nothing of it is written
+            return self.layouts.crashed
         return None
 
     def interrupted_at_the_end(self) -> str | None:
@@ -474,6 +479,7 @@ class _JoinLayouts:
         self.role = role
         self.interrupted = False
         self.notes: list[str] = []  # how the layouts went, for the session's summary
+        self.crashed: str | None = None  # a test that ended a layout pass's process
         self.started = time.monotonic()
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -508,6 +514,9 @@ class _JoinLayouts:
         for n, out in enumerate(self.role.layouts, 1):
             found = _found(out)
             counted += found is not None
+            nodeid = crash.crashed(_running(out)) if found is None else None
+            if nodeid:
+                self.crashed = f"{nodeid} ended layout {n}'s counted pass"
             if found is None or found["exitstatus"] != 0:  # its failed tests lack this layout
                 how = "wrote no rounds" if found is None else f"exited {found['exitstatus']}"
                 self.notes.append(
