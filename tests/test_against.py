@@ -543,12 +543,13 @@ def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(
     head_part, _, paired_part = (
         (project.path / "report.md").read_text().partition("## Against the base side")
     )
-    assert "## Concurrency benchmarks" in head_part and "test_work" in head_part
+    # names are escaped for markdown (report/escape.py): test\_work renders as test_work
+    assert "## Concurrency benchmarks" in head_part and r"test\_work" in head_part
     rows = [
-        line for line in paired_part.splitlines() if line.startswith("| test_work on asyncio |")
+        line for line in paired_part.splitlines() if line.startswith(r"| test\_work on asyncio |")
     ]
     assert (
-        rows[0].startswith("| test_work on asyncio | time | +") and "| **regressed** |" in rows[0]
+        rows[0].startswith(r"| test\_work on asyncio | time | +") and "| **regressed** |" in rows[0]
     ), paired_part
     assert any("| syscalls/op |" in row for row in rows[1:]), paired_part
     # each pair's rounds kept for a second look (the run's own directory is gone)
