@@ -275,29 +275,23 @@ def bounds(doc: Any) -> str | None:
         if depth > MAX_DEPTH:
             return f"is nested more than {MAX_DEPTH} levels deep (a baseline has 7)"
         if isinstance(value, dict):
-            for key, item in value.items():
-                if len(key) > MAX_TEXT:
-                    return f"has a key of {len(key):,} characters"
-                if isinstance(item, (dict, list)):
-                    stack.append((item, depth + 1))
-                else:
-                    wrong = _leaf(item)
-                    if wrong:
-                        return wrong
+            long_key = next((key for key in value if len(key) > MAX_TEXT), None)
+            if long_key is not None:
+                return f"has a key of {len(long_key):,} characters"
+            items = value.values()
         elif isinstance(value, list):
             if len(value) > MAX_SAMPLES:
                 return f"holds a list of {len(value):,} items, more than any session takes ({MAX_SAMPLES:,})"
-            for item in value:
-                if isinstance(item, (dict, list)):
-                    stack.append((item, depth + 1))
-                else:
-                    wrong = _leaf(item)
-                    if wrong:
-                        return wrong
-        else:
-            wrong = _leaf(value)
-            if wrong:
-                return wrong
+            items = value
+        else:  # the document is one value: only it is ever popped other than a container
+            return _leaf(value)
+        for item in items:  # containers walked later, values checked here (millions of samples)
+            if isinstance(item, (dict, list)):
+                stack.append((item, depth + 1))
+            else:
+                wrong = _leaf(item)
+                if wrong:
+                    return wrong
     return None
 
 
