@@ -675,13 +675,10 @@ def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester)
 # ~3 min: pip installs the base side; then each side's counted run, its model's test isolated
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
-def test_counted_against_the_base_runs_isolated_tests_too(pytester):
+def test_counted_against_the_base_runs_isolated_tests_too(project):
     """Counting needs no turns, so --concurrency-isolate (refused for time against the base) is a
     counted run like any other on each side."""
-    _library(pytester.path / "base", "1.0", 1)
-    _library(pytester.path, "1.1", 2)  # the head: twice the work
-    pytester.makepyfile(test_mylib=TEST)
-    result = pytester.runpytest_subprocess(
+    result = project.runpytest_subprocess(
         "--benchmark-only",
         "--concurrency-measure=instructions",
         "--concurrency-against=base",
