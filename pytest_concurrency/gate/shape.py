@@ -17,7 +17,7 @@ rounds of a function that does nothing in its default second).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import measure
@@ -278,7 +278,7 @@ def bounds(doc: Any) -> str | None:
             long_key = next((key for key in value if len(key) > MAX_TEXT), None)
             if long_key is not None:
                 return f"has a key of {len(long_key):,} characters"
-            items = value.values()
+            items: Iterable[Any] = value.values()
         elif isinstance(value, list):
             if len(value) > MAX_SAMPLES:
                 return f"holds a list of {len(value):,} items, more than any session takes ({MAX_SAMPLES:,})"

@@ -44,11 +44,6 @@ class Instrument:
         """How a worker that measures (``fresh_process``) is started from this session."""
         return argv, env
 
-    def run_session(self, argv: list[str], cwd: str) -> int:
-        """Run a pytest command line (``argv`` after the interpreter) inside the instrument's
-        command; return its exit status."""
-        raise NotImplementedError
-
     def benchmark_timer(self):
         """The timer pytest-benchmark must use, or ``None`` for its own (``--benchmark-timer``)."""
         return None

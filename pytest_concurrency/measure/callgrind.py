@@ -17,7 +17,7 @@ Where valgrind runs: workload cases are counted in worker processes (``fresh_pro
 process forked per case, see isolate.py and worker.py), which the session starts under
 ``command`` (``worker_command``); the session itself runs at full speed. A plain benchmark
 test is counted in the session's own process, so a session that has one runs again whole
-under valgrind (``run_session``; its start-up, imports and collection are executed, never
+under valgrind (``run_sessions``; its start-up, imports and collection are executed, never
 counted), and its children are traced, except the IO workload's latency server and the
 plain workers that run the memory pass and the kernel figures (``memory_apart``), whose
 work is not counted.
@@ -122,22 +122,14 @@ class Command(NamedTuple):
     fds: tuple[int, ...] = ()  # handed to this process alone, and closed here once it started
 
 
-def run_session(argv: list[str], cwd: str) -> int:
-    """Run ``argv`` (a pytest command line) counted, on this terminal; return its exit status.
-
-    The counted session dies with this process (PR_SET_PDEATHSIG on Linux): ``kill -9`` of the
-    launcher once left it running, and it wrote its baseline a minute later. It runs in a
-    session of its own, so a Ctrl-C reaches it exactly once, forwarded from here, and it ends
-    with pytest's own summary.
-    """
-    codes = run_sessions([Command(argv, {}, None)], cwd)
-    return 2 if codes is None else codes[0]  # 2: pytest's own status for an interrupted session
-
-
 def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
-    """Run pytest command lines counted, side by side; each dies with this process, in a session
-    of its own (``run_session``). Their exit statuses; None after a Ctrl-C, forwarded to each,
-    once all have ended (``_stop``)."""
+    """Run pytest command lines counted, side by side. Their exit statuses; None after a Ctrl-C,
+    forwarded to each, once all have ended (``_stop``).
+
+    Each dies with this process (PR_SET_PDEATHSIG on Linux): ``kill -9`` of the launcher once
+    left a counted session running, and it wrote its baseline a minute later. Each runs in a
+    session of its own, so a Ctrl-C reaches it exactly once, forwarded from here, and it ends
+    with pytest's own summary."""
     # -W, -X, -O... as given to this python
     from subprocess import _args_from_interpreter_flags  # type: ignore[attr-defined]
 
@@ -399,9 +391,6 @@ class Callgrind(Instrument):
         if inside():  # valgrind traces this session's children already
             return argv, env
         return command(argv, worker_dir()), counted_env(env, worker_dir())
-
-    def run_session(self, argv: list[str], cwd: str) -> int:
-        return run_session(argv, cwd)
 
     def benchmark_timer(self):
         def count() -> (
