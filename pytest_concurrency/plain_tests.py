@@ -19,11 +19,13 @@ import time
 from collections.abc import Callable, Collection
 
 import pytest
+from pytest_benchmark.fixture import BenchmarkFixture
 
 from .backends import watchdog
 from .measure import driver, models, records
 
-KERNEL = pytest.StashKey[driver.KernelPerRun]()  # kernel figures per run call
+#: kernel figures per ``run`` call (``concurrency_backend``), or per group of rounds (others)
+KERNEL = pytest.StashKey["driver.KernelPerRun | driver.KernelPerRounds"]()
 CALLS = pytest.StashKey[driver.PlainCalls]()  # with the memory pass: what it measured
 WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call_watched``)
 APART = pytest.StashKey[bool]()  # in the child a test's call runs in (``call_apart``)
@@ -319,15 +321,25 @@ def _wait_or_exit() -> None:
         os._exit(_exit["status"])
 
 
-def before_call(item, instrument, memory: bool, again: bool = False) -> None:
-    """Before the test runs: remember what it measures, for the memory pass (``memory``) or to
-    time it ``again`` at the session's end; and warm it up when counted."""
+def before_call(item, instrument, memory: bool, again: bool = False, paired: bool = False) -> None:
+    """Before the test runs (and before a side of --concurrency-against, ``paired``, makes its
+    rounds take turns): read the kernel around its rounds, when it has no ``concurrency_backend``
+    (``watch`` reads that one's ``run`` calls); remember what it measures, for the memory pass
+    (``memory``) or to time it ``again`` at the session's end; and warm it up when counted."""
     funcargs = getattr(item, "funcargs", {})
-    if not measured_here(funcargs):
-        return
+    # pytest-codspeed's fixture (--codspeed) passes for pytest-benchmark's by ``__class__``, not type
+    if not measured_here(funcargs) or not issubclass(type(funcargs["benchmark"]), BenchmarkFixture):
+        return  # (the session says it judges nothing with --codspeed)
     bench = funcargs["benchmark"]
+    if instrument.machine_bound and KERNEL not in item.stash and getattr(bench, "enabled", False):
+        item.stash[KERNEL] = driver.KernelPerRounds(bench, one_a_round=paired)
     if memory or again:
-        item.stash[CALLS] = driver.PlainCalls(bench, memory)
+        whole = item.stash.get(WHOLE_BODY, False)
+        item.stash[CALLS] = driver.PlainCalls(
+            bench,
+            memory,
+            "its whole body is the call, and its fixtures are torn down" if whole else None,
+        )
     if instrument.exact:
         driver.WarmUntilStable(bench, instrument)
 
@@ -339,6 +351,8 @@ def after_call(
     ``counted_elsewhere(fullname)``: what passes before a counted session found for it (roles).
     What it measured, if it passed and that was remembered (``before_call``)."""
     _label(item, instrument, counted_elsewhere)
+    if isinstance(item.stash.get(KERNEL, None), driver.KernelPerRounds):
+        item.stash[KERNEL].close()  # (``watch`` closes a ``run`` call's at teardown)
     bench = getattr(item, "funcargs", {}).get("benchmark")
     calls = item.stash.get(CALLS, None)
     if not passed or calls is None or bench is None or bench.stats is None:

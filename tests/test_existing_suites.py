@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 SUITE = """
 import asyncio
 import pytest
@@ -91,3 +93,84 @@ def test_every_benchmark_of_an_unmodified_suite_is_in_the_baseline(pytester):
     assert "Gate: " in text and "nothing to judge" not in text
     assert "test_suite.py::test_on_a_loop on asyncio" in text  # each judged, named naturally
     assert "test_suite.py::test_whole_body_param[n=20]" in text
+
+
+SYSCALLS = """
+import os
+
+CALLS = int(os.environ["CALLS"])
+
+def few_syscalls():
+    for _ in range(CALLS):
+        os.getpid()
+
+def test_pid(benchmark):
+    benchmark.pedantic(few_syscalls, rounds=300, iterations=20)
+"""
+
+
+def test_a_suite_s_own_test_has_kernel_figures_and_the_kernel_gate_judges_them(
+    pytester, monkeypatch
+):
+    """Read around pytest-benchmark's rounds, in groups (measure/driver.KernelPerRounds): one
+    getpid a call reads one syscall a call, and three read as a regression. ~6 s."""
+    pytester.makepyfile(test_pids=SYSCALLS)
+    args = ("--benchmark-only", "-p", "no:cacheprovider")
+    monkeypatch.setenv("CALLS", "1")
+    saved = pytester.runpytest_subprocess(*args, "--concurrency-save-baseline=base.json")
+    assert saved.ret == 0, saved.stdout.str()
+    (extra,) = [
+        b["extra_info"] for b in json.loads((pytester.path / "base.json").read_text())["benchmarks"]
+    ]
+    if extra["kernel_source"].get("syscalls") != "perf_event_open":
+        pytest.skip(f"syscalls are not counted on this machine: {extra.get('kernel_note')}")
+    assert extra["syscalls_per_op"] == 1.0
+    assert extra["kernel_round_ops"] % 20 == 0  # whole rounds of 20 calls
+    assert len(extra["kernel_rounds"]["syscalls"]) >= 10
+
+    monkeypatch.setenv("CALLS", "3")
+    judged = pytester.runpytest_subprocess(*args, "--concurrency-baseline=base.json")
+    text = judged.stdout.str()
+    assert judged.ret == 1, text
+    assert "syscalls/op" in text and "regressed" in text, text
+
+
+CODSPEED_SUITE = """
+import pytest
+from pytest_codspeed import BenchmarkFixture
+
+@pytest.mark.benchmark
+def test_whole_body():
+    assert sum(range(1000)) == 499500
+
+def test_typed(benchmark: BenchmarkFixture):
+    assert benchmark(sorted, range(100, 0, -1))[0] == 1
+"""
+
+
+def test_a_pytest_codspeed_suite_runs_as_it_is_with_pytest_codspeed_installed(pytester):
+    """pytest-codspeed installed and not enabled: its ``benchmark`` marker and its fixture's type
+    are the suite's, pytest-benchmark measures, and every test is judged; with ``--codspeed``
+    pytest-codspeed measures and the gate says it has nothing of pytest-benchmark's to judge
+    (exit 8). Three real sessions, ~4 s."""
+    pytest.importorskip("pytest_codspeed")
+    pytester.makepyfile(test_codspeed_style=CODSPEED_SUITE)
+    args = ("--benchmark-only", "-p", "no:cacheprovider", "--strict-markers")
+    saved = pytester.runpytest_subprocess(*args, "--concurrency-save-baseline=base.json")
+    assert saved.ret == 0, saved.stdout.str()
+    names = {
+        b["extra_info"]["workload"]
+        for b in json.loads((pytester.path / "base.json").read_text())["benchmarks"]
+    }
+    assert names == {
+        "test_codspeed_style.py::test_whole_body",
+        "test_codspeed_style.py::test_typed",
+    }
+    judged = pytester.runpytest_subprocess(*args, "--concurrency-baseline=base.json", "-v")
+    assert "Gate: " in judged.stdout.str() and "nothing to judge" not in judged.stdout.str()
+
+    enabled = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--codspeed", "--concurrency-baseline=base.json"
+    )  # (pytest-codspeed refuses --benchmark-only beside it)
+    assert enabled.ret == 8, enabled.stdout.str()
+    assert "run them without --codspeed" in enabled.stdout.str()

@@ -186,7 +186,7 @@ def _judge(figure: Figure, then: Record, now: Record) -> KernelVerdict:
     status = UNCHANGED
     if (
         abs(after - before) > figure.floor
-        and abs(after - before) * (now.ops or 1) > figure.round_floor
+        and abs(after - before) * now.kernel_round_ops > figure.round_floor
     ):
         if change is None:  # from none at all: any change beyond the floor counts
             status = REGRESSED

@@ -397,12 +397,12 @@ def _kernel(base: Record, head: Record, more: Sequence = ()) -> list:
                 again=[g for g in again if all(g)],
             )
             per_op = [
-                statistics.median(x[1] for x in r) / (rec.ops or 1)
+                statistics.median(x[1] for x in r) / rec.kernel_round_ops
                 for r, rec in zip(rounds, (base, head))
             ]
             moved = abs(per_op[1] - per_op[0])
             if v.status in (REGRESSED, IMPROVED) and (
-                moved <= figure.floor or moved * (head.ops or 1) <= figure.round_floor
+                moved <= figure.floor or moved * head.kernel_round_ops <= figure.round_floor
             ):
                 v.status, v.note = UNCHANGED, "below the figure's floor (gate/kernel.py)"
             v.base_median, v.head_median = per_op

@@ -175,6 +175,7 @@ EXTRA = fields(
         "disturbed": optional(scalar),
         "layouts": layouts,
         "kernel_rounds": optional(mapping(optional(listing(number)))),
+        "kernel_round_ops": optional(positive),
         "kernel_source": optional(lambda v: scalar(v) and mapping(scalar)(v)),
         "memory_not_measured": optional(mapping(scalar)),
         "paired_rounds": optional(listing(listing(optional(number)))),

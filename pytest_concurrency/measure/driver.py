@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import math
 import statistics
+import time
 
 from .. import workloads
 from ..workloads import Outcome, WorkloadError
@@ -70,19 +73,29 @@ class _KernelRounds:
         if self._counters is None:
             yield
             return
-        before = self._counters.read()
+        before = self.begin()
         try:
             yield
         finally:
+            self.end(before)
+
+    def begin(self) -> dict:
+        """The reading a round (``end``) starts from: for rounds that span calls."""
+        return self._counters.read() if self._counters is not None else {}
+
+    def end(self, before: dict) -> None:
+        if self._counters is not None:
             self.rounds.append(self._counters.between(before, self._counters.read()))
 
-    def close(self, ops: int, skip: int = 0) -> dict:
-        """The record's kernel keys for the rounds after the first ``skip`` (warm-ups)."""
+    def close(self, ops: int, skip: int = 0, rounds: list[dict] | None = None) -> dict:
+        """The record's kernel keys for the rounds after the first ``skip`` (warm-ups), or for
+        the given ``rounds`` of them."""
         if self._counters is None:
             return {}
         self.release()
         c = self._counters
-        return kernel.per_op(self.rounds[skip:], ops, c.source, c.why_not)
+        chosen = self.rounds[skip:] if rounds is None else rounds
+        return kernel.per_op(chosen, ops, c.source, c.why_not)
 
     def release(self) -> None:
         """Close the counters (again is harmless)."""
@@ -118,14 +131,108 @@ class KernelPerRun:
         self._calls.release()
 
 
+class KernelPerRounds:
+    """Kernel figures for a suite's own ``benchmark`` test (no ``concurrency_backend``), read
+    around pytest-benchmark's rounds: the calls of its runner after it made the test's stats
+    (calibration comes before; warm-up rounds, if any, are left out at the end).
+
+    A round of a small function lasts microseconds, and a reading costs a few syscalls, so rounds
+    are read in groups of equal size that last ``GROUP_S`` or more (sized on the first round, and
+    small enough to give ``GROUPS`` of them over the rounds it expects); the record's
+    ``kernel_round_ops`` says how many calls a group held, for the gates' floors per round.
+    ``one_a_round``: every round its own group (the rounds of a side of --concurrency-against are
+    paired with the other side's, figure by figure). A trailing group left short is not used."""
+
+    GROUP_S = 0.002
+    GROUPS = 10
+
+    def __init__(self, benchmark, one_a_round: bool):
+        self._rounds = _KernelRounds(enabled=True)
+        self._window = Window(None)
+        self._size = 1 if one_a_round else 0  # 0: sized on the first round
+        self._iterations = 1
+        self._expected: int | None = None  # pedantic's rounds (else from the first round's time)
+        self._calls = -1  # runner calls since the stats were made (-1: not made yet)
+        self._starts: list[int] = []  # each closed group's first call
+        self._open: tuple[int, dict, float] | None = None  # (first call, reading, time)
+        self._closed = False
+        self._fixture = benchmark
+        make_runner, make_stats, pedantic = (
+            benchmark._make_runner,
+            benchmark._make_stats,
+            benchmark.pedantic,
+        )
+
+        def counting_pedantic(*args, **named):
+            with contextlib.suppress(TypeError):  # a wrong call: pedantic says so
+                given = inspect.signature(pedantic).bind_partial(*args, **named).arguments
+                self._expected = given.get("rounds", 1)
+            return pedantic(*args, **named)
+
+        def making_stats(iterations):
+            self._iterations, self._calls = iterations, 0
+            return make_stats(iterations)
+
+        def read_runner(function, args, kwargs):
+            runner = make_runner(function, args, kwargs)
+
+            def run(loops_range, *rest, **timer):
+                if self._calls < 0 or self._closed:
+                    return runner(loops_range, *rest, **timer)
+                if self._open is None:
+                    self._open = (self._calls, self._rounds.begin(), time.perf_counter())
+                try:
+                    return runner(loops_range, *rest, **timer)
+                finally:
+                    self._calls += 1
+                    self._close_group()
+
+            return run
+
+        benchmark._make_runner, benchmark._make_stats = read_runner, making_stats
+        benchmark.pedantic = counting_pedantic
+
+    def _close_group(self) -> None:
+        first, before, started = self._open
+        if not self._size:
+            took = max(time.perf_counter() - started, 1e-9)
+            b = self._fixture
+            expected = self._expected or max(b._min_rounds, math.ceil(b._max_time / took))
+            wanted = math.ceil(self.GROUP_S / took)
+            self._size = max(1, min(wanted, expected // self.GROUPS))
+        if self._calls - first >= self._size:
+            self._rounds.end(before)
+            self._starts.append(first)
+            self._open = None
+
+    def figures(self, last: int) -> dict:
+        """The record's kernel keys from the groups within the last ``last`` calls (the
+        measured rounds)."""
+        if self._closed or self._calls <= 0 or not last:
+            return {}
+        first = self._calls - last
+        groups = [r for r, s in zip(self._rounds.rounds, self._starts) if s >= first]
+        if not groups:
+            return {}
+        ops = self._size * self._iterations
+        out = self._rounds.close(ops, rounds=groups)
+        self._closed = True
+        return {**out, "kernel_round_ops": ops, **self._window.close()[1]}
+
+    def close(self) -> None:
+        self._closed = True
+        self._rounds.release()
+
+
 class PlainCalls:
     """What a user's plain benchmark test measured: the function and its arguments, as the
     ``benchmark`` fixture was handed them, and pytest-benchmark's own runner for them. So the
     memory pass can call it again (``memory``), and the gate can time it again at the session's
     end, as it does a workload case that seems to have regressed (``again``)."""
 
-    def __init__(self, benchmark, memory: bool):
+    def __init__(self, benchmark, memory: bool, not_again: str | None = None):
         self.memory = memory
+        self.not_again = not_again  # why it cannot be timed again at the session's end
         self.last = None
         self.runner = None
         self.varied = False  # a pedantic setup handed out other arguments for a round
@@ -159,9 +266,14 @@ class PlainCalls:
         """The same rounds again, timed by pytest-benchmark's runner (its timer, its GC setting):
         seconds per iteration, and other processes' load meanwhile (``foreign_cpu``). Raises
         when they cannot be: its fixtures are torn down by now, so a call may fail."""
-        if self.runner is None or self.varied:
+        if self.not_again or self.runner is None or self.varied:
             raise RuntimeError(
-                "its setup hands out arguments for each round" if self.varied else "no rounds ran"
+                self.not_again
+                or (
+                    "its setup hands out arguments for each round"
+                    if self.varied
+                    else "no rounds ran"
+                )
             )
         window = Window(None)
         samples = [self.runner(range(iterations)) / iterations for _ in range(rounds)]

@@ -203,6 +203,7 @@ def keys_of(extra: dict) -> dict:
         "kernel_source",
         "kernel_rounds",
         "kernel_note",
+        "kernel_round_ops",
         *(f"{name}_per_op" for name in FIGURES),
     }
     return {k: v for k, v in extra.items() if k in names}

@@ -26,5 +26,5 @@ def pytest_argv(layout: int) -> list[str]:
     return [
         "-c",
         f"_pad = [str(k) * (1 + k % 14) for k in range({layout * PAD_OBJECTS})]\n"
-        "import sys, pytest\nsys.exit(pytest.console_main())",
+        "import runpy\nrunpy.run_module('pytest', run_name='__main__', alter_sys=True)",
     ]

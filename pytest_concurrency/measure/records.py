@@ -31,6 +31,8 @@ pytest-benchmark JSON viewer):
                             ``migrations``, ``minflt``, ``majflt``, ``user_s``, ``sys_s``;
                             absent when not measured
 ``kernel_rounds``           each of those figures per round (not per op): ``{figure: [...]}``
+``kernel_round_ops``        ops in each of those rounds, where that is not ``ops``: a suite's own
+                            ``benchmark`` test is read per group of rounds (calls), not per call
 ``kernel_source``           where each figure came from: ``perf_event_open``, ``getrusage`` or
                             ``not measured``; ``kernel_note`` says why perf was not used
 ``foreign_cpu``             CPU cores other processes kept busy during the rounds, on
@@ -131,6 +133,11 @@ class Record:
     def median(self) -> float:
         """The median round; counted in several layouts, the median of the layouts' medians."""
         return median([median(rounds) for rounds in self.layouts]) if self.samples else float("nan")
+
+    @property
+    def kernel_round_ops(self) -> int:
+        """Ops in each round its kernel figures were read over (``kernel_rounds``)."""
+        return int(self.extra.get("kernel_round_ops") or self.ops or 1)
 
     def metric(self, name: str, default=None):
         return self.extra.get(name, default)

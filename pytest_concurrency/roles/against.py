@@ -414,7 +414,8 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
             first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=further
         )
         result.sides = paired.sides_line(base_ids, head_ids)
-        for line in terminal.paired_lines(result):
+        width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
+        for line in terminal.paired_lines(result, width):
             print(line)
         if s.report_md:
             _append_report(s.report_md, result)

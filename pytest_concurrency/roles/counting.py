@@ -5,10 +5,8 @@ only those runs at full speed (``Session``). A plain ``benchmark`` test is measu
 session's own process: a run with one becomes a ``Launcher``, which starts, in turn,
 
 * a ``Probe``: the command line collected at full speed (about a second), to learn whether any
-  test is measured in the session's own process (which is known only after collection), and
-  whether any of those has kernel figures (only a test with ``concurrency_backend`` has);
-* a ``KernelPass``, if one has: those tests at full speed in time mode, for their kernel
-  figures (under valgrind a process's threads run one at a time, and valgrind makes syscalls of
+  test is measured in the session's own process (which is known only after collection);
+* a ``KernelPass``: those tests at full speed in time mode, for their kernel figures (under valgrind a process's threads run one at a time, and valgrind makes syscalls of
   its own);
 * the ``Counted`` session: the user's command line, whole, under valgrind (30-50x slower in
   everything it does; only the rounds are counted), which reads what the passes wrote;
@@ -62,7 +60,7 @@ def user_session(config, s, base_dir: str | None = None):
     if s.instrument.needs_launch and not measures_nothing(config):
         found = tests_measured_here(config, base_dir)
         if found.here:
-            return Launcher(config, s, base_dir, kernel_pass=found.with_kernel > 0)
+            return Launcher(config, s, base_dir)
         s.instrument.prepare_session()
     return Session(config, s)
 
@@ -103,7 +101,6 @@ def measured_here(item) -> bool:
 
 class Found(NamedTuple):
     here: int  # tests measured in the session's own process
-    with_kernel: int  # of those, the ones with kernel figures (concurrency_backend's run calls)
 
 
 def tests_measured_here(config, base_dir: str | None = None) -> Found:
@@ -125,18 +122,17 @@ def tests_measured_here(config, base_dir: str | None = None) -> Found:
             with open(out, encoding="utf-8") as fh:
                 return Found(*json.load(fh))
         except (OSError, ValueError, TypeError):
-            return Found(1, 1)
+            return Found(1)
 
 
 class Launcher:
     """The user's process in a counted run with a test measured in its own process: it runs the
     passes, then the whole session again under valgrind, and exits with that session's status."""
 
-    def __init__(self, config, settings, base_dir: str | None = None, kernel_pass: bool = True):
+    def __init__(self, config, settings, base_dir: str | None = None):
         self.config = config
         self.settings = settings
         self.base_dir = base_dir  # on the base side's code (counted against the base)
-        self.kernel_pass = kernel_pass  # False: no test measured here has kernel figures
 
     def main(self) -> int:
         config, s = self.config, self.settings
@@ -151,7 +147,7 @@ class Launcher:
             prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True
         ) as where:
             try:
-                kernel_file = self._kernel(where) if self.kernel_pass else None
+                kernel_file = self._kernel(where)
                 passes = self._layouts(where, s.layouts)
                 role = Role(
                     COUNTED,
@@ -353,9 +349,8 @@ class Probe:
 
     def pytest_collection_finish(self, session) -> None:
         counted = [item for item in session.items if measured_here(item) and not _skipped(item)]
-        kernel = [item for item in counted if "concurrency_backend" in item.fixturenames]
         with open(self.out, "w", encoding="utf-8") as fh:
-            json.dump(Found(len(counted), len(kernel)), fh)
+            json.dump(Found(len(counted)), fh)
 
 
 def _skipped(item) -> bool:

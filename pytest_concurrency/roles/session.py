@@ -156,12 +156,12 @@ class Session:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
-        self.before_call(item)
         s = self.settings
         memory = marker_kwarg(item, "memory")
         wanted = memory if memory is not None else s.memory_plain
         again = self.times_plain_tests_again()
-        plain_tests.before_call(item, s.instrument, wanted and self.memory_pass, again)
+        plain_tests.before_call(item, s.instrument, wanted and self.memory_pass, again, s.paired)
+        self.before_call(item)  # after: a side's turns are not in the rounds' kernel figures
         outcome = yield
         calls = plain_tests.after_call(
             item, s.instrument, outcome.excinfo is None, self.counted_elsewhere
