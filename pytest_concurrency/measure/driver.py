@@ -193,6 +193,7 @@ class KernelPerRounds:
         benchmark.pedantic = counting_pedantic
 
     def _close_group(self) -> None:
+        assert self._open is not None  # opened by the call that ends
         first, before, started = self._open
         if not self._size:
             took = max(time.perf_counter() - started, 1e-9)
