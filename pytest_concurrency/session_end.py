@@ -17,10 +17,8 @@ from .gate import memory as memory_gate
 from .gate.verdicts import GateResult, MemoryResult
 from .measure import records
 
-#: The session's exit status when the gate found no regression but changes it could not judge
-#: because the baseline is too noisy (a threshold widened by its sessions' drift hid them):
-#: re-record the baseline. pytest's own codes are 0-5; a regression still exits 1.
-EXIT_BASELINE_TOO_NOISY = 6
+# (6, once a baseline too noisy to judge some slowdown, is no longer used: that verdict is
+# inconclusive, named with its advice, and passes, as unchanged code must; pytest's own are 0-5)
 #: The session's exit status when the baseline's counts were measured by another measuring side
 #: (plugin version, its code, Python build, valgrind): no verdict; record the baseline again.
 EXIT_RERECORD_BASELINE = 7
@@ -49,16 +47,14 @@ class SessionOutcome:
 
     @property
     def exit_status(self) -> int:
-        """What the session exits with (when its tests passed): a failure wins (1), then a
-        baseline too noisy to judge some change (``EXIT_BASELINE_TOO_NOISY``), else 0."""
+        """What the session exits with (when its tests passed): a failure wins (1), then a gate
+        that judged nothing (8), a baseline of another measuring side (7), else 0."""
         if self.failed:
             return int(pytest.ExitCode.TESTS_FAILED)
         if self.nothing_judged:
             return EXIT_NOTHING_JUDGED
         if self.gate is not None and self.gate.rerecord:
             return EXIT_RERECORD_BASELINE
-        if self.gate is not None and self.gate.too_noisy:
-            return EXIT_BASELINE_TOO_NOISY
         return int(pytest.ExitCode.OK)
 
 

@@ -56,6 +56,27 @@ def test_round_trip_keeps_samples_and_is_pytest_benchmark_json(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p != "base.json"]  # no temp file left
 
 
+def test_a_save_keeps_every_kth_round_of_a_long_benchmark_on_a_line_of_its_own(tmp_path):
+    """pytest-benchmark runs a small function 100,000 rounds and more: a real suite's baseline
+    (yarl's 91 URL benchmarks) outgrew what a read accepts by its third session."""
+    path = tmp_path / "base.json"
+    doc = sample_doc(n=25_000)
+    doc[baseline.SECTION]["history"] = [
+        {"benchmarks": [{"workload": "ring", "samples": list(range(3001)), "keep": "me"}]}
+    ]
+    baseline.save(path, doc)
+    text = path.read_text()
+    saved = json.loads(text)
+    data = saved["benchmarks"][0]["stats"]["data"]
+    assert len(data) == baseline.KEPT_ROUNDS and data == doc["benchmarks"][0]["stats"]["data"][::25]
+    assert saved["benchmarks"][0]["stats"]["median"] == doc["benchmarks"][0]["stats"]["median"]
+    (old,) = saved[baseline.SECTION]["history"][0]["benchmarks"]
+    assert len(old["samples"]) == baseline.KEPT_ROUNDS and old["samples"][:3] == [0, 3, 6]
+    assert old["keep"] == "me"  # the rest of an entry as it was
+    assert len(text) < 2 * 30 * baseline.KEPT_ROUNDS  # the samples one line each benchmark
+    assert len(doc["benchmarks"][0]["stats"]["data"]) == 25_000  # the caller's document untouched
+
+
 def test_save_creates_missing_directories(tmp_path):
     path = tmp_path / "ci" / "py311" / "base.json"
     baseline.save(path, sample_doc())

@@ -491,17 +491,27 @@ def test_a_busier_machine_spares_light_tasks_unless_it_leaves_them_no_free_core(
     assert any("less than one free core of 2" in v.note for v in starved.verdicts)
 
 
-def test_the_same_load_on_both_sides_is_judged_normally():
-    assert load_case("thread", then=1.0, now=1.05, cpus=2).failed
+def test_the_same_load_on_both_sides_is_judged_normally_while_it_leaves_a_free_core():
+    assert load_case("thread", then=1.0, now=1.05, cpus=4).failed
+    # without a core of its own, a process's speed is the scheduler's placement, however busy
+    # the baseline's machine was: a slowdown there is inconclusive, never a red build
+    starved = load_case("thread", then=1.0, now=1.05, cpus=2)
+    assert not starved.failed
+    v = next(v for v in starved.verdicts if v.key[2] == "gevent")
+    assert v.status == INCONCLUSIVE and "less than one free core of 2" in v.note
+    assert not load_case("light", then=1.0, now=1.05, cpus=2).failed
 
 
-def test_one_outlying_session_does_not_widen_the_threshold():
-    # one session 60% slow with no sign of why: left out of the drift, not of the center
+@pytest.mark.parametrize("now, status", [(1.3, INCONCLUSIVE), (1.8, REGRESSED)])
+def test_one_outlying_session_does_not_widen_the_threshold(now, status):
+    # one session 60% slow with tight rounds: left out of the drift and the center, but a speed
+    # this code ran at, so a session within it is no evidence of a change (sessions.py)
     result = gate.compare(
-        sessions_doc([1.0, 1.0, 1.6, 1.0, 1.0]), run(2, slower={"gevent": 1.3}), meta()
+        sessions_doc([1.0, 1.0, 1.6, 1.0, 1.0]), run(2, slower={"gevent": now}), meta()
     )
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
-    assert v.status == REGRESSED and v.threshold == pytest.approx(0.07)
+    assert v.status == status and v.threshold == pytest.approx(0.07)
+    assert ("within what the baseline's own 5 sessions" in v.note) == (status == INCONCLUSIVE)
 
 
 def _counted(workload: str, count: float, waits: bool) -> Record:
@@ -725,14 +735,15 @@ def test_a_faster_run_that_a_noisy_baseline_hides_is_inconclusive_but_never_fail
     assert not v.too_noisy and not result.too_noisy and not result.failed
 
 
-def test_only_too_noisy_inconclusives_exit_with_their_own_status():
+def test_a_slowdown_only_a_noisy_baseline_hides_passes_and_says_so():
+    # unchanged code drifts so: 8 of 10 A/A sessions of a plain test once exited 6 on it
     from pytest_concurrency import session_end
     from pytest_concurrency.gate.verdicts import GateResult, Verdict
 
     noisy = Verdict(("ring", "n=1", "gevent"), INCONCLUSIVE, too_noisy=True)
     regressed = Verdict(("ring", "n=1", "asyncio"), REGRESSED)
     outcome = session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy]))
-    assert outcome.exit_status == session_end.EXIT_BASELINE_TOO_NOISY == 6
+    assert outcome.exit_status == 0 and GateResult(verdicts=[noisy]).too_noisy == [noisy]
     assert (
         session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy, regressed])).exit_status
         == 1

@@ -213,9 +213,7 @@ def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regr
     doc = baseline.document_from_records([threads(21.5, 0.02)], META)
     busy = gate.compare(doc, [threads(21.5 * 1.6, 1.03)], META)  # a busy loop on the other core
     assert not busy.failed and busy.kernel.by_status(INCONCLUSIVE)[0].figure == "syscalls"
-    assert "the machine was busier than for the baseline" in kernel_gate.line(
-        busy.kernel.verdicts[0]
-    )
+    assert "cannot be told from the load" in kernel_gate.line(busy.kernel.verdicts[0])
     assert "1 inconclusive" in kernel_gate.summary(busy.kernel)
     quiet = gate.compare(doc, [threads(21.5 * 1.6, 0.02)], META)  # the same rise on a quiet machine
     assert quiet.failed and quiet.kernel.by_status(REGRESSED)[0].figure == "syscalls"

@@ -244,7 +244,7 @@ def speed_changes(
     return [
         v
         for v in compare(previous_doc, current, current_meta, settings).verdicts
-        if v.status in SPEED_CHANGED
+        if v.status in SPEED_CHANGED or v.within_sessions
     ]
 
 
@@ -496,7 +496,7 @@ def _judge(
     if cal:
         verdict.normalized_change = cur.median / (baseline_median * cal) - 1
     # normalized: the baseline's samples as they would have run on this machine
-    factor = cal if normalize else 1.0
+    factor = cal if normalize and cal else 1.0
     reference = [x * factor for x in raw]
     medians = {i: stats.median(s.samples) for i, s in kept.items()}
     drift = stats.session_drift(list(medians.values()))
@@ -527,13 +527,22 @@ def _judge(
     verdict.decided_by = "normalized" if normalize else "raw"
     if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:
         # never "unchanged" beyond the threshold set; and only a slowdown it may hide is worth a
-        # status of its own (exit 6): a faster run never fails the build
+        # note of its own in the summary; neither fails the build (unchanged code often drifts so)
         verdict.status, verdict.too_noisy = INCONCLUSIVE, c.change > 0
         verdict.note = _join(
             f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
             f"{verdict.widened_by}): re-record the baseline",
             verdict.note.replace(widening, drifts),
         )
+    spanned = instrument.machine_bound and session_quality.within_their_span(
+        sessions,
+        baseline_median,
+        cur.median / factor,
+        threshold,  # in the baseline's scale
+    )
+    if spanned and verdict.status in SPEED_CHANGED:
+        verdict.status, verdict.within_sessions = INCONCLUSIVE, verdict.status
+        verdict.note = _join(spanned, verdict.note)
     machine = instrument.machine_bound and (
         interference.load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
         or interference.speed_swing(cur_meta, c, settings.machine_tolerance)

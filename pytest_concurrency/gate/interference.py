@@ -45,6 +45,16 @@ def load_change(sessions: list, cur: Record, status: str, cpus: int) -> str | No
     busy, quiet = (now, max(then)) if slower else (min(then), now)
     kind = cur.extra.get("task_kind", "light")
     starved = cpus - busy < 1 + LOAD_MARGIN  # not even one free core for this process
+    if slower and starved:
+        # however busy the baseline's machine was: without a core of its own, a process runs as
+        # fast as the scheduler's placement lets it (yarl's unchanged benchmarks beside two busy
+        # loops: 1x or 2x a call, process by process, the same in the re-measure)
+        return (
+            f"other processes kept {now:.2f} CPU cores busy during this benchmark, which left "
+            f"this process less than one free core of {cpus}: its speed then depends on where "
+            f"the scheduler put it, so this change cannot be told from the load; count "
+            f"instructions (--concurrency-measure=instructions), or run on a quieter machine"
+        )
     if busy - quiet <= LOAD_MARGIN or not (starved or kind in _NEEDS_FREE_CORES):
         return None
     why = (

@@ -50,10 +50,19 @@ def disturbed(sessions: Sequence[history.Session], threshold: float) -> dict[int
                 if abs(x - center) > limit
             }
         )
+    out.update(_wide(sessions, threshold, out))
+    return out if len(out) < len(sessions) else {}
+
+
+def _wide(
+    sessions: Sequence[history.Session], threshold: float, skip: Mapping[int, str]
+) -> dict[int, str]:
+    """The sessions (not in ``skip``) whose rounds spread far wider than the others': something
+    else ran beside them for a while."""
     spreads = {
         i: spread(s.samples)
         for i, s in enumerate(sessions)
-        if i not in out and len(s.samples) >= _MIN_ROUNDS_FOR_SPREAD
+        if i not in skip and len(s.samples) >= _MIN_ROUNDS_FOR_SPREAD
     }
     wide = {}
     for i, own in spreads.items():
@@ -61,8 +70,36 @@ def disturbed(sessions: Sequence[history.Session], threshold: float) -> dict[int
         if own > max(SPREAD_FACTOR * others, threshold):
             times = f"{own / others:.0f}x " if others > 0 else "far beyond "
             wide[i] = f"its rounds spread {own:.0%}, {times}the other sessions' {others:.0%}"
-    out.update(wide)
-    return out if len(out) < len(sessions) else {}
+    return wide
+
+
+def within_their_span(
+    sessions: Sequence[history.Session], center: float, current: float, threshold: float
+) -> str | None:
+    """Why a change is no evidence of a code change, if it is none: the baseline's own sessions
+    of the same code differ beyond the threshold, and ``current`` lies within their span widened
+    by the threshold. Some benchmarks settle into a speed per process (yarl's, unchanged code:
+    12 and 25 µs a call in two sessions, each with tight rounds), and a gate that left the odd
+    speed out as an outlier failed three A/As in three. A session left out as disturbed counts
+    here too, unless its own rounds show that something ran beside it (``_wide``): a neighbour
+    spreads a session's rounds, a process's speed does not. ``center``: the baseline's median,
+    as the verdict reports changes from it."""
+    beside = _wide(sessions, threshold, {})
+    medians = [
+        stats.median(s.samples) for i, s in enumerate(sessions) if s.samples and i not in beside
+    ]
+    if len(medians) < 2 or min(medians) <= 0 or center <= 0:
+        return None
+    low, high = min(medians), max(medians)
+    if high / low - 1 <= threshold or not low / (1 + threshold) <= current <= high * (
+        1 + threshold
+    ):
+        return None
+    return (
+        f"within what the baseline's own {len(medians)} sessions of this code spanned "
+        f"({low / center - 1:+.0%} to {high / center - 1:+.0%} around its median): time cannot "
+        f"tell a change this size here; counting instructions can (--concurrency-measure=instructions)"
+    )
 
 
 def left_out(bad: Mapping[int, str], total: int) -> str:

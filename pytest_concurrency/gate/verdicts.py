@@ -45,6 +45,9 @@ class Verdict:
     base_threshold: float | None = None  # the threshold before the baseline's drift widened it
     widened_by: str = ""  # the baseline sessions whose spread widened it ("session 2 (+50%)")
     too_noisy: bool = False  # inconclusive only because the widened threshold hid the change
+    #: the status the baseline's own sessions made inconclusive (gate/sessions.within_their_span):
+    #: saving a session still flags such a speed, or restarts the history on it
+    within_sessions: str = ""
 
 
 @dataclass

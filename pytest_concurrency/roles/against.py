@@ -376,7 +376,7 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
     ):
         return head_code  # the head's session said why; there is nothing to judge
     why = _nothing_judged(spec, first)
-    if why is not None and head_code in (0, 6, 7, 8):
+    if why is not None and head_code in (0, 7, 8):
         from ..session_end import EXIT_NOTHING_JUDGED
 
         print(
@@ -395,7 +395,7 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
                 f"the base side ({spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds; "
                 f"its log:\n" + _tail(pair.log)
             )
-        elif pair.codes[lockstep.A] not in (0, 1, 5, 6, 7, None):
+        elif pair.codes[lockstep.A] not in (0, 1, 5, 7, None):
             errors.append(
                 f"the base side ({spec}) exited {pair.codes[lockstep.A]}; its log:\n"
                 + _tail(pair.log)
@@ -422,7 +422,7 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
     for error in errors:
         print(f"pytest-concurrency: ERROR: {error}")
     failed = bool(errors) or bool(result and result.failed)
-    if head_code in (0, 6, 7) and failed:
+    if head_code in (0, 7) and failed:
         return int(pytest.ExitCode.TESTS_FAILED)
     return head_code
 

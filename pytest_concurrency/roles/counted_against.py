@@ -144,6 +144,6 @@ def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path) -> i
 
         markdown.write(s.report_md, markdown.render(head, result, result.memory))
         print(f"pytest-concurrency: the verdicts against the base side written to {s.report_md}")
-    if head_code not in (0, 6, 7):
+    if head_code not in (0, 7):
         return head_code
     return int(pytest.ExitCode.TESTS_FAILED) if result.failed else 0

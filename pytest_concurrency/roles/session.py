@@ -217,7 +217,7 @@ class Session:
             )
             return
         self.outcome = self.finish(session, bs)
-        # 1 for a failure, session_end.EXIT_BASELINE_TOO_NOISY, ...; and a gate that judged
+        # 1 for a failure, 7 for a baseline to record again; and a gate that judged
         # nothing says so with its own status, even when pytest ran no test at all (5)
         quiet = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
         if self.outcome is not None and session.exitstatus in quiet:
