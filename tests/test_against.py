@@ -58,12 +58,32 @@ def test_a_change_is_judged_on_quads_and_a_steady_drift_cancels():
 
 
 def test_too_few_or_unpaired_rounds_are_inconclusive_never_unchanged():
-    base, head = _rounds(5, 1.0, 1.0)
-    v = paired.judge_pair(("w", "", "asyncio"), base, head, 0.03)
-    assert v.status == INCONCLUSIVE and "too few" in v.note
+    one = paired.judge_pair(("w", "", "asyncio"), *_rounds(1, 1.0, 1.0), 0.03)
+    assert one.status == INCONCLUSIVE and "too few" in one.note
     alone = [[-1, 1.0]] * 40  # every round ran while the other side was elsewhere
     v = paired.judge_pair(("w", "", "asyncio"), alone, alone, 0.03)
     assert v.status == INCONCLUSIVE and v.pairs == 0
+
+
+def test_a_test_with_too_few_rounds_for_a_pair_is_judged_over_more_pairs():
+    # a test's own pedantic(rounds=15): 7 quads a pair, too few for one pair's interval
+    key = ("w", "", "asyncio")
+    slower = [_rounds(7, 1.0, 1.2, seed=s) for s in range(4)]
+    first = paired.judge_pair(key, *slower[0], 0.03)  # a change must show in a second pair
+    assert first.status == INCONCLUSIVE and first.change is not None  # so: another pair
+    assert paired.undecided(paired.PairedResult([first])) == [key]
+    v = paired.judge_pair(key, *slower[0], 0.03, again=slower[1:])
+    assert v.status == REGRESSED and 0.15 < v.change < 0.25
+    same = [_rounds(7, 1.0, 1.0, seed=s) for s in range(4)]
+    assert paired.judge_pair(key, *same[0], 0.03, again=same[1:]).status == UNCHANGED
+
+
+def test_a_pair_of_sessions_too_unlike_says_what_this_machine_could_see():
+    base, head = _rounds(30, 1.0, 1.04, noise=0.30, seed=2)
+    v = paired.judge_pair(("w", "", "threading"), base, head, 0.03)
+    assert v.status == INCONCLUSIVE
+    assert "the smallest change 1 pair of sessions could show on this machine today: +" in v.note
+    assert "--concurrency-measure=instructions" in v.note
 
 
 def test_a_noisy_change_near_the_threshold_is_inconclusive():

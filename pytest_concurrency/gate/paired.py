@@ -210,17 +210,13 @@ def judge_pair(
 
 def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> PairedVerdict:
     """Time, with each pair of sessions as the unit (see the module's doc)."""
-    per_pair = [
-        i for i in map(shift_interval, groups) if i is not None
-    ]  # a pair cut short tells nothing
+    z99 = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
+    per_pair = [p for p in (_one_pair(g, z99) for g in groups) if p is not None]
     if not per_pair:
         verdict.note = _too_few(max(map(len, groups)))
         return verdict
-    z99 = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
-    logs = [math.log(i[0]) for i in per_pair]
-    own = [
-        (math.log(i[2]) - math.log(i[1])) / (2 * z99) for i in per_pair
-    ]  # each pair's standard error
+    logs = [p[0] for p in per_pair]
+    own = [p[1] for p in per_pair]  # each pair's standard error
     expected = BETWEEN_SESSIONS**2 + statistics.fmean(e * e for e in own)  # one pair's variance
     unlike = _unlike(logs, math.sqrt(expected))
     kept = [x for i, x in enumerate(logs) if i not in unlike]
@@ -265,7 +261,27 @@ def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> 
         verdict.note = f"beyond the threshold, but the interval reaches back to no change: more pairs would tell{aside}"
     else:
         verdict.note = f"within the threshold, but the interval reaches beyond it: more pairs would tell{aside}"
+    visible = math.exp(q99 * half) - 1  # the smallest change these pairs would call a change
+    if verdict.status == INCONCLUSIVE and visible > threshold:
+        verdict.note += (
+            f"; the smallest change {n} pair{'s' * (n != 1)} of sessions could show on this machine "
+            f"today: {pct(visible)} (threshold {threshold:.0%}); counting instructions sees much "
+            f"less (--concurrency-measure=instructions)"
+        )
     return verdict
+
+
+def _one_pair(ratios: list, z99: float) -> tuple[float, float] | None:
+    """A pair of sessions' log ratio and its standard error: from the interval of its quads, or,
+    with too few quads for one (a test's own ``pedantic(rounds=15)``), from their median and
+    spread, so that a short test is judged over more pairs rather than not at all."""
+    interval = shift_interval(ratios)
+    if interval is not None:
+        return math.log(interval[0]), (math.log(interval[2]) - math.log(interval[1])) / (2 * z99)
+    logs = [math.log(r) for r in ratios if 0 < r < math.inf]
+    if len(logs) < 2:
+        return None
+    return statistics.median(logs), statistics.stdev(logs) * 1.2533 / math.sqrt(len(logs))
 
 
 def _unlike(logs: list, expected_sd: float) -> set:
