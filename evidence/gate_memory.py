@@ -56,7 +56,8 @@ def judge_once(path: str, n: int, brute: bool) -> dict:
         base = np.asarray([s for s in doc["benchmarks"][0]["stats"]["data"]], dtype=float)
         cur = np.asarray(now[0].samples)
         r = np.random.default_rng(stats.DEFAULT_SEED)
-        mb = np.median(base[r.integers(0, n, (stats.DEFAULT_RESAMPLES, n))], axis=1)
+        size = len(base)  # a save keeps at most baseline.KEPT_ROUNDS of the n
+        mb = np.median(base[r.integers(0, size, (stats.DEFAULT_RESAMPLES, size))], axis=1)
         mc = np.median(cur[r.integers(0, n, (stats.DEFAULT_RESAMPLES, n))], axis=1)
         out["brute_ci"] = [float(x) - 1 for x in np.percentile(mc / mb, [2.5, 97.5])]
     return out

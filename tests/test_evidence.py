@@ -63,7 +63,7 @@ CASES = [
             r"asyncio\s+none\s+no leak: 0/1 false alarms",
             r"asyncio\s+tasks\s+no leak: 0/1 false alarms",
             r"asyncio\s+c\s+caught 1/1",
-            r"asyncio\s+mmap\s+caught 1/1 \(.*resident, outside every heap 1\)",
+            r"asyncio\s+mmap\s+caught 1/1 \(.*resident, outside every heap 1\b.*\)",
         ],
         id="plain_memory_evidence",
     ),
