@@ -418,6 +418,37 @@ def with_parent(
     return preexec
 
 
+def ctrl_c_ignored() -> None:
+    """In a ``preexec_fn`` of a pytest session its launcher forwards a Ctrl-C to: the child ignores
+    one until its session has started (``take_ctrl_c``). Python's start-up and pytest's take seconds
+    (tens under valgrind), and an interrupt in them is a traceback of whatever import it hit; the
+    launcher kills a child that has not ended soon after it forwarded the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def take_ctrl_c() -> None:
+    """In such a session, once pytest's session has started: Ctrl-C ends it, with pytest's summary
+    and the plugin's line."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def ctrl_c_after():
+    """A Ctrl-C in this block lands when it ends (the main thread's SIGINT held back meanwhile): a
+    write and the record that it was done are one step for what the interrupted session says."""
+    held = (
+        hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    )
+    if held:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if held:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def no_address_randomization() -> None:
     """In a ``preexec_fn``: the child's address layout is the same in every run (Linux)."""
     if _PERSONALITY is not None:
