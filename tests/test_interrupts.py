@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -414,3 +415,53 @@ def test_ctrl_c_while_a_counted_run_collects_its_tests_is_one_line(pytester):
     assert launcher.returncode == pytest.ExitCode.INTERRUPTED, out
     assert "pytest-concurrency: interrupted at start-up: no baseline" in out, out
     assert "Traceback" not in out and not (pytester.path / "b.json").exists()
+
+
+BASE_LIB = "def work():\n    return sum(i * i for i in range(20000))\n"
+USES_LIB = """
+import mylib
+
+def test_work(benchmark):
+    benchmark(mylib.work)
+"""
+
+
+@pytest.mark.slow  # ~30 s here: the base installed, its counted run started, then the Ctrl-C
+@pytest.mark.skipif(
+    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
+)
+def test_ctrl_c_in_the_base_sides_counted_run_leaves_nothing_in_tmpdir(pytester):
+    """The base side's counted run was terminated at once, and left its directory in TMPDIR."""
+    pyproject = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
+    for root in (pytester.path, pytester.path / "base"):
+        (root / "mylib").mkdir(parents=True, exist_ok=True)
+        (root / "mylib" / "__init__.py").write_text(BASE_LIB)
+        (root / "pyproject.toml").write_text(pyproject.format(version="1.0"))
+    pytester.makepyfile(test_mylib=USES_LIB)
+    tmp = pytester.mkdir("tmp")
+    marker = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}"
+    name, _, value = marker.partition("=")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only"]
+        + ["--concurrency-measure=instructions", "--concurrency-against=base", "test_mylib.py"],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, name: value, "TMPDIR": str(tmp)},
+        start_new_session=True,  # a terminal's Ctrl-C reaches the whole group: killpg below
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp.glob("pytest-concurrency-*/passes-*")):  # the base side counts
+            assert time.monotonic() < deadline and run.poll() is None, "the base never counted"
+            time.sleep(0.2)
+        os.killpg(run.pid, signal.SIGINT)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 2, out
+    assert out.count("pytest-concurrency: interrupted") == 1 and "Traceback" not in out, out
+    assert _ours(marker) == [] and not list(tmp.iterdir()), list(tmp.iterdir())
