@@ -435,18 +435,20 @@ def take_ctrl_c() -> None:
 
 @contextlib.contextmanager
 def ctrl_c_after():
-    """A Ctrl-C in this block lands when it ends (the main thread's SIGINT held back meanwhile): a
-    write and the record that it was done are one step for what the interrupted session says."""
-    held = (
-        hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-    )
-    if held:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    """A Ctrl-C in this block lands when it ends: a write and the record that it was done are one
+    step for what the interrupted session says. (Not a blocked signal: another thread would take it
+    and the main thread would still raise at once.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread takes signals
+        return
+    caught: list = []
+    previous = signal.signal(signal.SIGINT, lambda *received: caught.append(received))
     try:
         yield
     finally:
-        if held:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(*caught[0])  # Python's own: KeyboardInterrupt
 
 
 def no_address_randomization() -> None:
