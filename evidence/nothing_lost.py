@@ -101,8 +101,8 @@ COUNTED = ("counted", "counted against")
 DELAYS = {
     "time": [1, 3],
     "counted": [1, 3, 10, 30, 60],
-    "against": [1, 3, 10, 25],
-    "counted against": [5, 30, 110, 200],
+    "against": [3, 10, 25],
+    "counted against": [30, 110],
 }
 LIMITS = {
     "ulimit -n 64": "ulimit -n 64",
@@ -395,6 +395,9 @@ def main() -> int:
         "--cases", default="ctrl-c,limits,crashes", help="of: ctrl-c, limits, crashes"
     )
     parser.add_argument("--modes", default=",".join(MODES), help="of: " + ", ".join(MODES))
+    parser.add_argument(
+        "--only", help="only the cases whose name (first column) matches this regex"
+    )
     parser.add_argument("--smoke", action="store_true", help=f"only {SMOKE}")
     parser.add_argument(
         "--keep", action="store_true", help="keep each case's directory (its output)"
@@ -407,6 +410,8 @@ def main() -> int:
     chosen = cases(set(args.cases.split(",")), modes)
     if args.smoke:
         chosen = [c for c in chosen if (c.kind, c.mode, c.what) in SMOKE]
+    if args.only:
+        chosen = [c for c in chosen if re.search(args.only, f"{c.kind}: {c.mode}, {c.what}")]
     if shutil.which("valgrind") is None:
         chosen = [c for c in chosen if c.mode not in COUNTED]
     # started in the background by a shell, this process ignores SIGINT, and so would the runs
@@ -416,12 +421,8 @@ def main() -> int:
     try:
         seed = seed_baseline(base)
         for case in chosen:
-            row = run(case, base, seed)
-            print(
-                f"{row['case']}: exit {row['exit']} ({row['seconds']:.1f} s) {row['said'][:100]}",
-                flush=True,
-            )
-            rows.append(row)
+            rows.append(run(case, base, seed))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)  # a long run's rows so far
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

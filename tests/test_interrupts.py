@@ -426,7 +426,7 @@ def test_work(benchmark):
 """
 
 
-@pytest.mark.slow  # ~30 s here: the base installed, its counted run started, then the Ctrl-C
+@pytest.mark.slow  # 122 s here (load 8): the base installed, its counted run started, the Ctrl-C
 @pytest.mark.skipif(
     callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
 )
