@@ -465,3 +465,39 @@ def test_ctrl_c_in_the_base_sides_counted_run_leaves_nothing_in_tmpdir(pytester)
     assert run.returncode == 2, out
     assert out.count("pytest-concurrency: interrupted") == 1 and "Traceback" not in out, out
     assert _ours(marker) == [] and not list(tmp.iterdir()), list(tmp.iterdir())
+
+
+@pytest.mark.slow  # ~12 s: pip started on the base side, then the Ctrl-C
+def test_ctrl_c_while_the_base_side_installs_leaves_nothing_in_tmpdir(pytester):
+    """pip, killed by the Ctrl-C, once left its build directories in TMPDIR (pip-target-*)."""
+    pyproject = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
+    for root in (pytester.path, pytester.path / "base"):
+        (root / "mylib").mkdir(parents=True, exist_ok=True)
+        (root / "mylib" / "__init__.py").write_text(BASE_LIB)
+        (root / "pyproject.toml").write_text(pyproject.format(version="1.0"))
+    pytester.makepyfile(test_mylib=USES_LIB)
+    tmp = pytester.mkdir("tmp")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only"]
+        + ["--concurrency-against=base", "test_mylib.py"],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+        start_new_session=True,  # a terminal's Ctrl-C reaches the whole group: killpg below
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp.glob("pytest-concurrency-*/against-*/installer-tmp/*")):  # pip works
+            assert time.monotonic() < deadline and run.poll() is None, "pip never started"
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGINT)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 2, out
+    assert out.count("pytest-concurrency: interrupted") == 1 and "Traceback" not in out, out
+    assert not list(tmp.iterdir()), list(tmp.rglob("*"))[:10]
