@@ -260,9 +260,13 @@ def said(text: str) -> str:
         line for line in lines if line.startswith("pytest-concurrency: ") and "interrupted" in line
     ]
     errors = [
-        line for line in lines if re.match(r"(ERROR|E   |pytest-concurrency: ERROR|.*Error:)", line)
+        line
+        for line in lines
+        if re.match(r"(ERROR|E   |pytest-concurrency: ERROR|.*[Ee]rror:)", line)
     ]
-    summary = [line for line in lines if re.match(r"=+ .* =+$", line)]
+    summary = [
+        line for line in lines if re.match(r"=+ .* =+$", line) and "test session starts" not in line
+    ]
     line = (ours_ or errors or summary[-1:] or lines[-1:] or ["(no output)"])[0]
     return ("TRACEBACK; " if "Traceback (most recent call last)" in text else "") + line
 
