@@ -272,8 +272,8 @@ def said(text: str) -> str:
 
 
 def run(case: Case, base: Path, seed: Path) -> dict:
-    work = Path(tempfile.mkdtemp(prefix="case-", dir=base))
-    tmp = work / "tmp"
+    work = Path(tempfile.mkdtemp(prefix="c", dir=base))
+    tmp = work / "t"
     tmp.mkdir()
     project(work, case.tests)
     saved = work / "b.json"
@@ -420,7 +420,7 @@ def main() -> int:
         chosen = [c for c in chosen if c.mode not in COUNTED]
     # started in the background by a shell, this process ignores SIGINT, and so would the runs
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    base = Path(tempfile.mkdtemp(prefix="nothing-lost-"))
+    base = Path(tempfile.mkdtemp(prefix="nl-"))  # short: a socket's path has 107 bytes
     rows = []
     try:
         seed = seed_baseline(base)
