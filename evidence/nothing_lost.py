@@ -1,6 +1,6 @@
 """Nothing lost: Ctrl-C at every moment, low limits, crashes, failed tests and hostile baselines.
 
-    python evidence/nothing_lost.py            # every case (valgrind for the counted ones; ~25 min)
+    python evidence/nothing_lost.py            # every case (valgrind for the counted ones; over an hour)
     python evidence/nothing_lost.py --smoke    # two time-mode cases, no valgrind (~25 s)
     python evidence/nothing_lost.py --cases ctrl-c --modes time,against
 
