@@ -56,7 +56,7 @@ def imports_base_first(role: Role | None) -> None:
 
 
 def interrupted(config) -> str:
-    """What a Ctrl-C that reached pytest's main (``plugin.ctrl_c_anywhere``) interrupted, and what was
+    """What a Ctrl-C that reached pytest's main (``plugin.CtrlCAnywhere``) interrupted, and what was
     written before it: the role's own line, when it has one."""
     obj = config.stash.get(ROLE, None)
     line = getattr(obj, "interrupted", None)

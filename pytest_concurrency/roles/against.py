@@ -73,7 +73,7 @@ class Orchestrator:
         return orchestrate(self.config, self.settings)
 
     def interrupted(self) -> str:
-        """A Ctrl-C that no side's session said a line for (plugin.ctrl_c_anywhere)."""
+        """A Ctrl-C that no side's session said a line for (plugin.CtrlCAnywhere)."""
         return INTERRUPTED
 
 
