@@ -3,6 +3,8 @@ registration of this process's role (roles/), whose object implements the rest o
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from . import backends, cases, options, plain_tests, roles, settings, workloads
@@ -12,8 +14,9 @@ from .roles.session import MARKER, marker_kwarg
 EARLY_ROLE = pytest.StashKey["roles.Role | None"]()
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser, pluginmanager):
     options.add(parser)
+    pluginmanager.register(CtrlCAnywhere(), "concurrency-ctrl-c")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -34,6 +37,20 @@ def pytest_cmdline_main(config):
     role = roles.register(config, given, s)
     main = getattr(role, "main", None)
     return main() if main is not None else None
+
+
+class CtrlCAnywhere:
+    """A Ctrl-C that nothing below turned into its line (a role's start-up or its end, after pytest's
+    own handling of one in the tests): the role's one line, pytest's status for it, no traceback.
+    A plugin of its own: it wraps this module's pytest_cmdline_main, and a module has one per name."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_cmdline_main(self, config):
+        try:
+            return (yield)
+        except KeyboardInterrupt:
+            print(f"\npytest-concurrency: {roles.interrupted(config)}", file=sys.stderr, flush=True)
+            return int(pytest.ExitCode.INTERRUPTED)
 
 
 def pytest_configure(config):

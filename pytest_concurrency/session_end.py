@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from .backends import watchdog
 from .gate import baseline, calibrate, history
 from .gate import compare as gate
 from .gate import memory as memory_gate
@@ -70,7 +71,7 @@ def finish(
         outcome.nothing_judged = role.nothing_judged()
         if s.save_baseline:
             outcome.nothing_judged += f"; {s.save_baseline} was left as it was"
-        _report(outcome, s)
+        _report(outcome, s, role)
         return outcome
     meta = None
     if s.save_baseline or s.baseline:
@@ -85,8 +86,8 @@ def finish(
     _judge(outcome, baseline_doc, meta, s, role)
     if s.save_baseline and meta is not None:
         refused = role.may_save() or _failed_benchmarks(role.failed_benchmarks())
-        _save(config, bs, s, recs, meta, outcome, refused)
-    _report(outcome, s)
+        _save(config, bs, s, recs, meta, outcome, refused, role)
+    _report(outcome, s, role)
     return outcome
 
 
@@ -121,11 +122,14 @@ def _judge(outcome: SessionOutcome, baseline_doc, meta, s, role) -> None:
         outcome.memory = result.memory
 
 
-def _report(outcome: SessionOutcome, s) -> None:
+def _report(outcome: SessionOutcome, s, role) -> None:
     if s.report_md:
         from .report import markdown
 
-        markdown.write(s.report_md, markdown.render(outcome.records, outcome.gate, outcome.memory))
+        text = markdown.render(outcome.records, outcome.gate, outcome.memory)
+        with watchdog.ctrl_c_after():
+            markdown.write(s.report_md, text)
+            role.wrote(f"the markdown report was written to {s.report_md}")
         outcome.messages.append(f"markdown report written to {s.report_md}")
     if s.plot_dir:
         from .report import plot
@@ -135,6 +139,7 @@ def _report(outcome: SessionOutcome, s) -> None:
         except plot.PlotError as exc:
             outcome.errors.append(str(exc))
         else:
+            role.wrote(f"{len(paths)} charts were written to {s.plot_dir}")
             outcome.messages.append(f"{len(paths)} charts written to {s.plot_dir}")
 
 
@@ -162,7 +167,7 @@ def _judge_by(baseline_doc: dict, meta: dict, settings, s):
 
 
 def _save(
-    config, bs, s, recs: list, meta: dict, outcome: SessionOutcome, refused: str | None
+    config, bs, s, recs: list, meta: dict, outcome: SessionOutcome, refused: str | None, role
 ) -> None:
     """Write this session as the baseline's latest, in front of the sessions already there."""
     if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
@@ -183,7 +188,9 @@ def _save(
             s.baseline_sessions,
         )
         outcome.messages.extend(said)
-        baseline.save(s.save_baseline, doc)
+        with watchdog.ctrl_c_after():  # saved, and known to be, or neither
+            baseline.save(s.save_baseline, doc)
+            role.wrote(f"the baseline was saved to {s.save_baseline}")
     except baseline.BaselineError as exc:
         outcome.errors.append(str(exc))
         return

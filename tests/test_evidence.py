@@ -83,6 +83,19 @@ CASES = [
         id="interrupt_evidence",
         marks=pytest.mark.slow,
     ),
+    # ~25 s (60 s on a loaded machine): a baseline saved, then two time sessions interrupted (at
+    # 3 s, and just after the save), 5 s to settle each
+    pytest.param(
+        "nothing_lost.py",
+        [],
+        [
+            r"^\| ctrl-c: time, at the end \| 2 \| [\d.]+ \| pytest-concurrency: interrupted after the "
+            r"baseline was saved to b\.json \| 0 \| 0 \| changed \|$",
+            r"^2 cases; left something behind: none$",
+        ],
+        id="nothing_lost",
+        marks=pytest.mark.slow,
+    ),
     # ~12 s: the first case, bare and through the plugin (one pytest session), 3 rounds
     pytest.param(
         "harness_overhead.py",

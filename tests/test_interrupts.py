@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -164,8 +165,8 @@ def test_any_session_sweeps_what_killed_sessions_left_in_tmpdir(pytester, monkey
 def test_a_relaunched_counted_session_takes_ctrl_c_only_once_started():
     """~0.5 s: under valgrind, Python's start-up takes 10-20 s, and a Ctrl-C in it was a traceback."""
     code = (
-        "import signal; from pytest_concurrency.measure import callgrind; "
-        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); callgrind.take_ctrl_c(); "
+        "import signal; from pytest_concurrency.backends import watchdog; "
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); watchdog.take_ctrl_c(); "
         "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     )
     done = subprocess.run(
@@ -283,3 +284,220 @@ def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(p
     assert "interrupted" in out and "no baseline, report, verdict or rounds written" in out, out
     assert "Traceback" not in out and not base.exists()
     assert _ours(marker) == [], "a layout pass outlived the interrupted launcher"
+
+
+# -- Ctrl-C at every moment of a session: one line, pytest's status 2, no traceback ------------------
+
+#: A conftest that sends this process a Ctrl-C at one moment of its session (PATCHED: a function of
+#: the plugin the Ctrl-C lands just before or just after), as a terminal would.
+CTRL_C_AT = """
+import os, signal
+
+import {module} as where
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job ignores it
+_original = where.{function}
+
+
+def _ctrl_c_{when}(*args, **kwargs):
+    if "{when}" == "before":
+        os.kill(os.getpid(), signal.SIGINT)
+    result = _original(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGINT)
+    return result
+
+
+where.{function} = _ctrl_c_{when}
+"""
+
+CTRL_C_IN_CONFIGURE = """
+import os, signal
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_configure(config):
+    os.kill(os.getpid(), signal.SIGINT)
+"""
+
+
+@pytest.mark.parametrize(
+    "conftest, said, baseline_written",
+    [
+        pytest.param(
+            CTRL_C_IN_CONFIGURE,
+            "pytest-concurrency: interrupted at start-up: no baseline, report, verdict or rounds written",
+            False,
+            id="start-up",  # exit 2 and not a word
+        ),
+        pytest.param(
+            CTRL_C_AT.format(
+                module="pytest_concurrency.measure.records", function="from_session", when="before"
+            ),
+            "pytest-concurrency: interrupted at the session's end: no baseline, report, verdict or "
+            "rounds written",
+            False,
+            id="end",  # a KeyboardInterrupt traceback, and exit -2
+        ),
+        pytest.param(
+            CTRL_C_AT.format(
+                module="pytest_concurrency.gate.baseline", function="save", when="after"
+            ),
+            "pytest-concurrency: interrupted after the baseline was saved to b.json\n",
+            True,
+            id="after-the-save",  # an ~80-line traceback, and exit -2
+        ),
+    ],
+)
+def test_a_ctrl_c_at_start_up_or_at_the_end_is_one_line_and_status_2(
+    pytester, conftest, said, baseline_written
+):
+    """~1.5 s each: one of them once said nothing, the others ended in a traceback."""
+    pytester.makeconftest(conftest)
+    pytester.makepyfile(test_b="def test_b(benchmark):\n    benchmark(sum, range(10))\n")
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "-p",
+        "no:cacheprovider",
+        "--concurrency-save-baseline=b.json",
+        "--concurrency-report-md=r.md",
+    )
+    out = result.stdout.str() + "\n" + result.stderr.str() + "\n"
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out
+    assert said in out and out.count("pytest-concurrency: interrupted") == 1, out
+    assert "Traceback" not in out
+    assert (pytester.path / "b.json").exists() == baseline_written
+    assert not (pytester.path / "r.md").exists()
+
+
+def test_counted_processes_killed_after_a_ctrl_c_are_one_line(capsys):
+    """~1 s: each counted process that had not ended (under valgrind, a start-up ignores Ctrl-C)
+    once said the same line."""
+    ignoring = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", ignoring], start_new_session=True) for _ in range(3)
+    ]
+    time.sleep(0.5)  # each has started ignoring it (Python's start-up here is ~20 ms)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(callgrind, "INTERRUPT_GRACE_S", 0.5)
+        callgrind._stop(procs)
+    err = capsys.readouterr().err
+    assert all(proc.returncode == -signal.SIGKILL for proc in procs)
+    assert err.count("pytest-concurrency: interrupted") == 1, err
+    assert "3 counted processes under valgrind had not ended" in err, err
+
+
+PROBE_CTRL_C = """
+import os, signal, sys
+
+if '"kind":"probe"' in " ".join(sys.argv):  # the launcher is collecting this command line
+    os.kill(os.getppid(), signal.SIGINT)
+"""
+
+
+@pytest.mark.skipif(
+    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
+)
+def test_ctrl_c_while_a_counted_run_collects_its_tests_is_one_line(pytester):
+    """~3 s: the launcher's probe (a --collect-only of the command line) once ended in a traceback."""
+    pytester.makeconftest(PROBE_CTRL_C)
+    pytester.makepyfile(test_b="def test_b(benchmark):\n    benchmark(sum, range(10))\n")
+    launcher = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only"]
+        + ["--concurrency-measure=instructions", "--concurrency-save-baseline=b.json"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    out = launcher.stdout + launcher.stderr
+    assert launcher.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "pytest-concurrency: interrupted at start-up: no baseline" in out, out
+    assert "Traceback" not in out and not (pytester.path / "b.json").exists()
+
+
+BASE_LIB = "def work():\n    return sum(i * i for i in range(20000))\n"
+USES_LIB = """
+import mylib
+
+def test_work(benchmark):
+    benchmark(mylib.work)
+"""
+
+
+@pytest.mark.slow  # 122 s here (load 8): the base installed, its counted run started, the Ctrl-C
+@pytest.mark.skipif(
+    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
+)
+def test_ctrl_c_in_the_base_sides_counted_run_leaves_nothing_in_tmpdir(pytester):
+    """The base side's counted run was terminated at once, and left its directory in TMPDIR."""
+    pyproject = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
+    for root in (pytester.path, pytester.path / "base"):
+        (root / "mylib").mkdir(parents=True, exist_ok=True)
+        (root / "mylib" / "__init__.py").write_text(BASE_LIB)
+        (root / "pyproject.toml").write_text(pyproject.format(version="1.0"))
+    pytester.makepyfile(test_mylib=USES_LIB)
+    tmp = pytester.mkdir("tmp")
+    marker = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}"
+    name, _, value = marker.partition("=")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only"]
+        + ["--concurrency-measure=instructions", "--concurrency-against=base", "test_mylib.py"],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, name: value, "TMPDIR": str(tmp)},
+        start_new_session=True,  # a terminal's Ctrl-C reaches the whole group: killpg below
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp.glob("pytest-concurrency-*/passes-*")):  # the base side counts
+            assert time.monotonic() < deadline and run.poll() is None, "the base never counted"
+            time.sleep(0.2)
+        os.killpg(run.pid, signal.SIGINT)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 2, out
+    assert out.count("pytest-concurrency: interrupted") == 1 and "Traceback" not in out, out
+    assert _ours(marker) == [] and not list(tmp.iterdir()), list(tmp.iterdir())
+
+
+@pytest.mark.slow  # ~12 s: pip started on the base side, then the Ctrl-C
+def test_ctrl_c_while_the_base_side_installs_leaves_nothing_in_tmpdir(pytester):
+    """pip, killed by the Ctrl-C, once left its build directories in TMPDIR (pip-target-*)."""
+    pyproject = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
+    for root in (pytester.path, pytester.path / "base"):
+        (root / "mylib").mkdir(parents=True, exist_ok=True)
+        (root / "mylib" / "__init__.py").write_text(BASE_LIB)
+        (root / "pyproject.toml").write_text(pyproject.format(version="1.0"))
+    pytester.makepyfile(test_mylib=USES_LIB)
+    tmp = pytester.mkdir("tmp")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only"]
+        + ["--concurrency-against=base", "test_mylib.py"],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+        start_new_session=True,  # a terminal's Ctrl-C reaches the whole group: killpg below
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp.glob("pytest-concurrency-*/against-*/installer-tmp/*")):  # pip works
+            assert time.monotonic() < deadline and run.poll() is None, "pip never started"
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGINT)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 2, out
+    assert out.count("pytest-concurrency: interrupted") == 1 and "Traceback" not in out, out
+    assert not list(tmp.iterdir()), list(tmp.rglob("*"))[:10]

@@ -418,6 +418,39 @@ def with_parent(
     return preexec
 
 
+def ctrl_c_ignored() -> None:
+    """In a ``preexec_fn`` of a pytest session its launcher forwards a Ctrl-C to: the child ignores
+    one until its session has started (``take_ctrl_c``). Python's start-up and pytest's take seconds
+    (tens under valgrind), and an interrupt in them is a traceback of whatever import it hit; the
+    launcher kills a child that has not ended soon after it forwarded the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def take_ctrl_c() -> None:
+    """In such a session, once pytest's session has started: Ctrl-C ends it, with pytest's summary
+    and the plugin's line."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def ctrl_c_after():
+    """A Ctrl-C in this block lands when it ends: a write and the record that it was done are one
+    step for what the interrupted session says. (Not a blocked signal: another thread would take it
+    and the main thread would still raise at once.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread takes signals
+        return
+    caught: list = []
+    previous = signal.signal(signal.SIGINT, lambda *received: caught.append(received))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(*caught[0])  # Python's own: KeyboardInterrupt
+
+
 def no_address_randomization() -> None:
     """In a ``preexec_fn``: the child's address layout is the same in every run (Linux)."""
     if _PERSONALITY is not None:

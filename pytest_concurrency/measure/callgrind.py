@@ -177,23 +177,28 @@ def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
 
 
 def _stop(procs: list) -> None:
-    """Forward a Ctrl-C to each, and kill those that have not ended ``INTERRUPT_GRACE_S`` later."""
+    """Forward a Ctrl-C to each, and kill those that have not ended ``INTERRUPT_GRACE_S`` later
+    (still starting under valgrind, where they ignore it: ``_counted_child``)."""
     for proc in procs:
         proc.send_signal(signal.SIGINT)
     until = time.monotonic() + INTERRUPT_GRACE_S
+    killed = 0
     for proc in procs:
         try:
             proc.wait(max(0.0, until - time.monotonic()))
-        except subprocess.TimeoutExpired:  # it says nothing then: this is the line that does
+        except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            print(
-                f"\npytest-concurrency: interrupted: a counted session under valgrind did not end within "
-                f"{INTERRUPT_GRACE_S:g} s of the Ctrl-C and was killed; no baseline, report, verdict or "
-                "rounds written",
-                file=sys.stderr,
-                flush=True,
-            )
+            killed += 1
+    if killed:  # those killed say nothing: this is the line that does, once
+        them = f"{killed} counted processes" if killed > 1 else "a counted process"
+        print(
+            f"\npytest-concurrency: interrupted: {them} under valgrind had not ended "
+            f"{INTERRUPT_GRACE_S:g} s after the Ctrl-C (a start-up ignores it) and "
+            f"{'were' if killed > 1 else 'was'} killed; no baseline, report, verdict or rounds written",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 #: What a counted session needs free in TMPDIR for callgrind's dumps: a smoke session of two
@@ -224,16 +229,8 @@ def _check_room() -> None:
 
 def _counted_child():
     """The relaunched session's ``preexec_fn``: it dies with the launcher, and ignores Ctrl-C until
-    the session has started (``take_ctrl_c``): under valgrind, Python's start-up takes seconds, and
-    an interrupt in it is a traceback of the import it hit."""
-    return watchdog.with_parent(also=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-
-
-def take_ctrl_c() -> None:
-    """In a counted session started by ``run_sessions``, once pytest's session has started: Ctrl-C
-    ends it (``_counted_child`` ignored it until then)."""
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    the session has started (``watchdog.take_ctrl_c``)."""
+    return watchdog.with_parent(also=watchdog.ctrl_c_ignored)
 
 
 def launcher_gone(launcher: int) -> bool:

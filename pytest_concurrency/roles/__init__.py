@@ -16,7 +16,7 @@ import pytest
 
 from ..runner import lockstep, sides
 from . import against, counting
-from .role import BASE, SIDE, Role, parse
+from .role import AT_START_UP, BASE, SIDE, Role, parse
 
 ROLE = pytest.StashKey["object"]()  # the role's object, registered with the plugin manager
 
@@ -53,6 +53,14 @@ def imports_base_first(role: Role | None) -> None:
         return
     head = role.kind == SIDE and role.side != lockstep.A  # the head's stand-in for its finder
     sides.import_base_first(role.base_dir, head=head)
+
+
+def interrupted(config) -> str:
+    """What a Ctrl-C that reached pytest's main (``plugin.CtrlCAnywhere``) interrupted, and what was
+    written before it: the role's own line, when it has one."""
+    obj = config.stash.get(ROLE, None)
+    line = getattr(obj, "interrupted", None)
+    return line() if line is not None else AT_START_UP
 
 
 def of(config):

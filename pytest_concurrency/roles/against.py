@@ -44,6 +44,8 @@ INTERRUPT_GRACE_S = 10.0
 PAD_ENV = child_env.PAD  # same_size: the sides' environments padded to one size
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
+#: A Ctrl-C before the head's session said where it found it (installing the base, a side's start-up).
+INTERRUPTED = "interrupted: no verdict against the base side, nothing written"
 
 
 def refuse(s, config) -> None:
@@ -69,6 +71,10 @@ class Orchestrator:
 
     def main(self) -> int:
         return orchestrate(self.config, self.settings)
+
+    def interrupted(self) -> str:
+        """A Ctrl-C that no side's session said a line for (plugin.CtrlCAnywhere)."""
+        return INTERRUPTED
 
 
 def orchestrate(config, s) -> int:
@@ -115,8 +121,8 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
         "the head's session follows",
         flush=True,
     )
+    first = _run_pair(s, site, directory / "1", root, args, head_cache=users_cache_dir(config))
     try:
-        first = _run_pair(s, site, directory / "1", root, args, head_cache=users_cache_dir(config))
         again: list = []
         if first.codes[lockstep.B] not in (
             pytest.ExitCode.INTERRUPTED,
@@ -124,13 +130,15 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):
             again = _again(s, site, directory, root, args, first)
-    except KeyboardInterrupt:
+        return _judge(s, spec, site, first, again)
+    except KeyboardInterrupt:  # the head's session has ended, and said what it wrote
         print(
-            "pytest-concurrency: interrupted: no verdict against the base side, nothing written",
+            "\npytest-concurrency: interrupted after the head's session: no verdict against the "
+            "base side written",
+            file=sys.stderr,
             flush=True,
         )
         return int(pytest.ExitCode.INTERRUPTED)
-    return _judge(s, spec, site, first, again)
 
 
 class _Pair:
@@ -211,7 +219,7 @@ def _run_pair(
                     stderr=subprocess.STDOUT if out else None,
                     # both sides alike: one address layout (a layout is one more
                     # difference between two processes), and killed with the run
-                    preexec_fn=watchdog.with_parent(also=watchdog.no_address_randomization),
+                    preexec_fn=watchdog.with_parent(also=_side_child),
                 )
                 threading.Thread(
                     target=_leave_on_exit, args=(coordinator, side, procs[side]), daemon=True
@@ -219,6 +227,8 @@ def _run_pair(
             pair.codes = _wait(procs)
     except KeyboardInterrupt:
         _stop(procs)
+        if only is None and procs.get(lockstep.B) and procs[lockstep.B].returncode == 2:
+            raise SystemExit(2) from None  # the head's session (the run's output) said where
         raise
     finally:
         _stop(procs)
@@ -230,6 +240,13 @@ def _run_pair(
         )
     pair.read()
     return pair
+
+
+def _side_child() -> None:
+    """A side's ``preexec_fn`` (after the death signal): one address layout for both sides (a
+    layout is one more difference between two processes), a Ctrl-C only once its session started."""
+    watchdog.no_address_randomization()
+    watchdog.ctrl_c_ignored()
 
 
 def users_cache_dir(config) -> str:
@@ -486,6 +503,7 @@ class Side(Session):
 
     def pytest_sessionstart(self, session) -> None:
         super().pytest_sessionstart(session)
+        watchdog.take_ctrl_c()  # ignored until now (_side_child)
         bs = getattr(session.config, "_benchmarksession", None)
         if bs is not None and bs.options.get("min_rounds", 0) < MIN_ROUNDS:
             bs.options["min_rounds"] = MIN_ROUNDS

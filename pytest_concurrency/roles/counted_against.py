@@ -13,6 +13,7 @@ the user's is stored.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ import pytest
 
 from ..backends import watchdog
 from ..gate import baseline
-from ..measure import records
+from ..measure import callgrind, records
 from .argv import head_only_removed
 from .role import BASE, Role
 
@@ -54,7 +55,9 @@ def run(config, s, spec, site: Path, directory: Path, root: Path) -> int:
         counted_base = time.monotonic() - started
         head_code = _side(args, files["head"], root, None, None)
     except KeyboardInterrupt:
-        print("pytest-concurrency: interrupted: no verdict against the base side, nothing written")
+        from .against import INTERRUPTED
+
+        print(f"\npytest-concurrency: {INTERRUPTED}", file=sys.stderr, flush=True)
         return int(pytest.ExitCode.INTERRUPTED)
     print(
         f"pytest-concurrency: the base side counted in {counted_base:.0f} s, the head in "
@@ -89,12 +92,29 @@ def _side(args: list, out: Path, root: Path, role: Role | None, log_dir: Path | 
         try:
             return proc.wait()
         except KeyboardInterrupt:
-            proc.terminate()
-            proc.wait()
+            _let_end(proc)
+            if log is None and proc.returncode == pytest.ExitCode.INTERRUPTED:
+                raise SystemExit(2) from None  # the head (the run's output) said where
             raise
     finally:
         if log is not None:
             log.close()
+
+
+def _let_end(proc) -> None:
+    """After a Ctrl-C: the side, in this process group, got it too, and ends as a counted run does
+    (its counted sessions get ``callgrind.INTERRUPT_GRACE_S``), removing what it made in TMPDIR; a
+    Ctrl-C sent to this process alone is forwarded once it is clear the side did not get it."""
+    for forward in (False, True):
+        if forward:
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(callgrind.INTERRUPT_GRACE_S + 5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    proc.kill()
+    proc.wait()
 
 
 def _sides_line(base_doc: dict, head_doc: dict) -> str:

@@ -416,7 +416,7 @@ class LayoutPass(_Pass):
     """Counted under valgrind in another layout: the rounds of each test."""
 
     def pytest_sessionstart(self, session) -> None:
-        callgrind.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
+        watchdog.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
         super().pytest_sessionstart(session)
 
     def found(self, ran: list) -> dict:
@@ -440,7 +440,7 @@ class Counted(Session):
         self.in_progress.done()
 
     def pytest_sessionstart(self, session) -> None:
-        callgrind.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
+        watchdog.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
         super().pytest_sessionstart(session)
 
     def counted_elsewhere(self, fullname: str) -> dict:

@@ -22,6 +22,10 @@ SIDE = "side"  # one side of --concurrency-against (A, the base, or B, the head)
 BASE = "base"  # the user's session on the base side's code (counted against the base)
 KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE)
 
+#: What a Ctrl-C says when it landed before a process's session started (its options read, its
+#: probe, its plugins configured): nothing of the user's is written that early.
+AT_START_UP = "interrupted at start-up: no baseline, report, verdict or rounds written"
+
 
 @dataclass(frozen=True)
 class Role:

@@ -12,6 +12,7 @@ a straight pipeline: the records -> the gate -> the baseline saved -> the report
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -21,6 +22,7 @@ from ..backends import watchdog
 from ..measure import kernel, records
 from ..report import progress
 from ..settings import with_jobs
+from .role import AT_START_UP
 
 MARKER = "concurrency"
 
@@ -45,6 +47,8 @@ class Session:
         self.session = None
         self.tally = Tally()  # what became of the benchmark tests: why nothing was judged
         self.plain_calls: dict = {}  # fullname -> (PlainCalls, its stats): to time them again
+        self.written: list[str] = []  # what the session's end wrote: what a Ctrl-C after it left
+        self.started = False  # every plugin's session start done: a Ctrl-C ends in sessionfinish
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -100,6 +104,10 @@ class Session:
         # after every pytest_configure: pytest-benchmark's made its session in one (trylast)
         self.session = session
         measure_with(session.config, self.settings.instrument)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session) -> None:
+        self.started = True
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark skips what has no fixture
     def pytest_collection_modifyitems(self, session, config, items) -> None:
@@ -195,6 +203,23 @@ class Session:
         """pytest-benchmark saves its run (--benchmark-autosave/-save/-json) at the session's end,
         whatever its status: a run the user stopped must not become the history it compares with."""
         nothing_saved_by_pytest_benchmark(self.config)
+        if not self.started:  # in a plugin's configure or session start: pytest has no end for it
+            print(f"\npytest-concurrency: {AT_START_UP}", file=sys.stderr, flush=True)
+
+    def wrote(self, what: str) -> None:
+        """The session's end wrote something of the user's ("the baseline was saved to b.json")."""
+        self.written.append(what)
+
+    def interrupted(self) -> str:
+        """What a Ctrl-C in this session's end (judging, saving, reporting: after pytest's own
+        handling of one, which ends in ``pytest_sessionfinish``) interrupted, and what it had written."""
+        if not self.started:
+            return AT_START_UP
+        if not self.written:
+            return (
+                "interrupted at the session's end: no baseline, report, verdict or rounds written"
+            )
+        return "interrupted after " + " and ".join(self.written)
 
     def interrupted_at_the_end(self) -> str | None:
         """Where a Ctrl-C landed after the tests and before this session's end (a role that waits

@@ -139,8 +139,8 @@ class Coordinator:
         except OSError:
             return  # closed before the side connected
         granted, side = False, None
-        with conn, conn.makefile("rw", encoding="utf-8", newline="\n") as stream:
-            try:
+        try:  # closing the stream flushes it: onto a side that died (a Ctrl-C), a broken pipe
+            with conn, conn.makefile("rw", encoding="utf-8", newline="\n") as stream:
                 for line in stream:
                     verb, _, arg = line.rstrip("\n").partition(" ")
                     if verb == "side" and arg in (A, B):
@@ -161,8 +161,8 @@ class Coordinator:
                         self.done(side)
                     elif verb == "bye":
                         break
-            except OSError:
-                pass
+        except OSError:
+            pass
         if granted:
             self.done()
         if side is not None:

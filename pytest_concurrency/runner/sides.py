@@ -117,9 +117,14 @@ def install(spec: Spec, root: Path, into: Path, log=print) -> Path:
         source = str(_export(spec.what, root, into / "tree"))
     name, installer = _installer()
     log(f"pytest-concurrency: installing the base side ({spec}) apart, with {name} --target")
+    # its temporary files in this run's directory, removed with it: a Ctrl-C kills the installer,
+    # which then leaves its build directories and caches in TMPDIR
+    temporary = into / "installer-tmp"
+    temporary.mkdir(exist_ok=True)
     _run(
         [*installer, "install", "--no-deps", "--quiet", "--target", str(site), source],
         f"{name} could not install {spec}",
+        env={**os.environ, "TMPDIR": str(temporary)},
     )
     names = top_level(site)
     if not names:
@@ -172,8 +177,8 @@ def _export(ref: str, root: Path, tree: Path) -> Path:
     return tree / inside
 
 
-def _run(cmd: list, what: str) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+def _run(cmd: list, what: str, env: dict | None = None) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
         raise SideError(f"{what}:\n{tail}")
