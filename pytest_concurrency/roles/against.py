@@ -36,7 +36,7 @@ from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
 from .argv import head_only_removed
-from .role import SIDE, Role
+from .role import AGAINST_INTERRUPTED, SIDE, Role
 from .session import Session
 
 MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
@@ -45,7 +45,7 @@ PAD_ENV = child_env.PAD  # same_size: the sides' environments padded to one size
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
 #: A Ctrl-C before the head's session said where it found it (installing the base, a side's start-up).
-INTERRUPTED = "interrupted: no verdict against the base side, nothing written"
+INTERRUPTED = AGAINST_INTERRUPTED
 
 
 def refuse(s, config) -> None:

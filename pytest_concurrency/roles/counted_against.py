@@ -25,7 +25,7 @@ from ..backends import watchdog
 from ..gate import baseline
 from ..measure import callgrind, records
 from .argv import head_only_removed
-from .role import BASE, Role
+from .role import AGAINST_INTERRUPTED, BASE, Role
 
 #: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
 _NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
@@ -55,9 +55,7 @@ def run(config, s, spec, site: Path, directory: Path, root: Path) -> int:
         counted_base = time.monotonic() - started
         head_code = _side(args, files["head"], root, None, None)
     except KeyboardInterrupt:
-        from .against import INTERRUPTED
-
-        print(f"\npytest-concurrency: {INTERRUPTED}", file=sys.stderr, flush=True)
+        print(f"\npytest-concurrency: {AGAINST_INTERRUPTED}", file=sys.stderr, flush=True)
         return int(pytest.ExitCode.INTERRUPTED)
     print(
         f"pytest-concurrency: the base side counted in {counted_base:.0f} s, the head in "

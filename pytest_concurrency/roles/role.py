@@ -70,3 +70,7 @@ def parse(text: str) -> Role:
             f"--concurrency-role={text}: the plugin passes this option to the pytest processes it "
             "starts itself; do not give it (remove it from the command line and addopts)"
         ) from None
+
+
+#: The line a run against the base (timed or counted) ends with on a Ctrl-C.
+AGAINST_INTERRUPTED = "interrupted: no verdict against the base side, nothing written"
