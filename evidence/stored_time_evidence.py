@@ -17,6 +17,8 @@ terminal summary, and the plugin's report is then never written.
     python3 evidence/stored_time_evidence.py --sessions 50
     python3 evidence/stored_time_evidence.py --sessions 10 --conditions 1.0@0,1.08@2
     python3 evidence/stored_time_evidence.py --smoke    # a 1-session baseline, one A/A session
+
+Ctrl-C (or SIGTERM to its pid) ends a run early with the figures of the sessions that ran.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import collections
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -116,7 +119,81 @@ def label(factor: float, busy: int) -> str:
     return f"{change}, {busy} busy loops" if busy else f"{change}, quiet"
 
 
+class Tally:
+    """What each condition's sessions read, per model: the plugin's verdicts and changes,
+    pytest-benchmark's failures, and each session's seconds."""
+
+    def __init__(self) -> None:
+        self.plugin: dict = collections.defaultdict(collections.Counter)  # (condition, model)
+        self.pb: dict = collections.defaultdict(
+            collections.Counter
+        )  # (condition, model) -> failed?
+        self.changes: dict = collections.defaultdict(list)
+        self.times: dict = collections.defaultdict(list)
+
+    def add(self, name: str, found: dict, failed: dict, seconds: float) -> None:
+        self.times[name].append(seconds)
+        for model, (change, status) in found.items():
+            self.plugin[(name, model)][status] += 1
+            self.changes[(name, model)].append(change)
+        for model, fail in failed.items():
+            self.pb[(name, model)][fail] += 1
+
+    def print(self, conditions: list[tuple[float, int]], backends: str) -> None:
+        for factor, busy in conditions:
+            name = label(factor, busy)
+            times = self.times[name]
+            if not times:
+                continue
+            print(
+                f"== {name}: {len(times)} sessions, median {statistics.median(times):.1f} s a "
+                f"session (range {min(times):.1f} to {max(times):.1f} s)"
+            )
+            for model in backends.split(","):
+                c = self.changes[(name, model)]
+                print(
+                    f"   {model}: gate "
+                    + ", ".join(f"{n} {s}" for s, n in self.plugin[(name, model)].most_common())
+                    + f"; pytest-benchmark {PB_RULE} failed {self.pb[(name, model)][True]}/{len(c)}"
+                    + (
+                        f"; change median {statistics.median(c):+.1f}%, range {min(c):+.1f}% to "
+                        f"{max(c):+.1f}%"
+                        if c
+                        else ""
+                    )
+                )
+
+
+def run_conditions(head: Path, args, conditions, tally: Tally) -> int:
+    """The baseline, then every condition's sessions in turn; 1 when a session said nothing."""
+    storage = head.parent / "benchmarks"
+    base = save_baseline(head, args.backends, args.baseline_sessions, storage)
+    for i in range(args.sessions):
+        for factor, busy in conditions:
+            name = label(factor, busy)
+            found, failed, seconds, out = judged_session(
+                head, args.backends, base, storage, factor, busy
+            )
+            if not found:
+                print(textwrap.indent(out[-3000:], "  | "))
+                return 1
+            tally.add(name, found, failed, seconds)
+            print(
+                f"{name} {i + 1}/{args.sessions}: "
+                + ", ".join(
+                    f"{m} {c:+.1f}% {s} (pytest-benchmark {'FAILED' if failed.get(m) else 'ok'})"
+                    for m, (c, s) in sorted(found.items())
+                )
+                # the load beside it: this machine is shared (the busy loops count in it)
+                + f" ({seconds:.0f} s, load {os.getloadavg()[0]:.2f})",
+                flush=True,
+            )
+    return 0
+
+
 def main() -> int:
+    # SIGTERM ends a run early as Ctrl-C does (a background job ignores SIGINT)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -136,60 +213,17 @@ def main() -> int:
         parser.set_defaults(**SMOKE)
     args = parser.parse_args()
     conditions = parse_conditions(args.conditions)
-    plugin: dict = collections.defaultdict(collections.Counter)  # (condition, model) -> verdicts
-    pb: dict = collections.defaultdict(collections.Counter)  # (condition, model) -> failed?
-    changes: dict = collections.defaultdict(list)
-    times: dict = collections.defaultdict(list)
+    tally = Tally()
     with tempfile.TemporaryDirectory(prefix="stored-time-evidence-") as tmp:
         head = make_project(Path(tmp), args.tasks, git=False)
         write_lib(head, changed=True)  # reads MYLIB_SLOW: every session runs the same code text
-        storage = Path(tmp) / "benchmarks"
-        base = save_baseline(head, args.backends, args.baseline_sessions, storage)
-        for i in range(args.sessions):
-            for factor, busy in conditions:
-                name = label(factor, busy)
-                found, failed, seconds, out = judged_session(
-                    head, args.backends, base, storage, factor, busy
-                )
-                if not found:
-                    print(textwrap.indent(out[-3000:], "  | "))
-                    return 1
-                times[name].append(seconds)
-                for model, (change, status) in found.items():
-                    plugin[(name, model)][status] += 1
-                    changes[(name, model)].append(change)
-                for model, fail in failed.items():
-                    pb[(name, model)][fail] += 1
-                print(
-                    f"{name} {i + 1}/{args.sessions}: "
-                    + ", ".join(
-                        f"{m} {c:+.1f}% {s} (pytest-benchmark {'FAILED' if failed.get(m) else 'ok'})"
-                        for m, (c, s) in sorted(found.items())
-                    )
-                    # the load beside it: this machine is shared (the busy loops count in it)
-                    + f" ({seconds:.0f} s, load {os.getloadavg()[0]:.2f})",
-                    flush=True,
-                )
-    for factor, busy in conditions:
-        name = label(factor, busy)
-        print(
-            f"== {name}: {len(times[name])} sessions, median {statistics.median(times[name]):.1f} s "
-            f"a session (range {min(times[name]):.1f} to {max(times[name]):.1f} s)"
-        )
-        for model in args.backends.split(","):
-            c = changes[(name, model)]
-            print(
-                f"   {model}: gate "
-                + ", ".join(f"{n} {s}" for s, n in plugin[(name, model)].most_common())
-                + f"; pytest-benchmark {PB_RULE} failed {pb[(name, model)][True]}/{len(c)}"
-                + (
-                    f"; change median {statistics.median(c):+.1f}%, range {min(c):+.1f}% to "
-                    f"{max(c):+.1f}%"
-                    if c
-                    else ""
-                )
-            )
-    return 0
+        try:
+            code = run_conditions(head, args, conditions, tally)
+        except KeyboardInterrupt:  # a run cut short (Ctrl-C, SIGTERM): the figures of what ran
+            print("interrupted: the sessions that ran so far")
+            code = 0
+    tally.print(conditions, args.backends)
+    return code
 
 
 if __name__ == "__main__":
