@@ -97,8 +97,15 @@ REPORT_STATUS = {
     "Unchanged": "unchanged",
 }
 REPORT_ITEM = re.compile(r"^- \S*test\\?_work\S* on (\S+?): .*?([+-][\d.]+)%")  # "_" escaped
-#: a busy loop: one process keeping a core busy, as another job on a shared machine does
-BUSY_LOOP = "while True: pass"
+#: a busy loop: one process keeping a core busy, as another job on a shared machine does; it ends
+#: itself when the script that started it is gone (killed, say, by a test's timeout)
+BUSY_LOOP = """
+import os
+parent = os.getppid()
+while os.getppid() == parent:
+    for _ in range(1_000_000):
+        pass
+"""
 
 
 def make_project(root: Path, tasks: int, git: bool) -> Path:

@@ -16,7 +16,7 @@ terminal summary, and the plugin's report is then never written.
 
     python3 evidence/stored_time_evidence.py --sessions 50
     python3 evidence/stored_time_evidence.py --sessions 10 --conditions 1.0@0,1.08@2
-    python3 evidence/stored_time_evidence.py --smoke    # a 1-session baseline, one A/A session
+    python3 evidence/stored_time_evidence.py --smoke    # a 1-session baseline, one A/A session, a busy loop beside
 
 Ctrl-C (or SIGTERM to its pid) ends a run early with the figures of the sessions that ran.
 """
@@ -42,7 +42,7 @@ from against_evidence import busy_loops, make_project, read_report, write_lib  #
 #: Field 'mean' has failed PercentageRegressionCheck: ..."
 BENCHMARK_FAILED = re.compile(r"test_work\[(\w+)\].* - Field 'mean' has failed")
 PB_RULE = "mean:5%"
-SMOKE = {"sessions": 1, "baseline_sessions": 1, "conditions": "1.0@0", "backends": "threading"}
+SMOKE = {"sessions": 1, "baseline_sessions": 1, "conditions": "1.0@1", "backends": "threading"}
 
 
 def pytest_args(backends: str, *extra: str) -> list[str]:
