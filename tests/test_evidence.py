@@ -126,8 +126,8 @@ CASES = [
         id="against_evidence",
         marks=pytest.mark.slow,
     ),
-    # minutes: the same session counted against the base (valgrind, one model); with a busy loop
-    # beside it under load 13-15 it ran past the 600 s timeout, hence none here
+    # ~3 min (180 s at load 4-9): the same session counted against the base (valgrind, one model);
+    # with a busy loop beside it under load 13-15 it ran past the 600 s timeout, hence none here
     pytest.param(
         "against_evidence.py",
         ["--measure", "instructions"],
