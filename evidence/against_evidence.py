@@ -9,6 +9,13 @@ counts the verdicts per model:
     python3 evidence/against_evidence.py --aa 50 --trials 50
     python3 evidence/against_evidence.py --aa 5 --trials 5 --changes threading:1.08,gevent:1.05
     python3 evidence/against_evidence.py --smoke    # one session with the change, threading
+    python3 evidence/against_evidence.py --measure instructions --busy 2 --aa 5 --trials 5 \
+        --backends gevent,asyncio,threading --changes gevent:1.01,asyncio:1.01,threading:1.01
+    python3 evidence/against_evidence.py --smoke --measure instructions    # counted, under valgrind
+
+``--measure instructions`` counts both sides (valgrind) instead of timing them in turns: the
+verdicts are the counted gate's (1% for a user's own test), read from the session's markdown
+report. ``--busy N`` runs N busy-loop processes beside every session, the A/A ones too.
 
 A/A (the head's code equals the base's) must read no regression; a change must read regressed.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import re
@@ -78,6 +86,26 @@ SMOKE = {"aa": 0, "trials": 1, "backends": "threading", "tasks": 2}
 VERDICT = re.compile(
     r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)"
 )
+#: --measure instructions: the counted verdicts are the stored-baseline gate's, read from the
+#: markdown report (its sections name the status, an item per benchmark: "- test_work on gevent:
+#: 1.2 M -> 1.3 M, +1.0%, ...")
+REPORT_SECTION = re.compile(r"^\*\*(Regressions|Faster|Inconclusive|Unchanged)")
+REPORT_STATUS = {
+    "Regressions": "regressed",
+    "Faster": "improved",
+    "Inconclusive": "inconclusive",
+    "Unchanged": "unchanged",
+}
+REPORT_ITEM = re.compile(r"^- \S*test\\?_work\S* on (\S+?): .*?([+-][\d.]+)%")  # "_" escaped
+#: a busy loop: one process keeping a core busy, as another job on a shared machine does; it ends
+#: itself when the script that started it is gone (killed, say, by a test's timeout)
+BUSY_LOOP = """
+import os
+parent = os.getppid()
+while os.getppid() == parent:
+    for _ in range(1_000_000):
+        pass
+"""
 
 
 def make_project(root: Path, tasks: int, git: bool) -> Path:
@@ -101,6 +129,18 @@ def write_lib(side: Path, changed: bool) -> None:
     (side / "pyproject.toml").write_text(PYPROJECT.format(version=version))
 
 
+@contextlib.contextmanager
+def busy_loops(n: int):
+    """``n`` busy-loop processes for the length of the block, ended (by their own pids) after it."""
+    procs = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 def session(
     head: Path,
     backends: str,
@@ -108,31 +148,46 @@ def session(
     threshold: str | None,
     keep: str | None = None,
     base: str = "../base",
+    measure: str = "time",
+    busy: int = 0,
 ) -> tuple[dict, float, str]:
+    """One ``--concurrency-against`` session: {model: (change %, verdict)}, its seconds, its output."""
     env = {**os.environ, "MYLIB_SLOW": slow}
-    start = time.perf_counter()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--benchmark-only",
-            f"--concurrency-backends={backends}",
-            f"--concurrency-against={base}",
-            *([f"--concurrency-threshold={threshold}"] if threshold else []),
-            *([f"{KEEP_OPTION}={keep}"] if keep else []),
-        ],
-        cwd=head,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    seconds = time.perf_counter() - start
+    report = head.parent / "report.md"
+    report.unlink(missing_ok=True)
+    counted = measure == "instructions"
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-only",
+        f"--concurrency-backends={backends}",
+        f"--concurrency-against={base}",
+        *([f"--concurrency-threshold={threshold}"] if threshold else []),
+        *([f"{KEEP_OPTION}={keep}"] if keep else []),
+        *(
+            ["--concurrency-measure=instructions", f"--concurrency-report-md={report}"]
+            if counted
+            else []
+        ),
+    ]
+    with busy_loops(busy):
+        start = time.perf_counter()
+        done = subprocess.run(args, cwd=head, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+    out = done.stdout + done.stderr
+    if counted:
+        return (read_report(report) if report.exists() else {}), seconds, out
+    return paired_verdicts(done.stdout), seconds, out
+
+
+def paired_verdicts(stdout: str) -> dict:
+    """The paired (timed) verdicts from the terminal: {model: (change %, verdict)}."""
     found, pending = {}, ""
-    for line in done.stdout.splitlines():  # a verdict may wrap over lines
+    for line in stdout.splitlines():  # a verdict may wrap over lines
         if line.lstrip().startswith("test_work on "):
             pending = line
         elif pending:
@@ -141,7 +196,21 @@ def session(
         if match:
             found[match.group(1)] = (float(match.group(2)), match.group(3))
             pending = ""
-    return found, seconds, done.stdout + done.stderr
+    return found
+
+
+def read_report(report: Path) -> dict:
+    """The gate's verdicts from a ``--concurrency-report-md`` report: {model: (change %, verdict)}."""
+    found, status = {}, None
+    for line in report.read_text().splitlines():
+        if line.startswith("**"):  # a section's title: its items are of this status, or none
+            section = REPORT_SECTION.match(line)
+            status = REPORT_STATUS[section.group(1)] if section else None
+            continue
+        item = REPORT_ITEM.match(line)
+        if item and status:
+            found[item.group(1)] = (float(item.group(2)), status)
+    return found
 
 
 def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
@@ -229,6 +298,20 @@ def main() -> int:
     parser.add_argument(
         "--thread-threshold", type=float, help="with --rejudge: threading's threshold (percent)"
     )
+    parser.add_argument(
+        "--measure",
+        choices=("time", "instructions"),
+        default="time",
+        help="instructions: counted against the base (--concurrency-measure=instructions; "
+        "valgrind; the verdicts read from its --concurrency-report-md)",
+    )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N busy-loop processes beside every session (A/A too): started before it, ended after",
+    )
     parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
     if parser.parse_known_args()[0].smoke:
         parser.set_defaults(**SMOKE)
@@ -267,6 +350,8 @@ def main() -> int:
                     args.threshold,
                     kept,
                     "git:HEAD" if args.git else "../base",
+                    args.measure,
+                    args.busy,
                 )
                 times.append(seconds)
                 pairs.append(max([1, *map(int, re.findall(r"in pair of sessions (\d+)", out))]))
@@ -284,12 +369,16 @@ def main() -> int:
                     )
                 print(
                     f"{name} {i + 1}/{runs}: "
-                    + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items())),
+                    + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items()))
+                    # the load beside it: this machine is shared (the busy loops count in it)
+                    + f" ({seconds:.0f} s, load {os.getloadavg()[0]:.2f})",
                     flush=True,
                 )
             print(
-                f"== {name}: {runs} sessions, median {statistics.median(times):.1f} s a session "
-                f"({statistics.median(times) / max(1, len(counts)):.1f} s a verdict); pairs of sessions a session: "
+                f"== {name}: {runs} sessions ({args.measure}, {args.busy} busy loops), "
+                f"median {statistics.median(times):.1f} s a session "
+                f"(range {min(times):.1f} to {max(times):.1f} s; "
+                f"{statistics.median(times) / max(1, len(counts)):.1f} s a verdict); pairs of sessions a session: "
                 f"mean {statistics.fmean(pairs):.1f}, "
                 + ", ".join(f"{n} in {k}" for k, n in sorted(collections.Counter(pairs).items()))
             )

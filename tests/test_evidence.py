@@ -139,6 +139,30 @@ CASES = [
         id="against_evidence",
         marks=pytest.mark.slow,
     ),
+    # ~3 min (180 s at load 4-9): the same session counted against the base (valgrind, one model);
+    # with a busy loop beside it under load 13-15 it ran past the 600 s timeout, hence none here
+    pytest.param(
+        "against_evidence.py",
+        ["--measure", "instructions"],
+        [
+            r"^changed \(.*\) 1/1: threading [+-][\d.]+% \w+ \(\d+ s, load ",
+            r"^== changed \(.*\): 1 sessions \(instructions, 0 busy loops\)",
+        ],
+        id="against_evidence_counted",
+        marks=[pytest.mark.slow, needs_valgrind],
+    ),
+    # ~20 s: a 1-session stored baseline, then one A/A session judged by the plugin and one by
+    # pytest-benchmark's rule (threading), a busy loop beside each
+    pytest.param(
+        "stored_time_evidence.py",
+        [],
+        [
+            r"^A/A, 1 busy loops 1/1: threading [+-][\d.]+% \w+ \(pytest-benchmark (ok|FAILED)\)",
+            r"^   threading: gate .*; pytest-benchmark mean:5% failed \d/1",
+        ],
+        id="stored_time_evidence",
+        marks=pytest.mark.slow,
+    ),
     # ~15 s: asyncio's ring counted round by round under valgrind, 2 rounds in 2 layouts
     pytest.param(
         "count_layouts.py",
@@ -197,7 +221,7 @@ def test_evidence_script_smoke_run(tmp_path, script, extra, expected):
 
 def test_every_evidence_script_has_a_smoke_run_here():
     scripts = sorted(p.name for p in EVIDENCE.glob("*.py"))
-    tested = sorted(case.values[0] for case in CASES)
+    tested = sorted({case.values[0] for case in CASES})  # a script may have a smoke run per mode
     assert scripts == tested
 
 
