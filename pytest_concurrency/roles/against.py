@@ -44,6 +44,8 @@ INTERRUPT_GRACE_S = 10.0
 PAD_ENV = child_env.PAD  # same_size: the sides' environments padded to one size
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
+
+
 #: A Ctrl-C before the head's session said where it found it (installing the base, a side's start-up).
 def refuse(s, config) -> None:
     """What --concurrency-against cannot pair round by round (yet): a usage error naming the ways out."""
