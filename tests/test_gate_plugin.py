@@ -296,8 +296,9 @@ def test_a_busier_machine_makes_a_threading_slowdown_inconclusive(suite, monkeyp
     assert result.ret == 0, out[
         out.find("Gate:") :
     ]  # the verdicts, not the tables a report would cut
-    assert (
-        "the machine was busier than for the baseline" in out and "threads need free cores" in out
+    # with one core of two busy, the starved rule names it first (gate/interference.py)
+    assert "cannot be told from the load" in out and (
+        "threads need free cores" in out or "less than one free core of 2" in out
     )
 
 
