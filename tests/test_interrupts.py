@@ -426,18 +426,23 @@ def test_work(benchmark):
 """
 
 
-@pytest.mark.slow  # 122 s here (load 8): the base installed, its counted run started, the Ctrl-C
-@pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
-def test_ctrl_c_in_the_base_sides_counted_run_leaves_nothing_in_tmpdir(pytester):
-    """The base side's counted run was terminated at once, and left its directory in TMPDIR."""
+def _two_sided_project(pytester) -> None:
+    """mylib at 1.0 here and in ``base/``, and a test that uses it: a run against ``base``."""
     pyproject = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
     for root in (pytester.path, pytester.path / "base"):
         (root / "mylib").mkdir(parents=True, exist_ok=True)
         (root / "mylib" / "__init__.py").write_text(BASE_LIB)
         (root / "pyproject.toml").write_text(pyproject.format(version="1.0"))
     pytester.makepyfile(test_mylib=USES_LIB)
+
+
+@pytest.mark.slow  # 122 s here (load 8): the base installed, its counted run started, the Ctrl-C
+@pytest.mark.skipif(
+    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
+)
+def test_ctrl_c_in_the_base_sides_counted_run_leaves_nothing_in_tmpdir(pytester):
+    """The base side's counted run was terminated at once, and left its directory in TMPDIR."""
+    _two_sided_project(pytester)
     tmp = pytester.mkdir("tmp")
     marker = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}"
     name, _, value = marker.partition("=")
@@ -470,12 +475,7 @@ def test_ctrl_c_in_the_base_sides_counted_run_leaves_nothing_in_tmpdir(pytester)
 @pytest.mark.slow  # ~12 s: pip started on the base side, then the Ctrl-C
 def test_ctrl_c_while_the_base_side_installs_leaves_nothing_in_tmpdir(pytester):
     """pip, killed by the Ctrl-C, once left its build directories in TMPDIR (pip-target-*)."""
-    pyproject = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
-    for root in (pytester.path, pytester.path / "base"):
-        (root / "mylib").mkdir(parents=True, exist_ok=True)
-        (root / "mylib" / "__init__.py").write_text(BASE_LIB)
-        (root / "pyproject.toml").write_text(pyproject.format(version="1.0"))
-    pytester.makepyfile(test_mylib=USES_LIB)
+    _two_sided_project(pytester)
     tmp = pytester.mkdir("tmp")
     run = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only"]
