@@ -96,6 +96,22 @@ def test_rows_fastest_first_with_relative_to_fastest(current):
             assert close(float(row.cells["relative"].rstrip("x")), med / meds[0])
 
 
+def test_a_row_that_measured_zero_is_nobodys_fastest(current):
+    """A count of 0 (a test that counts nothing) made every other row's "x fastest" a division
+    by zero, and the whole report a traceback; it reads 0x, the others relative to the next."""
+    tab = tables.build(current)[0]
+    first = tab.rows[0].record
+    zero = type(first)(**{**first.__dict__, "samples": [0.0] * len(first.samples)})
+    rows = {
+        id(r.record): r for r in tables.build([zero, *(r.record for r in tab.rows[1:])])[0].rows
+    }
+    others = [r.record for r in tab.rows[1:]]
+    assert rows[id(zero)].cells["relative"] == "0.00x"
+    fastest = min(median(r) for r in others)
+    for rec in others:
+        assert close(float(rows[id(rec)].cells["relative"].rstrip("x")), median(rec) / fastest)
+
+
 def test_ring_switch_and_call_show_time_per_op(current):
     built = tables.build(current)
     for tab in built:

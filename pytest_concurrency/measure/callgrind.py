@@ -308,20 +308,35 @@ class Counter:
         self._pid = os.getpid()
         self._part = 0
         self._total = 0
+        self._paused = False
         self.last_dump: str | None = None
 
     def __call__(self) -> float:
         if os.getpid() != self._pid:
             raise CountingError("a forked process cannot read its parent's instruction counter")
+        resumed = self._paused
+        if resumed:  # callgrind sees the dump's call only in instrumented code
+            client_request.start_instrumentation()
+            self._paused = False
         os.sched_get_priority_min(os.SCHED_OTHER)  # callgrind dumps (and zeroes) here
         self._part += 1
         path = os.path.join(self.directory, f"callgrind.{self._pid}.{self._part}")
-        self._total += read_total(path)
+        count = read_total(path)
+        # The dump that closes a stretch across a pause sums to garbage (2**64 less a little, as
+        # if negative): it starts the next stretch and counts nothing; a round is the difference
+        # of two readings within a stretch.
+        self._total += 0 if resumed else count
         if self.last_dump:
             os.unlink(self.last_dump)
         self.last_dump = path
         os.sched_get_priority_max(os.SCHED_OTHER)  # zeroed: this reading is not counted
         return float(self._total)
+
+    def pause(self) -> None:
+        """After a stretch of rounds: what runs until the next reading (pytest between tests,
+        the reports, parsing the profile) runs uninstrumented, 3-4x faster, never counted."""
+        client_request.stop_instrumentation()
+        self._paused = True
 
     def last_profile(self) -> dict:
         """The profile of the stretch the last reading closed (after a round: that round), as
@@ -374,6 +389,7 @@ class Callgrind(Instrument):
 
     def __init__(self):
         self._counter: Counter | None = None
+        self._frozen = False  # the objects older than this test's rounds (``before_round``)
 
     def unavailable_reason(self) -> str | None:
         return unavailable_reason()
@@ -429,7 +445,13 @@ class Callgrind(Instrument):
     def before_round(self) -> None:
         # Every round starts with the collector's counters at zero: otherwise a collection
         # falls into whichever round crosses a threshold (on 3.13 one round of three counted
-        # 1.9% more than the others).
+        # 1.9% more than the others). What existed before a test's first round is frozen out of
+        # the collector's reach until its last (``after_rounds``), so each collection walks only
+        # what the rounds made: under valgrind a walk of a session's heap (pytest, the suite,
+        # the code under test) took about 0.5 s, nine times a test.
+        if not self._frozen:
+            gc.freeze()
+            self._frozen = True
         gc.collect()
 
     def counter(self) -> Counter:
@@ -448,11 +470,16 @@ class Callgrind(Instrument):
         return {"instructions_per_op": median / ops}
 
     def after_rounds(self, in_worker: bool = False) -> dict:
+        if self._frozen:
+            gc.unfreeze()
+            self._frozen = False
+        counter = self.counter()
+        counter.pause()
         if (
             in_worker
         ):  # read at full speed by the session: parsing it under valgrind took 1.4 s a case
-            return {"profile_dump": self.counter().hand_over_last_dump()}
-        return self.counter().last_profile()
+            return {"profile_dump": counter.hand_over_last_dump()}
+        return counter.last_profile()
 
     def received(self, extra: dict) -> dict:
         path = extra.pop("profile_dump", None)

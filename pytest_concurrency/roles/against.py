@@ -104,11 +104,12 @@ def orchestrate(config, s) -> int:
 
 def _keep(directory: Path, keep: Path) -> None:
     """With ``--concurrency-against-keep=DIR``, each pair's rounds and logs (``1/side-A.json``,
-    ``1/base-side.log``, ...) are copied into DIR before the run's directory goes: to look into a
-    verdict, or judge the same sessions again by another rule (evidence/against_evidence.py)."""
-    for path in directory.glob("[0-9]*/*"):
-        if path.suffix in (".json", ".log"):
-            target = Path(keep) / path.parent.name / path.name
+    ``1/base-side.log``, ...; counted: ``base.json``, ``head.json``, ``base-side.log``) are copied
+    into DIR before the run's directory goes: to look into a verdict, or judge the same sessions
+    again by another rule (evidence/against_evidence.py)."""
+    for path in [*directory.glob("[0-9]*/*"), *directory.glob("*")]:
+        if path.is_file() and path.suffix in (".json", ".log"):
+            target = Path(keep) / path.relative_to(directory)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
 
