@@ -174,30 +174,34 @@ def _save(
         outcome.errors.append(f"no baseline written to {s.save_baseline}: {refused}")
         return
     try:
-        previous = baseline.load_previous(s.save_baseline)
-        if previous is not None:
-            reason = history.incompatible(previous, meta)
-            if reason:
-                outcome.messages.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
-                previous = None
-        doc, said = gate.add_session(
-            _session_document(config, bs, meta),
-            previous,
-            recs,
-            gate_settings(s),
-            s.baseline_sessions,
-        )
-        outcome.messages.extend(said)
-        with watchdog.ctrl_c_after():  # saved, and known to be, or neither
-            baseline.save(s.save_baseline, doc)
-            role.wrote(f"the baseline was saved to {s.save_baseline}")
+        said = store(s, _session_document(config, bs, meta), recs, role.wrote)
     except baseline.BaselineError as exc:
         outcome.errors.append(str(exc))
         return
-    outcome.messages.append(
+    outcome.messages.extend(said)
+
+
+def store(s, doc: dict, recs: list, wrote) -> list[str]:
+    """Write one session's document ``doc`` (its records ``recs``) to ``--concurrency-save-baseline``
+    in front of the sessions already there; what the save did (messages). ``wrote(line)`` is told
+    once the file is written: a Ctrl-C after that says so. A ``BaselineError``: nothing written."""
+    said = []
+    previous = baseline.load_previous(s.save_baseline)
+    if previous is not None:
+        reason = history.incompatible(previous, doc[history.SECTION])
+        if reason:
+            said.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
+            previous = None
+    doc, kept = gate.add_session(doc, previous, recs, gate_settings(s), s.baseline_sessions)
+    said.extend(kept)
+    with watchdog.ctrl_c_after():  # saved, and known to be, or neither
+        baseline.save(s.save_baseline, doc)
+        wrote(f"the baseline was saved to {s.save_baseline}")
+    said.append(
         f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
         f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)"
     )
+    return said
 
 
 def _session_document(config, bs, meta: dict) -> dict:

@@ -562,8 +562,22 @@ def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_
         counted_meta,
         gate.GateSettings(threshold=0.01),
     ).verdicts
-    assert same.status == UNCHANGED and same.current_median == pytest.approx(1.0005e6), same
+    # one session a side, the same layouts: layout N pairs with layout N, and two layouts that
+    # moved 2.8% each way while the median did not are inconclusive, not "unchanged"
+    assert same.status == INCONCLUSIVE and same.current_median == pytest.approx(1.0005e6), same
+    assert "layout by layout +2.80%, -0.20%, -2.68%: 2 of 3 layouts moved beyond 1%" in same.note
     assert "layouts disagree by 2.80%" in same.note
+    (aa,) = gate.compare(  # the same counts in the same layouts, one of which landed badly
+        base, [_in_layouts(1e6, 1.001e6, 1.028e6)], counted_meta, gate.GateSettings(threshold=0.01)
+    ).verdicts
+    assert aa.status == UNCHANGED and aa.change == pytest.approx(0.0, abs=1e-9), aa
+    (stepped,) = gate.compare(  # +1.5%, and one of the head's layouts stepped back by 2%
+        base,
+        [_in_layouts(1.015e6, 1.016e6, 1.028e6 * 1.015 * 0.98)],
+        counted_meta,
+        gate.GateSettings(threshold=0.01),
+    ).verdicts
+    assert stepped.status == REGRESSED and stepped.change == pytest.approx(0.015, abs=1e-3)
     (slower,) = gate.compare(
         base,
         [_in_layouts(1.02e6, 1.021e6, 1.05e6)],

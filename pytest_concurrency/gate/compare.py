@@ -511,7 +511,10 @@ def _judge(
             widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
             verdict.note = _join(verdict.note, widening)
     if instrument.exact:
-        c = stats.decide_layouts(layouts, cur.layouts, judged_at)
+        # one session counted in the same layouts as this one (against the base, a one-session
+        # baseline): layout N pairs with layout N
+        paired = len(kept) == 1 and len(layouts) == len(cur.layouts)
+        c = stats.decide_layouts(layouts, cur.layouts, judged_at, paired=paired)
     else:
         c = stats.decide(
             reference,

@@ -67,23 +67,27 @@ class Orchestrator:
     def __init__(self, config, settings):
         self.config = config
         self.settings = settings
+        self.written: list[str] = []  # counted: the head's side saved as the user asked
 
     def main(self) -> int:
-        return orchestrate(self.config, self.settings)
+        return orchestrate(self.config, self.settings, self.written.append)
 
     def interrupted(self) -> str:
         """A Ctrl-C that no side's session said a line for (plugin.CtrlCAnywhere)."""
-        return AGAINST_INTERRUPTED
+        return (
+            "interrupted after " + " and ".join(self.written)
+            if self.written
+            else AGAINST_INTERRUPTED
+        )
 
 
-def orchestrate(config, s) -> int:
-    """Install the base side, run both sides in turns, judge the pairs; the run's exit status."""
+def orchestrate(config, s, wrote) -> int:
+    """Install the base side, run both sides in turns, judge the pairs; the run's exit status.
+    ``wrote(line)``: a file of the user's was written (counted: the head's side saved)."""
     from . import counted_against
 
-    if s.instrument.machine_bound:
+    if s.instrument.machine_bound:  # counted, each side is a whole counted run: nothing refused
         refuse(s, config)
-    else:  # counted, each side whole: workers and isolated tests count as in any counted run
-        counted_against.refuse(s)
     root = Path(str(config.invocation_params.dir))
     scratch = sides.run_directory()
     try:
@@ -94,7 +98,7 @@ def orchestrate(config, s) -> int:
         except sides.SideError as exc:
             raise pytest.UsageError(f"--concurrency-against={s.against}: {exc}") from None
         if not s.instrument.machine_bound:  # counts need no turns: each side counted whole
-            return counted_against.run(config, s, spec, site, Path(scratch.name), root)
+            return counted_against.run(config, s, spec, site, Path(scratch.name), root, wrote)
         return _run_sides(config, s, spec, site, Path(scratch.name), root)
     finally:
         if s.against_keep:

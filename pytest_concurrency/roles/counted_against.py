@@ -31,17 +31,9 @@ from .role import AGAINST_INTERRUPTED, BASE, Role
 _NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
 
 
-def refuse(s) -> None:
-    if s.save_baseline:
-        raise pytest.UsageError(
-            "--concurrency-against with --concurrency-measure=instructions judges the head's counts "
-            "against the base's and stores nothing; save a baseline in a session of its own "
-            "(without --concurrency-against)"
-        )
-
-
-def run(config, s, spec, site: Path, directory: Path, root: Path) -> int:
-    """Count the base side, then the head; judge the head's counts against the base's."""
+def run(config, s, spec, site: Path, directory: Path, root: Path, wrote) -> int:
+    """Count the base side, then the head; judge the head's counts against the base's; with
+    ``--concurrency-save-baseline``, the head's counts saved there as any counted session's are."""
     args = [a for a in head_only_removed(config.invocation_params.args) if not _side_only(a)]
     files = {side: directory / f"{side}.json" for side in ("base", "head")}
     print(
@@ -62,7 +54,7 @@ def run(config, s, spec, site: Path, directory: Path, root: Path) -> int:
         f"{time.monotonic() - started - counted_base:.0f} s",
         flush=True,
     )
-    return _judge(s, spec, files, base_code, head_code, directory / "base-side.log")
+    return _judge(s, spec, files, base_code, head_code, directory / "base-side.log", wrote)
 
 
 def _side_only(arg: str) -> bool:
@@ -128,10 +120,10 @@ def _sides_line(base_doc: dict, head_doc: dict) -> str:
     return "; ".join(moved) or "the same versions on both sides (the base side's own code first)"
 
 
-def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path) -> int:
+def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path, wrote) -> int:
     from ..gate import compare as gate
     from ..report import terminal
-    from ..session_end import EXIT_NOTHING_JUDGED, gate_settings
+    from ..session_end import EXIT_NOTHING_JUDGED, gate_settings, store
 
     if head_code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR):
         return head_code
@@ -162,6 +154,13 @@ def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path) -> i
 
         markdown.write(s.report_md, markdown.render(head, result, result.memory))
         print(f"pytest-concurrency: the verdicts against the base side written to {s.report_md}")
+    if s.save_baseline:  # the head side saved only if every benchmark test passed (session_end)
+        try:
+            for line in store(s, head_doc, head, wrote):
+                print(f"pytest-concurrency: {line}")
+        except baseline.BaselineError as exc:
+            print(f"pytest-concurrency: ERROR: {exc}")
+            return int(pytest.ExitCode.TESTS_FAILED)
     if head_code not in (0, 7):
         return head_code
     return int(pytest.ExitCode.TESTS_FAILED) if result.failed else 0
