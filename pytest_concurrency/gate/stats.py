@@ -94,11 +94,16 @@ def bootstrap_ratio_ci(
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    ratios = resampled_medians(current, resamples, rng) / resampled_medians(
-        baseline, resamples, rng
-    )
+    now = resampled_medians(current, resamples, rng)
+    then = resampled_medians(baseline, resamples, rng)
     tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    # A round of 0 s (a clock too coarse for it) can be a resample's median: over it, the ratio
+    # is unbounded (inf; 1 when both are 0), and the interval's bound beside it too, not numpy's
+    # divide-by-zero warning (nor a NaN from interpolating between two infinite ratios).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(then > 0, now / then, np.where(now > 0, np.inf, 1.0))
+        bounds = np.percentile(ratios, [tail, 100 - tail])
+    lo, hi = np.where(np.isnan(bounds), np.inf, bounds)
     return float(lo), float(hi)
 
 
