@@ -419,8 +419,9 @@ def saved_baseline(tmp_path_factory) -> bytes:
 def test_in_process_a_test_that_ends_the_sessions_process_is_named_by_its_watcher(
     pytester, watched_session, saved_baseline, test, status
 ):
-    """~3 s each: in time mode, a test that called ``os._exit`` or segfaulted ended the session
-    with its own status and not a word saying which test it was (roles/watcher.py)."""
+    """~4 s each, and ~6 s once for the baseline: in time mode, a test that called ``os._exit`` or
+    segfaulted ended the session with its own status and not a word saying which test it was
+    (roles/watcher.py)."""
     pytester.makepyfile(test_hostile=HOSTILE)
     (pytester.path / "b.json").write_bytes(saved_baseline)
     ended = watched_session(
@@ -445,26 +446,32 @@ def test_in_process_a_test_that_ends_the_sessions_process_is_named_by_its_watche
     assert not (pytester.path / "r.md").exists()
 
 
+STOPS = """
+import pytest
+
+def test_stops(benchmark):
+    benchmark.pedantic(sum, args=(range(10),), rounds=2)
+    pytest.exit("enough")
+"""
+
+
 @pytest.mark.parametrize(
     "args, status",
     [
         (["-k", "test_fine"], pytest.ExitCode.OK),
         (["-k", "test_fine or test_fails"], pytest.ExitCode.TESTS_FAILED),
         (["-x", "-k", "test_fine or test_fails or test_skips"], pytest.ExitCode.TESTS_FAILED),
+        (["-k", "test_fine or test_stops"], pytest.ExitCode.INTERRUPTED),
     ],
-    ids=["passed", "a-test-failed", "stopped-by--x"],
+    ids=["passed", "a-test-failed", "stopped-by--x", "pytest.exit"],
 )
 def test_in_process_a_session_that_ends_as_sessions_do_has_a_silent_watcher(
     pytester, watched_session, args, status
 ):
-    """~3 s each: the watcher speaks only when the session's process is gone without its end."""
-    pytester.makepyfile(test_hostile=HOSTILE)
-    ended = watched_session(
-        "--benchmark-only",
-        "--concurrency-backends=threading",
-        "--concurrency-save-baseline=b.json",
-        *args,
-    )
+    """~4 s each (one session, no baseline: its calibration would double that): the watcher
+    speaks only when the session's process is gone without its end."""
+    pytester.makepyfile(test_hostile=HOSTILE, test_stop=STOPS)
+    ended = watched_session("--benchmark-only", "--concurrency-backends=threading", *args)
     assert ended.status == status, ended
     assert ended.watcher is not None and not ended.watcher_alive, ended
     assert "ended the session's process" not in ended.err, ended

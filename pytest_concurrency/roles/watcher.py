@@ -18,6 +18,7 @@ starts with ``-I -S`` (no site, nothing of the user's imported). It costs a proc
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -27,7 +28,8 @@ from . import crash
 
 #: The watcher: the last line before the pipe's end is what it says; ``E`` says nothing.
 CODE = r"""import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # blocked until now: see start()
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 say = b""
 for line in sys.stdin.buffer:
     if line.startswith(b"E"):
@@ -124,18 +126,22 @@ class Watcher:
 def start(config) -> Watcher | None:
     """Start the watcher of this session, registered for its hooks; None when it cannot start
     (no interpreter to run, no process or pipe to spare): the session goes on without it."""
-    if not sys.executable:
+    if not sys.executable or not hasattr(signal, "pthread_sigmask"):  # POSIX only
         return None
     try:
         read, write = os.pipe()
     except OSError:
         return None
+    # Ctrl-C blocked while it starts: a Ctrl-C to the terminal's process group in its start-up,
+    # before it ignores one, would end it; here, it is delivered once the watcher has started
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", CODE], stdin=read)
     except OSError:
         os.close(write)
         return None
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(read)
     watcher = Watcher(proc, write)
     config.pluginmanager.register(watcher, "concurrency-watcher")
