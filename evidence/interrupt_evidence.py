@@ -198,10 +198,13 @@ def traceback_in(text: str) -> str:
 
 
 def interrupted_line(text: str) -> str:
+    """The plugin's line about the end: an interruption, or the test a killed process was in
+    (the time session's watcher)."""
     lines = [
         line.strip()
         for line in text.splitlines()
-        if "interrupted" in line.lower() and "pytest-concurrency" in line
+        if "pytest-concurrency" in line
+        and ("interrupted" in line.lower() or "ended the session's process" in line)
     ]
     return lines[0] if lines else ""
 

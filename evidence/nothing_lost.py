@@ -256,8 +256,11 @@ def sha(path: Path) -> str | None:
 def said(text: str) -> str:
     """The line the user reads about how the run ended."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    ours_ = [
-        line for line in lines if line.startswith("pytest-concurrency: ") and "interrupted" in line
+    ours_ = [  # an interruption, or the test that ended a process (the launcher's, the watcher's)
+        line
+        for line in lines
+        if line.startswith("pytest-concurrency: ")
+        and any(word in line for word in ("interrupted", "ended the", "process ended"))
     ]
     errors = [
         line

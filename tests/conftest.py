@@ -7,7 +7,12 @@ is a warning that ``-W error`` turns into an INTERNALERROR.
 """
 
 import os
+import signal
+import subprocess
+import sys
+from typing import NamedTuple
 
+import psutil
 import pytest
 
 TIMEOUT_S = 600  # per test; a test that needs less to prove "no hang" sets its own marker
@@ -36,3 +41,56 @@ def _not_an_xdist_worker(monkeypatch):
     disable itself in them."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+
+
+#: Says which watcher (roles/watcher.py) a session had, so that a test of silence proves it had one.
+WATCHER_SAID = """
+import sys
+
+def pytest_sessionfinish(session):
+    watcher = session.config.pluginmanager.get_plugin("concurrency-watcher")
+    print(f"the watcher: {watcher.proc.pid if watcher else None}", file=sys.stderr, flush=True)
+"""
+
+
+class Ended(NamedTuple):
+    status: int
+    out: str
+    err: str
+    watcher: int | None  # its pid, when the session reached its end and had one
+    watcher_alive: bool  # after the session's process ended
+
+
+@pytest.fixture
+def watched_session(pytester):
+    """Run ``pytest ARGS`` in pytester's directory as a user types it, in a process group of its
+    own that takes Ctrl-C as at a terminal, and read its output to the end: the watcher's line
+    (roles/watcher.py) comes after the session's process ended, when pytester's own runs have
+    stopped reading. A conftest says which watcher the session had."""
+    pytester.makeconftest(WATCHER_SAID)
+
+    def run(*args: str, timeout: float = 120) -> Ended:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+            cwd=pytester.path,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        said = [line for line in done.stderr.splitlines() if line.startswith("the watcher: ")]
+        pid = int(said[-1].split()[-1]) if said and said[-1] != "the watcher: None" else None
+        return Ended(
+            done.returncode, done.stdout, done.stderr, pid, pid is not None and _alive(pid)
+        )
+
+    return run
+
+
+def _alive(pid: int) -> bool:
+    """Whether the watcher ``pid`` still runs (a zombie, its parent gone, has ended)."""
+    try:
+        return "SIG_IGN" in " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return False

@@ -148,6 +148,57 @@ def test_an_interrupted_session_writes_no_history_and_says_which_test_it_stopped
     assert not (pytester.path / "run.json").exists()
 
 
+CTRL_C_IN_A_TEST = """
+import os, signal, time
+
+def test_a(benchmark):
+    benchmark.pedantic(sum, args=(range(10),), rounds=2)
+
+def test_ctrl_c(benchmark):
+    benchmark.pedantic(sum, args=(range(10),), rounds=2)
+    os.killpg(os.getpgrp(), signal.SIGINT)  # a terminal's Ctrl-C: to the watcher too
+    time.sleep(30)
+
+def test_ctrl_c_then_exit(benchmark):
+    benchmark.pedantic(sum, args=(range(10),), rounds=2)
+    try:
+        os.killpg(os.getpgrp(), signal.SIGINT)
+        time.sleep(30)
+    except KeyboardInterrupt:
+        time.sleep(0.5)  # the watcher has had the Ctrl-C as well
+        os._exit(3)
+"""
+
+
+def test_a_ctrl_c_in_a_test_is_the_sessions_line_and_not_its_watchers(pytester, watched_session):
+    """~3 s: the watcher (roles/watcher.py) shares the session's process group, so a Ctrl-C at a
+    terminal reaches it too; it must not say the session's process ended."""
+    pytester.makepyfile(test_b=CTRL_C_IN_A_TEST)
+    ended = watched_session("--benchmark-only", "--concurrency-report-md=r.md", "-k", "not exit")
+    assert ended.status == pytest.ExitCode.INTERRUPTED, ended
+    said = [line for line in ended.err.splitlines() if line.startswith("pytest-concurrency")]
+    assert said == [], ended  # the session's own line is on stdout, in its summary
+    assert "pytest-concurrency: interrupted in test_b.py::test_ctrl_c: no baseline" in ended.out
+    assert ended.watcher is not None and not ended.watcher_alive, ended
+    assert "Traceback" not in ended.out + ended.err, ended
+    assert not (pytester.path / "r.md").exists()
+
+
+def test_a_watcher_outlives_a_ctrl_c_to_name_a_test_that_then_ended_the_process(
+    pytester, watched_session
+):
+    """~3 s: a test that answers the Ctrl-C by ending its process is still named: the watcher
+    ignores Ctrl-C (the session's own end tells it to go)."""
+    pytester.makepyfile(test_b=CTRL_C_IN_A_TEST)
+    ended = watched_session("--benchmark-only", "--concurrency-report-md=r.md", "-k", "then_exit")
+    assert ended.status == 3, ended
+    assert (
+        "pytest-concurrency: test_b.py::test_ctrl_c_then_exit ended the session's process"
+        in ended.err
+    ), ended
+    assert not (pytester.path / "r.md").exists()
+
+
 def test_any_session_sweeps_what_killed_sessions_left_in_tmpdir(pytester, monkeypatch):
     """~1 s: only a counted session made (and so swept) a directory; a killed counted session's
     stayed until the next counted one."""

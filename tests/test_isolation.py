@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -389,3 +392,87 @@ def test_no_leaked_threads_processes_sockets_or_fds(pytester, tmp_path, isolate,
         except (psutil.Error, OSError):
             continue
     assert survivors == []
+
+
+HOSTILE = (Path(__file__).parent / "data" / "hostile.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def saved_baseline(tmp_path_factory) -> bytes:
+    """A time baseline of hostile.py's good test, saved once for the tests below (~3 s)."""
+    where = tmp_path_factory.mktemp("saved")
+    (where / "test_hostile.py").write_text(HOSTILE)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "-q"]
+        + ["-k", "test_fine", "--concurrency-backends=threading"]
+        + [f"--concurrency-save-baseline={where / 'b.json'}", "test_hostile.py"],
+        cwd=where,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")},
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )
+    return (where / "b.json").read_bytes()
+
+
+@pytest.mark.parametrize("test, status", [("test_exits", 3), ("test_segfaults", -11)])
+def test_in_process_a_test_that_ends_the_sessions_process_is_named_by_its_watcher(
+    pytester, watched_session, saved_baseline, test, status
+):
+    """~4 s each, and ~6 s once for the baseline: in time mode, a test that called ``os._exit`` or
+    segfaulted ended the session with its own status and not a word saying which test it was
+    (roles/watcher.py)."""
+    pytester.makepyfile(test_hostile=HOSTILE)
+    (pytester.path / "b.json").write_bytes(saved_baseline)
+    ended = watched_session(
+        "--benchmark-only",
+        "-k",
+        f"test_fine or {test}",
+        "--concurrency-backends=threading",
+        "--concurrency-save-baseline=b.json",
+        "--concurrency-report-md=r.md",
+    )
+    said = [line for line in ended.err.splitlines() if "pytest-concurrency" in line]
+    nodeid = f"test_hostile.py::{test}[threading]"
+    assert ended.status == status, ended
+    assert said == [
+        f"pytest-concurrency: {nodeid} ended the session's process (os._exit, a fatal signal such "
+        "as SIGSEGV, or a kill), so it wrote no baseline, report or verdict: fix the test "
+        "(--concurrency-isolate runs it in a process of its own, where it fails alone), or "
+        f"deselect it (--deselect {nodeid})"
+    ], ended
+    assert "Traceback (most recent call last)" not in ended.err, ended  # faulthandler's is not ours
+    assert (pytester.path / "b.json").read_bytes() == saved_baseline
+    assert not (pytester.path / "r.md").exists()
+
+
+STOPS = """
+import pytest
+
+def test_stops(benchmark):
+    benchmark.pedantic(sum, args=(range(10),), rounds=2)
+    pytest.exit("enough")
+"""
+
+
+@pytest.mark.parametrize(
+    "args, status",
+    [
+        (["-k", "test_fine"], pytest.ExitCode.OK),
+        (["-k", "test_fine or test_fails"], pytest.ExitCode.TESTS_FAILED),
+        (["-x", "-k", "test_fine or test_fails or test_skips"], pytest.ExitCode.TESTS_FAILED),
+        (["-k", "test_fine or test_stops"], pytest.ExitCode.INTERRUPTED),
+    ],
+    ids=["passed", "a-test-failed", "stopped-by--x", "pytest.exit"],
+)
+def test_in_process_a_session_that_ends_as_sessions_do_has_a_silent_watcher(
+    pytester, watched_session, args, status
+):
+    """~4 s each (one session, no baseline: its calibration would double that): the watcher
+    speaks only when the session's process is gone without its end."""
+    pytester.makepyfile(test_hostile=HOSTILE, test_stop=STOPS)
+    ended = watched_session("--benchmark-only", "--concurrency-backends=threading", *args)
+    assert ended.status == status, ended
+    assert ended.watcher is not None and not ended.watcher_alive, ended
+    assert "ended the session's process" not in ended.err, ended
+    assert "the session's process ended" not in ended.err, ended

@@ -88,6 +88,18 @@ def test_bootstrap_is_reproducible_and_brackets_the_ratio():
     assert ci != stats.bootstrap_ratio_ci(base, cur, seed=7)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_a_round_of_zero_seconds_bounds_the_interval_without_numpys_warning():
+    """A baseline round of 0 s (a clock too coarse for it; tests/test_fuzz_baselines.py) is the
+    median of some resamples: their ratios are unbounded, not a divide-by-zero RuntimeWarning."""
+    base = [0.0, 0.0108, 0.0025, 0.0146, 0.0145, 0.0023]
+    cur = [0.0146, 0.0108, 0.0025, 0.0146, 0.0145]
+    lo, hi = stats.bootstrap_ratio_ci(base, cur)
+    assert lo < stats.median(cur) / stats.median(base) < hi
+    assert stats.bootstrap_ratio_ci([0.0] * 3 + [1.0], [0.0] * 3 + [1.0]) == (0.0, float("inf"))
+    assert stats.decide(base, cur, threshold=0.05).status in (UNCHANGED, INCONCLUSIVE)
+
+
 @pytest.mark.parametrize("n", [1, 2, 7, 8, 51, 200])
 def test_resampled_medians_follow_the_bootstrap_drawn_the_long_way(n):
     """~0.5 s: two Beta variates a resample give the distribution of n draws a resample."""
@@ -178,6 +190,17 @@ def test_two_outlying_rounds_are_wandering_not_outliers():
     assert (
         stats.decide_exact(wandering, [x * 1.025 for x in wandering], 0.02).status == INCONCLUSIVE
     )
+
+
+def test_a_round_a_few_instructions_off_rounds_that_agree_is_no_outlier():
+    # 3 instructions off 2 million (0.0001%) was set aside, noted "+0.00% from the others": four
+    # rounds equal to the instruction leave any other "three times farther" from the median
+    close = [*STEADY, 2_013_940]
+    assert stats.set_aside(close) == (close, None)
+    assert "outlier" not in stats.decide_exact(close, close, 0.01).note
+    # 0.1% of the median is where a round starts to be one: the cold first round's 3.1% still is
+    assert stats.set_aside([*STEADY, 2_013_937 + 2_000]) == ([*STEADY, 2_015_937], None)
+    assert stats.set_aside([*STEADY, 2_013_937 + 2_100]) == (STEADY, 4)
 
 
 def test_three_rounds_are_too_few_to_call_one_an_outlier():

@@ -34,7 +34,7 @@ def register(config, role: Role | None, s) -> object:
         if s.against and not counting.measures_nothing(config):
             obj = against.Orchestrator(config, s)
         else:
-            obj = counting.user_session(config, s)
+            obj = counting.user_session(config, s, watched=True)
     elif role.kind == SIDE:
         obj = against.Side(config, s, role)
     elif role.kind == BASE:  # the user's session, on the base side's code

@@ -52,9 +52,10 @@ INTERRUPTED = (
 )
 
 
-def user_session(config, s, base_dir: str | None = None):
+def user_session(config, s, base_dir: str | None = None, watched: bool = False):
     """The role of the process the user started, when it is not a run against a base (or of a
-    counted run on the base side's code, installed in ``base_dir``)."""
+    counted run on the base side's code, installed in ``base_dir``); ``watched``: a session in
+    it has a watcher (watcher.py), as nothing else would name a test that ended its process."""
     if s.instrument.fresh_process:
         refuse_other_hosts(config)
     if s.instrument.needs_launch and not measures_nothing(config):
@@ -62,7 +63,7 @@ def user_session(config, s, base_dir: str | None = None):
         if found.here:
             return Launcher(config, s, base_dir)
         s.instrument.prepare_session()
-    return Session(config, s)
+    return Session(config, s, watched=watched)
 
 
 def child(config, s, role: Role):

@@ -1,10 +1,15 @@
-"""Which test ended a process of a counted run: the passes and the counted session each keep
-the node id of the test in progress in a small file (``Role.running``), cleared when the test
-is done, so that a process that ends in the middle of a test (``os._exit``, a segfault, the
-OOM killer) leaves the name behind for the launcher to say, rather than an exit status alone.
+"""Which test ended a process, and the lines that name it.
 
-The launcher stops the run at the first such end: a test that ended the full-speed pass would
-otherwise run three more times, each under valgrind, and end each of them the same way.
+A counted run: the passes and the counted session each keep the node id of the test in progress
+in a small file (``Role.running``), cleared when the test is done, so that a process that ends in
+the middle of a test (``os._exit``, a segfault, the OOM killer) leaves the name behind for the
+launcher to say, rather than an exit status alone. The launcher stops the run at the first such
+end: a test that ended the full-speed pass would otherwise run three more times, each under
+valgrind, and end each of them the same way.
+
+A time session measured in its own process has no launcher: its watcher (watcher.py) says the
+lines below that begin ``the session's process``, with no exit status (it is not the process's
+parent, so it cannot read one).
 """
 
 from __future__ import annotations
@@ -56,8 +61,31 @@ def how(code: int) -> str:
 def line(nodeid: str, where: str, code: int) -> str:
     return (
         f"pytest-concurrency: {nodeid} ended the process of {where} ({how(code)}), so the "
-        f"counted run stops here and writes nothing: fix the test (--concurrency-isolate runs it "
-        f"in a process of its own, where it fails alone), or deselect it (--deselect {nodeid})"
+        f"counted run stops here and writes nothing: {_advice(nodeid)}"
+    )
+
+
+#: How a process ended, as its watcher can tell it: not its parent, it sees only the pipe close.
+UNSEEN = "os._exit, a fatal signal such as SIGSEGV, or a kill"
+
+
+def in_session(nodeid: str) -> str:
+    """The line for a time session's process that ended in the middle of test ``nodeid``."""
+    return (
+        f"pytest-concurrency: {nodeid} ended the session's process ({UNSEEN}), so it wrote no "
+        f"baseline, report or verdict: {_advice(nodeid)}"
+    )
+
+
+def outside_tests(where: str, then: str = "it wrote no baseline, report or verdict") -> str:
+    """The line for a time session's process that ended ``where``, not in a test."""
+    return f"pytest-concurrency: the session's process ended {where} ({UNSEEN}), so {then}"
+
+
+def _advice(nodeid: str) -> str:
+    return (
+        "fix the test (--concurrency-isolate runs it in a process of its own, where it fails "
+        f"alone), or deselect it (--deselect {nodeid})"
     )
 
 

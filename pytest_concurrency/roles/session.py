@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,6 +24,9 @@ from ..measure import kernel, records
 from ..report import progress
 from ..settings import with_jobs
 from .role import AT_START_UP
+
+if TYPE_CHECKING:
+    from ..runner import isolate
 
 MARKER = "concurrency"
 
@@ -34,15 +38,16 @@ class Session:
     #: for what it writes).
     memory_pass = True
 
-    def __init__(self, config, settings):
+    def __init__(self, config, settings, watched: bool = False):
         self.config = config
         self.settings = settings
+        self.watched = watched  # the user's own process: a watcher names a test that ends it
         self.progress: progress.Progress | None = None
         self.running: str | None = None  # the test that started last: what a Ctrl-C interrupted
         self.baseline_doc: dict | None = None  # --concurrency-baseline, read at start-up
         self.calibration: dict | None = None  # the machine's speed at start-up
         self.outcome: session_end.SessionOutcome | None = None
-        self.pool = None  # the workers' pool (runner/isolate.py), made on first use
+        self.pool: isolate.WorkerPool | None = None  # the workers' pool, made on first use
         self.ahead = None  # the cases measured ahead in lanes, when counting in several
         self.session = None
         self.tally = Tally()  # what became of the benchmark tests: why nothing was judged
@@ -131,6 +136,25 @@ class Session:
             from .. import cases
 
             self.ahead = cases.measure_ahead(self.workers(), session.items, s)
+        if self.watched and self.measures_here(session):
+            from . import watcher
+
+            watcher.start(config)
+
+    def measures_here(self, session) -> bool:
+        """Whether a benchmark test runs in this process, where a test that ends it (``os._exit``,
+        a segfault) ends the session: time mode, not isolated, pytest-benchmark on (not off by
+        --benchmark-disable, nor in an xdist worker or beside its controller's workers)."""
+        s, config = self.settings, session.config
+        bs = getattr(config, "_benchmarksession", None)
+        return (
+            not s.isolate
+            and not s.instrument.fresh_process
+            and bs is not None
+            and not bs.disabled
+            and not xdist_active(config)
+            and any(map(measures, session.items))
+        )
 
     def pytest_deselected(self, items) -> None:
         self.tally.deselected += sum(map(measures, items))
