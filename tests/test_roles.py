@@ -34,7 +34,7 @@ def test_a_role_survives_the_command_line():
         (arg,) = role.argv()
         name, _, value = arg.partition("=")
         assert name == "--concurrency-role" and parse(value) == role
-    assert set(KINDS) == {PROBE, COUNTED, LAYOUT_PASS, SIDE, "kernel-pass", "counted-side"}
+    assert set(KINDS) == {PROBE, COUNTED, LAYOUT_PASS, SIDE, "kernel-pass", "base"}
 
 
 @pytest.mark.parametrize(

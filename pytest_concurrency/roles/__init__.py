@@ -16,7 +16,7 @@ import pytest
 
 from ..runner import lockstep, sides
 from . import against, counting
-from .role import AT_START_UP, COUNTED_SIDE, SIDE, Role, parse
+from .role import AT_START_UP, BASE, SIDE, Role, parse
 
 ROLE = pytest.StashKey["object"]()  # the role's object, registered with the plugin manager
 
@@ -37,8 +37,8 @@ def register(config, role: Role | None, s) -> object:
             obj = counting.user_session(config, s, watched=True)
     elif role.kind == SIDE:
         obj = against.Side(config, s, role)
-    elif role.kind == COUNTED_SIDE:  # the user's session, on one side's code
-        obj = counting.user_session(config, s, base_dir=role.base_dir, side=role.side)
+    elif role.kind == BASE:  # the user's session, on the base side's code
+        obj = counting.user_session(config, s, base_dir=role.base_dir)
     else:
         obj = counting.child(config, s, role)
     config.stash[ROLE] = obj
@@ -47,12 +47,11 @@ def register(config, role: Role | None, s) -> object:
 
 
 def imports_base_first(role: Role | None) -> None:
-    """In a process of either side of --concurrency-against (a side, or a counted side and what
-    it starts), before a conftest or a test module imports the code under test (runner/sides.py):
-    the base's install first, or on the head's side an empty stand-in as long, found first."""
+    """In a process on the base side's code (a side, or a counted base run and what it starts),
+    before a conftest or a test module imports the code under test (runner/sides.py)."""
     if role is None or not role.base_dir:
         return
-    head = role.side is not None and role.side != lockstep.A
+    head = role.kind == SIDE and role.side != lockstep.A  # the head's stand-in for its finder
     sides.import_base_first(role.base_dir, head=head)
 
 

@@ -2,14 +2,12 @@
 
 Instruction counts do not drift with the machine's load, so the two sides need no turns: each is
 a whole counted run of the user's command line (its probe, its passes, its counted session:
-counting.py), the base's first, importing its install first, then the head's. Both are
-``COUNTED_SIDE`` roles, A and B, given the same command line: the head's processes find an empty
-stand-in as long as the install first, so that both sides' processes start alike. Each saves what
-it counted to a baseline file in the run's directory. The head's counts are then judged against
-the base's by the stored-baseline gate (gate/compare.py: layout by layout, 1% for users' own tests
-counted in three layouts, the workloads' own rule for theirs, where the count went for a
-regression), the versions each side imported named in the verdicts. Nothing of the user's is
-stored, unless ``--concurrency-save-baseline`` asks for the head's counts.
+counting.py), the base's first, importing its install first (``roles.BASE``), then the head's,
+each saving what it counted to a baseline file in the run's directory. The head's counts are then
+judged against the base's by the stored-baseline gate (gate/compare.py: the median over layouts,
+1% for users' own tests counted in three layouts, the workloads' own rule for theirs, where the
+count went for a regression), the versions each side imported named in the verdicts. Nothing of
+the user's is stored.
 """
 
 from __future__ import annotations
@@ -26,9 +24,8 @@ import pytest
 from ..backends import watchdog
 from ..gate import baseline
 from ..measure import callgrind, records
-from ..runner import lockstep, sides
 from .argv import head_only_removed
-from .role import AGAINST_INTERRUPTED, COUNTED_SIDE, Role
+from .role import AGAINST_INTERRUPTED, BASE, Role
 
 #: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
 _NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
@@ -46,9 +43,9 @@ def run(config, s, spec, site: Path, directory: Path, root: Path, wrote) -> int:
     )
     started = time.monotonic()
     try:
-        base_code = _side(args, files["base"], root, site, lockstep.A, directory)
+        base_code = _side(args, files["base"], root, Role(BASE, base_dir=str(site)), directory)
         counted_base = time.monotonic() - started
-        head_code = _side(args, files["head"], root, site, lockstep.B, None)
+        head_code = _side(args, files["head"], root, None, None)
     except KeyboardInterrupt:
         print(f"\npytest-concurrency: {AGAINST_INTERRUPTED}", file=sys.stderr, flush=True)
         return int(pytest.ExitCode.INTERRUPTED)
@@ -64,25 +61,13 @@ def _side_only(arg: str) -> bool:
     return arg.split("=", 1)[0] in _NOT_IN_A_SIDE
 
 
-def _side(args: list, out: Path, root: Path, site: Path, side: str, log_dir: Path | None) -> int:
-    """One side's counted run, saving its counts to ``out``; the base's output goes to a log.
-
-    Both sides' processes start alike, byte for byte where it can be had: a count can step with
-    the layout (1.8% on four models when only the head's command lines and environment lacked the
-    base's path: one layout of three read +1.8% on unchanged code)."""
-    role = Role(COUNTED_SIDE, base_dir=str(site), side=side)
-    argv = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *args,
-        f"--concurrency-save-baseline={out}",
-        *role.argv(),
-    ]
-    # its children (workers, the counted session) find the base's install first, or the stand-in
-    first = str(site if side == lockstep.A else sides.same_length(site))
+def _side(args: list, out: Path, root: Path, role: Role | None, log_dir: Path | None) -> int:
+    """One side's counted run, saving its counts to ``out``; the base's output goes to a log."""
+    argv = [sys.executable, "-m", "pytest", *args, f"--concurrency-save-baseline={out}"]
+    argv += role.argv() if role is not None else []
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [first, env.get("PYTHONPATH")]))
+    if role is not None:  # its children (workers, the counted session) import the base first too
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [role.base_dir, env.get("PYTHONPATH")]))
     log = open(log_dir / "base-side.log", "wb") if log_dir is not None else None
     try:
         proc = subprocess.Popen(

@@ -58,19 +58,16 @@ INTERRUPTED = (
 )
 
 
-def user_session(
-    config, s, base_dir: str | None = None, side: str | None = None, watched: bool = False
-):
-    """The role of the process the user started, when it is not a run against a base (or of one
-    side of a counted run against it: ``side`` A on the base's code installed in ``base_dir``, or
-    B, the head's, beside an empty stand-in as long); ``watched``: a session in it has a watcher
-    (watcher.py), as nothing else would name a test that ended its process."""
+def user_session(config, s, base_dir: str | None = None, watched: bool = False):
+    """The role of the process the user started, when it is not a run against a base (or of a
+    counted run on the base side's code, installed in ``base_dir``); ``watched``: a session in
+    it has a watcher (watcher.py), as nothing else would name a test that ended its process."""
     if s.instrument.fresh_process:
         refuse_other_hosts(config)
     if s.instrument.needs_launch and not measures_nothing(config):
-        found = tests_measured_here(config, base_dir, side)
+        found = tests_measured_here(config, base_dir)
         if found.here:
-            return Launcher(config, s, base_dir, side)
+            return Launcher(config, s, base_dir)
         s.instrument.prepare_session()
     return Session(config, s, watched=watched)
 
@@ -113,13 +110,13 @@ class Found(NamedTuple):
     here: int  # tests measured in the session's own process
 
 
-def tests_measured_here(config, base_dir: str | None = None, side: str | None = None) -> Found:
+def tests_measured_here(config, base_dir: str | None = None) -> Found:
     """Collect this session's command line in a ``Probe`` at full speed. When that collection
     fails, the counted session runs (and reports why), with every pass."""
     params = config.invocation_params
     with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
         out = os.path.join(directory, "count")
-        role = Role(PROBE, out=out, base_dir=base_dir, side=side)
+        role = Role(PROBE, out=out, base_dir=base_dir)
         argv = [*params.args, "--collect-only", "-q", *role.argv()]
         subprocess.run(
             [sys.executable, "-m", "pytest", *argv],
@@ -139,12 +136,10 @@ class Launcher:
     """The user's process in a counted run with a test measured in its own process: it runs the
     passes, then the whole session again under valgrind, and exits with that session's status."""
 
-    def __init__(self, config, settings, base_dir: str | None = None, side: str | None = None):
+    def __init__(self, config, settings, base_dir: str | None = None):
         self.config = config
         self.settings = settings
-        # counted against the base: the base's install, and which side's code this run counts;
-        # every process it starts gets both, so that the two sides' processes start alike
-        self.base_dir, self.side = base_dir, side
+        self.base_dir = base_dir  # on the base side's code (counted against the base)
 
     def main(self) -> int:
         config, s = self.config, self.settings
@@ -164,7 +159,6 @@ class Launcher:
                 role = Role(
                     COUNTED,
                     base_dir=self.base_dir,
-                    side=self.side,
                     launcher=os.getpid(),
                     kernel=kernel_file,
                     layouts=tuple(out for out, _ in passes),
@@ -205,11 +199,7 @@ class Launcher:
             "--concurrency-measure=time",
             f"--benchmark-max-time={min(given, KERNEL_MAX_TIME_S)}",
             *Role(
-                KERNEL_PASS,
-                out=out,
-                base_dir=self.base_dir,
-                side=self.side,
-                running=crash.path(where, "kernel"),
+                KERNEL_PASS, out=out, base_dir=self.base_dir, running=crash.path(where, "kernel")
             ).argv(),
         ]
         started = time.monotonic()
@@ -258,7 +248,6 @@ class Launcher:
                 launcher=os.getpid(),
                 layout=n,
                 base_dir=self.base_dir,
-                side=self.side,
                 running=_running(out),
             )
             argv = [*layouts.pytest_argv(n), *self._argv(where, f"layout{n}"), *role.argv()]

@@ -19,10 +19,8 @@ KERNEL_PASS = (
 LAYOUT_PASS = "layout-pass"  # before a counted session: those tests counted in another layout
 COUNTED = "counted"  # the user's session run again under valgrind
 SIDE = "side"  # one side of --concurrency-against (A, the base, or B, the head)
-#: one side of a counted --concurrency-against: the user's session on the base side's code (A), or
-#: on the working tree's (B), each started alike (its install or an empty stand-in as long)
-COUNTED_SIDE = "counted-side"
-KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, COUNTED_SIDE)
+BASE = "base"  # the user's session on the base side's code (counted against the base)
+KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE)
 
 #: What a Ctrl-C says when it landed before a process's session started (its options read, its
 #: probe, its plugins configured): nothing of the user's is written that early.
@@ -39,7 +37,7 @@ class Role:
     kernel: str | None = None  # counted: the kernel pass's file, if it wrote one
     layouts: tuple[str, ...] = ()  # counted: the layout passes' files
     layout: int = 0  # layout pass: which layout (measure/layouts.py)
-    side: str | None = None  # a side, and what a counted side starts: "A" (base) or "B" (head)
+    side: str | None = None  # side: "A" (base) or "B" (head)
     socket: str | None = None  # side: where the turns are served (runner/lockstep.py)
     base_dir: str | None = None  # a side, and what it starts: where the base's code is installed
     only: str | None = None  # side, in a later pair: a file with the node ids it runs
