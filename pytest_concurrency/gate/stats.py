@@ -297,12 +297,24 @@ def _paired(
     c = _decide(baseline, current, threshold, ratio=median(changes))
     per_layout = "layout by layout " + ", ".join(f"{r - 1:+.2%}" for r in changes)
     beyond = sum(abs(r - 1) > threshold for r in changes)
+    up, down = sum(r > 1 + threshold for r in changes), sum(r < 1 - threshold for r in changes)
     if c.status == UNCHANGED and beyond:
         c.status = INCONCLUSIVE
         per_layout += (
             f": {beyond} of {len(changes)} layouts moved beyond {threshold:.0%} and the others did "
             "not; where objects land moves this count as much as the change, so it is judged "
             "neither unchanged nor a regression"
+        )
+    elif c.status in (REGRESSED, IMPROVED) and up and down:
+        # the same code in the same layout can still land in either of two pymalloc states (its
+        # pools emptied and refilled at every free, or not: _PyObject_Free carried the step) when
+        # something as small as a directory's random name differs: a layout that moved the other
+        # way beyond the threshold says the step is as large as the change
+        c.status = INCONCLUSIVE
+        per_layout += (
+            f": {up} of {len(changes)} layouts moved up beyond {threshold:.0%} and {down} down; "
+            "where objects land moves this count as much as the change, so it is judged neither "
+            "a regression nor an improvement"
         )
     c.note = "; ".join(filter(None, [per_layout, c.note]))
     return c
