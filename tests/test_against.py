@@ -491,11 +491,39 @@ def test_both_sides_start_with_their_stacks_at_one_address():
         }
 
     assert len(stack_starts()) == 2
-    against.same_size(launches)
+    sides.same_size(launches)
     assert len(stack_starts()) == 1
     padded = {side: dict(env) for side, (_, env) in launches.items()}
-    against.same_size(launches)  # again: the padding is made anew, not piled on the old
+    sides.same_size(launches)  # again: the padding is made anew, not piled on the old
     assert {side: env for side, (_, env) in launches.items()} == padded
+
+
+def test_counted_against_the_base_starts_both_sides_in_one_shape(tmp_path, monkeypatch):
+    # counted against the base, the head was the user's plain session: no role, no install on
+    # PYTHONPATH, so its processes (and all they start) began with a shorter command line and
+    # environment than the base's, and a count follows where objects land. Now the head's role
+    # names a stand-in as long as the install, from which it imports nothing (fast: no process)
+    from pytest_concurrency.roles import counted_against
+    from pytest_concurrency.roles.role import BASE, HEAD, parse
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    site = tmp_path / "against-x" / "site"
+    files = {side: tmp_path / "against-x" / f"{side}.json" for side in ("base", "head")}
+    launches = counted_against._launches(["-q", "tests"], files, site)
+
+    def shape(argv, env):
+        strings = sum(len(os.fsencode(a)) + 1 for a in argv)
+        strings += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items())
+        return [len(a) for a in argv], len(env), strings
+
+    assert shape(*launches["base"]) == shape(*launches["head"])
+    given = {side: parse(line[-1].split("=", 1)[1]) for side, (line, _) in launches.items()}
+    assert (given["base"].kind, given["head"].kind) == (BASE, HEAD)
+    assert given["base"].base_dir == str(site)
+    assert given["head"].base_dir == str(sides.same_length(site)) != str(site)
+    for side, (line, env) in launches.items():
+        assert f"--concurrency-save-baseline={files[side]}" in line
+        assert env["PYTHONPATH"] == f"{given[side].base_dir}{os.pathsep}/elsewhere"
 
 
 # -- real runs: a small library twice, a user's plain test -------------------------------------------
@@ -657,6 +685,14 @@ def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
     )
     assert done.stdout.split() == ["True", str(tmp_path / "tree" / "mylib" / "__init__.py"), "1.1"]
     assert stand_in != site and len(str(stand_in)) == len(str(site))
+    # counted against the base, the head's role names the stand-in itself (roles.HEAD)
+    code = (
+        "import sys; sys.path.insert(0, %r); from pytest_concurrency import roles; "
+        "from pytest_concurrency.roles.role import HEAD, Role; "
+        "roles.imports_base_first(Role(HEAD, base_dir=%r)); import mylib; print(mylib.__file__)"
+    ) % (str(tmp_path / "tree"), str(stand_in))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [str(tmp_path / "tree" / "mylib" / "__init__.py")]
 
 
 COUNTED_TEST = """
