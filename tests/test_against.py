@@ -747,6 +747,46 @@ def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester)
     assert again.ret == pytest.ExitCode.OK, again.stdout.str()  # the head judged on its own counts
 
 
+SAME_CODE_TESTS = """
+import mylib
+
+def test_plain(benchmark):
+    benchmark(sum, range(1000))
+
+def test_backend(benchmark, concurrency_backend):
+    benchmark.pedantic(concurrency_backend.run, args=(mylib.work,), rounds=20)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+def test_counted_against_the_base_reads_the_same_code_as_no_change(pytester, monkeypatch):
+    """The same code on both sides, TMPDIR in a directory of the project's (as
+    evidence/nothing_lost.py's tmpfs row): before the head started in the base's shape, each side's
+    layouts landed in the allocator's two states (+1.96% and +1.3% apart) in other orders, and the
+    head read +1.3%/+2.0% "regressed" (exit 1) or -1.3% "improved". ~3-6 min: pip installs the base
+    side, then two counted runs (probe, kernel pass, three layouts each)."""
+    for root in (pytester.path / "base", pytester.path):
+        _library(root, "1.0", 1)
+    pytester.makepyfile(test_x=SAME_CODE_TESTS)
+    tmp = pytester.path / "t"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-against=base",
+        "--concurrency-backends=threading",
+        "-p",
+        "no:cacheprovider",
+        f"--concurrency-against-keep={pytester.path / 'kept'}",
+        timeout=1200,
+    )
+    out = " ".join(result.stdout.str().split())
+    assert result.ret == pytest.ExitCode.OK, out
+    assert "passed: 0 regressed, 0 improved," in out, out  # unchanged or inconclusive: no alarm
+
+
 # ~3 min: pip installs the base side; then each side's counted run, its model's test isolated
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
