@@ -54,8 +54,9 @@ INTERRUPTED = (
 
 def user_session(config, s, base_dir: str | None = None, watched: bool = False):
     """The role of the process the user started, when it is not a run against a base (or of a
-    counted run against the base: ``base_dir`` the base's install, or the head's stand-in for it); ``watched``: a session in
-    it has a watcher (watcher.py), as nothing else would name a test that ended its process."""
+    side of a counted run against the base: ``base_dir`` the base's install, or the head's
+    stand-in for it); ``watched``: a session in it has a watcher (watcher.py), as nothing else
+    would name a test that ended its process."""
     if s.instrument.fresh_process:
         refuse_other_hosts(config)
     if s.instrument.needs_launch and not measures_nothing(config):
