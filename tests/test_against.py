@@ -765,8 +765,8 @@ def test_counted_against_the_base_reads_the_same_code_as_no_change(pytester, mon
     evidence/nothing_lost.py's tmpfs row): each side's layouts land in one of the allocator's two
     states (+1.96% and +1.3% apart) by chance, and the head read +1.3%/+2.0% "regressed" (exit 1) or
     -1.3% "improved"; now such layouts read inconclusive. It can still fail (rarely) if every layout
-    of one side lands in the other state. ~3-6 min: pip installs the base side, then two counted
-    runs (probe, kernel pass, three layouts each)."""
+    of one side lands in the other state. 1.5 min here at a light load, 6.5 min at a load of 10: pip
+    installs the base side, then two counted runs (probe, kernel pass, three layouts each)."""
     for root in (pytester.path / "base", pytester.path):
         _library(root, "1.0", 1)
     pytester.makepyfile(test_x=SAME_CODE_TESTS)
