@@ -288,6 +288,8 @@ def run(case: Case, base: Path, seed: Path) -> dict:
     argv += [f"--concurrency-report-md={work / 'r.md'}"]
     if case.saves:
         argv.append(f"--concurrency-save-baseline={saved}")
+    if case.mode == "counted against":  # each side's counts, by layout, to look into a verdict
+        argv.append(f"--concurrency-against-keep={work / 'kept'}")
     if case.kind == "baseline":
         hostile = work / "given.json"
         shutil.copyfile(seed, hostile)

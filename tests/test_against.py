@@ -491,11 +491,39 @@ def test_both_sides_start_with_their_stacks_at_one_address():
         }
 
     assert len(stack_starts()) == 2
-    against.same_size(launches)
+    sides.same_size(launches)
     assert len(stack_starts()) == 1
     padded = {side: dict(env) for side, (_, env) in launches.items()}
-    against.same_size(launches)  # again: the padding is made anew, not piled on the old
+    sides.same_size(launches)  # again: the padding is made anew, not piled on the old
     assert {side: env for side, (_, env) in launches.items()} == padded
+
+
+def test_counted_against_the_base_starts_both_sides_in_one_shape(tmp_path, monkeypatch):
+    # counted against the base, the head was the user's plain session: no role, no install on
+    # PYTHONPATH, so its processes (and all they start) began with a shorter command line and
+    # environment than the base's, and a count follows where objects land. Now the head's role
+    # names a stand-in as long as the install, from which it imports nothing (fast: no process)
+    from pytest_concurrency.roles import counted_against
+    from pytest_concurrency.roles.role import BASE, HEAD, parse
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    site = tmp_path / "against-x" / "site"
+    files = {side: tmp_path / "against-x" / f"{side}.json" for side in ("base", "head")}
+    launches = counted_against._launches(["-q", "tests"], files, site)
+
+    def shape(argv, env):
+        strings = sum(len(os.fsencode(a)) + 1 for a in argv)
+        strings += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items())
+        return [len(a) for a in argv], len(env), strings
+
+    assert shape(*launches["base"]) == shape(*launches["head"])
+    given = {side: parse(line[-1].split("=", 1)[1]) for side, (line, _) in launches.items()}
+    assert (given["base"].kind, given["head"].kind) == (BASE, HEAD)
+    assert given["base"].base_dir == str(site)
+    assert given["head"].base_dir == str(sides.same_length(site)) != str(site)
+    for side, (line, env) in launches.items():
+        assert f"--concurrency-save-baseline={files[side]}" in line
+        assert env["PYTHONPATH"] == f"{given[side].base_dir}{os.pathsep}/elsewhere"
 
 
 # -- real runs: a small library twice, a user's plain test -------------------------------------------
@@ -657,6 +685,14 @@ def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
     )
     assert done.stdout.split() == ["True", str(tmp_path / "tree" / "mylib" / "__init__.py"), "1.1"]
     assert stand_in != site and len(str(stand_in)) == len(str(site))
+    # counted against the base, the head's role names the stand-in itself (roles.HEAD)
+    code = (
+        "import sys; sys.path.insert(0, %r); from pytest_concurrency import roles; "
+        "from pytest_concurrency.roles.role import HEAD, Role; "
+        "roles.imports_base_first(Role(HEAD, base_dir=%r)); import mylib; print(mylib.__file__)"
+    ) % (str(tmp_path / "tree"), str(stand_in))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [str(tmp_path / "tree" / "mylib" / "__init__.py")]
 
 
 COUNTED_TEST = """
@@ -709,6 +745,47 @@ def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester)
         timeout=900,
     )
     assert again.ret == pytest.ExitCode.OK, again.stdout.str()  # the head judged on its own counts
+
+
+SAME_CODE_TESTS = """
+import mylib
+
+def test_plain(benchmark):
+    benchmark(sum, range(1000))
+
+def test_backend(benchmark, concurrency_backend):
+    benchmark.pedantic(concurrency_backend.run, args=(mylib.work,), rounds=20)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+def test_counted_against_the_base_reads_the_same_code_as_no_change(pytester, monkeypatch):
+    """The same code on both sides, TMPDIR in a directory of the project's (as
+    evidence/nothing_lost.py's tmpfs row): each side's layouts land in one of the allocator's two
+    states (+1.96% and +1.3% apart) by chance, and the head read +1.3%/+2.0% "regressed" (exit 1) or
+    -1.3% "improved"; now such layouts read inconclusive. It can still fail (rarely) if every layout
+    of one side lands in the other state. 1.5 min here at a light load, 6.5 min at a load of 10: pip
+    installs the base side, then two counted runs (probe, kernel pass, three layouts each)."""
+    for root in (pytester.path / "base", pytester.path):
+        _library(root, "1.0", 1)
+    pytester.makepyfile(test_x=SAME_CODE_TESTS)
+    tmp = pytester.path / "t"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-against=base",
+        "--concurrency-backends=threading",
+        "-p",
+        "no:cacheprovider",
+        f"--concurrency-against-keep={pytester.path / 'kept'}",
+        timeout=1200,
+    )
+    out = " ".join(result.stdout.str().split())
+    assert result.ret == pytest.ExitCode.OK, out
+    assert "passed: 0 regressed, 0 improved," in out, out  # unchanged or inconclusive: no alarm
 
 
 # ~3 min: pip installs the base side; then each side's counted run, its model's test isolated

@@ -30,11 +30,12 @@ def test_a_role_survives_the_command_line():
         Role(COUNTED, launcher=42, kernel="/k.json", layouts=("/l1.json", "/l2.json")),
         Role(LAYOUT_PASS, out="/l1.json", launcher=7, layout=1),
         Role(SIDE, side="A", socket="/s", out="/o, with a comma", base_dir="/b", only="/only"),
+        Role("head", base_dir="/run/nnnn"),
     ):
         (arg,) = role.argv()
         name, _, value = arg.partition("=")
         assert name == "--concurrency-role" and parse(value) == role
-    assert set(KINDS) == {PROBE, COUNTED, LAYOUT_PASS, SIDE, "kernel-pass", "base"}
+    assert set(KINDS) == {PROBE, COUNTED, LAYOUT_PASS, SIDE, "kernel-pass", "base", "head"}
 
 
 @pytest.mark.parametrize(

@@ -238,6 +238,27 @@ def test_a_change_in_every_layout_is_caught_at_its_size():
     assert improved.status == IMPROVED
 
 
+def test_paired_layouts_that_moved_with_the_allocators_state_are_inconclusive():
+    # counted against the base, identical code (evidence/nothing_lost.py's tmpfs row, kept): each
+    # side's layouts landed in one of two pymalloc states, in another order on each side
+    low, high = 12_191_290, 12_350_380
+    base = [_layout(high), _layout(low), _layout(high)]
+    head = [_layout(low), _layout(high), _layout(low)]
+    c = stats.decide_layouts(base, head, 0.01, paired=True)
+    assert c.status == INCONCLUSIVE and "1 of 3 layouts moved up beyond 1% and 2 down" in c.note, c
+    assert stats.decide_layouts(head, base, 0.01, paired=True).status == INCONCLUSIVE
+    # or two of the head's layouts stepped the same way and one counted the same as the base's:
+    # the code costs the same there, so the median's move is where objects landed
+    one_way = stats.decide_layouts(
+        [_layout(low)] * 3, [_layout(high), _layout(high), _layout(low)], 0.01, paired=True
+    )
+    assert one_way.status == INCONCLUSIVE and "1 of 3 layouts counted the same" in one_way.note
+    # a change that moved every layout the same way is still caught, one way or the other
+    slower = [_layout(x * 1.02) for x in (high, low, high)]
+    assert stats.decide_layouts(base, slower, 0.01, paired=True).status == REGRESSED
+    assert stats.decide_layouts(slower, base, 0.01, paired=True).status == IMPROVED
+
+
 def test_a_layout_whose_rounds_wander_makes_it_inconclusive_and_an_outlier_is_named_by_layout():
     wandering = [1_000_000, 1_000_000, 1_000_000, 1_030_000, 1_031_000]
     steady = [_layout(1e6), _layout(1e6)]

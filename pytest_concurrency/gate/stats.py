@@ -176,6 +176,9 @@ class Comparison:
 #: threshold are not judged: the count wanders (time-based scheduling, GC timing...), and a
 #: change near the threshold could be that wandering. Light models spread <0.1%, threads 0.13%.
 AGREEMENT = 0.5
+#: Paired layouts: a layout whose change lies within this fraction of the threshold counted the
+#: same code alike (two sides of identical code, in the same allocator state: within 0.01%).
+SAME_COUNT = 0.1
 
 
 def spread(samples: Sequence[float]) -> float:
@@ -297,12 +300,34 @@ def _paired(
     c = _decide(baseline, current, threshold, ratio=median(changes))
     per_layout = "layout by layout " + ", ".join(f"{r - 1:+.2%}" for r in changes)
     beyond = sum(abs(r - 1) > threshold for r in changes)
+    up, down = sum(r > 1 + threshold for r in changes), sum(r < 1 - threshold for r in changes)
+    same = sum(abs(r - 1) <= threshold * SAME_COUNT for r in changes)
     if c.status == UNCHANGED and beyond:
         c.status = INCONCLUSIVE
         per_layout += (
             f": {beyond} of {len(changes)} layouts moved beyond {threshold:.0%} and the others did "
             "not; where objects land moves this count as much as the change, so it is judged "
             "neither unchanged nor a regression"
+        )
+    elif c.status in (REGRESSED, IMPROVED) and up and down:
+        # the same code in the same layout can still land in either of two pymalloc states (its
+        # pools emptied and refilled at every free, or not: _PyObject_Free carried the step) when
+        # something as small as a directory's random name differs: a layout that moved the other
+        # way beyond the threshold says the step is as large as the change
+        c.status = INCONCLUSIVE
+        per_layout += (
+            f": {up} of {len(changes)} layouts moved up beyond {threshold:.0%} and {down} down; "
+            "where objects land moves this count as much as the change, so it is judged neither "
+            "a regression nor an improvement"
+        )
+    elif c.status in (REGRESSED, IMPROVED) and same:
+        # counts are exact: a layout that counted the same on both sides ran code that costs the
+        # same, and a change would have moved it too; the others moved with where objects land
+        c.status = INCONCLUSIVE
+        per_layout += (
+            f": {same} of {len(changes)} layouts counted the same on both sides (within "
+            f"{threshold * SAME_COUNT:.2%}) while the median moved; where objects land moves this "
+            "count as much as the change, so it is judged neither a regression nor an improvement"
         )
     c.note = "; ".join(filter(None, [per_layout, c.note]))
     return c

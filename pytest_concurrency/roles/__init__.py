@@ -16,7 +16,7 @@ import pytest
 
 from ..runner import lockstep, sides
 from . import against, counting
-from .role import AT_START_UP, BASE, SIDE, Role, parse
+from .role import AT_START_UP, BASE, HEAD, SIDE, Role, parse
 
 ROLE = pytest.StashKey["object"]()  # the role's object, registered with the plugin manager
 
@@ -39,6 +39,8 @@ def register(config, role: Role | None, s) -> object:
         obj = against.Side(config, s, role)
     elif role.kind == BASE:  # the user's session, on the base side's code
         obj = counting.user_session(config, s, base_dir=role.base_dir)
+    elif role.kind == HEAD:  # the user's session, counted against the base (the run's output)
+        obj = counting.user_session(config, s, base_dir=role.base_dir, watched=True)
     else:
         obj = counting.child(config, s, role)
     config.stash[ROLE] = obj

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from ..backends import child_env, watchdog
+from ..backends import watchdog
 from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
@@ -41,7 +41,6 @@ from .session import Session
 
 MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
 INTERRUPT_GRACE_S = 10.0
-PAD_ENV = child_env.PAD  # same_size: the sides' environments padded to one size
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
 
@@ -203,7 +202,7 @@ def _run_pair(
             [sys.executable, "-m", "pytest", *argv, *role.argv()],
             {**env, "PYTHONPATH": _prepend(path, env.get("PYTHONPATH"))},
         )
-    same_size(launches)
+    sides.same_size(launches)
     procs = {}
     try:
         with open(pair.log, "wb") as base_log, open(directory / "head-side.log", "wb") as head_log:
@@ -285,36 +284,6 @@ def command_lines(args: list, cache: str, head_cache: str | None = None) -> dict
         lockstep.A: [*quiet, "-o", f"cache_dir={padded(cache)}"],
         lockstep.B: [*args, "-o", f"cache_dir={padded(head_cache)}"],
     }
-
-
-def same_size(launches: dict) -> None:
-    """Pad the sides' environments so that both processes start with as many strings, of as many
-    bytes, above their stacks: with the address layout fixed, where the stack starts (and all that
-    is aligned from it) then does not differ between them. In the first pair the head has the user's
-    command line and the base one of its own: one more layout difference between the two processes."""
-
-    def size(argv, env) -> tuple[int, int]:
-        strings = sum(len(os.fsencode(a)) + 1 for a in argv)
-        strings += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items())
-        return len(argv) + len(env), strings
-
-    for _, env in launches.values():
-        for key in [k for k in env if k.startswith(PAD_ENV)]:
-            del env[key]
-    sizes = {side: size(*launch) for side, launch in launches.items()}
-    entries = max(n for n, _ in sizes.values())
-    pads = {side: entries - n + 1 for side, (n, _) in sizes.items()}  # every side at least one
-    # each pad costs its name, "=" and the terminating NUL: the longest total wins, the rest fill up
-    strings = max(
-        b + sum(len(f"{PAD_ENV}{i}") + 2 for i in range(pads[side]))
-        for side, (_, b) in sizes.items()
-    )
-    for side, (_argv, env) in launches.items():
-        names = [f"{PAD_ENV}{i}" for i in range(pads[side])]
-        room = strings - sizes[side][1] - sum(len(name) + 2 for name in names)
-        for name in names:
-            env[name] = ""
-        env[names[-1]] = "x" * room
 
 
 def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair) -> list:

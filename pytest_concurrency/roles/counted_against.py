@@ -2,7 +2,8 @@
 
 Instruction counts do not drift with the machine's load, so the two sides need no turns: each is
 a whole counted run of the user's command line (its probe, its passes, its counted session:
-counting.py), the base's first, importing its install first (``roles.BASE``), then the head's,
+counting.py), the base's first, importing its install first (``roles.BASE``), then the head's
+(``roles.HEAD``: the same shapes, an empty stand-in for the install),
 each saving what it counted to a baseline file in the run's directory. The head's counts are then
 judged against the base's by the stored-baseline gate (gate/compare.py: the median over layouts,
 1% for users' own tests counted in three layouts, the workloads' own rule for theirs, where the
@@ -24,8 +25,9 @@ import pytest
 from ..backends import watchdog
 from ..gate import baseline
 from ..measure import callgrind, records
+from ..runner import sides
 from .argv import head_only_removed
-from .role import AGAINST_INTERRUPTED, BASE, Role
+from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 
 #: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
 _NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
@@ -42,10 +44,11 @@ def run(config, s, spec, site: Path, directory: Path, root: Path, wrote) -> int:
         flush=True,
     )
     started = time.monotonic()
+    launches = _launches(args, files, site)
     try:
-        base_code = _side(args, files["base"], root, Role(BASE, base_dir=str(site)), directory)
+        base_code = _side(*launches["base"], root, directory)
         counted_base = time.monotonic() - started
-        head_code = _side(args, files["head"], root, None, None)
+        head_code = _side(*launches["head"], root, None)
     except KeyboardInterrupt:
         print(f"\npytest-concurrency: {AGAINST_INTERRUPTED}", file=sys.stderr, flush=True)
         return int(pytest.ExitCode.INTERRUPTED)
@@ -61,13 +64,28 @@ def _side_only(arg: str) -> bool:
     return arg.split("=", 1)[0] in _NOT_IN_A_SIDE
 
 
-def _side(args: list, out: Path, root: Path, role: Role | None, log_dir: Path | None) -> int:
-    """One side's counted run, saving its counts to ``out``; the base's output goes to a log."""
-    argv = [sys.executable, "-m", "pytest", *args, f"--concurrency-save-baseline={out}"]
-    argv += role.argv() if role is not None else []
-    env = dict(os.environ)
-    if role is not None:  # its children (workers, the counted session) import the base first too
+def _launches(args: list, files: dict, site: Path) -> dict[str, tuple[list, dict]]:
+    """Each side's command line and environment, of one shape: the base's install, or the head's
+    empty stand-in as long (sides.same_length), in its role and first on ``PYTHONPATH`` (its
+    children inherit both), and the environments padded to one size (sides.same_size). A count
+    follows where objects land: with the head a plain user's session, its processes started with
+    a shorter command line and environment than the base's, one more difference between them."""
+    roles = {
+        "base": Role(BASE, base_dir=str(site)),
+        "head": Role(HEAD, base_dir=str(sides.same_length(site))),
+    }
+    launches = {}
+    for side, role in roles.items():
+        argv = [sys.executable, "-m", "pytest", *args, f"--concurrency-save-baseline={files[side]}"]
+        env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [role.base_dir, env.get("PYTHONPATH")]))
+        launches[side] = ([*argv, *role.argv()], env)
+    sides.same_size(launches)
+    return launches
+
+
+def _side(argv: list, env: dict, root: Path, log_dir: Path | None) -> int:
+    """One side's counted run (it saves its counts itself); the base's output goes to a log."""
     log = open(log_dir / "base-side.log", "wb") if log_dir is not None else None
     try:
         proc = subprocess.Popen(

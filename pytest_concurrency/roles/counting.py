@@ -60,8 +60,9 @@ INTERRUPTED = (
 
 def user_session(config, s, base_dir: str | None = None, watched: bool = False):
     """The role of the process the user started, when it is not a run against a base (or of a
-    counted run on the base side's code, installed in ``base_dir``); ``watched``: a session in
-    it has a watcher (watcher.py), as nothing else would name a test that ended its process."""
+    side of a counted run against the base: ``base_dir`` the base's install, or the head's
+    stand-in for it); ``watched``: a session in it has a watcher (watcher.py), as nothing else
+    would name a test that ended its process."""
     if s.instrument.fresh_process:
         refuse_other_hosts(config)
     if s.instrument.needs_launch and not measures_nothing(config):
@@ -139,7 +140,8 @@ class Launcher:
     def __init__(self, config, settings, base_dir: str | None = None):
         self.config = config
         self.settings = settings
-        self.base_dir = base_dir  # on the base side's code (counted against the base)
+        # counted against the base: the base's install, or the head's stand-in for it (as long)
+        self.base_dir = base_dir
 
     def main(self) -> int:
         config, s = self.config, self.settings

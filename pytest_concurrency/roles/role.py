@@ -20,7 +20,10 @@ LAYOUT_PASS = "layout-pass"  # before a counted session: those tests counted in 
 COUNTED = "counted"  # the user's session run again under valgrind
 SIDE = "side"  # one side of --concurrency-against (A, the base, or B, the head)
 BASE = "base"  # the user's session on the base side's code (counted against the base)
-KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE)
+#: the user's session on the head's code, counted against the base: the base's twin, with the
+#: base's install replaced by a stand-in of the same length (runner/sides.py: same_length)
+HEAD = "head"
+KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE, HEAD)
 
 #: What a Ctrl-C says when it landed before a process's session started (its options read, its
 #: probe, its plugins configured): nothing of the user's is written that early.

@@ -27,7 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends import scratch
+from ..backends import child_env, scratch
 
 
 class SideError(Exception):
@@ -244,6 +244,36 @@ def same_length(site: Path) -> Path:
     install (on its ``PYTHONPATH`` and in its finder), so that the two processes' environments,
     paths and imports are of one size (a layout effect)."""
     return site.parent / ("n" * len(site.name))
+
+
+def same_size(launches: dict) -> None:
+    """Pad the sides' environments so that both processes start with as many strings, of as many
+    bytes, above their stacks: with the address layout fixed, where the stack starts (and all that
+    is aligned from it) then does not differ between them. In the first pair the head has the user's
+    command line and the base one of its own: one more layout difference between the two processes."""
+
+    def size(argv, env) -> tuple[int, int]:
+        strings = sum(len(os.fsencode(a)) + 1 for a in argv)
+        strings += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items())
+        return len(argv) + len(env), strings
+
+    for _, env in launches.values():
+        for key in [k for k in env if k.startswith(child_env.PAD)]:
+            del env[key]
+    sizes = {side: size(*launch) for side, launch in launches.items()}
+    entries = max(n for n, _ in sizes.values())
+    pads = {side: entries - n + 1 for side, (n, _) in sizes.items()}  # every side at least one
+    # each pad costs its name, "=" and the terminating NUL: the longest total wins, the rest fill up
+    strings = max(
+        b + sum(len(f"{child_env.PAD}{i}") + 2 for i in range(pads[side]))
+        for side, (_, b) in sizes.items()
+    )
+    for side, (_argv, env) in launches.items():
+        names = [f"{child_env.PAD}{i}" for i in range(pads[side])]
+        room = strings - sizes[side][1] - sum(len(name) + 2 for name in names)
+        for name in names:
+            env[name] = ""
+        env[names[-1]] = "x" * room
 
 
 def identity(site: Path, base_side: bool) -> dict:
