@@ -809,3 +809,32 @@ def test_counted_against_the_base_runs_isolated_tests_too(project):
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "Sides: mylib 1.0 (base) against" in out
     assert "Regressions (fail the build): test_work on asyncio: " in out, out
+
+
+EXITS = """
+import os
+import mylib
+
+def test_exits(benchmark):
+    benchmark(mylib.work, 1000)
+    os._exit(3)
+"""
+
+
+# ~15 s: pip installs the base side, then two sessions that end in their first test
+@pytest.mark.serial
+def test_a_test_that_ends_a_sides_process_is_named(pytester):
+    """A side's session that a test ended (``os._exit``, a segfault) said only "ended (exit 3)
+    without its rounds": each side keeps the test in progress in a file (crash.py) for the run
+    to name."""
+    _library(pytester.path / "base", "1.0", 1)
+    _library(pytester.path, "1.1", 1)
+    pytester.makepyfile(test_exits=EXITS)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-against=base", "-p", "no:cacheprovider", timeout=600
+    )
+    out = " ".join(result.stdout.str().split())
+    assert result.ret == 3, out
+    named = "ended (exit 3) without its rounds: test_exits.py::test_exits ended its process (exit status 3)"
+    assert out.count(named) == 2, out  # each side ran the test, and each ended in it
+    assert f"the head's session {named}" in out and "base) " + named in out, out

@@ -35,6 +35,7 @@ from ..backends import watchdog
 from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
+from . import crash
 from .argv import head_only_removed
 from .role import AGAINST_INTERRUPTED, SIDE, Role
 from .session import Session
@@ -103,6 +104,15 @@ def orchestrate(config, s, wrote) -> int:
         if s.against_keep:
             _keep(Path(scratch.name), s.against_keep)
         scratch.cleanup()
+
+
+def _ended_in(pair: _Pair, side: str) -> str:
+    """Where a side's process ended, if in a test (``os._exit``, a segfault): its name, and how."""
+    nodeid = crash.crashed(crash.path(str(pair.directory), f"side-{side}"))
+    code = pair.codes.get(side)
+    if nodeid is None:
+        return ""
+    return f": {nodeid} ended its process ({crash.how(code) if code is not None else 'killed'})"
 
 
 def _keep(directory: Path, keep: Path) -> None:
@@ -197,6 +207,7 @@ def _run_pair(
             out=str(directory / f"side-{side}.json"),
             base_dir=str(site),
             only=only_file,
+            running=crash.path(str(directory), f"side-{side}"),
         )
         launches[side] = (
             [sys.executable, "-m", "pytest", *argv, *role.argv()],
@@ -379,11 +390,14 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
         if lockstep.B not in pair.docs:
             errors.append(
                 f"the head's session ended (exit {pair.codes[lockstep.B]}) without its rounds"
+                + _ended_in(pair, lockstep.B)
             )
         if lockstep.A not in pair.docs:
             errors.append(
-                f"the base side ({spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds; "
-                f"its log:\n" + _tail(pair.log)
+                f"the base side ({spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds"
+                + _ended_in(pair, lockstep.A)
+                + "; its log:\n"
+                + _tail(pair.log)
             )
         elif pair.codes[lockstep.A] not in (0, 1, 5, 7, None):
             errors.append(
@@ -468,6 +482,13 @@ class Side(Session):
         self.base_dir = role.need("base_dir")
         self.turns: lockstep.Client | None = None
         self.calls: dict = {}  # node id -> its runner calls: [turn, s per iteration, iterations, CPU]
+        self.in_progress = crash.Running(role.running)  # a test that ends it is named (crash.py)
+
+    def pytest_runtest_logstart(self, nodeid, location) -> None:
+        self.in_progress.start(nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        self.in_progress.done()
 
     @pytest.hookimpl(tryfirst=True)  # as Session's: before xdist starts workers
     def pytest_configure(self, config) -> None:
