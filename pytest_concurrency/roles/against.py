@@ -108,7 +108,7 @@ def orchestrate(config, s, wrote) -> int:
 
 def _ended_in(pair: _Pair, side: str) -> str:
     """Where a side's process ended, if in a test (``os._exit``, a segfault): its name, and how."""
-    nodeid = crash.crashed(crash.path(str(pair.directory), f"side-{side}"))
+    nodeid = crash.crashed(pair.running(side))
     code = pair.codes.get(side)
     if nodeid is None:
         return ""
@@ -164,6 +164,10 @@ class _Pair:
         self.docs: dict = {}
         self.log = directory / "base-side.log"
 
+    def running(self, side: str) -> str:
+        """Where ``side``'s session keeps the test in progress, for a test that ends it (crash.py)."""
+        return crash.path(str(self.directory), f"side-{side}")
+
     def read(self) -> None:
         for side in (lockstep.A, lockstep.B):
             out = self.directory / f"side-{side}.json"
@@ -207,7 +211,7 @@ def _run_pair(
             out=str(directory / f"side-{side}.json"),
             base_dir=str(site),
             only=only_file,
-            running=crash.path(str(directory), f"side-{side}"),
+            running=pair.running(side),
         )
         launches[side] = (
             [sys.executable, "-m", "pytest", *argv, *role.argv()],
