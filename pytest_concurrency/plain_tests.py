@@ -22,7 +22,7 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from .backends import watchdog
-from .measure import driver, models, records
+from .measure import PROFILE_HERE, driver, models, records
 
 #: kernel figures per ``run`` call (``concurrency_backend``), or per group of rounds (others)
 KERNEL = pytest.StashKey["driver.KernelPerRun | driver.KernelPerRounds"]()
@@ -345,12 +345,17 @@ def before_call(item, instrument, memory: bool, again: bool = False, paired: boo
 
 
 def after_call(
-    item, instrument, passed: bool, counted_elsewhere: Callable[[str], dict]
+    item,
+    instrument,
+    passed: bool,
+    counted_elsewhere: Callable[[str], dict],
+    profile: str = PROFILE_HERE,
 ) -> driver.PlainCalls | None:
     """After the test ran: its record's keys, kernel figures and (if it passed) memory pass.
-    ``counted_elsewhere(fullname)``: what passes before a counted session found for it (roles).
+    ``counted_elsewhere(fullname)``: what passes before a counted session found for it (roles);
+    ``profile``: where its last round's profile is read (``Instrument.after_rounds``).
     What it measured, if it passed and that was remembered (``before_call``)."""
-    _label(item, instrument, counted_elsewhere)
+    _label(item, instrument, counted_elsewhere, profile)
     if isinstance(item.stash.get(KERNEL, None), driver.KernelPerRounds):
         item.stash[KERNEL].close()  # (``watch`` closes a ``run`` call's at teardown)
     bench = getattr(item, "funcargs", {}).get("benchmark")
@@ -361,7 +366,7 @@ def after_call(
     return calls
 
 
-def _label(item, instrument, counted_elsewhere: Callable[[str], dict]) -> None:
+def _label(item, instrument, counted_elsewhere: Callable[[str], dict], profile: str) -> None:
     """Give the test the keys the gate matches on (a ``concurrency_benchmark`` test has them):
     its model, its name and its parameters."""
     funcargs = getattr(item, "funcargs", {})
@@ -392,7 +397,7 @@ def _label(item, instrument, counted_elsewhere: Callable[[str], dict]) -> None:
         }
     )
     if getattr(bench, "stats", None) is not None:  # it ran rounds: the last one ended last
-        bench.extra_info.update(instrument.after_rounds())
+        bench.extra_info.update(instrument.after_rounds(profile=profile))
         if KERNEL in item.stash:  # each round's run call; the warm-up rounds came first
             bench.extra_info.update(item.stash[KERNEL].figures(last=len(bench.stats.stats.data)))
         elif not instrument.machine_bound:  # kernel figures and other layouts: from passes

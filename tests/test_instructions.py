@@ -8,6 +8,7 @@ environment variable: a change of a few percent, which only an exact count can g
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -385,6 +386,62 @@ def test_a_process_started_without_instrumentation_counts_once_it_switches_it_on
     assert counts["never"] == [], counts  # never switched on: callgrind saw no call to dump at
 
 
+ROUND_TIMERS = """
+import json, os, sys
+from pytest_concurrency.measure import callgrind
+
+counter = callgrind.Counter(sys.argv[1])
+
+
+def spin():
+    return sum(i * i for i in range(20_000))
+
+
+def one_round():
+    timer = counter.round_timer()
+    start = timer()
+    spin()
+    return timer() - start
+
+
+out = {"warm": [one_round(), one_round()]}
+start = counter()
+spin()
+out["two dumps"] = counter() - start
+out["zero, dump"] = one_round()
+counter.pause()
+out["after a pause"] = one_round()
+timer = counter.round_timer()
+timer(), timer()
+try:
+    timer()
+except callgrind.CountingError as exc:
+    out["third reading"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@needs_valgrind
+def test_a_round_read_by_a_zeroing_and_a_dump_counts_what_two_dumps_count(tmp_path):
+    """A real callgrind process (the package imported uninstrumented, then a loop counted): 3-5 s.
+    A round's start only zeroes the counters (a dump at each end cost twice as much)."""
+    script = tmp_path / "round_timers.py"
+    script.write_text(ROUND_TIMERS)
+    done = subprocess.run(
+        callgrind.command([sys.executable, str(script), str(tmp_path)], str(tmp_path)),
+        env=callgrind.counted_env(dict(os.environ), str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = json.loads(done.stdout)
+    loop = out["two dumps"]
+    assert loop > 1_000_000, out  # 20,000 steps, counted
+    assert out["zero, dump"] == pytest.approx(loop, rel=1e-3), out
+    assert out["after a pause"] == pytest.approx(loop, rel=1e-3), out  # no garbage across it
+    assert "read twice" in out["third reading"], out
+
+
 def test_a_counter_that_cannot_switch_instrumentation_on_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv(callgrind.LATE_ENV, "1")  # as in a process started with --instr-atstart=no
     with pytest.raises(callgrind.CountingError, match="could not switch it on"):
@@ -486,6 +543,21 @@ def test_a_counted_session_runs_without_the_projects_faulthandler_timer(tmp_path
     assert codes == [0]
     (argv,) = started
     assert argv[-3:] == ["test_x.py", "-o", "faulthandler_timeout=0"]  # after the user's: it wins
+
+
+@pytest.mark.parametrize("user", [None, "pymalloc", "malloc"])
+def test_counted_processes_allocate_with_malloc_and_plain_workers_with_the_users(tmp_path, user):
+    """pymalloc made a round's count depend on whether a pool emptied within it (two or three
+    states per test, 1.2% apart): counted processes run with malloc unless the user says otherwise,
+    and a plain worker a counted process starts (the memory pass) with what the user had."""
+    from pytest_concurrency.backends import child_env
+
+    users = {"PATH": "/bin", **({"PYTHONMALLOC": user} if user else {})}
+    counted = callgrind.counted_env(users, str(tmp_path))
+    assert counted["PYTHONMALLOC"] == (user or "malloc")
+    plain = callgrind.plain_env(counted)
+    assert plain.get("PYTHONMALLOC") == user and child_env.USER_MALLOC not in plain
+    assert callgrind.plain_env(users) == users  # a session's own plain worker: left as it is
 
 
 def test_counted_command_traces_children_but_not_the_latency_server(tmp_path):
@@ -663,3 +735,136 @@ def test_a_counters_precision_needs_no_second_of_wall_time(monkeypatch):
     monkeypatch.setattr(BenchmarkFixture, "_precisions", {})
     assert driver.counter_precision(BenchmarkFixture, counter) == 7.0
     assert BenchmarkFixture._precisions[counter] == 7.0  # where pytest-benchmark looks first
+
+
+class _Instructions:
+    """A counter that reads instructions as callgrind's would: each round read (``round_timer``)
+    costs ``READING`` of its own, and ``work`` costs ``WORK``."""
+
+    READING, WORK = 300.0, 2000.0
+
+    def __init__(self):
+        self.total = 0.0
+
+    def __call__(self) -> float:
+        self.total += self.READING
+        return self.total
+
+    def round_timer(self):
+        started: list[float] = []
+
+        def read() -> float:
+            if not started:
+                started.append(self.total)
+                return 0.0
+            return self.total - started[0] + self.READING
+
+        return read
+
+    def work(self) -> None:
+        self.total += self.WORK
+
+
+def _counted_fixture(counter, min_rounds: int):
+    from types import SimpleNamespace
+
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    log = SimpleNamespace(debug=lambda *a, **k: None, warning=lambda *a, **k: None)
+    return BenchmarkFixture(
+        SimpleNamespace(name="test_x", nodeid="test_x.py::test_x"),
+        disable_gc=False,
+        timer=SimpleNamespace(target=counter),
+        min_rounds=min_rounds,
+        min_time=0.000005,
+        max_time=1.0,
+        precision=None,
+        confidence=None,
+        warmup=False,
+        warmup_iterations=0,
+        calibration_precision=10,
+        add_stats=lambda stats: None,
+        logger=log,
+        warner=lambda *a, **k: None,
+        disabled=False,
+        cprofile=False,
+        cprofile_loops=None,
+        cprofile_dump=False,
+    )
+
+
+def test_a_counted_call_gets_three_rounds_long_enough_that_the_reading_is_one_percent(monkeypatch):
+    """pytest-benchmark calibrates with calls of its own, ten times more loops each, until the
+    reading's own cost is under 10% of a round, then measures five rounds: under valgrind every
+    reading is a dump. Counted, the warm-up's last count calibrates, to under 1% (at 10% a +1%
+    change would read +0.9%: unchanged at a 1% threshold), and three rounds are measured."""
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    from pytest_concurrency.measure import driver
+
+    monkeypatch.setattr(BenchmarkFixture, "_precisions", {})
+    monkeypatch.setattr(callgrind.Callgrind, "before_round", lambda self: None)
+    counter = _Instructions()
+    monkeypatch.setattr(callgrind.Callgrind, "round_timer", lambda self: counter.round_timer())
+    bench = _counted_fixture(counter, min_rounds=5)
+    driver.WarmUntilStable(bench, callgrind.Callgrind())
+    calls = []
+
+    def work():
+        calls.append(1)
+        counter.work()
+
+    bench(work)
+    rounds, iterations = bench.stats.stats.data, bench.stats.iterations
+    reading_share = counter.READING / (counter.READING + iterations * counter.WORK)
+    assert 0.005 < reading_share <= driver.READING_SHARE, iterations
+    assert len(rounds) == callgrind.Callgrind.ROUNDS[0]
+    assert all(r == pytest.approx(counter.WORK, rel=driver.READING_SHARE) for r in rounds)
+    # two warm-up calls that agree, then the rounds, and no call of pytest-benchmark's calibration
+    # (and one more, of the test's own result)
+    assert bench.extra_info["warmup_rounds"] == 2
+    assert len(calls) == 2 + len(rounds) * iterations + 1
+
+
+DUMP = """version: 1
+creator: callgrind-3.19.0
+events: Ir
+summary: 1500
+ob=(1) /usr/lib/libpython3.11.so.1.0
+fn=(1) _PyEval_EvalFrameDefault
+0 1000
+fn=(2) PyObject_Malloc
+0 300
+ob=(2) /usr/lib/x86_64-linux-gnu/libc.so.6
+fn=(3) memcpy
+0 200
+"""
+
+
+@pytest.mark.parametrize("apart", [True, False], ids=["apart", "its process failed"])
+def test_profiles_handed_over_are_read_outside_the_counted_process(tmp_path, monkeypatch, apart):
+    """A counted session run whole under valgrind hands each test's last dump over and reads them
+    all at its end in one process that valgrind does not trace (a dump took 0.3 s to read there);
+    if that process fails, they are read where they are, slowly but read."""
+    dumps = [tmp_path / f"callgrind.1.{n}" for n in (1, 2)]
+    for dump in dumps:
+        dump.write_text(DUMP)
+    expected = profile.read(str(dumps[0]))
+    assert expected["profile"][0] == ["_PyEval_EvalFrameDefault", "libpython3.11", 1000]
+    if apart:  # not here: in the process of its own
+
+        def not_here(path, top=profile.FUNCTIONS):
+            raise AssertionError(f"{path} read in the counted process")
+
+        monkeypatch.setattr(profile, "read", not_here)
+    else:
+        monkeypatch.setattr(sys, "executable", "/bin/false")
+    extras = [{"profile_dump": str(d), "other": n} for n, d in enumerate(dumps)]
+    extras.append({"other": 2})  # a test that handed nothing over
+    callgrind.Callgrind().received_apart(extras)
+    assert extras == [
+        {**expected, "other": 0},
+        {**expected, "other": 1},
+        {"other": 2},
+    ]
+    assert not any(d.exists() for d in dumps)  # read once, then gone

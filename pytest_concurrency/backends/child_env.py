@@ -15,6 +15,9 @@ import os
 CALLGRIND_DIR = "PYTEST_CONCURRENCY_CALLGRIND_DIR"
 #: Set when callgrind was started with --instr-atstart=no: the process switches it on itself.
 CALLGRIND_LATE = "PYTEST_CONCURRENCY_CALLGRIND_LATE"
+#: The PYTHONMALLOC of the process that started a counted one ("" for none): counted processes
+#: run with the C allocator, the plain workers they start (the memory pass) with this one.
+USER_MALLOC = "PYTEST_CONCURRENCY_USER_MALLOC"
 #: HOST:PORT of the latency server a session started, for its workers to reuse.
 LATENCY_SERVER = "PYTEST_CONCURRENCY_LATENCY_SERVER"
 #: "1": the native programs corrupt one message a round (the tests of their checks).
@@ -24,7 +27,7 @@ NO_PERF = "PYTEST_CONCURRENCY_NO_PERF"
 #: Padding, never read: the two sides of --concurrency-against start with environments of one size.
 PAD = "PYTEST_CONCURRENCY_PAD"
 
-NAMES = (CALLGRIND_DIR, CALLGRIND_LATE, LATENCY_SERVER, NATIVE_CORRUPT, NO_PERF)
+NAMES = (CALLGRIND_DIR, CALLGRIND_LATE, USER_MALLOC, LATENCY_SERVER, NATIVE_CORRUPT, NO_PERF)
 
 
 def get(name: str) -> str | None:

@@ -11,6 +11,11 @@ with the machine), never which instrument ran.
 
 from __future__ import annotations
 
+#: Where the profile of a test's last round (where its instructions went, for an instrument that
+#: knows) is read: here; by another process at full speed (``received``), this one being slow at it
+#: (a worker under valgrind, or a session run whole there); or nowhere (a pass that writes rounds).
+PROFILE_HERE, PROFILE_HANDED_OVER, PROFILE_NONE = "here", "handed over", "none"
+
 
 class Instrument:
     """What the rest of the plugin may ask of an instrument."""
@@ -67,17 +72,28 @@ class Instrument:
         """A callable read before and after a round: the difference is the round's sample."""
         raise NotImplementedError
 
+    def round_timer(self):
+        """A timer for one round, read twice (at its start and its end): the difference is the
+        round's sample. The counter itself, unless its readings cost less knowing which is which."""
+        return self.counter()
+
     def per_op(self, median: float, ops: int) -> dict:
         """The figures per operation from a median round (``extra_info`` keys)."""
         raise NotImplementedError
 
-    def after_rounds(self, in_worker: bool = False) -> dict:
-        """Extra figures right after the last round (``extra_info`` keys). ``in_worker``: the
-        session's process finishes them (``received``), where that is cheaper."""
+    def after_rounds(self, profile: str = PROFILE_HERE) -> dict:
+        """Extra figures right after the last round (``extra_info`` keys); ``profile``: where
+        the last round's profile is read (``PROFILE_HERE`` ...)."""
         return {}
 
+    def received_apart(self, extras: list[dict]) -> None:
+        """``received`` for each of ``extras`` (in place), where this process is slow at it."""
+        for extra in extras:
+            self.received(extra)
+
     def received(self, extra: dict) -> dict:
-        """A worker's figures (``after_rounds(in_worker=True)``) finished in the session's process."""
+        """A worker's figures (``after_rounds(PROFILE_HANDED_OVER)``) finished in the session's
+        process."""
         return extra
 
     def default_threshold_for(self, layouts: int) -> float:

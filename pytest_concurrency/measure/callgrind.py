@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import shutil
 import signal
@@ -38,7 +39,15 @@ from typing import NamedTuple
 
 from ..backends import child_env, scratch, watchdog
 from ..workloads import _live_memory
-from . import Instrument, client_request, measuring_side, profile
+from . import (
+    PROFILE_HANDED_OVER,
+    PROFILE_HERE,
+    PROFILE_NONE,
+    Instrument,
+    client_request,
+    measuring_side,
+    profile,
+)
 
 ENV_DIR = child_env.CALLGRIND_DIR  # where dumps go; set only for a counted process
 LATE_ENV = child_env.CALLGRIND_LATE  # set: started with --instr-atstart=no (``command``)
@@ -48,6 +57,12 @@ DUMP_FN = "sched_get_priority_min"
 #: runs in such a worker, see runner/worker.py); nor is the IO workload's latency server.
 UNTRACED_FLAG = "--plain"
 HASH_SEED = "0"  # str/bytes hashes decide dict and set layouts, and so the count
+#: Counted processes allocate with the C library's malloc, unless PYTHONMALLOC says otherwise: with
+#: pymalloc a round's count depended on whether a pool of its objects emptied (and was given back
+#: and set up again) within it, which is decided by where earlier objects landed. A test's layouts
+#: then counted in two or three states 1.2% apart (``_PyObject_Free``), as large as a 1% change;
+#: with malloc, five layouts agreed within 0.01% (docs/gates/instructions.md).
+ALLOCATOR = "malloc"
 _NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG}"
 INSTALL_HINT = (
     "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
@@ -101,7 +116,28 @@ def command(argv: list[str], directory: str) -> list[str]:
 
 def counted_env(env: dict, directory: str) -> dict:
     late = {LATE_ENV: "1"} if client_request.available() else {}
-    return {**env, ENV_DIR: directory, "PYTHONHASHSEED": HASH_SEED, **late}
+    user_malloc = env.get("PYTHONMALLOC", "")
+    return {
+        **env,
+        ENV_DIR: directory,
+        "PYTHONHASHSEED": HASH_SEED,
+        "PYTHONMALLOC": user_malloc or ALLOCATOR,
+        child_env.USER_MALLOC: user_malloc,
+        **late,
+    }
+
+
+def plain_env(env: dict) -> dict:
+    """The environment of a process a counted one starts that is not counted (a plain worker):
+    with the allocator the user had (``counted_env``), its memory figures as in any session."""
+    if child_env.USER_MALLOC not in env:  # not started from a counted process
+        return env
+    out = {k: v for k, v in env.items() if k != child_env.USER_MALLOC}
+    if env[child_env.USER_MALLOC]:
+        out["PYTHONMALLOC"] = env[child_env.USER_MALLOC]
+    else:
+        out.pop("PYTHONMALLOC", None)
+    return out
 
 
 INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end by itself
@@ -312,25 +348,59 @@ class Counter:
         self.last_dump: str | None = None
 
     def __call__(self) -> float:
-        if os.getpid() != self._pid:
-            raise CountingError("a forked process cannot read its parent's instruction counter")
+        self._check_pid()
         resumed = self._paused
         if resumed:  # callgrind sees the dump's call only in instrumented code
             client_request.start_instrumentation()
             self._paused = False
         os.sched_get_priority_min(os.SCHED_OTHER)  # callgrind dumps (and zeroes) here
-        self._part += 1
-        path = os.path.join(self.directory, f"callgrind.{self._pid}.{self._part}")
-        count = read_total(path)
+        count = self._read_dump()
         # The dump that closes a stretch across a pause sums to garbage (2**64 less a little, as
         # if negative): it starts the next stretch and counts nothing; a round is the difference
         # of two readings within a stretch.
         self._total += 0 if resumed else count
+        os.sched_get_priority_max(os.SCHED_OTHER)  # zeroed: this reading is not counted
+        return float(self._total)
+
+    def round_timer(self):
+        """A timer for one round, read twice: its start zeroes callgrind's counters, its end
+        dumps them. A dump sorts and walks every cost centre instrumented code has run (in a
+        counted session of 30 yarl benchmarks one took 80 ms; a zeroing 30 ms, with the switch of
+        instrumentation at a test's first round), so a round read with two dumps (``__call__``)
+        cost nearly twice as much."""
+        readings = [self._end, self._start]
+
+        def read() -> float:
+            if not readings:
+                raise CountingError("a round's timer is read twice: at its start and at its end")
+            return readings.pop()()
+
+        return read
+
+    def _start(self) -> float:
+        self._check_pid()
+        if self._paused:
+            client_request.start_instrumentation()
+            self._paused = False
+        os.sched_get_priority_max(os.SCHED_OTHER)  # zeroed: the round starts here
+        return 0.0
+
+    def _end(self) -> float:
+        os.sched_get_priority_min(os.SCHED_OTHER)  # dumped: the round ends here
+        return float(self._read_dump())
+
+    def _read_dump(self) -> int:
+        self._part += 1
+        path = os.path.join(self.directory, f"callgrind.{self._pid}.{self._part}")
+        count = read_total(path)
         if self.last_dump:
             os.unlink(self.last_dump)
         self.last_dump = path
-        os.sched_get_priority_max(os.SCHED_OTHER)  # zeroed: this reading is not counted
-        return float(self._total)
+        return count
+
+    def _check_pid(self) -> None:
+        if os.getpid() != self._pid:
+            raise CountingError("a forked process cannot read its parent's instruction counter")
 
     def pause(self) -> None:
         """After a stretch of rounds: what runs until the next reading (pytest between tests,
@@ -454,6 +524,9 @@ class Callgrind(Instrument):
             self._frozen = True
         gc.collect()
 
+    def round_timer(self):
+        return self.counter().round_timer()
+
     def counter(self) -> Counter:
         if self._counter is None or self._counter._pid != os.getpid():
             directory = child_env.get(ENV_DIR)
@@ -469,15 +542,15 @@ class Callgrind(Instrument):
     def per_op(self, median: float, ops: int) -> dict:
         return {"instructions_per_op": median / ops}
 
-    def after_rounds(self, in_worker: bool = False) -> dict:
+    def after_rounds(self, profile: str = PROFILE_HERE) -> dict:
         if self._frozen:
             gc.unfreeze()
             self._frozen = False
         counter = self.counter()
         counter.pause()
-        if (
-            in_worker
-        ):  # read at full speed by the session: parsing it under valgrind took 1.4 s a case
+        if profile == PROFILE_NONE:
+            return {}
+        if profile == PROFILE_HANDED_OVER:  # reading a dump under valgrind: 0.3-1.4 s
             return {"profile_dump": counter.hand_over_last_dump()}
         return counter.last_profile()
 
@@ -487,6 +560,30 @@ class Callgrind(Instrument):
             extra.update(profile.read(path))
             os.unlink(path)
         return extra
+
+    def received_apart(self, extras: list[dict]) -> None:
+        """``received`` for each of ``extras``, in a process of its own that valgrind does not
+        trace: in a session run whole under valgrind, reading a dump took 0.3 s a test, at its
+        end, with the whole run waiting. Read here (slowly) if that process fails."""
+        paths = [e["profile_dump"] for e in extras if e.get("profile_dump")]
+        if not paths:
+            return
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", profile.__file__, UNTRACED_FLAG],
+            input=json.dumps(paths),
+            capture_output=True,
+            text=True,
+            preexec_fn=watchdog.with_parent(),
+        )
+        read = json.loads(done.stdout) if done.returncode == 0 else {}
+        for extra in extras:
+            path = extra.get("profile_dump")
+            if path and path in read:
+                del extra["profile_dump"]
+                extra.update(read[path])
+                os.unlink(path)
+            else:
+                self.received(extra)
 
     #: A round that waits (IO) counts its event loop's wake-ups, and how many there are
     #: depends on timing: eventlet's and greenlet's IO over timers counted 0.6-3% apart in
@@ -517,7 +614,11 @@ class Callgrind(Instrument):
             "valgrind": valgrind,
             "hash_seed": HASH_SEED,
             "directory": os.getcwd(),
-            "measuring": {**measuring_side(), "valgrind": valgrind},
+            "measuring": {
+                **measuring_side(),
+                "valgrind": valgrind,
+                "allocator": os.environ.get("PYTHONMALLOC") or ALLOCATOR,  # as ``counted_env``
+            },
         }
 
 

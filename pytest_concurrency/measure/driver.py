@@ -20,7 +20,7 @@ import time
 
 from .. import workloads
 from ..workloads import Outcome, WorkloadError
-from . import kernel, memory
+from . import PROFILE_HANDED_OVER, PROFILE_HERE, kernel, memory
 from .records import SCHEMA
 from .usage import Window, peak_rss_kib
 
@@ -45,11 +45,11 @@ class _Stretch:
 
     def __init__(self, backend, instrument, in_worker: bool = False):
         self._instrument = instrument
-        self._in_worker = in_worker
+        self._profile = PROFILE_HANDED_OVER if in_worker else PROFILE_HERE
         self._window = Window(backend) if instrument.machine_bound else None
 
     def close(self, calls: int) -> dict:
-        out = self._instrument.after_rounds(self._in_worker)
+        out = self._instrument.after_rounds(self._profile)
         if self._window is not None:
             used, machine = self._window.close()
             out.update(machine, **used.per(max(calls, 1)))
@@ -281,20 +281,26 @@ class PlainCalls:
         return samples, window.close()[1]
 
 
-def counter_precision(fixture_class, timer) -> float:
+def counter_precision(fixture_class, timer, fresh=None) -> float:
     """pytest-benchmark's precision of ``timer`` (the smallest positive difference of two readings
     in a row), for an exact counter: found as it does, without its one-second limit. Each reading
     of a counted process is a callgrind dump; on a loaded machine ten pairs of them took more than
     a second, it gave up with None, and every test of that layout pass failed in its calibration
-    (``TypeError`` on ``None * int``). Cached where it caches its own (a class attribute)."""
+    (``TypeError`` on ``None * int``). Cached where it caches its own (a class attribute).
+    ``fresh``: each pair is read with a new timer from it (``Instrument.round_timer``), as a
+    round is."""
     known = fixture_class._precisions
     if timer not in known:
-        steps = [b - a for a, b in (timer_pair(timer) for _ in range(PRECISION_PAIRS))]
+        pairs = (timer_pair(fresh() if fresh else timer) for _ in range(PRECISION_PAIRS))
+        steps = [b - a for a, b in pairs]
         known[timer] = min((step for step in steps if step > 0), default=1.0)
     return known[timer]
 
 
-PRECISION_PAIRS = 20  # counts are exact: the same difference every time, a few pairs suffice
+PRECISION_PAIRS = 3  # counts are exact: the same difference every time, a few pairs suffice
+#: At most this share of a counted round is the reading's own instructions (``WarmUntilStable``).
+READING_SHARE = 0.01
+MAX_LOOPS = 10_000  # reached only by a function of a few dozen instructions, the loop's own
 
 
 def timer_pair(timer) -> tuple[float, float]:
@@ -311,6 +317,11 @@ class WarmUntilStable:
 
     A ``pedantic`` test's ``setup`` and ``teardown`` run around each warm-up call as around its
     own rounds, so that a setup that hands out single-use arguments still gets them fresh.
+
+    A call without ``pedantic`` is calibrated from the warm-up's last count rather than by
+    pytest-benchmark's calls, ten times more loops each (``_calibrate``), and gets the instrument's
+    rounds (three for counts, which agree to <0.2%) rather than its five or more: under valgrind
+    each round's readings take a tenth of a second or more, and these were half a test's readings.
     """
 
     def __init__(self, benchmark, instrument):
@@ -330,19 +341,44 @@ class WarmUntilStable:
         def warming(function, args, kwargs):
             runner = make_runner(function, args, kwargs)
 
-            def run(loops_range, **timer):
-                if not self.counts:
-                    self._warm_up(
-                        lambda a, k: make_runner(function, a, k)(loops_range, **timer), args, kwargs
-                    )
-                instrument.before_round()
-                return runner(loops_range, **timer)
+            def warm_up(loops_range):
+                self._warm_up(
+                    lambda a, k: make_runner(function, a, k)(
+                        loops_range, timer=instrument.round_timer()
+                    ),
+                    args,
+                    kwargs,
+                )
 
+            def run(loops_range, **_):  # each call is a round, read by a timer of its own
+                if not self.counts:
+                    warm_up(loops_range)
+                instrument.before_round()
+                return runner(loops_range, timer=instrument.round_timer())
+
+            run.warm_up = warm_up  # type: ignore[attr-defined]  # for ``_calibrate``
             return run
 
         benchmark.pedantic = remembering_pedantic
         benchmark._make_runner = warming
-        benchmark._get_precision = functools.partial(counter_precision, type(benchmark))
+        benchmark._get_precision = functools.partial(
+            counter_precision, type(benchmark), fresh=instrument.round_timer
+        )
+        benchmark._calibrate_timer = self._calibrate
+        benchmark._min_rounds = instrument.rounds(benchmark._min_rounds, 0)[0]
+
+    def _calibrate(self, runner) -> tuple[float, int, range]:
+        """(one round's count, calls a round, their range), as pytest-benchmark's calibration
+        returns them: enough calls a round that the reading's own instructions (the counter's
+        precision) are at most ``READING_SHARE`` of it, so that they dilute a change in the
+        function by no more than that (pytest-benchmark's default allows 10%: a +1% change
+        would read +0.9%, under a 1% threshold)."""
+        if not self.counts:
+            runner.warm_up(range(1))  # one call at a time, as pytest-benchmark calibrates first
+        precision = self._benchmark._get_precision(self._benchmark._timer)
+        call = max(self.counts[-1] - precision, 1.0)  # the function's own instructions
+        loops = min(max(1, math.ceil(precision / (READING_SHARE * call))), MAX_LOOPS)
+        return self.counts[-1] * loops, loops, range(loops)
 
     def _warm_up(self, call, args, kwargs) -> None:
         setup, teardown = self._around
@@ -452,14 +488,15 @@ def run_rounds(
     round in-process.
     """
     workloads.prepare(workload, params)
-    counter = instrument.counter()
+    instrument.counter()  # one that cannot count says so before anything runs
 
     def measured_round() -> float:
         instrument.before_round()
         with guard(), kernel_rounds.round():
-            start = counter()
+            timer = instrument.round_timer()
+            start = timer()
             outcomes.append(workload.run(backend, params))
-            elapsed = counter() - start
+            elapsed = timer() - start
         progress()
         return elapsed
 

@@ -130,3 +130,10 @@ def _per_op(rec, key: str) -> dict:
 
 def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
+
+
+if __name__ == "__main__":  # callgrind.py ``received_apart``: dumps' paths in, their keys out
+    import json
+    import sys
+
+    json.dump({path: read(path) for path in json.load(sys.stdin)}, sys.stdout)

@@ -14,7 +14,7 @@ session's own process: a run with one becomes a ``Launcher``, which starts, in t
   interpreter's objects landing elsewhere (measure/layouts.py), so that the gate judges the
   median over layouts, which follows the code rather than where its objects landed. Counts do
   not depend on what else runs, so all N run at once (on two cores, 1.5 sessions' time rather
-  than 2); the counted session waits for them at its end (``_JoinLayouts``): each pass holds a
+  than 2); the counted session waits for them at its end (``_BeforeSaving``): each pass holds a
   lock, taken by the launcher before it started, until it ends however it ends.
 
 Each child is told its role on its command line (``Role.argv``). A pass writes nothing of the
@@ -40,7 +40,7 @@ import pytest
 from .. import plain_tests
 from ..backends import scratch, watchdog
 from ..gate import atomic
-from ..measure import callgrind, kernel, layouts
+from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from . import crash
 from .argv import head_only_removed
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
@@ -66,10 +66,11 @@ def user_session(config, s, base_dir: str | None = None, watched: bool = False):
     if s.instrument.fresh_process:
         refuse_other_hosts(config)
     if s.instrument.needs_launch and not measures_nothing(config):
-        found = tests_measured_here(config, base_dir)
-        if found.here:
-            return Launcher(config, s, base_dir)
+        # before any process is counted: whichever counts (workers, or the session whole under
+        # valgrind) would otherwise compile this package's modules from source, in every process
         s.instrument.prepare_session()
+        if tests_measured_here(config, base_dir).here:
+            return Launcher(config, s, base_dir)
     return Session(config, s, watched=watched)
 
 
@@ -383,6 +384,7 @@ class _Pass(Session):
     found for each test, by pytest-benchmark's name for it, to ``role.out``."""
 
     memory_pass = False  # the memory pass's calls are the counted session's
+    profiles = PROFILE_NONE  # only the counted session's are judged and saved
 
     def __init__(self, config, settings, role: Role):
         super().__init__(config, settings)
@@ -440,11 +442,13 @@ class LayoutPass(_Pass):
 class Counted(Session):
     """The user's session run again under valgrind by a ``Launcher``."""
 
+    profiles = PROFILE_HANDED_OVER  # read at full speed at the end (``_BeforeSaving``)
+
     def __init__(self, config, settings, role: Role):
         super().__init__(config, settings)
         self.role = role
         self.in_progress = crash.Running(role.running)
-        self.layouts = _JoinLayouts(role)
+        self.layouts = _BeforeSaving(role, settings.instrument)
         config.pluginmanager.register(self.layouts, "pytest-concurrency-layouts")
 
     def pytest_runtest_logstart(self, nodeid, location) -> None:
@@ -478,14 +482,16 @@ class Counted(Session):
         super().pytest_terminal_summary(terminalreporter)
 
 
-class _JoinLayouts:
+class _BeforeSaving:
     """In a counted session, at its end and before pytest-benchmark writes anything: wait for the
-    layout passes counted beside it, and give each test its rounds in them (``layouts``)."""
+    layout passes counted beside it, give each test its rounds in them (``layouts``), and read
+    each test's profile, handed over by ``after_rounds``, outside valgrind."""
 
     POLL_S = 0.2
 
-    def __init__(self, role: Role):
+    def __init__(self, role: Role, instrument):
         self.role = role
+        self.instrument = instrument
         self.interrupted = False
         self.notes: list[str] = []  # how the layouts went, for the session's summary
         self.crashed: str | None = None  # a test that ended a layout pass's process
@@ -494,8 +500,11 @@ class _JoinLayouts:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
         bs = getattr(session.config, "_benchmarksession", None)
-        if bs is not None and self.role.layouts and exitstatus != pytest.ExitCode.INTERRUPTED:
-            self._join(session.config, bs.benchmarks)
+        if bs is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+            if self.role.layouts:
+                self._join(session.config, bs.benchmarks)
+            if not self.interrupted:
+                self.instrument.received_apart([b.extra_info for b in bs.benchmarks])
         yield
 
     def _join(self, config, benchmarks) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from .. import plain_tests, session_end
 from ..backends import watchdog
-from ..measure import kernel, records
+from ..measure import PROFILE_HERE, kernel, records
 from ..report import progress
 from ..settings import with_jobs
 from .role import AT_START_UP
@@ -37,6 +37,7 @@ class Session:
     #: Whether users' tests get the memory pass here (a pass before a counted session runs only
     #: for what it writes).
     memory_pass = True
+    profiles = PROFILE_HERE  # where a counted test's last round's profile is read (``after_call``)
 
     def __init__(self, config, settings, watched: bool = False):
         self.config = config
@@ -196,7 +197,7 @@ class Session:
         self.before_call(item)  # after: a side's turns are not in the rounds' kernel figures
         outcome = yield
         calls = plain_tests.after_call(
-            item, s.instrument, outcome.excinfo is None, self.counted_elsewhere
+            item, s.instrument, outcome.excinfo is None, self.counted_elsewhere, self.profiles
         )
         bench = getattr(item, "funcargs", {}).get("benchmark")
         if again and calls is not None and bench is not None:

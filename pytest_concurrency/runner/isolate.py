@@ -27,7 +27,7 @@ import pytest
 
 from .. import measure
 from ..backends import watchdog
-from ..measure import driver
+from ..measure import callgrind, driver
 from .worker import FORK_EACH, PLAIN
 
 STDERR_LINES = 20  # how much of a dead worker's stderr the failure shows
@@ -53,6 +53,8 @@ class Worker:
         env = _worker_env()
         if fork_each and instrument is not None:
             argv, env = instrument.worker_command(argv, env)
+        else:  # a plain worker runs with the user's allocator, even started from a counted process
+            env = callgrind.plain_env(env)
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
