@@ -349,10 +349,7 @@ class Counter:
 
     def __call__(self) -> float:
         self._check_pid()
-        resumed = self._paused
-        if resumed:  # callgrind sees the dump's call only in instrumented code
-            client_request.start_instrumentation()
-            self._paused = False
+        resumed = self._resume()
         os.sched_get_priority_min(os.SCHED_OTHER)  # callgrind dumps (and zeroes) here
         count = self._read_dump()
         # The dump that closes a stretch across a pause sums to garbage (2**64 less a little, as
@@ -379,9 +376,7 @@ class Counter:
 
     def _start(self) -> float:
         self._check_pid()
-        if self._paused:
-            client_request.start_instrumentation()
-            self._paused = False
+        self._resume()
         os.sched_get_priority_max(os.SCHED_OTHER)  # zeroed: the round starts here
         return 0.0
 
@@ -397,6 +392,15 @@ class Counter:
             os.unlink(self.last_dump)
         self.last_dump = path
         return count
+
+    def _resume(self) -> bool:
+        """Instrumentation on again after ``pause`` (callgrind sees the dump's and the zeroing's
+        calls only in instrumented code); whether it was off."""
+        if not self._paused:
+            return False
+        client_request.start_instrumentation()
+        self._paused = False
+        return True
 
     def _check_pid(self) -> None:
         if os.getpid() != self._pid:
