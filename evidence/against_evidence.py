@@ -12,6 +12,12 @@ counts the verdicts per model:
     python3 evidence/against_evidence.py --measure instructions --busy 2 --aa 5 --trials 5 \
         --backends gevent,asyncio,threading --changes gevent:1.01,asyncio:1.01,threading:1.01
     python3 evidence/against_evidence.py --smoke --measure instructions    # counted, under valgrind
+    python3 evidence/against_evidence.py --measure instructions --busy 2 --copies 5 --alternate \
+        --aa 10 --trials 10 --backends gevent,asyncio --changes gevent:1.01,asyncio:1.01
+
+``--copies K`` writes K identical test functions (``test_work``, ``test_work_2``, ...): each is a
+verdict of its own, so a session gives K a model at the cost of one start-up. ``--alternate`` runs
+the A/A and the changed sessions in turns (A/A first), so a drift of the machine falls on both.
 
 ``--measure instructions`` counts both sides (valgrind) instead of timing them in turns: the
 verdicts are the counted gate's (1% for a user's own test), read from the session's markdown
@@ -84,7 +90,7 @@ KEEP_OPTION = "--concurrency-against-keep"  # the plugin copies each pair's roun
 #: measured again in more pairs of sessions, as a regression is)
 SMOKE = {"aa": 0, "trials": 1, "backends": "threading", "tasks": 2}
 VERDICT = re.compile(
-    r"^\s*test_work on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)"
+    r"^\s*test_work(?:_(\d+))? on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)"
 )
 #: --measure instructions: the counted verdicts are the stored-baseline gate's, read from the
 #: markdown report (its sections name the status, an item per benchmark: "- test_work on gevent:
@@ -96,7 +102,9 @@ REPORT_STATUS = {
     "Inconclusive": "inconclusive",
     "Unchanged": "unchanged",
 }
-REPORT_ITEM = re.compile(r"^- \S*test\\?_work\S* on (\S+?): .*?([+-][\d.]+)%")  # "_" escaped
+REPORT_ITEM = re.compile(
+    r"^- \S*?test\\?_work(?:\\?_(\d+))? on (\S+?): .*?([+-][\d.]+)%"
+)  # "_" escaped
 #: a busy loop: one process keeping a core busy, as another job on a shared machine does; it ends
 #: itself when the script that started it is gone (killed, say, by a test's timeout)
 BUSY_LOOP = """
@@ -108,11 +116,13 @@ while os.getppid() == parent:
 """
 
 
-def make_project(root: Path, tasks: int, git: bool) -> Path:
+def make_project(root: Path, tasks: int, git: bool, copies: int = 1) -> Path:
     for side in ("base", "head"):
         (root / side / "mylib").mkdir(parents=True)
         write_lib(root / side, changed=False)
-    (root / "head" / "test_mylib.py").write_text(TEST.replace("TASKS", str(tasks)))
+    test = TEST.replace("TASKS", str(tasks))
+    copied = [test.replace("def test_work(", f"def test_work_{k}(") for k in range(2, copies + 1)]
+    (root / "head" / "test_mylib.py").write_text("\n".join([test, *copied]))
     if git:  # the base is the head's last commit, as a user compares a working tree with git:HEAD
         cmd = ["git", "-c", "user.name=e", "-c", "user.email=e@e"]
         subprocess.run([*cmd, "init", "-q"], cwd=root / "head", check=True)
@@ -188,15 +198,23 @@ def paired_verdicts(stdout: str) -> dict:
     """The paired (timed) verdicts from the terminal: {model: (change %, verdict)}."""
     found, pending = {}, ""
     for line in stdout.splitlines():  # a verdict may wrap over lines
-        if line.lstrip().startswith("test_work on "):
+        if re.match(r"\s*test_work(_\d+)? on ", line):
             pending = line
         elif pending:
             pending = f"{pending} {line.strip()}"
         match = VERDICT.match(pending)
         if match:
-            found[match.group(1)] = (float(match.group(2)), match.group(3))
+            found[verdict_key(match.group(2), match.group(1))] = (
+                float(match.group(3)),
+                match.group(4),
+            )
             pending = ""
     return found
+
+
+def verdict_key(model: str, copy: str | None) -> str:
+    """A verdict's key: the model, and the copy of the test after "#" from the second on."""
+    return f"{model}#{copy}" if copy else model
 
 
 def read_report(report: Path) -> dict:
@@ -209,7 +227,7 @@ def read_report(report: Path) -> dict:
             continue
         item = REPORT_ITEM.match(line)
         if item and status:
-            found[item.group(1)] = (float(item.group(2)), status)
+            found[verdict_key(item.group(2), item.group(1))] = (float(item.group(3)), status)
     return found
 
 
@@ -234,6 +252,7 @@ def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
             read(pairs[0], "B"),
             lambda rec: thread_threshold if rec.backend == "threading" else threshold,
             again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]],
+            cpus=os.cpu_count() or 1,
         )
         kind = run.name.split("-")[0]
         for v in (
@@ -261,6 +280,44 @@ def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
     return 0
 
 
+class Scenario:
+    """The sessions of one scenario (A/A, or changed): verdicts per model (a test's copies pooled),
+    each session's seconds and how many pairs of sessions it ran."""
+
+    def __init__(self) -> None:
+        self.counts: dict = collections.defaultdict(collections.Counter)
+        self.changes: dict = collections.defaultdict(list)
+        self.times: list[float] = []
+        self.pairs: list[int] = []
+
+    def add(self, found: dict, seconds: float, out: str) -> None:
+        self.times.append(seconds)
+        self.pairs.append(max([1, *map(int, re.findall(r"in pair of sessions (\d+)", out))]))
+        for key, (change, status) in found.items():
+            model = key.partition("#")[0]
+            self.counts[model][status] += 1
+            self.changes[model].append(change)
+
+    def summary(self, name: str, measure: str, busy: int) -> None:
+        times, verdicts = self.times, sum(sum(c.values()) for c in self.counts.values())
+        print(
+            f"== {name}: {len(times)} sessions, {verdicts} verdicts ({measure}, {busy} busy loops), "
+            f"median {statistics.median(times):.1f} s a session "
+            f"(range {min(times):.1f} to {max(times):.1f} s; "
+            f"{sum(times) / max(1, verdicts):.1f} s a verdict); pairs of sessions a session: "
+            f"mean {statistics.fmean(self.pairs):.1f}, "
+            + ", ".join(f"{n} in {k}" for k, n in sorted(collections.Counter(self.pairs).items()))
+        )
+        for model in sorted(self.counts):
+            changes = self.changes[model]
+            print(
+                f"   {model}: "
+                + ", ".join(f"{n} {s}" for s, n in self.counts[model].most_common())
+                + f"; change median {statistics.median(changes):+.1f}%, "
+                f"range {min(changes):+.1f}% to {max(changes):+.1f}%"
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -275,6 +332,18 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=10, help="sessions with the changes")
     parser.add_argument(
         "--tasks", type=int, default=4, help="tasks the test spawns, each running work (default 4)"
+    )
+    parser.add_argument(
+        "--copies",
+        type=int,
+        default=1,
+        metavar="K",
+        help="K identical test functions, each judged apart (default 1)",
+    )
+    parser.add_argument(
+        "--alternate",
+        action="store_true",
+        help="run A/A and changed sessions in turns instead of all A/A first",
     )
     parser.add_argument(
         "--git",
@@ -323,72 +392,43 @@ def main() -> int:
             (args.thread_threshold or float(args.threshold or 3)) / 100,
         )
     with tempfile.TemporaryDirectory(prefix="against-evidence-") as tmp:
-        head = make_project(Path(tmp), args.tasks, args.git)
-        for name, slow, runs in (
-            ("A/A", "", args.aa),
-            (f"changed ({args.changes})", args.changes, args.trials),
-        ):
-            if not runs:
-                continue
+        head = make_project(Path(tmp), args.tasks, args.git, args.copies)
+        scenarios = [("A/A", "", args.aa), (f"changed ({args.changes})", args.changes, args.trials)]
+        runs = [(name, slow, i) for name, slow, n in scenarios for i in range(n)]
+        if args.alternate:  # A/A, changed, A/A, ...: the i-th of each side by side
+            runs.sort(key=lambda run: (run[2], run[1] != ""))
+        results: dict = {name: Scenario() for name, _, n in scenarios if n}
+        for name, slow, i in runs:
             write_lib(head.parent / "head", changed=bool(slow))
-            counts, changes, times = (
-                collections.defaultdict(collections.Counter),
-                collections.defaultdict(list),
-                [],
+            kind = "aa" if not slow else "changed"
+            kept = os.path.join(args.keep, f"{kind}-{i + 1}") if args.keep else None
+            found, seconds, out = session(
+                head,
+                args.backends,
+                slow,
+                args.threshold,
+                kept,
+                "git:HEAD" if args.git else "../base",
+                args.measure,
+                args.busy,
             )
-            pairs = []  # pairs of sessions each session ran
-            for i in range(runs):
-                kept = (
-                    os.path.join(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}")
-                    if args.keep
-                    else None
-                )
-                found, seconds, out = session(
-                    head,
-                    args.backends,
-                    slow,
-                    args.threshold,
-                    kept,
-                    "git:HEAD" if args.git else "../base",
-                    args.measure,
-                    args.busy,
-                )
-                times.append(seconds)
-                pairs.append(max([1, *map(int, re.findall(r"in pair of sessions (\d+)", out))]))
-                if not found:
-                    print(textwrap.indent(out[-3000:], "  | "))
-                    return 1
-                for model, (change, status) in found.items():
-                    counts[model][status] += 1
-                    changes[model].append(change)
-                expected = "unchanged" if not slow else "regressed"
-                if args.keep and any(status != expected for _, status in found.values()):
-                    os.makedirs(args.keep, exist_ok=True)
-                    Path(args.keep, f"{'aa' if not slow else 'changed'}-{i + 1}.txt").write_text(
-                        out
-                    )
-                print(
-                    f"{name} {i + 1}/{runs}: "
-                    + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items()))
-                    # the load beside it: this machine is shared (the busy loops count in it)
-                    + f" ({seconds:.0f} s, load {os.getloadavg()[0]:.2f})",
-                    flush=True,
-                )
+            if not found:
+                print(textwrap.indent(out[-3000:], "  | "))
+                return 1
+            results[name].add(found, seconds, out)
+            expected = "unchanged" if not slow else "regressed"
+            if args.keep and any(status != expected for _, status in found.values()):
+                os.makedirs(args.keep, exist_ok=True)
+                Path(args.keep, f"{kind}-{i + 1}.txt").write_text(out)
             print(
-                f"== {name}: {runs} sessions ({args.measure}, {args.busy} busy loops), "
-                f"median {statistics.median(times):.1f} s a session "
-                f"(range {min(times):.1f} to {max(times):.1f} s; "
-                f"{statistics.median(times) / max(1, len(counts)):.1f} s a verdict); pairs of sessions a session: "
-                f"mean {statistics.fmean(pairs):.1f}, "
-                + ", ".join(f"{n} in {k}" for k, n in sorted(collections.Counter(pairs).items()))
+                f"{name} {i + 1}/{dict((n, r) for n, _, r in scenarios)[name]}: "
+                + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items()))
+                # the load beside it: this machine is shared (the busy loops count in it)
+                + f" ({seconds:.0f} s, load {os.getloadavg()[0]:.2f})",
+                flush=True,
             )
-            for model in sorted(counts):
-                print(
-                    f"   {model}: "
-                    + ", ".join(f"{n} {s}" for s, n in counts[model].most_common())
-                    + f"; change median {statistics.median(changes[model]):+.1f}%, "
-                    f"range {min(changes[model]):+.1f}% to {max(changes[model]):+.1f}%"
-                )
+        for name, result in results.items():
+            result.summary(name, args.measure, args.busy)
     return 0
 
 

@@ -131,11 +131,15 @@ CASES = [
         id="gate_evidence",
         marks=pytest.mark.slow,
     ),
-    # ~25 s: one --concurrency-against session with the change (its suspect in more pairs)
+    # ~30 s: one --concurrency-against session with the change (its suspect in more pairs), the
+    # test in two copies, each judged apart
     pytest.param(
         "against_evidence.py",
-        [],
-        [r"^changed \(.*\) 1/1: threading [+-][\d.]+% \w+", r"^== changed \(.*\): 1 sessions"],
+        ["--copies", "2"],
+        [
+            r"^changed \(.*\) 1/1: threading [+-][\d.]+% \w+, threading#2 [+-][\d.]+% \w+",
+            r"^== changed \(.*\): 1 sessions, 2 verdicts",
+        ],
         id="against_evidence",
         marks=pytest.mark.slow,
     ),
