@@ -309,8 +309,7 @@ def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair)
         return []
     again: list = []
     for number in range(2, paired.MAX_SESSIONS + 1):
-        done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
-        keys = set(paired.undecided(_verdicts(s, first, done)))
+        keys = set(paired.undecided(_verdicts(s, first, again)))
         only = sorted(
             {
                 b["fullname"]
@@ -409,10 +408,7 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
             first.docs[lockstep.B].get("identity") or {},
         )
         errors += sides.check(site, base_ids, head_ids)
-        further = [
-            (p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2
-        ]
-        result = _verdicts(s, first, further)
+        result = _verdicts(s, first, again)
         result.sides = paired.sides_line(base_ids, head_ids)
         width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
         for line in terminal.paired_lines(result, width):
@@ -428,15 +424,16 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
 
 
 def _verdicts(s, first: _Pair, again: list) -> paired.PairedResult:
-    """The paired verdicts on the first pair of sessions and the ``again`` ones' records, on this
-    machine (its cores: a change that other processes' load explains is inconclusive)."""
+    """The paired verdicts on the first pair of sessions and the further ones that ended with both
+    sides' rounds, on this machine (its cores: a change other processes' load explains is
+    inconclusive)."""
     from ..session_end import paired_threshold
 
     return paired.judge(
         first.records(lockstep.A),
         first.records(lockstep.B),
         paired_threshold(s),
-        again=again,
+        again=[(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2],
         cpus=os.cpu_count() or 1,
     )
 
