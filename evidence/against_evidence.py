@@ -89,8 +89,9 @@ KEEP_OPTION = "--concurrency-against-keep"  # the plugin copies each pair's roun
 #: --smoke: the smallest run that still runs a real session: one with the change (its suspect
 #: measured again in more pairs of sessions, as a regression is)
 SMOKE = {"aa": 0, "trials": 1, "backends": "threading", "tasks": 2}
+VERDICT_START = r"^\s*test_work(?:_(\d+))? on "  # a copy's number after test_work_
 VERDICT = re.compile(
-    r"^\s*test_work(?:_(\d+))? on (\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)"
+    VERDICT_START + r"(\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)"
 )
 #: --measure instructions: the counted verdicts are the stored-baseline gate's, read from the
 #: markdown report (its sections name the status, an item per benchmark: "- test_work on gevent:
@@ -198,7 +199,7 @@ def paired_verdicts(stdout: str) -> dict:
     """The paired (timed) verdicts from the terminal: {model: (change %, verdict)}."""
     found, pending = {}, ""
     for line in stdout.splitlines():  # a verdict may wrap over lines
-        if re.match(r"\s*test_work(_\d+)? on ", line):
+        if re.match(VERDICT_START, line):
             pending = line
         elif pending:
             pending = f"{pending} {line.strip()}"
