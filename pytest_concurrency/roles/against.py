@@ -309,7 +309,8 @@ def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair)
         return []
     again: list = []
     for number in range(2, paired.MAX_SESSIONS + 1):
-        keys = set(paired.undecided(_verdicts(s, first, again)))
+        done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
+        keys = set(paired.undecided(_verdicts(s, first, done)))
         only = sorted(
             {
                 b["fullname"]
@@ -408,7 +409,10 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
             first.docs[lockstep.B].get("identity") or {},
         )
         errors += sides.check(site, base_ids, head_ids)
-        result = _verdicts(s, first, again)
+        further = [
+            (p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2
+        ]
+        result = _verdicts(s, first, further)
         result.sides = paired.sides_line(base_ids, head_ids)
         width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
         for line in terminal.paired_lines(result, width):
@@ -424,16 +428,15 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
 
 
 def _verdicts(s, first: _Pair, again: list) -> paired.PairedResult:
-    """The paired verdicts on the first pair of sessions and the further ones that ended with both
-    sides' rounds, on this machine (its cores: a change other processes' load explains is
-    inconclusive)."""
+    """The paired verdicts on the first pair of sessions and the ``again`` ones' records, on this
+    machine (its cores: a change that other processes' load explains is inconclusive)."""
     from ..session_end import paired_threshold
 
     return paired.judge(
         first.records(lockstep.A),
         first.records(lockstep.B),
         paired_threshold(s),
-        again=[(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2],
+        again=again,
         cpus=os.cpu_count() or 1,
     )
 
