@@ -210,44 +210,6 @@ def test_what_is_not_decided_is_measured_again_and_nothing_else():
     assert paired.undecided(result) == []
 
 
-@pytest.mark.parametrize(
-    "base_load, head_load, cpus, expected",
-    [
-        # figures of a real A/A beside one busy loop on 2 cores (foreign_cpu holds the other side's
-        # turns too: its own_cpu, about half a core, is taken off): it read +11.8%, regressed
-        ((1.52, 0.50), (1.45, 0.52), 2, INCONCLUSIVE),
-        # a quiet run: the other side's turns alone, a slower head's larger share included
-        ((0.75, 0.49), (0.50, 0.74), 2, REGRESSED),
-        ((1.52, 0.50), (1.45, 0.52), 8, REGRESSED),  # a busy loop leaves 7 cores of 8
-        ((None, None), (None, None), 2, REGRESSED),  # a baseline without the figures: as before
-    ],
-    ids=["beside a busy loop", "quiet", "a core of eight busy", "not measured"],
-)
-def test_a_change_against_the_base_that_other_processes_load_explains_is_inconclusive(
-    base_load, head_load, cpus, expected
-):
-    def rec(rounds, load):
-        foreign, own = load
-        extra = {"paired_rounds": rounds, "foreign_cpu": foreign, "own_cpu": own}
-        return Record("w", {}, "gevent", [1.0], extra=extra)
-
-    pairs = [_rounds(30, 1.0, 1.12, noise=0.005, seed=seed) for seed in (1, 2)]
-    result = paired.judge(
-        [rec(pairs[0][0], base_load)],
-        [rec(pairs[0][1], head_load)],
-        lambda r: 0.03,
-        again=[([rec(pairs[1][0], base_load)], [rec(pairs[1][1], head_load)])],
-        cpus=cpus,
-    )
-    (v,) = [v for v in result.verdicts if v.figure == "time"]
-    assert v.status == expected, paired.line(v)
-    assert v.change > 0.1  # the change is still said, with why it does not stand
-    if expected == INCONCLUSIVE:
-        assert "less than one free core of 2" in v.note and "count instructions" in v.note
-        assert paired.undecided(result) == []  # another pair of sessions beside it would not tell
-        assert not result.failed
-
-
 def test_a_benchmark_the_base_side_did_not_run_is_missing():
     base, head = _rounds(10, 1.0, 1.0, noise=0)
     rec = Record("w", {}, "gevent", [1.0], extra={"paired_rounds": head})

@@ -236,31 +236,6 @@ def test_a_plain_tests_figures_carry_the_machines_load_as_a_workload_cases_do():
     assert isinstance(got["foreign_cpu"], float) and 0.0 <= got["foreign_cpu"] <= os.cpu_count()
 
 
-def test_a_stretch_of_rounds_says_how_many_cores_this_process_used_beside_the_others():
-    # against the base, a side's foreign_cpu holds the other side's turns: its own_cpu is that share
-    import time
-
-    from pytest_concurrency.measure import usage
-
-    def stretch(work) -> tuple[dict, float]:
-        """The window's figures, and this process's cores over it as measured around it."""
-        wall, cpu = time.perf_counter(), time.process_time()
-        window = usage.Window(None)
-        work()
-        got = window.close()[1]
-        return got, (time.process_time() - cpu) / (time.perf_counter() - wall)
-
-    def spin():
-        end = time.process_time() + 0.3
-        while time.process_time() < end:
-            pass
-
-    (asleep, _), (busy, cores) = stretch(lambda: time.sleep(0.3)), stretch(spin)
-    assert asleep["own_cpu"] < 0.05  # whatever else runs on the machine
-    assert busy["own_cpu"] == pytest.approx(cores, abs=0.05) and busy["own_cpu"] > 0.05
-    assert busy["foreign_cpu"] is not None
-
-
 def test_an_overloaded_machine_preempts_any_model_but_leaves_its_syscalls_judged():
     def light(syscalls, csw, foreign_cpu):
         rec = _rec("asyncio", syscalls=syscalls, csw=csw)

@@ -44,7 +44,7 @@ def load_change(sessions: list, cur: Record, status: str, cpus: int) -> str | No
     slower = status == REGRESSED
     busy, quiet = (now, max(then)) if slower else (min(then), now)
     kind = cur.extra.get("task_kind", "light")
-    starved = no_free_core(busy, cpus)
+    starved = cpus - busy < 1 + LOAD_MARGIN  # not even one free core for this process
     if slower and starved:
         # however busy the baseline's machine was: without a core of its own, a process runs as
         # fast as the scheduler's placement lets it (yarl's unchanged benchmarks beside two busy
@@ -67,36 +67,6 @@ def load_change(sessions: list, cur: Record, status: str, cpus: int) -> str | No
         f"kept {now:.2f} CPU cores busy during this benchmark ({quiet if slower else busy:.2f} then), "
         f"and {why}, so this change cannot be told from the load; re-run on a quieter machine, or "
         f"record the baseline under the same load"
-    )
-
-
-def no_free_core(busy: float, cpus: int) -> bool:
-    """Other processes kept so many cores busy that this process had not even one of its own."""
-    return cpus - busy < 1 + LOAD_MARGIN
-
-
-def beside_the_other_side(pairs: Iterable[tuple[Record, Record]], cpus: int) -> str | None:
-    """Why a change against the base cannot stand: in a pair of sessions that measured it, other
-    processes than the two sides left a side less than one free core. Each side's
-    ``foreign_cpu`` holds the other side's share of the test's wall time (the sides take turns),
-    so that side's ``own_cpu`` is taken off it. The turns cancel a load that weighs on both sides
-    alike, not one that leaves no core: beside one busy loop on 2 cores an unchanged test here read
-    +10.3% and +13.4% in two pairs of sessions (gevent), +15% to +18% (threading)."""
-    busiest = None
-    for base, head in pairs:
-        for side, other in ((base, head), (head, base)):
-            foreign, twin = side.extra.get("foreign_cpu"), other.extra.get("own_cpu")
-            if foreign is None or twin is None:
-                continue
-            others = max(0.0, foreign - twin)
-            busiest = others if busiest is None else max(busiest, others)
-    if busiest is None or not no_free_core(busiest, cpus):
-        return None
-    return (
-        f"other processes kept {busiest:.2f} CPU cores busy beside a side's rounds, which left it "
-        f"less than one free core of {cpus}: each side's speed then depends on where the scheduler "
-        f"put it, more than taking turns cancels, so this change cannot be told from the load; "
-        f"count instructions (--concurrency-measure=instructions), or run on a quieter machine"
     )
 
 

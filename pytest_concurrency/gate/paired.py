@@ -36,7 +36,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..measure.records import Record, key_label
-from . import interference
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 
 #: Pairs cancel the machine's drift, so a smaller change than time's 7% counts: with the pair of
@@ -86,7 +85,6 @@ class PairedVerdict:
     head_median: float | None = None
     sessions: int = 1  # pairs of sessions whose quads it was judged on
     note: str = ""
-    starved: bool = False  # other processes' load explains it: more pairs would not tell
 
 
 @dataclass
@@ -349,10 +347,7 @@ def undecided(result: PairedResult) -> list[tuple]:
         {
             v.key
             for v in result.verdicts
-            if v.figure == "time"
-            and v.change is not None
-            and v.status == INCONCLUSIVE
-            and not v.starved
+            if v.figure == "time" and v.change is not None and v.status == INCONCLUSIVE
         }
     )
 
@@ -362,12 +357,10 @@ def judge(
     head: Iterable[Record],
     threshold_for,
     again: Iterable[tuple[Iterable[Record], Iterable[Record]]] = (),
-    cpus: int | None = None,
 ) -> PairedResult:
     """Verdicts for every head record, against the base record of the same benchmark; ``again``:
     the base's and head's records of each further pair of sessions, whose benchmarks are judged
-    on the quads of every pair that measured them. ``cpus``: the machine's, for a change that
-    other processes' load explains (inconclusive, ``interference.beside_the_other_side``)."""
+    on the quads of every pair that measured them."""
     by_key = {r.key: r for r in base}
     further = [({r.key: r for r in b}, {r.key: r for r in h}) for b, h in again]
     verdicts = []
@@ -383,25 +376,18 @@ def judge(
             )
             continue
         more = [(b[rec.key], h[rec.key]) for b, h in further if rec.key in b and rec.key in h]
-        verdict = judge_pair(
-            rec.key,
-            then.extra.get("paired_rounds") or [],
-            rec.extra.get("paired_rounds") or [],
-            threshold_for(rec),
-            again=[
-                (b.extra.get("paired_rounds") or [], h.extra.get("paired_rounds") or [])
-                for b, h in more
-            ],
+        verdicts.append(
+            judge_pair(
+                rec.key,
+                then.extra.get("paired_rounds") or [],
+                rec.extra.get("paired_rounds") or [],
+                threshold_for(rec),
+                again=[
+                    (b.extra.get("paired_rounds") or [], h.extra.get("paired_rounds") or [])
+                    for b, h in more
+                ],
+            )
         )
-        load = (
-            cpus
-            and verdict.status in (REGRESSED, IMPROVED)
-            and interference.beside_the_other_side([(then, rec), *more], cpus)
-        )
-        if load:
-            verdict.status, verdict.starved = INCONCLUSIVE, True
-            verdict.note = "; ".join(filter(None, [load, verdict.note]))
-        verdicts.append(verdict)
         verdicts += _kernel(then, rec, more)
     order = {REGRESSED: 0, IMPROVED: 1, INCONCLUSIVE: 2, MISSING: 3, UNCHANGED: 4}
     verdicts.sort(key=lambda v: (order[v.status], v.key))

@@ -153,7 +153,7 @@ def fields(spec: dict[str, _Check], required: tuple[str, ...] = ()) -> _Check:
 
 _NUMBERS = (
     "ns_per_op ops_per_s instructions_per_op cpu_user_s cpu_sys_s ctx_voluntary ctx_involuntary "
-    "peak_rss_kib foreign_cpu own_cpu kib_per_task rss_kib_per_task heap_kib_per_task "
+    "peak_rss_kib foreign_cpu kib_per_task rss_kib_per_task heap_kib_per_task "
     "retained_b_per_task_round c_heap_b_per_task_round threads_per_round greenlets_per_round "
     "rss_kib_per_round peak_traced_kib memory_rounds tasks_per_round ideal_s overhead_s threshold "
     "worker_wall_s concurrency_schema"

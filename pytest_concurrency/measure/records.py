@@ -37,7 +37,6 @@ pytest-benchmark JSON viewer):
                             ``not measured``; ``kernel_note`` says why perf was not used
 ``foreign_cpu``             CPU cores other processes kept busy during the rounds, on
                             average (the gate distrusts changes a rise of it explains)
-``own_cpu``                 CPU cores this process (and its task processes) used meanwhile
 ``task_kind``               what one task is: ``light``, ``thread`` or ``process``
 ``kib_per_task``            memory per live task (spawn; cancel: per blocked task), the larger of
 ``rss_kib_per_task``/``heap_kib_per_task``  RSS growth and tracemalloc-traced growth (heap

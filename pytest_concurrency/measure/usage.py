@@ -87,10 +87,7 @@ class Window:
         wall = time.perf_counter() - self._start
         used = self_usage() - self._usage + task_process_usage(self._backend)
         ours = used.cpu_user_s + used.cpu_sys_s
-        foreign = foreign_cores(machine_busy_s() - self._busy, ours, wall)
-        # our own cores too: against the base, the other side's share of this one's foreign load
-        own = None if foreign is None else round(ours / wall, 3)
-        return used, {"foreign_cpu": foreign, "own_cpu": own}
+        return used, {"foreign_cpu": foreign_cores(machine_busy_s() - self._busy, ours, wall)}
 
 
 def peak_rss_kib() -> int:

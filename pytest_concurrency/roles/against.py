@@ -305,12 +305,17 @@ def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair)
     """Further pairs of sessions, one at a time, for the benchmarks whose time is not decided yet:
     two processes of the same code differ by a percent or two for their whole life, so a change
     must show in two pairs of sessions, and a pair is the unit of the verdict (gate/paired.py)."""
+    from ..session_end import paired_threshold
+
     if len(first.docs) < 2:
         return []
     again: list = []
     for number in range(2, paired.MAX_SESSIONS + 1):
         done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
-        keys = set(paired.undecided(_verdicts(s, first, done)))
+        result = paired.judge(
+            first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=done
+        )
+        keys = set(paired.undecided(result))
         only = sorted(
             {
                 b["fullname"]
@@ -366,6 +371,7 @@ def _stop(procs: dict) -> None:
 
 def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
     from ..report import terminal
+    from ..session_end import paired_threshold
 
     head_code = first.codes[lockstep.B]
     if head_code in (
@@ -412,7 +418,9 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
         further = [
             (p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2
         ]
-        result = _verdicts(s, first, further)
+        result = paired.judge(
+            first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=further
+        )
         result.sides = paired.sides_line(base_ids, head_ids)
         width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
         for line in terminal.paired_lines(result, width):
@@ -425,20 +433,6 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
     if head_code in (0, 7) and failed:
         return int(pytest.ExitCode.TESTS_FAILED)
     return head_code
-
-
-def _verdicts(s, first: _Pair, again: list) -> paired.PairedResult:
-    """The paired verdicts on the first pair of sessions and the ``again`` ones' records, on this
-    machine (its cores: a change that other processes' load explains is inconclusive)."""
-    from ..session_end import paired_threshold
-
-    return paired.judge(
-        first.records(lockstep.A),
-        first.records(lockstep.B),
-        paired_threshold(s),
-        again=again,
-        cpus=os.cpu_count() or 1,
-    )
 
 
 def _nothing_judged(spec, first: _Pair) -> str | None:
