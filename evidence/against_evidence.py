@@ -253,7 +253,6 @@ def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
             read(pairs[0], "B"),
             lambda rec: thread_threshold if rec.backend == "threading" else threshold,
             again=[(read(p, "A"), read(p, "B")) for p in pairs[1:]],
-            cpus=os.cpu_count() or 1,
         )
         kind = run.name.split("-")[0]
         for v in (
