@@ -150,7 +150,7 @@ CASES = [
         ["--measure", "instructions"],
         [
             r"^changed \(.*\) 1/1: threading [+-][\d.]+% \w+ \(\d+ s, load ",
-            r"^== changed \(.*\): 1 sessions \(instructions, 0 busy loops\)",
+            r"^== changed \(.*\): 1 sessions, 1 verdicts \(instructions, 0 busy loops\)",
         ],
         id="against_evidence_counted",
         marks=[pytest.mark.slow, needs_valgrind],

@@ -15,8 +15,8 @@ import os
 CALLGRIND_DIR = "PYTEST_CONCURRENCY_CALLGRIND_DIR"
 #: Set when callgrind was started with --instr-atstart=no: the process switches it on itself.
 CALLGRIND_LATE = "PYTEST_CONCURRENCY_CALLGRIND_LATE"
-#: The PYTHONMALLOC of the process that started a counted one ("" for none): counted processes
-#: run with the C allocator, the plain workers they start (the memory pass) with this one.
+#: The PYTHONMALLOC of the process that started a counted one ("" for none): a session counted
+#: whole runs with the C allocator, the workers it starts with this one (measure/callgrind.py).
 USER_MALLOC = "PYTEST_CONCURRENCY_USER_MALLOC"
 #: HOST:PORT of the latency server a session started, for its workers to reuse.
 LATENCY_SERVER = "PYTEST_CONCURRENCY_LATENCY_SERVER"

@@ -57,11 +57,13 @@ DUMP_FN = "sched_get_priority_min"
 #: runs in such a worker, see runner/worker.py); nor is the IO workload's latency server.
 UNTRACED_FLAG = "--plain"
 HASH_SEED = "0"  # str/bytes hashes decide dict and set layouts, and so the count
-#: Counted processes allocate with the C library's malloc, unless PYTHONMALLOC says otherwise: with
-#: pymalloc a round's count depended on whether a pool of its objects emptied (and was given back
-#: and set up again) within it, which is decided by where earlier objects landed. A test's layouts
-#: then counted in two or three states 1.2% apart (``_PyObject_Free``), as large as a 1% change;
-#: with malloc, five layouts agreed within 0.01% (docs/gates/instructions.md).
+#: A session counted whole (your plain tests) allocates with the C library's malloc, unless
+#: PYTHONMALLOC says otherwise: with pymalloc a round's count depended on whether a pool of its
+#: objects emptied (and was given back and set up again) within it, which is decided by where
+#: earlier objects landed. A test's layouts then counted in two or three states 1.2% apart
+#: (``_PyObject_Free``), as large as a 1% change; with malloc, five layouts agreed within 0.01%
+#: (docs/gates/instructions.md). The plugin's fork servers keep the user's allocator
+#: (``Callgrind.worker_command``).
 ALLOCATOR = "malloc"
 _NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG}"
 INSTALL_HINT = (
@@ -127,9 +129,17 @@ def counted_env(env: dict, directory: str) -> dict:
     }
 
 
-def plain_env(env: dict) -> dict:
-    """The environment of a process a counted one starts that is not counted (a plain worker):
-    with the allocator the user had (``counted_env``), its memory figures as in any session."""
+def _users_malloc() -> str:
+    """The PYTHONMALLOC the user gave this session ("" for none), counted or not."""
+    if child_env.USER_MALLOC in os.environ:  # a counted process: ``counted_env`` set its own
+        return os.environ[child_env.USER_MALLOC]
+    return os.environ.get("PYTHONMALLOC", "")
+
+
+def users_allocator(env: dict) -> dict:
+    """``env`` with the allocator the user had before ``counted_env`` set its own: for a plain
+    worker a counted process starts (its memory figures as in any session) and for the plugin's
+    fork servers (``Callgrind.worker_command``)."""
     if child_env.USER_MALLOC not in env:  # not started from a counted process
         return env
     out = {k: v for k, v in env.items() if k != child_env.USER_MALLOC}
@@ -451,8 +461,11 @@ class Callgrind(Instrument):
     fresh_process = True
     #: A counted round runs 30-50x slower than a timed one.
     default_timeout = 1200.0
-    #: Rounds agree to <0.2%: three show that they agree; two warm-ups fill the caches and
-    #: show that the count has settled (``warmed``).
+    #: Three rounds after two warm-ups (``warmed``). A session repeats another's rounds to
+    #: 0.002%, but rounds within one process still move: on CPython 3.11 a small case's three
+    #: rounds were 0.07-1.4% apart (ten directory lengths); twelve drifted down by 2-3% with a
+    #: one-round bump, on 3.10 too (so not the specializing interpreter; cause not found). The
+    #: median of three is judged, and both sides go through the same sequence.
     ROUNDS = (3, 2)
     #: What a count cannot see, by task kind (one line per model in the report).
     LEAVES_OUT = {
@@ -475,9 +488,13 @@ class Callgrind(Instrument):
         _prepare()
 
     def worker_command(self, argv: list[str], env: dict) -> tuple[list[str], dict]:
+        # A fork server's cases keep the user's allocator (pymalloc unless set): each case is a
+        # fresh fork of the same server state, and with pymalloc greenlet's smallest case counted
+        # within 0.1% from one session to the next (five directory lengths); with malloc it moved
+        # by up to 2% (+3.2% once: a false regression), following the layout.
         if inside():  # valgrind traces this session's children already
-            return argv, env
-        return command(argv, worker_dir()), counted_env(env, worker_dir())
+            return argv, users_allocator(env)
+        return command(argv, worker_dir()), users_allocator(counted_env(env, worker_dir()))
 
     def benchmark_timer(self):
         def count() -> (
@@ -621,7 +638,9 @@ class Callgrind(Instrument):
             "measuring": {
                 **measuring_side(),
                 "valgrind": valgrind,
-                "allocator": os.environ.get("PYTHONMALLOC") or ALLOCATOR,  # as ``counted_env``
+                # as ``counted_env`` and ``worker_command`` set them ("" for Python's default)
+                "allocator_tests": _users_malloc() or ALLOCATOR,
+                "allocator_workloads": _users_malloc(),
             },
         }
 

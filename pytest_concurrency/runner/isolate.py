@@ -54,7 +54,7 @@ class Worker:
         if fork_each and instrument is not None:
             argv, env = instrument.worker_command(argv, env)
         else:  # a plain worker runs with the user's allocator, even started from a counted process
-            env = callgrind.plain_env(env)
+            env = callgrind.users_allocator(env)
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
