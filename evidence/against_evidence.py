@@ -90,8 +90,9 @@ KEEP_OPTION = "--concurrency-against-keep"  # the plugin copies each pair's roun
 #: measured again in more pairs of sessions, as a regression is)
 SMOKE = {"aa": 0, "trials": 1, "backends": "threading", "tasks": 2}
 VERDICT_START = r"^\s*test_work(?:_(\d+))? on "  # a copy's number after test_work_
+#: (a verdict with no change read, as beside a busy core: "on gevent: inconclusive (...)")
 VERDICT = re.compile(
-    VERDICT_START + r"(\S+): ([+-][\d.]+)% .*?: (regressed|improved|unchanged|inconclusive)"
+    VERDICT_START + r"(\S+): (?:([+-][\d.]+)% .*?: )?(regressed|improved|unchanged|inconclusive)"
 )
 #: --measure instructions: the counted verdicts are the stored-baseline gate's, read from the
 #: markdown report (its sections name the status, an item per benchmark: "- test_work on gevent:
@@ -205,8 +206,9 @@ def paired_verdicts(stdout: str) -> dict:
             pending = f"{pending} {line.strip()}"
         match = VERDICT.match(pending)
         if match:
+            change = match.group(3)
             found[verdict_key(match.group(2), match.group(1))] = (
-                float(match.group(3)),
+                None if change is None else float(change),
                 match.group(4),
             )
             pending = ""
@@ -296,7 +298,8 @@ class Scenario:
         for key, (change, status) in found.items():
             model = key.partition("#")[0]
             self.counts[model][status] += 1
-            self.changes[model].append(change)
+            if change is not None:
+                self.changes[model].append(change)
 
     def summary(self, name: str, measure: str, busy: int) -> None:
         times, verdicts = self.times, sum(sum(c.values()) for c in self.counts.values())
@@ -310,11 +313,16 @@ class Scenario:
         )
         for model in sorted(self.counts):
             changes = self.changes[model]
+            read = (
+                f"; change median {statistics.median(changes):+.1f}%, "
+                f"range {min(changes):+.1f}% to {max(changes):+.1f}%"
+                if changes
+                else "; no change read"
+            )
             print(
                 f"   {model}: "
                 + ", ".join(f"{n} {s}" for s, n in self.counts[model].most_common())
-                + f"; change median {statistics.median(changes):+.1f}%, "
-                f"range {min(changes):+.1f}% to {max(changes):+.1f}%"
+                + read
             )
 
 
@@ -422,7 +430,10 @@ def main() -> int:
                 Path(args.keep, f"{kind}-{i + 1}.txt").write_text(out)
             print(
                 f"{name} {i + 1}/{dict((n, r) for n, _, r in scenarios)[name]}: "
-                + ", ".join(f"{m} {c:+.1f}% {s}" for m, (c, s) in sorted(found.items()))
+                + ", ".join(
+                    f"{m} {'' if c is None else f'{c:+.1f}% '}{s}"
+                    for m, (c, s) in sorted(found.items())
+                )
                 # the load beside it: this machine is shared (the busy loops count in it)
                 + f" ({seconds:.0f} s, load {os.getloadavg()[0]:.2f})",
                 flush=True,

@@ -137,7 +137,8 @@ CASES = [
         "against_evidence.py",
         ["--copies", "2"],
         [
-            r"^changed \(.*\) 1/1: threading [+-][\d.]+% \w+, threading#2 [+-][\d.]+% \w+",
+            # (no change is read beside a busy core: the tier's other tests may be that)
+            r"^changed \(.*\) 1/1: threading ([+-][\d.]+% )?\w+, threading#2 ([+-][\d.]+% )?\w+",
             r"^== changed \(.*\): 1 sessions, 2 verdicts",
         ],
         id="against_evidence",

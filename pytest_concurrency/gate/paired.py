@@ -23,8 +23,9 @@ with what the pairs show, with Student's t; a pair far unlike the others is set 
 A change regressed when its 99% interval lies above 1 and the estimate beyond the threshold, in two
 pairs of sessions or more; improved likewise below; unchanged when its 90% interval lies within the
 threshold (equivalent, at 5% on each side); otherwise inconclusive, and measured in one more pair of
-sessions, up to ``MAX_SESSIONS`` (against.py). Kernel figures are counts, not times: they are judged
-on their quads together, and a change must be in both halves of them.
+sessions, up to ``MAX_SESSIONS`` (against.py). A pair of sessions run beside a busy core is not
+judged on time (``LOADED``), and none is measured after it. Kernel figures are counts, not times:
+they are judged on their quads together, and a change must be in both halves of them.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ UNLIKE = (
     3.0  # spreads from the pairs' median beyond which a pair of sessions is set aside (``_unlike``)
 )
 MIN_SESSIONS_FOR_CHANGE = 2  # one process unlike its twin spoils one pair of sessions, not two
+#: Threads of other processes running, on average, as the sides' turns ended, from which a pair of
+#: sessions is not judged on time (``usage.OthersRunning``). Pairing cancels a load that weighs on
+#: both sides alike, not a busy core: beside one busy loop on 2 cores (read 1.00-1.23 here; with
+#: nothing else running 0.00-0.18), the pairs of sessions of an A/A read one side 10-25% slower
+#: than the other, whichever side by chance (threading +22%, +4%, -16%, +25%, +21% in one run),
+#: and 3 A/A runs in 10 failed.
+LOADED = 0.5
 MAX_SESSIONS = (
     8  # pairs of sessions a benchmark is measured in, at most, before it stays inconclusive
 )
@@ -85,6 +93,9 @@ class PairedVerdict:
     head_median: float | None = None
     sessions: int = 1  # pairs of sessions whose quads it was judged on
     note: str = ""
+    #: time's last pair of sessions ran beside other processes' load (``LOADED``): another pair
+    #: would most likely too, so none is measured
+    loaded: bool = False
 
 
 @dataclass
@@ -178,11 +189,11 @@ def judge_pair(
 ) -> PairedVerdict:
     """The verdict on one benchmark from both sides' ``[turn, value]`` rounds; ``again``: the
     ``(base_rounds, head_rounds)`` of further pairs of sessions that measured it (see ``judge``)."""
-    groups = [
-        g
-        for g in [quad_ratios(base_rounds, head_rounds), *(quad_ratios(b, h) for b, h in again)]
-        if g
+    measured = [
+        (quad_ratios(b, h), _others(b + h)) for b, h in [(base_rounds, head_rounds), *again]
     ]
+    groups = [g for g, _ in measured if g]
+    loads = [load for g, load in measured if g]  # each pair of sessions' load beside the sides
     verdict = PairedVerdict(
         key,
         INCONCLUSIVE,
@@ -204,8 +215,37 @@ def judge_pair(
         verdict.status, verdict.change, verdict.ci = UNCHANGED, 0.0, (0.0, 0.0)
         return verdict
     if figure == "time":
-        return _across_sessions(verdict, groups, threshold)
+        return _beside_load(verdict, groups, loads, threshold)
     return _within_one(verdict, ratios, threshold)
+
+
+def _others(rounds: list) -> float | None:
+    """The mean of ``usage.OthersRunning``'s readings over paired rounds that read it (None: none did)."""
+    read = [r[4] for r in rounds if len(r) > 4 and r[0] >= 0 and r[4] is not None and r[4] >= 0]
+    return statistics.fmean(read) if read else None
+
+
+def _beside_load(
+    verdict: PairedVerdict, groups: list, loads: list, threshold: float
+) -> PairedVerdict:
+    """Time on the pairs of sessions that ran with no busy core beside them (``LOADED``)."""
+    busy = [i for i, load in enumerate(loads) if load is not None and load >= LOADED]
+    verdict.loaded = bool(busy) and busy[-1] == len(groups) - 1
+    if len(busy) == len(groups):
+        verdict.sessions = 0
+        verdict.note = (
+            f"other processes kept {max(loads[i] for i in busy):.1f} cores busy while the sides "
+            "took their turns: beside a busy core one process runs 10-25% apart from its twin, "
+            "so time cannot judge here; count instead (--concurrency-measure=instructions)"
+        )
+        return verdict
+    kept = [g for i, g in enumerate(groups) if i not in busy]
+    verdict.pairs, verdict.sessions = sum(map(len, kept)), len(kept)
+    verdict = _across_sessions(verdict, kept, threshold)
+    if busy:
+        aside = ", ".join(f"pair {i + 1} ({loads[i]:.1f} busy cores beside it)" for i in busy)
+        verdict.note = "; ".join(filter(None, [verdict.note, f"not judged on time: {aside}"]))
+    return verdict
 
 
 def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> PairedVerdict:
@@ -347,7 +387,10 @@ def undecided(result: PairedResult) -> list[tuple]:
         {
             v.key
             for v in result.verdicts
-            if v.figure == "time" and v.change is not None and v.status == INCONCLUSIVE
+            if v.figure == "time"
+            and v.change is not None
+            and v.status == INCONCLUSIVE
+            and not v.loaded
         }
     )
 

@@ -9,6 +9,8 @@ neighbour slows them without any change in the code (the gate reads it, see gate
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import resource
 import sys
@@ -72,6 +74,68 @@ def foreign_cores(machine_busy: float, ours: float, wall: float) -> float | None
     if wall < MIN_LOAD_WINDOW_S:
         return None
     return round(min(float(os.cpu_count() or 1), max(0.0, (machine_busy - ours) / wall)), 3)
+
+
+class OthersRunning:
+    """How many threads of other processes are running or waiting to run right now (on Linux,
+    ``/proc/loadavg``'s count of runnable tasks, less those of ``root``'s process tree: this run's
+    own); -1 where unknown.
+
+    Read at the end of a side's turn (runner/lockstep.py), when the other side and the process
+    that takes the turns wait for it: what is left is someone else's load. A rate over a window
+    (``foreign_cores``) would count the turn-taking itself, thousands of turns a second on a
+    microsecond test. Our own processes are not all asleep even then: on such a test the other
+    side was still on its way to wait, and a threaded test's threads were winding down (0.8
+    threads on average here)."""
+
+    REFRESH_S = 1.0  # how long the tree's threads are taken as known (this process's: never)
+
+    def __init__(self, root: int):
+        self._root = root
+        self._tree: list[str] = []  # the stat files of the tree's threads, but this process's
+        self._listed = -math.inf
+
+    def __call__(self) -> int:
+        try:
+            with open("/proc/loadavg", "rb") as fh:
+                running = int(fh.read().split()[3].split(b"/")[0])
+        except (OSError, ValueError, IndexError):
+            return -1
+        if time.monotonic() - self._listed > self.REFRESH_S:
+            mine = f"/proc/{os.getpid()}/"
+            self._tree = [p for p in _tree_threads(self._root) if not p.startswith(mine)]
+            self._listed = time.monotonic()
+        ours = sum(map(_running, self._tree))
+        ours += sum(_running(f"/proc/self/task/{tid}/stat") for tid in _listdir("/proc/self/task"))
+        return max(0, running - max(1, ours))  # this thread, reading, is one of ours
+
+
+def _tree_threads(root: int) -> list[str]:
+    """The stat files of every thread of ``root`` and its descendants."""
+    out, pids = [], [str(root)]
+    while pids:
+        pid = pids.pop()
+        for tid in _listdir(f"/proc/{pid}/task"):
+            out.append(f"/proc/{pid}/task/{tid}/stat")
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                    pids += fh.read().split()
+    return out
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:  # ended meanwhile
+        return []
+
+
+def _running(stat: str) -> bool:
+    try:
+        with open(stat, "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"R"
+    except (OSError, IndexError):
+        return False
 
 
 class Window:

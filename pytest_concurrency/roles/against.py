@@ -134,7 +134,13 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
         "the head's session follows",
         flush=True,
     )
-    first = _run_pair(s, site, directory / "1", root, args, head_cache=users_cache_dir(config))
+    # with pytest's cache plugin off (-p no:cacheprovider) a cache_dir option is unknown to the
+    # sides' pytest: a project whose warnings are errors (yarl's) failed to start
+    cached = config.pluginmanager.has_plugin("cacheprovider")
+    lines = command_lines(
+        args, True, _run_cache(directory / "1", cached), users_cache_dir(config) if cached else None
+    )
+    first = _run_pair(s, site, directory / "1", root, lines)
     try:
         again: list = []
         if first.codes[lockstep.B] not in (
@@ -142,7 +148,7 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
             pytest.ExitCode.USAGE_ERROR,
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):
-            again = _again(s, site, directory, root, args, first)
+            again = _again(s, site, directory, root, args, first, cached)
         return _judge(s, spec, site, first, again)
     except KeyboardInterrupt:  # the head's session has ended, and said what it wrote
         print(
@@ -183,13 +189,12 @@ def _run_pair(
     site: Path,
     directory: Path,
     root: Path,
-    args: list,
+    lines: dict,
     only: list | None = None,
-    head_cache: str | None = None,
 ) -> _Pair:
-    """Run the base's and the head's sessions in turns; ``only``: the node ids to run (a second
-    pair, whose head's output goes to a log too: the run's output is the first head's);
-    ``head_cache``: the first head's cache directory, the user's."""
+    """Run the base's and the head's sessions in turns, with their pytest arguments ``lines``
+    (``command_lines``); ``only``: the node ids to run (a second pair, whose head's output goes to
+    a log too: the run's output is the first head's)."""
     directory.mkdir(parents=True)
     pair = _Pair(directory)
     coordinator = lockstep.Coordinator(
@@ -202,7 +207,7 @@ def _run_pair(
         only_file = str(directory / "only.json")
         atomic.write_text(only_file, json.dumps(only))
     launches = {}
-    for side, argv in command_lines(args, str(directory / "cache"), head_cache).items():
+    for side, argv in lines.items():
         path = site if side == lockstep.A else sides.same_length(site)
         role = Role(
             SIDE,
@@ -276,15 +281,25 @@ def users_cache_dir(config) -> str:
     return str(Path(config.rootpath, os.path.expanduser(os.path.expandvars(name))))
 
 
-def command_lines(args: list, cache: str, head_cache: str | None = None) -> dict:
+def _run_cache(directory: Path, cached: bool) -> str | None:
+    """A pair's cache directory in the run's own, for ``command_lines`` (None: the plugin is off)."""
+    return str(directory / "cache") if cached else None
+
+
+def command_lines(
+    args: list, first: bool, cache: str | None, head_cache: str | None = None
+) -> dict:
     """Each side's pytest arguments. The base side's: the user's without what only the head writes,
-    its cache in the run's directory. The head's, in the first pair (``head_cache``): the user's,
-    its cache where it always is, named explicitly as the base's is, both names one length (the
-    shorter one with more slashes before its last part, which paths ignore): an asyncio A/A whose
-    first pairs' command lines differed only there read the head -2.0% faster in their mean, and
-    -0.0% with them alike (docs/gates/against.md). In later pairs both sides run the base's."""
+    its cache in the run's directory (``cache``). The head's, in the ``first`` pair: the user's,
+    its cache where it always is (``head_cache``), named explicitly as the base's is, both names
+    one length (the shorter one with more slashes before its last part, which paths ignore): an
+    asyncio A/A whose first pairs' command lines differed only there read the head -2.0% faster in
+    their mean, and -0.0% with them alike (docs/gates/against.md). In later pairs both sides run
+    the base's. With pytest's cache plugin off (``cache`` None), neither names a cache."""
     quiet = head_only_removed(args)
-    if head_cache is None:
+    if cache is None:
+        return {lockstep.A: quiet, lockstep.B: args if first else quiet}
+    if not first or head_cache is None:
         return {
             lockstep.A: [*quiet, "-o", f"cache_dir={cache}"],
             lockstep.B: [*quiet, "-o", f"cache_dir={cache}"],
@@ -301,7 +316,9 @@ def command_lines(args: list, cache: str, head_cache: str | None = None) -> dict
     }
 
 
-def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair) -> list:
+def _again(
+    s, site: Path, directory: Path, root: Path, args: list, first: _Pair, cached: bool
+) -> list:
     """Further pairs of sessions, one at a time, for the benchmarks whose time is not decided yet:
     two processes of the same code differ by a percent or two for their whole life, so a change
     must show in two pairs of sessions, and a pair is the unit of the verdict (gate/paired.py)."""
@@ -334,7 +351,8 @@ def _again(s, site: Path, directory: Path, root: Path, args: list, first: _Pair)
             "measurement)",
             flush=True,
         )
-        again.append(_run_pair(s, site, directory / str(number), root, args, only=only))
+        lines = command_lines(args, False, _run_cache(directory / str(number), cached))
+        again.append(_run_pair(s, site, directory / str(number), root, lines, only=only))
     return again
 
 

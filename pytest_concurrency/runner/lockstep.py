@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import threading
@@ -27,7 +28,10 @@ import time
 
 import pytest
 
+from ..measure import usage
+
 A, B = "A", "B"
+SAMPLE_EVERY_S = 0.01  # other processes' load read at a turn's end at most this often
 _ABBA = (A, B, B, A)
 GONE = float("inf")  # a side's position once it ended: every test is behind it
 
@@ -215,12 +219,24 @@ def pair_rounds(benchmark, turns, side: str, nodeid: str, cpu: int | None = None
     """Make each round of this ``benchmark`` fixture wait for its side's turn (outside its timer);
     ``cpu``: run each round on that CPU (``shared_cpu``), restoring the thread's CPUs after it.
 
-    Returns the list it fills with ``[turn, seconds per iteration, iterations, CPU]`` for every
-    runner call (calibration and warm-up first: the rounds are the last ``len(stats.data)``); CPU
-    is the one the round ended on (-1: unknown).
+    Returns the list it fills with ``[turn, seconds per iteration, iterations, CPU, others]`` for
+    every runner call (calibration and warm-up first: the rounds are the last ``len(stats.data)``);
+    CPU is the one the round ended on, others how many threads of other processes were running as
+    it ended (``usage.OthersRunning``, at most every ``SAMPLE_EVERY_S``; both -1: unknown).
     """
     make_runner = benchmark._make_runner
     calls: list = []
+    last_sample = [-math.inf]
+    others_running = usage.OthersRunning(os.getppid())  # the run's process started both sides
+
+    def sample_others() -> int:
+        # a reading costs ~0.1 ms: on a microsecond test, one every SAMPLE_EVERY_S
+        now = time.monotonic()
+        if now - last_sample[0] < SAMPLE_EVERY_S:
+            return -1
+        last_sample[0] = now
+        return others_running()
+
     allowed = os.sched_getaffinity(0) if cpu is not None else None
 
     def paired_runner(function, args, kwargs):
@@ -235,14 +251,14 @@ def pair_rounds(benchmark, turns, side: str, nodeid: str, cpu: int | None = None
                     ):  # a CPU taken away meanwhile: run where allowed
                         os.sched_setaffinity(0, {cpu})
                 got = runner(loops_range, *rest, **kw)
-                ran_on = current_cpu()
+                ran_on, others = current_cpu(), sample_others()  # the turn is still ours
             finally:
                 if allowed is not None:
                     with contextlib.suppress(OSError):
                         os.sched_setaffinity(0, allowed)
                 turns.done()
             seconds, iterations = (got, len(loops_range)) if loops_range else (got[0], 1)
-            calls.append([number, seconds / iterations, iterations, ran_on])
+            calls.append([number, seconds / iterations, iterations, ran_on, others])
             return got
 
         return run
