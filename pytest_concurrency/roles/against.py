@@ -299,11 +299,12 @@ def command_lines(
     quiet = head_only_removed(args)
     if cache is None:
         return {lockstep.A: quiet, lockstep.B: args if first else quiet}
-    if not first or head_cache is None:
+    if not first:
         return {
             lockstep.A: [*quiet, "-o", f"cache_dir={cache}"],
             lockstep.B: [*quiet, "-o", f"cache_dir={cache}"],
         }
+    head_cache = head_cache or cache
     width = max(len(os.fsencode(cache)), len(os.fsencode(head_cache)))
 
     def padded(path: str) -> str:
