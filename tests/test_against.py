@@ -680,7 +680,7 @@ def test_against_a_git_ref_the_same_code_passes(project):
     assert "regressed" not in out.split("against the base side")[1], out
 
 
-# ~25 s: git installs the base side, then one pair of sessions of one test beside a busy loop
+# ~17 s: git installs the base side, then one pair of sessions of one test beside a busy loop
 @pytest.mark.slow
 @pytest.mark.serial
 def test_time_against_the_base_beside_a_busy_core_is_not_judged(project):
