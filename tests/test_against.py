@@ -655,13 +655,18 @@ def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(
     assert {"1/side-A.json", "1/side-B.json", "1/base-side.log", "2/side-A.json"} <= kept, kept
 
 
-@pytest.mark.slow
-@pytest.mark.serial
-def test_against_a_git_ref_the_same_code_passes(project):
+def _commit_the_head(project) -> None:
+    """The project's library committed, for --concurrency-against=git:HEAD (the same code)."""
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], cwd=project.path, check=True)
     subprocess.run([*git, "add", "mylib", "pyproject.toml"], cwd=project.path, check=True)
     subprocess.run([*git, "commit", "-qm", "head"], cwd=project.path, check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+def test_against_a_git_ref_the_same_code_passes(project):
+    _commit_the_head(project)
     # The mechanism (a git ref installed apart, both sides run, judged), not the statistics, whose
     # A/A rates are evidence/against_evidence.py's (--tasks 2 --git is this shape): at the default 3%
     # this session read "+3.5% regressed" twice in about a dozen runs while each side ran on a CPU
@@ -684,10 +689,7 @@ def test_against_a_git_ref_the_same_code_passes(project):
 @pytest.mark.slow
 @pytest.mark.serial
 def test_time_against_the_base_beside_a_busy_core_is_not_judged(project):
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], cwd=project.path, check=True)
-    subprocess.run([*git, "add", "mylib", "pyproject.toml"], cwd=project.path, check=True)
-    subprocess.run([*git, "commit", "-qm", "head"], cwd=project.path, check=True)
+    _commit_the_head(project)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:  # beside one busy loop an A/A once read threading +17.9% regressed (docs/gates/against.md)
         result = project.runpytest_subprocess(
