@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import socket
 import threading
@@ -226,17 +225,8 @@ def pair_rounds(benchmark, turns, side: str, nodeid: str, cpu: int | None = None
     """
     make_runner = benchmark._make_runner
     calls: list = []
-    last_sample = [-math.inf]
-    others_running = usage.OthersRunning(os.getppid())  # the run's process started both sides
-
-    def sample_others() -> int:
-        # a reading costs ~0.1 ms: on a microsecond test, one every SAMPLE_EVERY_S
-        now = time.monotonic()
-        if now - last_sample[0] < SAMPLE_EVERY_S:
-            return -1
-        last_sample[0] = now
-        return others_running()
-
+    # the run's process started both sides
+    others_running = usage.OthersRunning(os.getppid(), SAMPLE_EVERY_S)
     allowed = os.sched_getaffinity(0) if cpu is not None else None
 
     def paired_runner(function, args, kwargs):
@@ -251,7 +241,7 @@ def pair_rounds(benchmark, turns, side: str, nodeid: str, cpu: int | None = None
                     ):  # a CPU taken away meanwhile: run where allowed
                         os.sched_setaffinity(0, {cpu})
                 got = runner(loops_range, *rest, **kw)
-                ran_on, others = current_cpu(), sample_others()  # the turn is still ours
+                ran_on, others = current_cpu(), others_running()  # the turn is still ours
             finally:
                 if allowed is not None:
                     with contextlib.suppress(OSError):
