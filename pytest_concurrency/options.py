@@ -247,6 +247,18 @@ OPTIONS: tuple[Option, ...] = (
         f"(default: {DEFAULT_MACHINE_TOLERANCE * 100:.0f}; a large value never normalizes)",
     ),
     Option(
+        "remeasure",
+        "--concurrency-remeasure",
+        "concurrency_remeasure",
+        CHOICE,
+        default="suspects",
+        choices=("suspects", "every"),
+        metavar="WHICH",
+        help="against a stored time baseline, which benchmarks get a second session of rounds "
+        "inside their test, the faster session judged: suspects (a regression must reproduce "
+        "before it fails the build; default) or every (steadier, twice the rounds)",
+    ),
+    Option(
         "allow_cross_python",
         "--concurrency-allow-cross-python",
         None,

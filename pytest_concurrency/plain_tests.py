@@ -325,7 +325,7 @@ def before_call(item, instrument, memory: bool, again: bool = False, paired: boo
     """Before the test runs (and before a side of --concurrency-against, ``paired``, makes its
     rounds take turns): read the kernel around its rounds, when it has no ``concurrency_backend``
     (``watch`` reads that one's ``run`` calls); remember what it measures, for the memory pass
-    (``memory``) or to time it ``again`` at the session's end; and warm it up when counted."""
+    (``memory``) or to time it ``again`` in its test (remeasure.py); and warm it up when counted."""
     funcargs = getattr(item, "funcargs", {})
     # pytest-codspeed's fixture (--codspeed) passes for pytest-benchmark's by ``__class__``, not type
     if not measured_here(funcargs) or not issubclass(type(funcargs["benchmark"]), BenchmarkFixture):
@@ -334,12 +334,7 @@ def before_call(item, instrument, memory: bool, again: bool = False, paired: boo
     if instrument.machine_bound and KERNEL not in item.stash and getattr(bench, "enabled", False):
         item.stash[KERNEL] = driver.KernelPerRounds(bench, one_a_round=paired)
     if memory or again:
-        whole = item.stash.get(WHOLE_BODY, False)
-        item.stash[CALLS] = driver.PlainCalls(
-            bench,
-            memory,
-            "its whole body is the call, and its fixtures are torn down" if whole else None,
-        )
+        item.stash[CALLS] = driver.PlainCalls(bench, memory)
     if instrument.exact:
         driver.WarmUntilStable(bench, instrument)
 

@@ -6,7 +6,6 @@ order of these steps, and what a failure in one of them does to the session, is 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -64,7 +63,7 @@ def finish(
 ) -> SessionOutcome:
     """The session's end, in order: its records -> judged (against the baseline, or for leaks
     alone) -> saved as the baseline's latest session -> the reports. ``role``: the session's role
-    object (roles/), for its workers (a suspect re-measured) and whether it may save."""
+    object (roles/), for the second sessions its tests took and whether it may save."""
     recs = records.from_session(bs.benchmarks)
     outcome = SessionOutcome(recs)
     if not recs and (s.save_baseline or baseline_doc is not None):
@@ -105,15 +104,17 @@ def _failed_benchmarks(failed: list[str]) -> str | None:
 
 
 def _judge(outcome: SessionOutcome, baseline_doc, meta, s, role) -> None:
-    """Leaks fail without a baseline; with one, the gate's verdicts (a suspect re-measured first)."""
+    """Leaks fail without a baseline; with one, the gate's verdicts (a suspect's second session,
+    taken inside its test, judged with it)."""
     recs = outcome.records
     if memory_gate.has_figures(recs):  # the gate below replaces it, unless it refuses
         outcome.memory = memory_gate.judge(None, recs, s.memory_threshold)
     if baseline_doc is None:
         return
-    judge = _judge_by(baseline_doc, meta, gate_settings(s), s)
+    judge = judge_by(baseline_doc, meta, s)
     result = judge(recs)
-    reruns = _remeasure(role, s, recs, gate.suspects(result), outcome.messages)
+    second = role.second_sessions  # taken inside the tests (remeasure.py), or None
+    reruns = second.for_suspects(gate.suspects(result), recs, outcome.messages) if second else {}
     if reruns:
         recs = outcome.records = gate.faster_sessions(recs, reruns)
         result = gate.reproduce(result, judge(recs), reruns)
@@ -151,9 +152,11 @@ def paired_threshold(s):
     return lambda rec: settings.threshold_for(rec, default=paired.default_threshold(rec))
 
 
-def _judge_by(baseline_doc: dict, meta: dict, settings, s):
+def judge_by(baseline_doc: dict, meta: dict, s):
     """The gate over a run's records; native reference rows set aside unless gated (see gate.set_aside)."""
     from . import backends
+
+    settings = gate_settings(s)
 
     def judge(recs: list):
         result = gate.compare(baseline_doc, recs, meta, settings)
@@ -215,86 +218,6 @@ def _session_document(config, bs, meta: dict) -> dict:
     )
     doc["pytest_concurrency"] = dict(meta)  # history is added to the copy, not to this run's meta
     return doc
-
-
-def _remeasure(role, s, recs: list, keys: list, messages: list) -> dict:
-    """A second session of each suspect's rounds: a workload case run again, a user's own test
-    timed again by the function it handed pytest-benchmark (``role.time_again``; its fixtures
-    are torn down by now, so where a call fails its first verdict stands).
-
-    A regression must reproduce before it fails the build (see ``gate.faster_sessions``).
-    """
-    from . import backends, workloads
-    from .backends import watchdog
-    from .measure import driver
-
-    by_key = {r.key: r for r in recs}
-    reruns = {}
-    for key in keys:
-        rec = by_key[key]
-        ref = rec.extra.get("workload_ref", rec.workload)
-        try:
-            workload = workloads.get(ref)
-        except (KeyError, ImportError, AttributeError):
-            workload = None
-        try:
-            if workload is None:  # a user's own test
-                samples, extra = role.time_again(rec)
-            elif backends.is_native(rec.backend):
-                from .native import child
-
-                samples, extra = child.measure(
-                    rec.backend,
-                    workload,
-                    rec.params,
-                    len(rec.samples),
-                    _warmup(workload, s),
-                    s.timeout,
-                )
-            elif s.isolate:
-                from .runner import isolate
-
-                reply = isolate.run_rounds(
-                    role.workers(),
-                    rec.backend,
-                    ref,
-                    rec.params,
-                    len(rec.samples),
-                    _warmup(workload, s),
-                    s.timeout,
-                    s.instrument,
-                    with_memory=False,
-                )
-                if not reply.get("ok"):
-                    raise RuntimeError(reply.get("error"))
-                samples, extra = reply["samples"], reply.get("extra") or {}
-            else:
-                guard = watchdog.deadline(s.timeout, rec.label)
-                samples, extra = driver.run_rounds(
-                    backends.load(rec.backend),
-                    workload,
-                    rec.params,
-                    len(rec.samples),
-                    _warmup(workload, s),
-                    s.instrument,
-                    guard=guard,
-                    with_memory=False,
-                )
-        except Exception as exc:  # the first verdict stands: it is the conservative one
-            messages.append(
-                f"{rec.label} could not be re-measured ({type(exc).__name__}: {exc}); "
-                "its first verdict stands"
-            )
-            continue
-        # the second session's own load: the gate must judge it by the machine as it was then
-        reruns[key] = dataclasses.replace(
-            rec, samples=samples, extra={**rec.extra, "foreign_cpu": extra.get("foreign_cpu")}
-        )
-    return reruns
-
-
-def _warmup(workload, s) -> int:
-    return s.instrument.rounds(*workload.rounds(s.scale))[1]
 
 
 def gate_settings(s) -> gate.GateSettings:

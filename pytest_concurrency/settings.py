@@ -52,6 +52,7 @@ class Settings:
     allow_cross_python: bool = _DEFAULTS["allow_cross_python"]
     gate_native: bool = _DEFAULTS["gate_native"]  # the native rows' verdicts can fail the build
     machine_tolerance: float = _DEFAULTS["machine_tolerance"]
+    remeasure: str = _DEFAULTS["remeasure"]  # which benchmarks get a second session (remeasure.py)
     against: str | None = _DEFAULTS["against"]  # the base side's spec (this session is the head)
     paired: bool = False  # a side's session under --concurrency-against: rounds taken in turns
     report_md: Path | None = _DEFAULTS["report_md"]

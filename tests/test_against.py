@@ -274,7 +274,7 @@ def test_kernel_figures_are_paired_by_turn_like_time():
         extra = {
             "paired_rounds": [[t, s, 1] for t, s in rounds],
             "task_kind": "light",
-            "kernel_rounds": {"syscalls": [syscalls] * len(rounds), "csw": [0.0] * len(rounds)},
+            "kernel_rounds": {"syscalls": [syscalls] * len(rounds), "vcsw": [0.0] * len(rounds)},
         }
         return Record("ring", {"n": 100}, "asyncio", [s for _, s in rounds], ops=100, extra=extra)
 

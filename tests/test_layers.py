@@ -128,6 +128,7 @@ def test_the_top_level_holds_only_the_glue():
         "options.py",
         "plain_tests.py",
         "plugin.py",
+        "remeasure.py",
         "session_end.py",
         "settings.py",
     ]

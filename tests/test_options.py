@@ -182,4 +182,4 @@ def test_every_entry_fills_a_field_of_settings():
     assert filled == fields - {"backends_chosen", "paired"}
     flags = [o.flag for o in options.OPTIONS if o.flag]
     inis = [o.ini for o in options.OPTIONS if o.ini]
-    assert len(flags) == len(set(flags)) == 22 and len(inis) == len(set(inis)) == 14
+    assert len(flags) == len(set(flags)) == 23 and len(inis) == len(set(inis)) == 15

@@ -228,12 +228,11 @@ class KernelPerRounds:
 class PlainCalls:
     """What a user's plain benchmark test measured: the function and its arguments, as the
     ``benchmark`` fixture was handed them, and pytest-benchmark's own runner for them. So the
-    memory pass can call it again (``memory``), and the gate can time it again at the session's
-    end, as it does a workload case that seems to have regressed (``again``)."""
+    memory pass can call it again (``memory``), and a suspect can be timed again in its test, as a
+    workload case that seems to have regressed is (``again``)."""
 
-    def __init__(self, benchmark, memory: bool, not_again: str | None = None):
+    def __init__(self, benchmark, memory: bool):
         self.memory = memory
-        self.not_again = not_again  # why it cannot be timed again at the session's end
         self.last = None
         self.runner = None
         self.varied = False  # a pedantic setup handed out other arguments for a round
@@ -265,16 +264,11 @@ class PlainCalls:
 
     def again(self, rounds: int, iterations: int) -> tuple[list, dict]:
         """The same rounds again, timed by pytest-benchmark's runner (its timer, its GC setting):
-        seconds per iteration, and other processes' load meanwhile (``foreign_cpu``). Raises
-        when they cannot be: its fixtures are torn down by now, so a call may fail."""
-        if self.not_again or self.runner is None or self.varied:
+        seconds per iteration, and other processes' load meanwhile (``foreign_cpu``). Called
+        inside the test, while its fixtures are alive (remeasure.py); raises when it cannot be."""
+        if self.runner is None or self.varied:
             raise RuntimeError(
-                self.not_again
-                or (
-                    "its setup hands out arguments for each round"
-                    if self.varied
-                    else "no rounds ran"
-                )
+                "its setup hands out arguments for each round" if self.varied else "no rounds ran"
             )
         window = Window(None)
         samples = [self.runner(range(iterations)) / iterations for _ in range(rounds)]

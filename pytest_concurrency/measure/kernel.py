@@ -37,15 +37,19 @@ NO_PERF_ENV = child_env.NO_PERF
 
 #: figure -> (perf type, perf config); type 1 = software event, 2 = tracepoint (config: its id)
 _SOFTWARE = {"csw": 3, "migrations": 4, "minflt": 5, "majflt": 6}
-#: figures from getrusage, the fallback (and the only source of CPU time)
+#: figures from getrusage, the fallback (and the only source of CPU time, and of which switches
+#: were voluntary: a task that waited, the code's own; involuntary ones are preemptions, which
+#: follow the other processes' load)
 _RUSAGE = {
     "csw": ("ru_nvcsw", "ru_nivcsw"),
+    "vcsw": ("ru_nvcsw",),
+    "icsw": ("ru_nivcsw",),
     "minflt": ("ru_minflt",),
     "majflt": ("ru_majflt",),
     "user_s": ("ru_utime",),
     "sys_s": ("ru_stime",),
 }
-FIGURES = ("syscalls", "csw", "migrations", "minflt", "majflt", "user_s", "sys_s")
+FIGURES = ("syscalls", "csw", "vcsw", "icsw", "migrations", "minflt", "majflt", "user_s", "sys_s")
 
 _SYSCALL_NR = {"x86_64": 298, "aarch64": 241, "arm64": 241}
 _TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -154,7 +158,9 @@ class Counters:
             before = self.read()
             pairs.append({k: v - before[k] for k, v in self.read().items() if v is not None})
         return {
-            name: min(p[name] for p in pairs) for name in ("syscalls", "csw") if name in pairs[0]
+            name: min(p[name] for p in pairs)
+            for name in ("syscalls", "csw", "vcsw")
+            if name in pairs[0]
         }
 
     def close(self) -> None:

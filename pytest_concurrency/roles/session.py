@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .. import plain_tests, session_end
+from .. import plain_tests, remeasure, session_end
 from ..backends import watchdog
-from ..measure import PROFILE_HERE, kernel, records
+from ..measure import PROFILE_HERE, kernel
 from ..report import progress
 from ..settings import with_jobs
 from .role import AT_START_UP
@@ -52,7 +52,8 @@ class Session:
         self.ahead = None  # the cases measured ahead in lanes, when counting in several
         self.session = None
         self.tally = Tally()  # what became of the benchmark tests: why nothing was judged
-        self.plain_calls: dict = {}  # fullname -> (PlainCalls, its stats): to time them again
+        #: a suspect's second session, taken inside its test (against a stored time baseline)
+        self.second_sessions: remeasure.SecondSessions | None = None
         self.written: list[str] = []  # what the session's end wrote: what a Ctrl-C after it left
         self.started = False  # every plugin's session start done: a Ctrl-C ends in sessionfinish
 
@@ -78,6 +79,9 @@ class Session:
             from ..gate import calibrate
 
             self.calibration = calibrate.measure()
+        if self.baseline_doc is not None and s.instrument.machine_bound:
+            # a regression must reproduce before it fails the build (exact counts repeat)
+            self.second_sessions = remeasure.SecondSessions(s, self.baseline_doc, self.calibration)
         if xdist_active(config) and self.measures_benchmarks(config):
             # benchmarks in parallel would measure each other: the project's own -n (often in its
             # addopts) is set aside for this session, not refused
@@ -192,7 +196,7 @@ class Session:
         s = self.settings
         memory = marker_kwarg(item, "memory")
         wanted = memory if memory is not None else s.memory_plain
-        again = self.times_plain_tests_again()
+        again = self.second_sessions is not None
         plain_tests.before_call(item, s.instrument, wanted and self.memory_pass, again, s.paired)
         self.before_call(item)  # after: a side's turns are not in the rounds' kernel figures
         outcome = yield
@@ -200,8 +204,6 @@ class Session:
             item, s.instrument, outcome.excinfo is None, self.counted_elsewhere, self.profiles
         )
         bench = getattr(item, "funcargs", {}).get("benchmark")
-        if again and calls is not None and bench is not None:
-            self.plain_calls[bench.fullname] = (calls, bench.stats)  # as bs.benchmarks holds it
         threshold = marker_kwarg(item, "threshold")
         if bench is not None and threshold is not None:
             from ..settings import parse_percent
@@ -210,6 +212,10 @@ class Session:
             bench.extra_info["threshold"] = parse_percent(threshold, origin)
         if bench is not None:
             self.after_call(item, bench)
+        second = self.second_sessions
+        if second is not None and outcome.excinfo is None and getattr(bench, "stats", None):
+            # before teardown: a second session of its rounds has the fixtures its first one had
+            second.after_rounds(self, item, bench, calls)
 
     def before_call(self, item) -> None:
         """A role's own work before a test's call (a side takes turns)."""
@@ -279,19 +285,6 @@ class Session:
         return session_end.finish(
             session.config, bs, self.settings, self.baseline_doc, self.calibration, self
         )
-
-    def times_plain_tests_again(self) -> bool:
-        """Whether users' own tests are kept to be timed again at the end: a regression against a
-        stored time baseline must reproduce before it fails the build, as a workload case's does."""
-        return self.baseline_doc is not None and self.settings.instrument.machine_bound
-
-    def time_again(self, rec) -> tuple[list, dict]:
-        """A user's own test's rounds again (session_end's re-measure); raises if it cannot be."""
-        for calls, stats in self.plain_calls.values():
-            found = records.from_session([stats])
-            if found and found[0].key == rec.key:
-                return calls.again(len(rec.samples), stats.iterations)
-        raise LookupError("it was not kept to be timed again")
 
     def failed_benchmarks(self) -> list[str]:
         """The benchmark tests that failed or errored, in the order they ran."""

@@ -1,0 +1,134 @@
+"""A suspect's second session of rounds, taken inside its test while its fixtures are alive.
+
+A regression against a stored time baseline must reproduce before it fails the build
+(``gate.compare.faster_sessions``). So each benchmark is judged as soon as its rounds end, still
+inside its test's call (``Session.pytest_runtest_call``), and a suspect (a regression, or a change
+the machine's state left undecided) is measured again right there: its event loop, server,
+temporary directory and monkeypatches are the ones its first rounds had. Taken at the session's
+end instead, after teardown, the calls raised into the user's session (``Event loop is closed``,
+coroutines never awaited: with ``filterwarnings = error``, a failed build on unchanged code).
+
+The session's end judges every record again with the whole session's figures; a suspect it finds
+that was not re-measured here keeps its first verdict (the conservative one), in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import warnings
+
+from . import backends, workloads
+from .backends import watchdog
+from .gate import baseline
+from .gate import compare as gate
+from .measure import driver, records
+from .measure.records import Record
+
+#: ``--concurrency-remeasure=every``: every benchmark gets a second session of rounds in its test.
+EVERY = "every"
+
+
+class SecondSessions:
+    """One session's second sessions: decided and taken test by test, handed to its end."""
+
+    def __init__(self, settings, baseline_doc: dict, calibration: dict | None):
+        from .session_end import judge_by  # (session_end does not import this module)
+
+        self.settings = settings
+        self._baseline_doc = baseline_doc
+        self._calibration = calibration
+        self._judge_by = judge_by
+        self._meta: dict | None = None  # this run's, read once (package metadata, git)
+        self.taken: dict[tuple, Record] = {}  # key -> the record of its second session
+        self.not_taken: dict[tuple, str] = {}  # key -> why a wanted second session failed
+
+    def after_rounds(self, role, item, bench, calls: driver.PlainCalls | None) -> None:
+        """After a test's rounds, before its teardown: measure it again if its first verdict is
+        suspect (every benchmark with ``--concurrency-remeasure=every``). ``calls``: a user's
+        test's function as it handed it to pytest-benchmark, if it was kept."""
+        found = records.from_session([bench.stats])
+        if not found:
+            return
+        rec = found[0]
+        if self.settings.remeasure != EVERY and not self._suspect(rec):
+            return
+        with warnings.catch_warnings():  # what a failed call leaves is no warning of the suite's
+            warnings.simplefilter("ignore")
+            try:
+                if "concurrency_benchmark" in item.fixturenames:  # a workload case
+                    samples, extra = _case_again(role, rec, self.settings)
+                elif calls is not None:  # a user's own test: its function, as handed over
+                    samples, extra = calls.again(len(rec.samples), bench.stats.iterations)
+                else:
+                    raise RuntimeError("its rounds ran in a child of their own, which has ended")
+            except BaseException as exc:  # its first verdict stands: the conservative one
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                self.not_taken[rec.key] = f"{type(exc).__name__}: {exc}"
+            if rec.key in self.not_taken:
+                gc.collect()  # a coroutine never awaited, an unclosed socket: freed here
+                return
+        # the second session's own load: the gate judges it by the machine as it was then
+        self.taken[rec.key] = dataclasses.replace(
+            rec, samples=samples, extra={**rec.extra, "foreign_cpu": extra.get("foreign_cpu")}
+        )
+
+    def for_suspects(self, keys: list, recs: list[Record], messages: list) -> dict:
+        """The second sessions of the session end's suspects ``keys``; a line for each suspect
+        that has none (its first verdict stands)."""
+        labels = {r.key: r.label for r in recs}
+        for key in keys:
+            if key not in self.taken:
+                why = self.not_taken.get(key, "its rounds did not look suspect when its test ran")
+                messages.append(
+                    f"{labels.get(key, key)} was not measured a second time ({why}); "
+                    "its first verdict stands"
+                )
+        return {key: self.taken[key] for key in keys if key in self.taken}
+
+    def _suspect(self, rec: Record) -> bool:
+        if self._meta is None:
+            self._meta = baseline.current_meta({}, self._calibration, self.settings.instrument)
+        meta = {**self._meta, "backends": {rec.backend: rec.backend_version}}
+        judge = self._judge_by(self._baseline_doc, meta, self.settings)
+        return rec.key in gate.suspects(judge([rec]))
+
+
+def _case_again(role, rec: Record, settings) -> tuple[list, dict]:
+    """A workload case's rounds again, where its first ones were measured; raises if they cannot be."""
+    workload = workloads.get(rec.extra.get("workload_ref", rec.workload))
+    warmup = settings.instrument.rounds(*workload.rounds(settings.scale))[1]
+    if backends.is_native(rec.backend):
+        from .native import child
+
+        return child.measure(
+            rec.backend, workload, rec.params, len(rec.samples), warmup, settings.timeout
+        )
+    if settings.isolate:
+        from .runner import isolate
+
+        reply = isolate.run_rounds(
+            role.workers(),
+            rec.backend,
+            rec.extra.get("workload_ref", rec.workload),
+            rec.params,
+            len(rec.samples),
+            warmup,
+            settings.timeout,
+            settings.instrument,
+            with_memory=False,
+        )
+        if not reply.get("ok"):
+            raise RuntimeError(reply.get("error"))
+        return reply["samples"], reply.get("extra") or {}
+    return driver.run_rounds(
+        backends.load(rec.backend),
+        workload,
+        rec.params,
+        len(rec.samples),
+        warmup,
+        settings.instrument,
+        guard=watchdog.deadline(settings.timeout, rec.label),
+        with_memory=False,
+    )

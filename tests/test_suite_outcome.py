@@ -1,0 +1,155 @@
+"""The plugin never changes the outcome of the suite it joins: no benchmarked function is called
+after its test has ended, and no warning of the plugin's reaches a suite run with
+``filterwarnings = error``.
+
+The suite below is the shape that broke a real asyncio library's build: its event loop and its
+loopback server are fixtures, its benchmark calls ``loop.run_until_complete``, and its ini turns
+every warning into an error. Each call of the benchmarked function is written to a file with
+whether its fixtures were alive, so that a call after teardown (the session's end timing a
+suspect again used to make six of them) fails the test that looks, not only the suite.
+``--concurrency-remeasure=every`` makes every benchmark's first verdict want a second session, as
+load does on a shared runner, without needing the load.
+"""
+
+import json
+
+import pytest
+
+SUITE = """
+import asyncio
+import os
+
+import pytest
+
+CALLS = os.environ["CALLS_FILE"]
+
+
+def said(what):
+    with open(CALLS, "a") as fh:
+        fh.write(what + "\\n")
+
+
+@pytest.fixture
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture
+def server(loop):
+    async def echo(reader, writer):
+        writer.write(await reader.readline())
+        await writer.drain()
+        writer.close()
+
+    served = loop.run_until_complete(asyncio.start_server(echo, "127.0.0.1", 0))
+    state = {"port": served.sockets[0].getsockname()[1], "alive": True}
+    yield state
+    state["alive"] = False
+    served.close()
+    loop.run_until_complete(served.wait_closed())
+
+
+def test_round_trip(benchmark, loop, server):
+    async def once():
+        reader, writer = await asyncio.open_connection("127.0.0.1", server["port"])
+        writer.write(b"ping\\n")
+        await writer.drain()
+        assert await reader.readline() == b"ping\\n"
+        writer.close()
+        await writer.wait_closed()
+
+    def call():
+        said("alive" if server["alive"] else "torn down")
+        loop.run_until_complete(once())  # a closed loop: "Event loop is closed", never awaited
+
+    benchmark.pedantic(call, rounds=5, warmup_rounds=1)
+
+
+def test_pure(benchmark, loop):
+    benchmark(sum, range(200))
+"""
+
+INI = """
+[pytest]
+filterwarnings =
+    error
+"""
+
+#: a high threshold: the A/A must pass on a loaded machine; the subject is the second session
+ARGS = ("--benchmark-only", "--concurrency-threshold=500", "-p", "no:cacheprovider")
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeini(INI)
+    calls = pytester.path / "calls.txt"
+    monkeypatch.setenv("CALLS_FILE", str(calls))
+    return pytester, calls
+
+
+def _phases(calls) -> list[str]:
+    return calls.read_text().split() if calls.exists() else []
+
+
+# ~6 s each: two sessions of two small benchmarks, the second with a second session of each
+@pytest.mark.parametrize(
+    "mode",
+    [(), ("--concurrency-isolate",), ("--concurrency-memory",)],
+    ids=["in-process", "isolate", "memory"],
+)
+def test_a_second_session_is_taken_inside_the_test_and_adds_no_warning(suite, mode):
+    pytester, calls = suite
+    base = pytester.path / "base.json"
+    saved = pytester.runpytest_subprocess(*ARGS, *mode, f"--concurrency-save-baseline={base}")
+    saved.assert_outcomes(passed=2)
+    first = len(_phases(calls))
+    judged = pytester.runpytest_subprocess(
+        *ARGS, *mode, f"--concurrency-baseline={base}", "--concurrency-remeasure=every"
+    )
+    out = judged.stdout.str() + judged.stderr.str()
+    assert judged.ret == 0, out
+    judged.assert_outcomes(passed=2, warnings=0)
+    assert "Traceback" not in out and "Exception" not in out, out  # none unraisable either
+    phases = _phases(calls)
+    assert "torn down" not in phases, phases
+    # the second session's rounds were taken: more calls than the first session made, all alive
+    assert len(phases) - first > first, (first, len(phases))
+    assert "could not be" not in out and "first verdict stands" not in out
+
+
+def test_the_second_session_judged_is_the_faster_one_and_is_said(suite):
+    """In-process and cheap: the record handed to the session's end (for_suspects)."""
+    from pytest_concurrency import remeasure
+    from pytest_concurrency.measure.records import Record
+
+    second = remeasure.SecondSessions.__new__(remeasure.SecondSessions)
+    second.taken, second.not_taken = {}, {("w", "", "asyncio"): "RuntimeError: no rounds ran"}
+    rec = Record("w", {}, "asyncio", "", [1.0, 1.0, 1.0], {})
+    second.taken[("x", "", "asyncio")] = rec
+    messages: list[str] = []
+    found = second.for_suspects(
+        [("w", "", "asyncio"), ("x", "", "asyncio"), ("y", "", "gevent")], [rec], messages
+    )
+    assert found == {("x", "", "asyncio"): rec}
+    assert len(messages) == 2
+    assert "RuntimeError: no rounds ran" in messages[0] and "first verdict stands" in messages[0]
+    assert "did not look suspect when its test ran" in messages[1]
+
+
+@pytest.mark.slow  # ~60 s: two counted sessions under valgrind
+def test_a_counted_session_adds_no_warning_to_a_strict_suite(suite):
+    pytester, calls = suite
+    base = pytester.path / "base.json"
+    counted = ("--concurrency-measure=instructions", "--concurrency-layouts=1")
+    saved = pytester.runpytest_subprocess(*ARGS, *counted, f"--concurrency-save-baseline={base}")
+    assert saved.ret == 0, saved.stdout.str() + saved.stderr.str()
+    judged = pytester.runpytest_subprocess(*ARGS, *counted, f"--concurrency-baseline={base}")
+    out = judged.stdout.str() + judged.stderr.str()
+    assert judged.ret == 0, out
+    judged.assert_outcomes(passed=2, warnings=0)
+    assert "Traceback" not in out and "Exception" not in out, out
+    assert "torn down" not in _phases(calls)
+    assert json.loads(base.read_text())["pytest_concurrency"]["measure"] == "instructions"
