@@ -12,8 +12,12 @@ load does on a shared runner, without needing the load.
 """
 
 import json
+import re
+from pathlib import Path
 
 import pytest
+
+PYPROJECT = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
 
 SUITE = """
 import asyncio
@@ -153,3 +157,41 @@ def test_a_counted_session_adds_no_warning_to_a_strict_suite(suite):
     assert "Traceback" not in out and "Exception" not in out, out
     assert "torn down" not in _phases(calls)
     assert json.loads(base.read_text())["pytest_concurrency"]["measure"] == "instructions"
+
+
+LIB = """
+def work(n=2000):
+    return sum(i * i for i in range(n))
+"""
+
+LIB_SUITE = (
+    SUITE
+    + """
+
+import mylib
+
+
+def test_library(benchmark, loop):
+    assert benchmark(mylib.work) == sum(i * i for i in range(2000))
+"""
+)
+
+
+@pytest.mark.slow  # the base side installed, two sessions of 3 benchmarks: ~40 s timed, ~100 s counted
+@pytest.mark.parametrize("measure", ["time", "instructions"])
+def test_against_the_base_adds_no_warning_to_a_strict_suite(suite, measure):
+    pytester, calls = suite
+    for root in (pytester.path, pytester.path / "base"):  # the same code on both sides
+        (root / "mylib").mkdir(parents=True)
+        (root / "mylib" / "__init__.py").write_text(LIB)
+        (root / "pyproject.toml").write_text(PYPROJECT.format(version="1.0"))
+    pytester.makepyfile(test_suite=LIB_SUITE)
+    layouts = ("--concurrency-layouts=1",) if measure == "instructions" else ()
+    result = pytester.runpytest_subprocess(
+        *ARGS, f"--concurrency-measure={measure}", *layouts, "--concurrency-against=base"
+    )
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, out
+    assert "Traceback" not in out and "Exception" not in out and "Warning" not in out, out
+    assert "unchanged" in out and not re.search(r"\b[1-9]\d* regress|REGRESSED", out), out
+    assert "torn down" not in _phases(calls)
