@@ -31,6 +31,7 @@ context switches per round from a time-mode session, instructions from a counted
     python3 evidence/kernel_plain_evidence.py --against --aa 0 --aa-loop 20 --trials 20 --changes lock --keep /tmp/kl
     python3 evidence/kernel_plain_evidence.py --rejudge /tmp/ka
     python3 evidence/kernel_plain_evidence.py --table --sessions 3
+    python3 evidence/kernel_plain_evidence.py --aa 10 --trials 3 --changes syscall,lock --busy 2 --keep /tmp/kbusy
     python3 evidence/kernel_plain_evidence.py --smoke    # one A/A pair and one yield trial, threading
 """
 
@@ -47,6 +48,8 @@ import sys
 import tempfile
 import textwrap
 import time
+
+from against_evidence import busy_loops  # beside this script
 
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import kernel as kernel_gate
@@ -547,13 +550,20 @@ def main() -> int:
         help="instead: judge the sessions an --against --keep DIR run kept "
         "again, by the plugin's rule as it is now",
     )
+    ap.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N busy-loop processes beside every session (load: what a shared runner has)",
+    )
     ap.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
     if ap.parse_known_args()[0].smoke:
         ap.set_defaults(**SMOKE)
     args = ap.parse_args()
     if args.rejudge:
         return rejudge(args.rejudge)
-    with tempfile.TemporaryDirectory(prefix="kernel-plain-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="kernel-plain-") as scratch, busy_loops(args.busy):
         work = args.keep or scratch
         os.makedirs(work, exist_ok=True)
         return (
