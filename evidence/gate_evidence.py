@@ -53,6 +53,7 @@ from pytest_concurrency.gate import baseline, calibrate, history
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED
 from pytest_concurrency.measure import driver
+from pytest_concurrency.measure.plan import CasePlan
 from pytest_concurrency.measure.records import Record, from_json
 
 DEFAULT_BACKENDS = "threading,greenlet,gevent,asyncio,uvloop"
@@ -144,9 +145,8 @@ def _runner(spec: str, backend, slow: dict | None, args):
 def benchmark(spec: str, backend, workload, case, args, slow: dict | None) -> Record:
     """One benchmark as the plugin records it: raw samples plus its metrics (foreign load...)."""
     runner = _runner(spec, backend, slow, args)
-    samples, extra = driver.run_rounds(
-        runner, workload, case, args.rounds, args.warmup, TIME, with_memory=False
-    )
+    plan = CasePlan(spec, workload, case, args.rounds, args.warmup, TIME)
+    samples, extra = driver.run_rounds(runner, plan, with_memory=False)
     extra.update(driver.identity(backend, workload, case, TIME))
     return Record(
         workload.name, dict(case), spec, samples, backend_version=backend.version, extra=extra

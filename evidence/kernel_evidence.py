@@ -37,6 +37,7 @@ from pytest_concurrency import backends, measure, workloads
 from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import kernel as kernel_gate
 from pytest_concurrency.measure import driver
+from pytest_concurrency.measure.plan import CasePlan
 from pytest_concurrency.measure.records import Record
 
 #: --smoke: the smallest run that still measures and judges one A/A and one changed trial
@@ -136,9 +137,8 @@ def measure_once(spec: str, how: str | None) -> Record:
             t.start()
     try:
         subject = Injected(backend, how, lock) if how else backend
-        samples, extra = driver.run_rounds(
-            subject, workloads.get("ring"), params, 5, 1, measure.get("time"), with_memory=False
-        )
+        plan = CasePlan(spec, workloads.get("ring"), params, 5, 1, measure.get("time"))
+        samples, extra = driver.run_rounds(subject, plan, with_memory=False)
     finally:
         stop.set()
         for t in hogs:

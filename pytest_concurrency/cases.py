@@ -16,6 +16,7 @@ from . import backends, workloads
 from .backends import watchdog
 from .gate import paired
 from .measure import driver, records
+from .measure.plan import CasePlan
 from .report import progress
 
 
@@ -41,79 +42,77 @@ class Case(dict):
         return f"{self.workload}-{records.params_id(self.params)}"
 
 
-def plan(case: Case, backend, s) -> tuple:
-    """(workload, why this backend cannot run it or None, rounds, warm-up rounds)."""
+def plan(case: Case, model: str, settings) -> CasePlan:
+    """The one place a case's plan is made: on ``model`` (a backend spec), its rounds, warm-up
+    and deadline from the settings."""
     workload = workloads.get(case.workload)
-    rounds, warmup = s.instrument.rounds(*workload.rounds(s.scale))
-    reason = workload.unsupported(backend, case.params)
+    rounds, warmup = settings.instrument.rounds(*workload.rounds(settings.scale))
+    rounds = settings.rounds or rounds
+    return CasePlan(
+        model=model,
+        workload=workload,
+        params=case.params,
+        rounds=max(rounds, paired.MIN_ROUNDS) if settings.paired else rounds,
+        warmup=warmup,
+        instrument=settings.instrument,
+        timeout=settings.timeout,
+        ref=case.workload,
+    )
+
+
+def on(case: Case, backend, settings) -> tuple[CasePlan, str | None]:
+    """The case's plan on ``backend``, and why the backend cannot run it (None: it can)."""
+    made = plan(case, backend.name, settings)
+    reason = made.workload.unsupported(backend, case.params)
     if backend.family == "native":
         from .native import bench as native
 
         reason = reason or native.unsupported(case.workload)
-    rounds = s.rounds or rounds
-    return workload, reason, max(rounds, paired.MIN_ROUNDS) if s.paired else rounds, warmup
+    return made, reason
+
+
+#: Where a case's rounds run (``where``).
+NATIVE, ISOLATED, IN_PROCESS = "native", "isolated", "in-process"
+
+
+def where(model: str, settings) -> str:
+    """The one place that decides where a case's rounds run: a native reference row in its own
+    program, a worker-isolated or counted session's in a worker process, else here."""
+    if backends.is_native(model):
+        return NATIVE
+    return ISOLATED if settings.isolate or settings.instrument.fresh_process else IN_PROCESS
 
 
 def run(role, benchmark, backend, case: Case, fail_stalled) -> None:
     """Measure ``case`` on ``backend`` into ``benchmark``; ``role``: the session's (roles/)."""
-    s = role.settings
-    workload, reason, rounds, warmup = plan(case, backend, s)
+    made, reason = on(case, backend, role.settings)
     if reason:
         pytest.skip(f"{backend.name}: {reason}")
-    workloads.prepare(workload, case.params)
-    benchmark.group = f"{workload.name}[{records.params_id(case.params)}]"
-    if case.workload != workload.name:  # a user's "module:OBJECT": lets the gate re-run it
+    workloads.prepare(made.workload, case.params)
+    benchmark.group = f"{made.workload.name}[{records.params_id(case.params)}]"
+    if case.workload != made.workload.name:  # a user's "module:OBJECT": lets the gate re-run it
         benchmark.extra_info["workload_ref"] = case.workload
-    what = records.label(workload.name, case.params, backend.name)
     status = role.progress
     if status is not None:
         status.start(backend.name, benchmark.group)
     ticks = itertools.count(1)
     # rounds measured elsewhere report each round as it ends
-    on_round = status and (lambda: status.round(next(ticks), rounds + warmup))
+    on_round = status and (lambda: status.round(next(ticks), made.rounds + made.warmup))
     try:
-        if backend.family == "native":
+        place = where(backend.name, role.settings)
+        if place == NATIVE:
             from .native import bench as native
 
-            native.bench(
-                benchmark,
-                backend,
-                workload,
-                case.params,
-                rounds,
-                warmup,
-                s.timeout,
-                what,
-                on_round=on_round,
-            )
-        elif s.isolate or s.instrument.fresh_process:
+            native.bench(benchmark, backend, made, on_round=on_round)
+        elif place == ISOLATED:
             from .runner import isolate
 
-            isolate.bench(
-                role.workers(),
-                benchmark,
-                backend,
-                case.workload,
-                case.params,
-                rounds,
-                warmup,
-                s.timeout,
-                what,
-                s.instrument,
-                on_round=on_round,
-                measured=role.ahead and role.ahead.take(_ahead_key(backend.name, case)),
-            )
+            measured = role.ahead and role.ahead.take(_ahead_key(backend.name, case))
+            isolate.bench(role.workers(), benchmark, made, on_round=on_round, measured=measured)
         else:
-            driver.bench_in_process(
-                progress.Ticking(benchmark, status, rounds + warmup) if status else benchmark,
-                backend,
-                workload,
-                case.params,
-                rounds,
-                warmup,
-                watchdog.deadline(s.timeout, what),
-                s.instrument,
-            )
+            if status is not None:
+                benchmark = progress.Ticking(benchmark, status, made.rounds + made.warmup)
+            driver.bench_in_process(benchmark, backend, made)
     except watchdog.WorkloadTimeout as exc:
         fail_stalled(exc)
     finally:
@@ -146,15 +145,10 @@ def measure_ahead(pool, items, s):
             backend = backends.load(spec)
         except backends.Unsupported:
             continue
-        workload, reason, rounds, warmup = plan(case, backend, s)
+        made, reason = on(case, backend, s)
         if reason or s.instrument.unsupported(backend) or backend.unsupported_measure(s.instrument):
             continue
-        workloads.prepare(workload, case.params)  # in this process, before any worker starts
-        ahead.submit(
-            _ahead_key(spec, case),
-            spec,
-            isolate.request(case.workload, case.params, rounds, warmup, s.instrument),
-            s.timeout,
-        )
+        workloads.prepare(made.workload, case.params)  # in this process, before any worker starts
+        ahead.submit(_ahead_key(spec, case), spec, isolate.request(made), s.timeout)
     ahead.start()
     return ahead

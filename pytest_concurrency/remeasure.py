@@ -18,7 +18,7 @@ import dataclasses
 import gc
 import warnings
 
-from . import backends, workloads
+from . import backends, cases
 from .backends import watchdog
 from .gate import baseline
 from .gate import compare as gate
@@ -97,38 +97,19 @@ class SecondSessions:
 
 def _case_again(role, rec: Record, settings) -> tuple[list, dict]:
     """A workload case's rounds again, where its first ones were measured; raises if they cannot be."""
-    workload = workloads.get(rec.extra.get("workload_ref", rec.workload))
-    warmup = settings.instrument.rounds(*workload.rounds(settings.scale))[1]
-    if backends.is_native(rec.backend):
+    case = cases.Case(rec.extra.get("workload_ref", rec.workload), rec.params)
+    plan = dataclasses.replace(cases.plan(case, rec.backend, settings), rounds=len(rec.samples))
+    place = cases.where(rec.backend, settings)
+    if place == cases.NATIVE:
         from .native import child
 
-        return child.measure(
-            rec.backend, workload, rec.params, len(rec.samples), warmup, settings.timeout
-        )
-    if settings.isolate:
+        return child.measure(plan)
+    if place == cases.ISOLATED:
         from .runner import isolate
 
-        reply = isolate.run_rounds(
-            role.workers(),
-            rec.backend,
-            rec.extra.get("workload_ref", rec.workload),
-            rec.params,
-            len(rec.samples),
-            warmup,
-            settings.timeout,
-            settings.instrument,
-            with_memory=False,
-        )
+        reply = isolate.run_rounds(role.workers(), plan, with_memory=False)
         if not reply.get("ok"):
             raise RuntimeError(reply.get("error"))
         return reply["samples"], reply.get("extra") or {}
-    return driver.run_rounds(
-        backends.load(rec.backend),
-        workload,
-        rec.params,
-        len(rec.samples),
-        warmup,
-        settings.instrument,
-        guard=watchdog.deadline(settings.timeout, rec.label),
-        with_memory=False,
-    )
+    guard = watchdog.deadline(plan.timeout, plan.label)
+    return driver.run_rounds(backends.load(rec.backend), plan, guard=guard, with_memory=False)

@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from pytest_concurrency import measure
+from pytest_concurrency import measure, workloads
 from pytest_concurrency.measure import callgrind, driver, memory
+from pytest_concurrency.measure.plan import CasePlan
 from pytest_concurrency.runner import isolate
 
 needs_valgrind = pytest.mark.skipif(
@@ -42,9 +43,8 @@ SWITCH = ("switch", {"rounds": 200})
 
 def _payload(case, instrument, fork=True):
     workload, params = case
-    return isolate.request(
-        workload, params, rounds=3, warmup=1, instrument=instrument, with_memory=False
-    ) | {"fork": fork}
+    plan = CasePlan("greenlet", workloads.get(workload), params, 3, 1, instrument, ref=workload)
+    return isolate.request(plan, with_memory=False) | {"fork": fork}
 
 
 def test_fork_server_answers_in_children_and_outlives_a_case_that_dies(tmp_path, monkeypatch):

@@ -19,8 +19,10 @@ import statistics
 import time
 
 from .. import workloads
+from ..backends import watchdog
 from ..workloads import Outcome, WorkloadError
 from . import PROFILE_HANDED_OVER, PROFILE_HERE, kernel, memory
+from .plan import CasePlan
 from .records import SCHEMA
 from .usage import Window, peak_rss_kib
 
@@ -437,10 +439,10 @@ def kernel_figures_apart(workload, backend, params, guard=contextlib.nullcontext
     return recorder.close(outcome.ops, skip=1)
 
 
-def bench_in_process(
-    benchmark, backend, workload, params: dict, rounds: int, warmup: int, guard, instrument
-) -> None:
-    """Run ``rounds`` rounds here through pytest-benchmark; ``guard`` bounds each (see watchdog)."""
+def bench_in_process(benchmark, backend, plan: CasePlan) -> None:
+    """Run the plan's rounds here through pytest-benchmark, each bounded by its timeout."""
+    workload, params, instrument = plan.workload, plan.params, plan.instrument
+    guard = watchdog.deadline(plan.timeout, plan.label)
     outcomes: list[Outcome] = []
     kernel_rounds = _KernelRounds(instrument.machine_bound)
 
@@ -450,37 +452,34 @@ def bench_in_process(
 
     benchmark.extra_info.update(identity(backend, workload, params, instrument))
     stretch = _Stretch(backend, instrument)
-    benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    benchmark.pedantic(one_round, rounds=plan.rounds, warmup_rounds=plan.warmup, iterations=1)
     around = stretch.close(len(outcomes))
     samples = _samples(benchmark)
     if samples:  # None under --benchmark-disable: the workload still ran and checked itself
         benchmark.extra_info.update(figures(samples, outcomes, instrument, around))
         benchmark.extra_info.update(
-            kernel_rounds.close(_consistent_ops(outcomes), skip=len(outcomes) - rounds)
+            kernel_rounds.close(_consistent_ops(outcomes), skip=len(outcomes) - plan.rounds)
         )
         benchmark.extra_info.update(memory_figures(workload, backend, params, guard))
 
 
 def run_rounds(
     backend,
-    workload,
-    params: dict,
-    rounds: int,
-    warmup: int,
-    instrument,
+    plan: CasePlan,
     *,
     progress=lambda: None,
     guard=contextlib.nullcontext,
     with_memory=True,
     in_worker=False,
 ):
-    """Measure each round with the instrument's counter; return samples + figures.
+    """Measure each of the plan's rounds with its instrument's counter; return samples + figures.
 
     For isolated workers (``in_worker``) and for re-measuring a suspect, where
     pytest-benchmark's fixture is not the one measuring. ``progress`` is called after every
     round (an isolated worker's per-round deadline restarts on it); ``guard`` bounds each
     round in-process.
     """
+    workload, params, instrument = plan.workload, plan.params, plan.instrument
     workloads.prepare(workload, params)
     instrument.counter()  # one that cannot count says so before anything runs
 
@@ -496,12 +495,12 @@ def run_rounds(
 
     outcomes: list[Outcome] = []
     kernel_rounds = _KernelRounds(instrument.machine_bound)
-    warm = [measured_round() for _ in range(warmup)]
+    warm = [measured_round() for _ in range(plan.warmup)]
     while not instrument.warmed(warm):  # an exact measure warms up until its count repeats
         warm.append(measured_round())
     stretch = _Stretch(backend, instrument, in_worker)
-    samples = [measured_round() for _ in range(rounds)]
-    extra = figures(samples, outcomes, instrument, stretch.close(rounds))  # the timed rounds only
+    samples = [measured_round() for _ in range(plan.rounds)]
+    extra = figures(samples, outcomes, instrument, stretch.close(plan.rounds))  # timed rounds only
     extra.update(kernel_rounds.close(extra["ops"], skip=len(warm)))
     if with_memory:
         extra.update(memory_figures(workload, backend, params, guard))

@@ -6,6 +6,7 @@ import pytest
 
 from .. import workloads
 from ..measure import driver
+from ..measure.plan import CasePlan
 from ..measure.wallclock import WALLCLOCK
 from . import build, checks, child
 
@@ -23,22 +24,11 @@ def identity(backend, workload, params: dict) -> dict:
     return {**driver.identity(backend, workload, params, WALLCLOCK), "reference": REFERENCE}
 
 
-def bench(
-    benchmark,
-    backend,
-    workload,
-    params: dict,
-    rounds: int,
-    warmup: int,
-    timeout: float | None,
-    what: str,
-    on_round=None,
-) -> None:
+def bench(benchmark, backend, plan: CasePlan, on_round=None) -> None:
     """Build if needed, run the case in the language's program, check it, record it."""
+    what = plan.label
     try:
-        samples, extra = child.measure(
-            backend.name, workload, params, rounds, warmup, timeout, on_round
-        )
+        samples, extra = child.measure(plan, on_round)
     except build.BuildError as exc:
         pytest.fail(f"{what}: {exc}", pytrace=False)
     except child.NativeTimeout as exc:
@@ -54,4 +44,4 @@ def bench(
     benchmark._mode = (
         "pytest-concurrency native program"  # tells pytest-benchmark the fixture was used
     )
-    driver.record_external(benchmark, identity(backend, workload, params), samples, extra)
+    driver.record_external(benchmark, identity(backend, plan.workload, plan.params), samples, extra)

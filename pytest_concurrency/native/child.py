@@ -21,6 +21,7 @@ import time
 from ..backends import toolchains, watchdog
 from ..measure import usage as machine
 from ..measure.driver import figures
+from ..measure.plan import CasePlan
 from ..measure.wallclock import WALLCLOCK
 from ..workloads import latency_server
 from . import build, checks
@@ -45,29 +46,23 @@ def arguments(workload: str, params: dict, rounds: int, warmup: int) -> list[str
     return args
 
 
-def measure(
-    language: str,
-    workload,
-    params: dict,
-    rounds: int,
-    warmup: int,
-    timeout: float | None,
-    on_round=None,
-) -> tuple[list[float], dict]:
-    """(measured round times in seconds, figures for ``extra_info``) of one case.
+def measure(plan: CasePlan, on_round=None) -> tuple[list[float], dict]:
+    """(measured round times in seconds, figures for ``extra_info``) of one case, in the program
+    of its model's language (``plan.model``).
 
     Builds the program first if needed (``build.BuildError``); raises ``NativeTimeout``,
     ``NativeFailure`` or the workload's ``WorkloadError``.
     """
+    language, workload, params, rounds = plan.model, plan.workload, plan.params, plan.rounds
     command = build.command(language)
-    warmup = max(warmup, toolchains.TOOLCHAINS[language].min_warmup)
+    warmup = max(plan.warmup, toolchains.TOOLCHAINS[language].min_warmup)
     samples: list[float] = []
     outcomes: list = []
     usages: list = []
     busy: list[tuple[float, float, float]] = []
     memory = None
     with contextlib.closing(
-        _messages(command + arguments(workload.name, params, rounds, warmup), timeout)
+        _messages(command + arguments(workload.name, params, rounds, warmup), plan.timeout)
     ) as lines:
         for message in lines:
             _take(message, workload, params, samples, outcomes, usages, busy, on_round)

@@ -28,6 +28,7 @@ import pytest
 from .. import measure
 from ..backends import watchdog
 from ..measure import callgrind, driver
+from ..measure.plan import CasePlan
 from .worker import FORK_EACH, PLAIN
 
 STDERR_LINES = 20  # how much of a dead worker's stderr the failure shows
@@ -331,77 +332,37 @@ class Ahead:
             future.cancel()
 
 
-def request(
-    workload_ref: str, params: dict, rounds: int, warmup: int, instrument, with_memory: bool = True
-) -> dict:
-    """What a worker is sent to measure one case."""
+def request(plan: CasePlan, with_memory: bool = True) -> dict:
+    """What a worker is sent to measure one case (its own deadline is the parent's to watch)."""
     return {
-        "workload": workload_ref,
-        "params": params,
-        "rounds": rounds,
-        "warmup": warmup,
+        "workload": plan.reference,
+        "params": plan.params,
+        "rounds": plan.rounds,
+        "warmup": plan.warmup,
         "with_memory": with_memory,
-        "measure": instrument.kind,
-        "fork": instrument.fresh_process,
+        "measure": plan.instrument.kind,
+        "fork": plan.instrument.fresh_process,
     }
 
 
-def run_rounds(
-    pool: WorkerPool,
-    spec: str,
-    workload_ref: str,
-    params: dict,
-    rounds: int,
-    warmup: int,
-    timeout: float | None,
-    instrument,
-    with_memory: bool = True,
-    on_round=None,
-) -> dict:
-    """Rounds of a case in ``spec``'s worker: its reply (``ok``, ``samples``, ...).
+def run_rounds(pool: WorkerPool, plan: CasePlan, with_memory: bool = True, on_round=None) -> dict:
+    """Rounds of a case in its model's worker: its reply (``ok``, ``samples``, ...).
 
     Raises ``TimeoutError`` (the worker was killed) or ``WorkerFailure`` (it died).
     """
-    payload = request(workload_ref, params, rounds, warmup, instrument, with_memory)
-    return pool.run_case(spec, payload, timeout, on_round)
+    return pool.run_case(plan.model, request(plan, with_memory), plan.timeout, on_round)
 
 
-def bench(
-    pool: WorkerPool,
-    benchmark,
-    backend,
-    workload_ref,
-    params,
-    rounds,
-    warmup,
-    timeout,
-    what: str,
-    instrument,
-    on_round=None,
-    measured=None,
-) -> None:
-    """Run the case in ``backend``'s worker and record it as if measured here.
-
-    ``workload_ref`` is what ``workloads.get`` resolves in the worker (a name or module:OBJECT);
-    ``what`` names the benchmark in failure messages; ``measured``: its reply's future when
-    it ran ahead (``Ahead``).
-    """
+def bench(pool: WorkerPool, benchmark, plan: CasePlan, on_round=None, measured=None) -> None:
+    """Run the case in its model's worker and record it as if measured here. ``measured``: its
+    reply's future when it ran ahead (``Ahead``)."""
+    what, timeout = plan.label, plan.timeout
     started = time.monotonic()
     try:
         if measured is not None:
             reply = measured.result()
         else:
-            reply = run_rounds(
-                pool,
-                backend.name,
-                workload_ref,
-                params,
-                rounds,
-                warmup,
-                timeout,
-                instrument,
-                on_round=on_round,
-            )
+            reply = run_rounds(pool, plan, on_round=on_round)
     except TimeoutError:
         pytest.fail(
             f"{what}: a round did not finish within {timeout:g} s; the worker and "

@@ -52,6 +52,7 @@ FORK_EACH, PLAIN = (
 def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
     from .. import backends, measure, workloads
     from ..measure import driver
+    from ..measure.plan import CasePlan
 
     def send(message: dict) -> None:
         replies.write(json.dumps(message) + "\n")
@@ -67,13 +68,12 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
                 extra.update(driver.kernel_figures_apart(workload, backend, params))
                 return {"ok": True, "extra": extra}
             instrument = measure.get(request.get("measure"))
+            plan = CasePlan(
+                spec, workload, params, request["rounds"], request["warmup"], instrument
+            )
             samples, figures = driver.run_rounds(
                 backend,
-                workload,
-                params,
-                request["rounds"],
-                request["warmup"],
-                instrument,
+                plan,
                 progress=lambda: send({"round": True}),
                 with_memory=request.get("with_memory", True),
                 in_worker=True,
