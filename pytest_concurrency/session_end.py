@@ -37,6 +37,7 @@ class SessionOutcome:
     messages: list = field(default_factory=list)  # shown after the tables
     errors: list = field(default_factory=list)  # each one fails the session
     nothing_judged: str | None = None  # why a gate that was asked for judged nothing
+    interrupted: bool = False  # its one message says where
 
     @property
     def failed(self) -> bool:

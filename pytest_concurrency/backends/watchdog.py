@@ -433,6 +433,47 @@ def take_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+class StopFlag:
+    """Set by the first SIGINT or SIGTERM after ``arm()``, which then goes on to the handler that
+    was there (Python's, a KeyboardInterrupt). pytest's exit status alone misses a second Ctrl-C
+    that lands while pytest handles the first: its session then ends with status 0 and the
+    KeyboardInterrupt pending, and what it measured would be saved as a result."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, on_stop: Callable[[], object] | None = None):
+        self.signum: int | None = None
+        self._on_stop = on_stop  # told once, in the handler: keep it to setting attributes
+        self._previous: dict[int, Callable] = {}
+
+    def arm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread sets handlers
+        for signum in self.SIGNALS:
+            previous = signal.getsignal(signum)
+            # SIG_DFL ends the process (nothing is saved then), SIG_IGN means it is not to stop
+            if callable(previous) and signum not in self._previous:
+                self._previous[signum] = previous
+                signal.signal(signum, self._received)
+
+    def _received(self, signum, frame) -> None:
+        __tracebackhide__ = True  # pytest's "KeyboardInterrupt" line names where the code was
+        if self.signum is None:
+            self.signum = signum
+            if self._on_stop is not None:
+                self._on_stop()
+        self._previous[signum](signum, frame)
+
+    def disarm(self) -> None:
+        """The handlers as they were, unless another has replaced this one since."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, previous in self._previous.items():
+            if signal.getsignal(signum) == self._received:
+                signal.signal(signum, previous)
+        self._previous.clear()
+
+
 @contextlib.contextmanager
 def ctrl_c_after():
     """A Ctrl-C in this block lands when it ends: a write and the record that it was done are one
