@@ -7,6 +7,7 @@ order of these steps, and what a failure in one of them does to the session, is 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -187,22 +188,33 @@ def store(s, doc: dict, recs: list, wrote) -> list[str]:
     in front of the sessions already there; what the save did (messages). ``wrote(line)`` is told
     once the file is written: a Ctrl-C after that says so. A ``BaselineError``: nothing written."""
     said = []
-    previous = baseline.load_previous(s.save_baseline)
-    if previous is not None:
-        reason = history.incompatible(previous, doc[history.SECTION])
-        if reason:
-            said.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
-            previous = None
-    doc, kept = gate.add_session(doc, previous, recs, gate_settings(s), s.baseline_sessions)
-    said.extend(kept)
-    with watchdog.ctrl_c_after():  # saved, and known to be, or neither
-        baseline.save(s.save_baseline, doc)
-        wrote(f"the baseline was saved to {s.save_baseline}")
+    with baseline.locked(s.save_baseline, lambda: _waiting(s.save_baseline)):
+        # the file as it is now, not as at start-up: another session may have saved to it since
+        previous = baseline.load_previous(s.save_baseline)
+        if previous is not None:
+            reason = history.incompatible(previous, doc[history.SECTION])
+            if reason:
+                said.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
+                previous = None
+        doc, kept = gate.add_session(doc, previous, recs, gate_settings(s), s.baseline_sessions)
+        said.extend(kept)
+        with watchdog.ctrl_c_after():  # saved, and known to be, or neither
+            baseline.save(s.save_baseline, doc)
+            wrote(f"the baseline was saved to {s.save_baseline}")
     said.append(
         f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
         f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)"
     )
     return said
+
+
+def _waiting(path) -> None:
+    # said as it happens: a session that seems to hang at its end says why
+    print(
+        f"pytest-concurrency: waiting for another session's save to {path} to end",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _session_document(config, bs, meta: dict) -> dict:

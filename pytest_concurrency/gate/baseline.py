@@ -21,6 +21,7 @@ an interrupted or failed save leaves the previous baseline as it was.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import json
@@ -29,7 +30,7 @@ import os
 import platform
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
 from typing import Any
 
@@ -258,17 +259,34 @@ def save(path, doc: Mapping) -> None:
     text = _one_line_lists(safe_dumps(_finite(_thinned(doc)), indent=2))
     try:
         atomic.write_text(path, text)
-    except atomic.UnsafeLink as exc:
-        raise BaselineError(
-            f"--concurrency-save-baseline: {exc}; any previous baseline there is unchanged"
-        ) from None
     except OSError as exc:
-        directory = os.path.dirname(os.path.abspath(path))
-        raise BaselineError(
-            f"cannot write the baseline {path!r}: {exc.strerror or exc}; "
-            f"choose a path in a writable directory (--concurrency-save-baseline=PATH) "
-            f"or fix the permissions of {directory!r}; any previous baseline there is unchanged"
-        ) from exc
+        raise _cannot_write(path, exc) from None
+
+
+@contextlib.contextmanager
+def locked(path, waiting: Callable[[], object]) -> Iterator[None]:
+    """Saves to ``path`` one at a time (``atomic.locked``); ``waiting()`` when this one waits."""
+    path = os.fspath(path)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(atomic.locked(path, waiting))
+        except OSError as exc:
+            raise _cannot_write(path, exc, atomic.LOCK_SUFFIX) from None
+        yield
+
+
+def _cannot_write(path: str, exc: OSError, suffix: str = "") -> BaselineError:
+    """Why the baseline (or, ``suffix``, its lock file) could not be written, and the fix."""
+    if isinstance(exc, atomic.UnsafeLink):
+        return BaselineError(
+            f"--concurrency-save-baseline: {exc}; any previous baseline there is unchanged"
+        )
+    directory = os.path.dirname(os.path.abspath(path))
+    return BaselineError(
+        f"cannot write the baseline {path + suffix!r}: {exc.strerror or exc}; "
+        f"choose a path in a writable directory (--concurrency-save-baseline=PATH) "
+        f"or fix the permissions of {directory!r}; any previous baseline there is unchanged"
+    )
 
 
 #: Rounds kept per benchmark and session. pytest-benchmark runs a small function for up to a
