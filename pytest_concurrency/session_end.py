@@ -211,7 +211,7 @@ def store(s, doc: dict, recs: list, wrote) -> list[str]:
 def _waiting(path) -> None:
     # said as it happens: a session that seems to hang at its end says why
     print(
-        f"pytest-concurrency: waiting for another session's save to {path} to end",
+        f"\npytest-concurrency: waiting for another session's save to {path} to end",
         file=sys.stderr,
         flush=True,
     )
