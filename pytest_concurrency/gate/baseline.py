@@ -386,11 +386,7 @@ def read(path, what: str = "baseline", remake: str | None = None) -> Any:
         raise BaselineError(f"{name} is empty (an interrupted copy?); {remake}")
     try:
         text = raw.decode("utf-8")
-        doc = json.loads(text, parse_constant=_not_a_number, parse_int=_bounded_int)
-    except _NotANumber as exc:
-        raise BaselineError(
-            f"{name} is damaged: it holds {exc.args[0]}, which is no measurement; {remake}"
-        ) from None
+        doc = json.loads(text, parse_constant=shape.NoNumber, parse_int=_bounded_int)
     except UnicodeDecodeError:
         raise BaselineError(f"{name} is not JSON (not even UTF-8 text); {remake}") from None
     except RecursionError:
@@ -469,17 +465,11 @@ def _read_bytes(path: str, name: str, what: str) -> bytes:
         os.close(fd)
 
 
-class _NotANumber(ValueError):
-    pass
-
-
-def _not_a_number(name: str):
-    raise _NotANumber(name)  # NaN, Infinity, -Infinity: Python's json reads them, JSON has none
-
-
-def _bounded_int(text: str) -> int:
+# NaN, Infinity, -Infinity (Python's json reads them, JSON has none) and integers too long to be
+# a count are read as shape.NoNumber, which shape.bounds refuses naming where each one is
+def _bounded_int(text: str) -> int | shape.NoNumber:
     if len(text.lstrip("-")) > MAX_DIGITS:
-        raise _NotANumber(f"an integer of {len(text.lstrip('-')):,} digits")
+        return shape.NoNumber(f"an integer of {len(text.lstrip('-')):,} digits")
     return int(text)
 
 
