@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from .backends import watchdog
-from .gate import baseline, calibrate, history
+from .gate import atomic, baseline, calibrate, history
 from .gate import compare as gate
 from .gate import memory as memory_gate
 from .gate.verdicts import GateResult, MemoryResult
@@ -129,10 +129,19 @@ def _report(outcome: SessionOutcome, s, role) -> None:
         from .report import markdown
 
         text = markdown.render(outcome.records, outcome.gate, outcome.memory)
-        with watchdog.ctrl_c_after():
-            markdown.write(s.report_md, text)
-            role.wrote(f"the markdown report was written to {s.report_md}")
-        outcome.messages.append(f"markdown report written to {s.report_md}")
+        try:
+            with watchdog.ctrl_c_after():
+                markdown.write(s.report_md, text)
+                role.wrote(f"the markdown report was written to {s.report_md}")
+        except OSError as exc:  # a full disk: the session's one line, not a traceback
+            why = (
+                str(exc)
+                if isinstance(exc, atomic.UnsafeLink)
+                else atomic.why_not_written(exc, s.report_md)
+            )
+            outcome.errors.append(f"the markdown report {s.report_md} was not written: {why}")
+        else:
+            outcome.messages.append(f"markdown report written to {s.report_md}")
     if s.plot_dir:
         from .report import plot
 

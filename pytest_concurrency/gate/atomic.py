@@ -23,6 +23,7 @@ none, locks again).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -153,6 +154,23 @@ def _still_at(fd: int, path: str) -> bool:
         return False
     held = os.fstat(fd)
     return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+
+
+def why_not_written(exc: OSError, path) -> str:
+    """Why a write to ``path`` failed, and the fix that error calls for: a full disk is not a
+    matter of permissions."""
+    directory = os.path.dirname(os.path.abspath(os.fspath(path)))
+    what = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"{what}: free space (or quota) on the file system of {directory!r}, or choose a "
+            "path on another one"
+        )
+    if exc.errno == errno.EROFS:
+        return f"{what}: choose a path on a writable file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{what}: choose a path in a writable directory, or fix the permissions of {directory!r}"
+    return f"{what}: choose a path in a writable directory"
 
 
 def write_text(path, text: str) -> str:

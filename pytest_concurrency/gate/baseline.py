@@ -281,11 +281,9 @@ def _cannot_write(path: str, exc: OSError, suffix: str = "") -> BaselineError:
         return BaselineError(
             f"--concurrency-save-baseline: {exc}; any previous baseline there is unchanged"
         )
-    directory = os.path.dirname(os.path.abspath(path))
     return BaselineError(
-        f"cannot write the baseline {path + suffix!r}: {exc.strerror or exc}; "
-        f"choose a path in a writable directory (--concurrency-save-baseline=PATH) "
-        f"or fix the permissions of {directory!r}; any previous baseline there is unchanged"
+        f"cannot write the baseline {path + suffix!r}: {atomic.why_not_written(exc, path)} "
+        "(--concurrency-save-baseline=PATH); any previous baseline there is unchanged"
     )
 
 
