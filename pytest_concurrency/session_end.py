@@ -196,7 +196,8 @@ def store(s, doc: dict, recs: list, wrote) -> list[str]:
     """Write one session's document ``doc`` (its records ``recs``) to ``--concurrency-save-baseline``
     in front of the sessions already there; what the save did (messages). ``wrote(line)`` is told
     once the file is written: a Ctrl-C after that says so. A ``BaselineError``: nothing written."""
-    said = []
+    said: list[str] = []
+    doc, recs = _judgeable(s, doc, recs, said)
     with baseline.locked(s.save_baseline, lambda: _waiting(s.save_baseline)):
         # the file as it is now, not as at start-up: another session may have saved to it since
         previous = baseline.load_previous(s.save_baseline)
@@ -215,6 +216,27 @@ def store(s, doc: dict, recs: list, wrote) -> list[str]:
         f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)"
     )
     return said
+
+
+def _judgeable(s, doc: dict, recs: list, said: list) -> tuple[dict, list]:
+    """``doc`` and ``recs`` without the benchmarks that measured 0 in every round (a test that
+    counts nothing): a baseline holding one is refused when read, as no change can be judged
+    against it, and the next session could then neither judge nor save."""
+    nothing = [r.label for r in recs if r.samples and not any(r.samples)]
+    if not nothing:
+        return doc, recs
+    kept = [b for b in doc["benchmarks"] if any((b.get("stats") or {}).get("data") or [1])]
+    if not kept:
+        raise baseline.BaselineError(
+            f"no baseline written to {s.save_baseline}: every benchmark measured 0 in every "
+            "round, and no change can be judged against that"
+        )
+    named = ", ".join(nothing[:3]) + (f" and {len(nothing) - 3} more" if len(nothing) > 3 else "")
+    said.append(
+        f"{named} measured 0 in every round: left out of the baseline, as no change can be "
+        "judged against it"
+    )
+    return {**doc, "benchmarks": kept}, [r for r in recs if any(r.samples) or not r.samples]
 
 
 def _waiting(path) -> None:

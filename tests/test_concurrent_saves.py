@@ -155,6 +155,25 @@ def test_a_ctrl_c_ends_the_wait_and_writes_nothing(tmp_path):
     assert not path.exists()
 
 
+def test_a_benchmark_that_measured_nothing_is_left_out_and_the_file_stays_readable(tmp_path):
+    """~0 s: a baseline whose samples are all zero is refused when read; a save must not write one
+    (a test that counts nothing would otherwise make the baseline unusable)."""
+    path = tmp_path / "b.json"
+    doc, recs = _session("zeros")
+    doc["benchmarks"][1]["stats"]["data"] = [0.0] * 5
+    recs[1] = Record("ring", {"n": 10}, "b", [0.0] * 5, backend_version="1.0")
+    said = session_end.store(Settings(save_baseline=path), doc, recs, lambda line: None)
+    assert said[0] == (
+        f"{recs[1].label} measured 0 in every round: left out of the baseline, as no change can "
+        "be judged against it"
+    )
+    assert [b["extra_info"]["backend"] for b in baseline.load(path)["benchmarks"]] == ["a"]
+    doc["benchmarks"] = doc["benchmarks"][1:]
+    with pytest.raises(baseline.BaselineError, match="every benchmark measured 0 in every round"):
+        session_end.store(Settings(save_baseline=path), doc, recs[1:], lambda line: None)
+    assert [b["extra_info"]["backend"] for b in baseline.load(path)["benchmarks"]] == ["a"]
+
+
 def test_a_lock_file_that_is_a_link_is_refused_with_one_line(tmp_path):
     """~0 s: a planted b.json.lock -> elsewhere must not make a save create or lock that file."""
     path, elsewhere = tmp_path / "b.json", tmp_path / "elsewhere"
