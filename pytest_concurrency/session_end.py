@@ -115,7 +115,8 @@ def _judge(outcome: SessionOutcome, baseline_doc, meta, s, role) -> None:
         return
     judge = _judge_by(baseline_doc, meta, gate_settings(s), s)
     result = judge(recs)
-    reruns = _remeasure(role, s, recs, gate.suspects(result), outcome.messages)
+    with role.stop.set_aside():  # the code measured again may run an event loop
+        reruns = _remeasure(role, s, recs, gate.suspects(result), outcome.messages)
     if reruns:
         recs = outcome.records = gate.faster_sessions(recs, reruns)
         result = gate.reproduce(result, judge(recs), reruns)

@@ -612,7 +612,15 @@ def test_two_ctrl_cs_write_no_baseline_nor_report(pytester, mode, gap):
     assert "no baseline, report, verdict or rounds written" in out and "Traceback" not in out, out
 
 
-def test_the_stop_flag_is_set_by_the_first_signal_and_hands_it_on():
+@pytest.fixture
+def pythons_handler():
+    """Python's own SIGINT handler while the test runs (a background job's is SIG_IGN)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_the_stop_flag_is_set_by_the_first_signal_and_hands_it_on(pythons_handler):
     """~0 s: the flag a session's end reads (``watchdog.StopFlag``); Python's handler still raises."""
     from pytest_concurrency.backends import watchdog
 
@@ -629,3 +637,52 @@ def test_the_stop_flag_is_set_by_the_first_signal_and_hands_it_on():
         flag.disarm()
     assert flag.signum == signal.SIGINT and told == [1]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_set_aside_the_stop_flag_puts_the_handler_back_and_notes_a_ctrl_c_out_of_it(
+    pythons_handler,
+):
+    """~0 s: around a test, Python's handler (an event loop's Ctrl-C); after it, the flag's."""
+    from pytest_concurrency.backends import watchdog
+
+    before = signal.getsignal(signal.SIGINT)
+    flag = watchdog.StopFlag()
+    flag.arm()
+    try:
+        with flag.set_aside():
+            assert signal.getsignal(signal.SIGINT) is before
+        assert signal.getsignal(signal.SIGINT) is not before and flag.signum is None
+        with pytest.raises(KeyboardInterrupt), flag.set_aside():
+            raise KeyboardInterrupt
+        assert flag.signum == signal.SIGINT
+    finally:
+        flag.disarm()
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+PYTHONS_HANDLER_IN_TESTS = """
+import asyncio, signal
+
+def test_sees_pythons_handler(benchmark):
+    def work():  # asyncio.run (and trio.run) cancel cleanly on a Ctrl-C only under this handler
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        asyncio.run(asyncio.sleep(0))
+
+    benchmark.pedantic(work, rounds=2)
+"""
+
+
+def test_a_tests_event_loop_sees_pythons_own_ctrl_c_handler(pytester):
+    """~3 s: with the session's flag handler in place during tests, trio.run took a Ctrl-C without
+    its protection and ended in "Exception ignored" tracebacks from its closed loop."""
+    pytester.makeconftest(
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n\n"
+        "def pytest_sessionfinish(session):\n"
+        "    armed = signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+        "    print('armed at the end:', armed)\n"
+    )
+    pytester.makepyfile(test_h=PYTHONS_HANDLER_IN_TESTS)
+    result = pytester.runpytest_subprocess("--benchmark-only", "-p", "no:cacheprovider", "-s")
+    assert result.ret == 0, result.stdout.str()
+    assert "armed at the end: True" in result.stdout.str()

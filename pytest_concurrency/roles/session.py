@@ -179,6 +179,11 @@ class Session:
 
     # -- each test -----------------------------------------------------------------------------
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        with self.stop.set_aside():  # a test's event loop sees Python's own Ctrl-C handler
+            return (yield)
+
     def pytest_runtest_setup(self, item) -> None:
         self.running = item.nodeid
 
