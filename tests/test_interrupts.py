@@ -574,9 +574,9 @@ def test_sleeps(benchmark):
     ids=["time-0.2s", "time-0.5s", "isolate-0.3s"],
 )
 def test_two_ctrl_cs_write_no_baseline_nor_report(pytester, mode, gap):
-    """~5-7 s each here (a real session, stopped in its benchmark): a second Ctrl-C 0.2-1 s after the
-    first landed while pytest formatted the first, whose end then saw exit status 0 and saved the
-    stopped session as the baseline, and wrote its report."""
+    """~5-15 s each here (a real session, stopped in its benchmark; load 3-10 on 2 cores): a second
+    Ctrl-C 0.2-1 s after the first landed while pytest formatted the first, whose end then saw exit
+    status 0 and saved the stopped session as the baseline, and wrote its report."""
     pytester.makepyfile(test_s=SLEEPING_BENCHMARK)
     run = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *mode, "test_s.py"]
@@ -673,7 +673,7 @@ def test_sees_pythons_handler(benchmark):
 
 
 def test_a_tests_event_loop_sees_pythons_own_ctrl_c_handler(pytester):
-    """~3 s: with the session's flag handler in place during tests, trio.run took a Ctrl-C without
+    """~3-9 s: with the session's flag handler in place during tests, trio.run took a Ctrl-C without
     its protection and ended in "Exception ignored" tracebacks from its closed loop."""
     pytester.makeconftest(
         "import signal\n"
