@@ -25,12 +25,18 @@ Cases:
 * ``crashes``: a benchmark test that fails, one that calls ``os._exit``, one that segfaults
   (tests/data/hostile.py), in time and counted mode; and hostile baselines given to
   ``--concurrency-baseline`` (truncated, a FIFO, 100,000 levels of nesting, a 5,000-digit number).
+* ``ctrl-c-twice``: time mode (and isolated), a benchmark that sleeps: once its rounds run, two
+  SIGINTs to the group, the second 0.1-2 s after the first (it once landed while pytest reported
+  the first, and the session then saved its baseline and report).
+* ``saves``: 3 and 10 sessions started at once, saving to one baseline (kept: 20 sessions); the
+  baseline column says how many sessions it holds of those it should.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -109,6 +115,22 @@ LIMITS = {
     "ulimit -v 1.5 GB": "ulimit -v 1572864",
     "TMPDIR: 50 MB tmpfs": None,
 }
+#: seconds between the two SIGINTs of ``ctrl-c-twice`` (the first 0.3 s into the rounds)
+SECOND_AFTER = [0.1, 0.2, 0.5, 1.0, 2.0]
+#: a benchmark that sleeps (not measured by its neighbours' load) and says when its rounds run
+SLEEPS = """
+import time
+
+
+def test_sleeps(benchmark):
+    def nap():
+        open("started", "w").close()
+        time.sleep(0.02)
+
+    benchmark.pedantic(nap, rounds=100)
+"""
+#: sessions saving to one baseline at once
+AT_ONCE = [3, 10]
 #: the smallest set: no valgrind, no base to install
 SMOKE = [("ctrl-c", "time", "3 s"), ("ctrl-c", "time", "at the end")]
 
@@ -125,6 +147,8 @@ class Case:
     tmpfs: bool = False
     tests: str = TESTS
     saves: bool = True
+    second: float | None = None  # ctrl-c-twice: seconds between the two SIGINTs
+    wait_for: str | None = None  # a file the run writes: the delay starts when it appears
 
 
 def cases(kinds: set, modes: list) -> list[Case]:
@@ -149,6 +173,10 @@ def cases(kinds: set, modes: list) -> list[Case]:
         if "limits" in kinds:
             for name, how in LIMITS.items():
                 found.append(Case("limit", mode, name, limit=how, tmpfs=how is None))
+    if "ctrl-c-twice" in kinds and "time" in modes:
+        for gap in SECOND_AFTER:
+            found.append(_twice("twice", gap, []))
+        found.append(_twice("isolated, twice", 0.5, ["--concurrency-isolate"]))
     if "crashes" in kinds:
         for mode in ("time", "counted"):
             if mode not in modes:
@@ -168,6 +196,19 @@ def cases(kinds: set, modes: list) -> list[Case]:
     for case in found:
         case.saves = case.mode != "counted against"
     return found
+
+
+def _twice(name: str, gap: float, extra: list) -> Case:
+    return Case(
+        "ctrl-c",
+        "time",
+        f"{name}, {gap} s apart",
+        extra=["--concurrency-backends=threading", *extra],
+        delay=0.3,
+        tests=SLEEPS,
+        second=gap,
+        wait_for="started",
+    )
 
 
 def _truncated(path: Path) -> None:
@@ -319,12 +360,18 @@ def run(case: Case, base: Path, seed: Path) -> dict:
                 # as at a terminal: a job started in the background by a shell ignores SIGINT
                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
+            if case.wait_for:
+                _appears(work / case.wait_for, proc)
             if case.delay is not None:
                 try:
                     proc.wait(case.delay)
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGINT)
                     started = time.monotonic()  # seconds to end: from the Ctrl-C
+                    if case.second is not None:
+                        time.sleep(case.second)
+                        if proc.poll() is None:
+                            os.killpg(proc.pid, signal.SIGINT)
             try:
                 code: int | str = proc.wait(END_S)
             except subprocess.TimeoutExpired:
@@ -348,6 +395,53 @@ def run(case: Case, base: Path, seed: Path) -> dict:
     )
     text = log.read_text(errors="replace").replace(f"{work}/", "")  # paths as the case's own
     return _row(case, code, took, said(text), alive, left, same)
+
+
+def _appears(path: Path, proc) -> None:
+    deadline = time.monotonic() + END_S
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def run_saves(n: int, base: Path, seed: Path) -> dict:
+    """``n`` sessions started at once, each saving to the same baseline (the seed's, 1 session)."""
+    work = Path(tempfile.mkdtemp(prefix="s", dir=base))
+    project(work, SLEEPS)
+    saved = work / "b.json"
+    shutil.copyfile(seed, saved)
+    argv = [PY, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "test_x.py"]
+    argv += [f"--concurrency-save-baseline={saved}", "--concurrency-baseline-sessions=20"]
+    marker = uuid.uuid4().hex
+    env = {**os.environ, MARKER: marker, "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    procs = []
+    for i in range(n):
+        tmp = work / f"t{i}"
+        tmp.mkdir()
+        procs.append(
+            subprocess.Popen(
+                argv,
+                cwd=work,
+                env={**env, "TMPDIR": str(tmp)},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+        )
+    outs = [proc.communicate(timeout=END_S)[0] for proc in procs]
+    took = time.monotonic() - started
+    time.sleep(SETTLE_S)
+    alive = [a for proc in procs for a in ours(marker, proc.pid)]
+    left = sorted(p.name for i in range(n) for p in (work / f"t{i}").iterdir())
+    left += [p.name for p in work.glob("b.json.lock")]
+    held = 1 + len(json.loads(saved.read_text())["pytest_concurrency"].get("history") or ())
+    waited = sum("waiting for another session's save" in out for out in outs)
+    codes = sorted({proc.returncode for proc in procs})
+    case = Case("saves", "time", f"{n} at once")
+    line = f"{waited} of {n} said they waited for another session's save"
+    return _row(case, ",".join(map(str, codes)), took, line, alive, left, f"{held} of {n + 1}")
 
 
 def _mount(where: Path) -> bool:
@@ -401,7 +495,9 @@ def table(rows: list[dict]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--cases", default="ctrl-c,limits,crashes", help="of: ctrl-c, limits, crashes"
+        "--cases",
+        default="ctrl-c,ctrl-c-twice,limits,crashes,saves",
+        help="of: ctrl-c, ctrl-c-twice, limits, crashes, saves",
     )
     parser.add_argument("--modes", default=",".join(MODES), help="of: " + ", ".join(MODES))
     parser.add_argument(
@@ -432,6 +528,11 @@ def main() -> int:
         for case in chosen:
             rows.append(run(case, base, seed))
             print(table(rows[-1:]).splitlines()[-1], flush=True)  # a long run's rows so far
+        for n in AT_ONCE if "saves" in args.cases.split(",") and not args.smoke else ():
+            if args.only and not re.search(args.only, f"saves: time, {n} at once"):
+                continue
+            rows.append(run_saves(n, base, seed))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -38,6 +38,11 @@ def load_records(path: str) -> tuple[dict, list[Record]]:
         raise InputError(str(exc)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise InputError(f"{path}: not pytest-benchmark JSON (no 'benchmarks' list); {fix}")
+    if baseline.SECTION in doc:  # a baseline: what the gate would refuse is refused here too
+        try:
+            baseline.check(doc, path)
+        except baseline.BaselineError as exc:
+            raise InputError(str(exc)) from None
     wrong = shape.benchmarks(doc)
     if wrong:
         raise InputError(f"{path}: {wrong}; {fix}")

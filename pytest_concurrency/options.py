@@ -15,6 +15,7 @@ from . import backends, measure, workloads
 from .gate import memory as memory_gate
 from .gate.compare import DEFAULT_MACHINE_TOLERANCE
 from .gate.history import DEFAULT_KEEP
+from .gate.shape import MAX_SAMPLES
 
 GROUP = ("concurrency", "concurrency models (pytest-concurrency-bench)")
 
@@ -23,9 +24,9 @@ TEXT = "text"  # a string, as given
 CHOICE = "choice"  # one of ``choices``
 MEASURE = "measure"  # one of ``choices`` whose instrument is available on this machine
 BACKENDS = "backends"  # a comma-separated list of backend specs
-COUNT = "count"  # a whole number above 0
-SECONDS = "seconds"  # a number above 0
-PERCENT = "percent"  # 10 or 10% -> 0.10
+COUNT = "count"  # a whole number within ``bounds``
+SECONDS = "seconds"  # a finite number within ``bounds``
+PERCENT = "percent"  # 10 or 10% -> 0.10, above 0 and below 1000 (settings.parse_percent)
 PATH = "path"  # a path, read or written later
 NEW_FILE = "new-file"  # a file the run writes: its directory must be writable now
 SWITCH = "switch"  # a store_true flag; ini: true or false
@@ -58,10 +59,17 @@ class Option:
     metavar: str | None = None
     choices: tuple[str, ...] = ()
     hidden: bool = False  # left out of --help (options the plugin passes to its own children)
+    #: COUNT, SECONDS: the lowest and highest value allowed (each a bound on what a run costs, or
+    #: on what the code it reaches takes: the watchdog's timer refuses 1e10 s)
+    bounds: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"{self.flag or self.ini}: unknown kind {self.kind!r}")
+        if (self.kind in (COUNT, SECONDS)) != (self.bounds is not None):
+            raise ValueError(
+                f"{self.flag or self.ini}: a count or seconds, and only they, have bounds"
+            )
         if self.flag is None and self.ini is None:
             raise ValueError(f"{self.field}: give a flag, an ini key or both")
 
@@ -122,6 +130,7 @@ OPTIONS: tuple[Option, ...] = (
         None,
         COUNT,
         default=None,
+        bounds=(1, MAX_SAMPLES),  # a baseline holding more is refused when read
         metavar="N",
         help="measured rounds per benchmark (default: the workload's per scale when timing, 3 when "
         "counting)",
@@ -132,6 +141,7 @@ OPTIONS: tuple[Option, ...] = (
         "concurrency_timeout",
         SECONDS,
         default=None,  # the instrument's: settings.from_config
+        bounds=(0.01, 86400.0),  # a day
         metavar="SECONDS",
         help="longest a round may take before it fails as stalled (default: 120; 1200 when counting)",
     ),
@@ -140,7 +150,8 @@ OPTIONS: tuple[Option, ...] = (
         "--concurrency-jobs",
         "concurrency_jobs",
         COUNT,
-        default=None,  # one a core when counting, else 1: settings.parse_jobs
+        default=None,  # one a core when counting, else 1: settings._jobs
+        bounds=(1, 1024),
         metavar="N",
         help="with --concurrency-measure=instructions: cases counted at once, each in a process "
         "of its own (default: one per core)",
@@ -151,6 +162,7 @@ OPTIONS: tuple[Option, ...] = (
         "concurrency_layouts",
         COUNT,
         default=3,
+        bounds=(1, 25),  # each one more whole counted session under valgrind
         metavar="N",
         help="with --concurrency-measure=instructions: count your own benchmark tests in N layouts "
         "(the interpreter's objects landing elsewhere; N-1 counted passes first) and judge the "
@@ -181,6 +193,7 @@ OPTIONS: tuple[Option, ...] = (
         "concurrency_baseline_sessions",
         COUNT,
         default=DEFAULT_KEEP,
+        bounds=(1, 100),
         metavar="K",
         help="sessions a saved baseline keeps: saving to an existing baseline adds this run's "
         f"session and drops the oldest beyond K; 1 replaces it (default: {DEFAULT_KEEP})",

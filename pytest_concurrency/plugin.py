@@ -49,7 +49,9 @@ class CtrlCAnywhere:
         try:
             return (yield)
         except KeyboardInterrupt:
-            print(f"\npytest-concurrency: {roles.interrupted(config)}", file=sys.stderr, flush=True)
+            line = roles.interrupted(config)  # empty: the session's summary said it
+            if line:
+                print(f"\npytest-concurrency: {line}", file=sys.stderr, flush=True)
             return int(pytest.ExitCode.INTERRUPTED)
 
 

@@ -6,12 +6,13 @@ order of these steps, and what a failure in one of them does to the session, is 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import pytest
 
 from .backends import watchdog
-from .gate import baseline, calibrate, history
+from .gate import atomic, baseline, calibrate, history
 from .gate import compare as gate
 from .gate import memory as memory_gate
 from .gate.verdicts import GateResult, MemoryResult
@@ -36,6 +37,7 @@ class SessionOutcome:
     messages: list = field(default_factory=list)  # shown after the tables
     errors: list = field(default_factory=list)  # each one fails the session
     nothing_judged: str | None = None  # why a gate that was asked for judged nothing
+    interrupted: bool = False  # its one message says where
 
     @property
     def failed(self) -> bool:
@@ -128,10 +130,19 @@ def _report(outcome: SessionOutcome, s, role) -> None:
         from .report import markdown
 
         text = markdown.render(outcome.records, outcome.gate, outcome.memory)
-        with watchdog.ctrl_c_after():
-            markdown.write(s.report_md, text)
-            role.wrote(f"the markdown report was written to {s.report_md}")
-        outcome.messages.append(f"markdown report written to {s.report_md}")
+        try:
+            with watchdog.ctrl_c_after():
+                markdown.write(s.report_md, text)
+                role.wrote(f"the markdown report was written to {s.report_md}")
+        except OSError as exc:  # a full disk: the session's one line, not a traceback
+            why = (
+                str(exc)
+                if isinstance(exc, atomic.UnsafeLink)
+                else atomic.why_not_written(exc, s.report_md)
+            )
+            outcome.errors.append(f"the markdown report {s.report_md} was not written: {why}")
+        else:
+            outcome.messages.append(f"markdown report written to {s.report_md}")
     if s.plot_dir:
         from .report import plot
 
@@ -188,23 +199,56 @@ def store(s, doc: dict, recs: list, wrote) -> list[str]:
     """Write one session's document ``doc`` (its records ``recs``) to ``--concurrency-save-baseline``
     in front of the sessions already there; what the save did (messages). ``wrote(line)`` is told
     once the file is written: a Ctrl-C after that says so. A ``BaselineError``: nothing written."""
-    said = []
-    previous = baseline.load_previous(s.save_baseline)
-    if previous is not None:
-        reason = history.incompatible(previous, doc[history.SECTION])
-        if reason:
-            said.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
-            previous = None
-    doc, kept = gate.add_session(doc, previous, recs, gate_settings(s), s.baseline_sessions)
-    said.extend(kept)
-    with watchdog.ctrl_c_after():  # saved, and known to be, or neither
-        baseline.save(s.save_baseline, doc)
-        wrote(f"the baseline was saved to {s.save_baseline}")
+    said: list[str] = []
+    doc, recs = _judgeable(s, doc, recs, said)
+    with baseline.locked(s.save_baseline, lambda: _waiting(s.save_baseline)):
+        # the file as it is now, not as at start-up: another session may have saved to it since
+        previous = baseline.load_previous(s.save_baseline)
+        if previous is not None:
+            reason = history.incompatible(previous, doc[history.SECTION])
+            if reason:
+                said.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
+                previous = None
+        doc, kept = gate.add_session(doc, previous, recs, gate_settings(s), s.baseline_sessions)
+        said.extend(kept)
+        with watchdog.ctrl_c_after():  # saved, and known to be, or neither
+            baseline.save(s.save_baseline, doc)
+            wrote(f"the baseline was saved to {s.save_baseline}")
     said.append(
         f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
         f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)"
     )
     return said
+
+
+def _judgeable(s, doc: dict, recs: list, said: list) -> tuple[dict, list]:
+    """``doc`` and ``recs`` without the benchmarks that measured 0 in every round (a test that
+    counts nothing): a baseline holding one is refused when read, as no change can be judged
+    against it, and the next session could then neither judge nor save."""
+    nothing = [r.label for r in recs if r.samples and not any(r.samples)]
+    if not nothing:
+        return doc, recs
+    kept = [b for b in doc["benchmarks"] if any((b.get("stats") or {}).get("data") or [1])]
+    if not kept:
+        raise baseline.BaselineError(
+            f"no baseline written to {s.save_baseline}: every benchmark measured 0 in every "
+            "round, and no change can be judged against that"
+        )
+    named = ", ".join(nothing[:3]) + (f" and {len(nothing) - 3} more" if len(nothing) > 3 else "")
+    said.append(
+        f"{named} measured 0 in every round: left out of the baseline, as no change can be "
+        "judged against it"
+    )
+    return {**doc, "benchmarks": kept}, [r for r in recs if any(r.samples) or not r.samples]
+
+
+def _waiting(path) -> None:
+    # said as it happens: a session that seems to hang at its end says why
+    print(
+        f"\npytest-concurrency: waiting for another session's save to {path} to end",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _session_document(config, bs, meta: dict) -> dict:

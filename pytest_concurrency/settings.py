@@ -12,6 +12,7 @@ before any benchmark runs.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -180,13 +181,6 @@ def parse_measure(text: str, origin: str) -> str:
     return text
 
 
-def parse_jobs(text, instrument, origin: str = "--concurrency-jobs") -> int:
-    """``--concurrency-jobs``: a number, or empty for the default (every core when counting)."""
-    if text in (None, ""):
-        return _jobs(None, origin, instrument)
-    return _jobs(parse_positive(text, origin, int), origin, instrument)
-
-
 def _jobs(jobs: int | None, origin: str, instrument) -> int:
     if jobs is None:
         return (
@@ -212,9 +206,10 @@ def parse_percent(text, origin: str) -> float:
         raise SettingsError(
             f"{origin}: {text!r} is not a percentage; write e.g. 10 or 10%"
         ) from None
-    if not 0 < value < 1000:
+    if not 0 < value < 1000:  # NaN too: no comparison holds
         raise SettingsError(
-            f"{origin}: {text!r} is out of range; a threshold is a percentage above 0, e.g. 10"
+            f"{origin}: {text!r} is {_outside(value)}; allowed: a percentage above 0 and below "
+            "1000, e.g. 10"
         )
     return value / 100
 
@@ -233,14 +228,27 @@ def parse_thresholds(lines, origin: str) -> dict:
     return out
 
 
-def parse_positive(text, origin: str, kind=float):
+def parse_number(text, origin: str, kind, bounds: tuple[float, float]):
+    """A number of ``kind`` (int or float) from ``bounds[0]`` to ``bounds[1]``; NaN and the
+    infinities are refused (Python reads them, and no comparison would catch NaN)."""
     try:
         value = kind(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise SettingsError(f"{origin}: {text!r} is not a number; write e.g. {kind(60)}") from None
-    if value <= 0:
-        raise SettingsError(f"{origin}: must be above 0, got {text!r}")
+    low, high = bounds
+    if not low <= value <= high:
+        raise SettingsError(
+            f"{origin}: {text!r} is {_outside(value)}; allowed: {_shown(low)} to {_shown(high)}"
+        )
     return value
+
+
+def _outside(value: float) -> str:
+    return "out of range" if math.isfinite(value) else "not a finite number"
+
+
+def _shown(bound: float) -> str:
+    return f"{int(bound):,}" if bound == int(bound) else f"{bound:g}"
 
 
 def writable_target(path: str, origin: str) -> Path:
@@ -269,6 +277,11 @@ def writable_target(path: str, origin: str) -> Path:
     return target
 
 
+def _bounded(raw, origin: str, o: options.Option, kind):
+    assert o.bounds is not None  # every count and seconds entry has them (Option.__post_init__)
+    return parse_number(_text(raw), origin, kind, o.bounds)
+
+
 def _text(raw) -> str:
     return str(raw).strip()
 
@@ -281,8 +294,8 @@ PARSERS: dict[str, Callable[[Any, str, options.Option], Any]] = {
     ),
     options.MEASURE: lambda raw, origin, o: parse_measure(_text(raw), origin),
     options.BACKENDS: lambda raw, origin, o: parse_backends(_text(raw), origin),
-    options.COUNT: lambda raw, origin, o: parse_positive(_text(raw), origin, int),
-    options.SECONDS: lambda raw, origin, o: parse_positive(_text(raw), origin, float),
+    options.COUNT: lambda raw, origin, o: _bounded(raw, origin, o, int),
+    options.SECONDS: lambda raw, origin, o: _bounded(raw, origin, o, float),
     options.PERCENT: lambda raw, origin, o: parse_percent(raw, origin),
     options.PATH: lambda raw, origin, o: Path(_text(raw)),
     options.NEW_FILE: lambda raw, origin, o: writable_target(_text(raw), origin),

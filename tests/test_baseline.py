@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 
@@ -230,3 +231,49 @@ def test_save_keeps_the_mode_of_the_file_it_replaces(tmp_path):
     baseline.save(path, sample_doc(7))
     assert os.stat(path).st_mode & 0o777 == 0o640
     assert len(baseline.load(path)["benchmarks"][0]["stats"]["data"]) == 7
+
+
+@pytest.mark.parametrize(
+    "code, fix",
+    [
+        (errno.ENOSPC, "free space (or quota) on the file system of"),
+        (errno.EDQUOT, "free space (or quota) on the file system of"),
+        (errno.EROFS, "choose a path on a writable file system"),
+        (errno.EACCES, "or fix the permissions of"),
+    ],
+)
+def test_a_save_that_fails_says_the_fix_its_error_calls_for(tmp_path, monkeypatch, code, fix):
+    """~0 s: a full disk was told to "fix the permissions"."""
+
+    def refused(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(baseline.os, "replace", refused)
+    with pytest.raises(BaselineError) as info:
+        baseline.save(tmp_path / "base.json", sample_doc())
+    said = str(info.value)
+    assert fix in said and os.strerror(code) in said and "\n" not in said, said
+    assert ("permissions" in said) == (code == errno.EACCES), said
+
+
+def test_a_markdown_report_on_a_full_disk_is_the_sessions_error_not_a_traceback(
+    tmp_path, monkeypatch
+):
+    """~0 s: it was an OSError traceback after the summary."""
+    from types import SimpleNamespace
+
+    from pytest_concurrency import session_end
+    from pytest_concurrency.report import markdown
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(markdown, "write", full)
+    outcome = session_end.SessionOutcome([])
+    s = SimpleNamespace(report_md=tmp_path / "r.md", plot_dir=None)
+    session_end._report(outcome, s, SimpleNamespace(wrote=lambda line: None))
+    assert outcome.errors == [
+        f"the markdown report {tmp_path / 'r.md'} was not written: No space left on device: free "
+        f"space (or quota) on the file system of {str(tmp_path)!r}, or choose a path on another one"
+    ]
+    assert outcome.failed and not outcome.messages

@@ -97,6 +97,31 @@ def test_bad_file_names_the_file_and_the_problem(tmp_path, capsys, content, prob
     assert str(bad) in err and problem in err
 
 
+BROKEN_SECTIONS = {
+    "unknown schema": ({"schema_version": 99}, "has schema version 99"),
+    "broken history": ({"history": "x"}, "pytest_concurrency.history is a string, not a list"),
+    "broken calibration": (
+        {"calibration": {"ns_per_iteration": "x"}},
+        "pytest_concurrency.calibration.ns_per_iteration is a string",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN_SECTIONS)
+@pytest.mark.parametrize("first", [True, False], ids=["as A", "as B"])
+def test_a_baseline_the_gate_refuses_is_refused_with_one_line(tmp_path, capsys, name, first):
+    """~0 s: these were rendered as "changes only, no verdicts", exit 0."""
+    change, problem = BROKEN_SECTIONS[name]
+    doc = json.loads(Path(A).read_text())
+    doc["pytest_concurrency"].update(change)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert main(["report", *((str(bad), B) if first else (A, str(bad)))]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "bad.json" in err and problem in err, err
+    assert out == ""
+
+
 def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["report"])

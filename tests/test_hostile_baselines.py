@@ -31,8 +31,41 @@ CASES = {
     "empty": ("", "is empty"),
     "binary": (os.urandom(4096).decode("latin-1"), "is not"),
     "a list": ("[1, 2, 3]", "holds a JSON list"),
-    "NaN samples": (_edit(_samples([float("nan")] * 5)), "holds NaN"),
-    "infinite samples": (_edit(_samples([float("inf")] * 5)), "holds Infinity"),
+    "NaN samples": (
+        _edit(_samples([float("nan")] * 5)),
+        "holds NaN, which is no measurement, at benchmarks[0].stats.data[0]",
+    ),
+    "infinite samples": (
+        _edit(_samples([float("inf")] * 5)),
+        "holds Infinity, which is no measurement, at benchmarks[0].stats.data[0]",
+    ),
+    # entries that can never be judged: the gate once passed them as "unchanged"
+    "only zero samples": (_edit(_samples([0.0] * 5)), ".stats.data holds only zeros (5 samples)"),
+    "a median as text": (
+        _edit(lambda d: d["benchmarks"][0]["stats"].__setitem__("median", "fast")),
+        ".stats.median is a string, not a number",
+    ),
+    "a calibration of 0 ns": (
+        _edit(
+            lambda d: d["pytest_concurrency"].__setitem__("calibration", {"ns_per_iteration": 0})
+        ),
+        "pytest_concurrency.calibration.ns_per_iteration is the number 0, not a number above 0",
+    ),
+    "only zero samples in an earlier session": (
+        _edit(
+            lambda d: d["pytest_concurrency"].__setitem__(
+                "history",
+                [
+                    {
+                        "benchmarks": [
+                            {"workload": "w", "params": {}, "backend": "b", "samples": [0, 0]}
+                        ]
+                    }
+                ],
+            )
+        ),
+        "pytest_concurrency.history[0].benchmarks[0].samples holds only zeros",
+    ),
     "negative samples": (_edit(_samples([-1.0] * 5)), "data[0] is the number -1.0, where only"),
     "text samples": (_edit(_samples(["fast"] * 5)), "data[0] is a string, where only"),
     "benchmark not an object": (

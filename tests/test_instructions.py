@@ -287,7 +287,8 @@ def test_parallel_jobs_are_refused_when_timing(pytester):
 
 
 @pytest.mark.parametrize(
-    "given, said", [("0", "must be above 0"), ("three", "'three' is not a number")]
+    "given, said",
+    [("0", "'0' is out of range; allowed: 1 to 25"), ("three", "'three' is not a number")],
 )
 def test_layouts_that_are_not_a_count_are_a_usage_error(pytester, given, said):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")

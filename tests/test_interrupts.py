@@ -552,3 +552,137 @@ def test_ctrl_c_while_the_base_side_installs_leaves_nothing_in_tmpdir(pytester):
     assert run.returncode == 2, out
     assert out.count("pytest-concurrency: interrupted") == 1 and "Traceback" not in out, out
     assert not list(tmp.iterdir()), list(tmp.rglob("*"))[:10]
+
+
+# -- two Ctrl-Cs: the second lands while pytest reports the first -------------------------------
+
+SLEEPING_BENCHMARK = """
+import os, time
+
+def test_sleeps(benchmark):
+    def nap():
+        open("started", "w").close()
+        time.sleep(0.05)
+
+    benchmark.pedantic(nap, rounds=400)
+"""
+
+
+@pytest.mark.parametrize(
+    "mode, gap",
+    [(["--benchmark-only"], 0.2), (["--benchmark-only"], 0.5), (["--concurrency-isolate"], 0.3)],
+    ids=["time-0.2s", "time-0.5s", "isolate-0.3s"],
+)
+def test_two_ctrl_cs_write_no_baseline_nor_report(pytester, mode, gap):
+    """~5-15 s each here (a real session, stopped in its benchmark; load 3-10 on 2 cores): a second
+    Ctrl-C 0.2-1 s after the first landed while pytest formatted the first, whose end then saw exit
+    status 0 and saved the stopped session as the baseline, and wrote its report."""
+    pytester.makepyfile(test_s=SLEEPING_BENCHMARK)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *mode, "test_s.py"]
+        + [
+            "--benchmark-only",
+            "--concurrency-save-baseline=b.json",
+            "--concurrency-report-md=r.md",
+        ],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # a terminal's Ctrl-C reaches the whole group: killpg below
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (pytester.path / "started").exists():
+            assert time.monotonic() < deadline and run.poll() is None, "it never measured"
+            time.sleep(0.05)
+        time.sleep(0.3)  # into its rounds
+        os.killpg(run.pid, signal.SIGINT)
+        time.sleep(gap)
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGINT)
+        out, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert not (pytester.path / "b.json").exists() and not (pytester.path / "r.md").exists(), out
+    assert out.count("pytest-concurrency: interrupted") == 1, out
+    assert "no baseline, report, verdict or rounds written" in out and "Traceback" not in out, out
+
+
+@pytest.fixture
+def pythons_handler():
+    """Python's own SIGINT handler while the test runs (a background job's is SIG_IGN)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_the_stop_flag_is_set_by_the_first_signal_and_hands_it_on(pythons_handler):
+    """~0 s: the flag a session's end reads (``watchdog.StopFlag``); Python's handler still raises."""
+    from pytest_concurrency.backends import watchdog
+
+    told = []
+    before = signal.getsignal(signal.SIGINT)
+    flag = watchdog.StopFlag(lambda: told.append(1))
+    flag.arm()
+    try:
+        for _ in range(2):
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+    finally:
+        flag.disarm()
+    assert flag.signum == signal.SIGINT and told == [1]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_set_aside_the_stop_flag_puts_the_handler_back_and_notes_a_ctrl_c_out_of_it(
+    pythons_handler,
+):
+    """~0 s: around a test, Python's handler (an event loop's Ctrl-C); after it, the flag's."""
+    from pytest_concurrency.backends import watchdog
+
+    before = signal.getsignal(signal.SIGINT)
+    flag = watchdog.StopFlag()
+    flag.arm()
+    try:
+        with flag.set_aside():
+            assert signal.getsignal(signal.SIGINT) is before
+        assert signal.getsignal(signal.SIGINT) is not before and flag.signum is None
+        with pytest.raises(KeyboardInterrupt), flag.set_aside():
+            raise KeyboardInterrupt
+        assert flag.signum == signal.SIGINT
+    finally:
+        flag.disarm()
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+PYTHONS_HANDLER_IN_TESTS = """
+import asyncio, signal
+
+def test_sees_pythons_handler(benchmark):
+    def work():  # asyncio.run (and trio.run) cancel cleanly on a Ctrl-C only under this handler
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        asyncio.run(asyncio.sleep(0))
+
+    benchmark.pedantic(work, rounds=2)
+"""
+
+
+def test_a_tests_event_loop_sees_pythons_own_ctrl_c_handler(pytester):
+    """~3-9 s: with the session's flag handler in place during tests, trio.run took a Ctrl-C without
+    its protection and ended in "Exception ignored" tracebacks from its closed loop."""
+    pytester.makeconftest(
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n\n"
+        "def pytest_sessionfinish(session):\n"
+        "    armed = signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+        "    print('armed at the end:', armed)\n"
+    )
+    pytester.makepyfile(test_h=PYTHONS_HANDLER_IN_TESTS)
+    result = pytester.runpytest_subprocess("--benchmark-only", "-p", "no:cacheprovider", "-s")
+    assert result.ret == 0, result.stdout.str()
+    assert "armed at the end: True" in result.stdout.str()

@@ -75,7 +75,7 @@ BAD = [
     ("--concurrency-scale", "concurrency_scale", "huge", "unknown scale 'huge'; use one of smoke"),
     ("--concurrency-measure", "concurrency_measure", "cycles", "unknown measure 'cycles'"),
     ("--concurrency-threshold", "concurrency_threshold", "ten", "'ten' is not a percentage"),
-    ("--concurrency-layouts", "concurrency_layouts", "0", "must be above 0, got '0'"),
+    ("--concurrency-layouts", "concurrency_layouts", "0", "'0' is out of range; allowed: 1 to 25"),
     ("--concurrency-timeout", "concurrency_timeout", "soon", "'soon' is not a number"),
     ("--concurrency-jobs", "concurrency_jobs", "2", "cases measured at the same time slow"),
     ("--concurrency-backends", "concurrency_backends", "gevnt", "unknown concurrency backend"),
@@ -183,3 +183,51 @@ def test_every_entry_fills_a_field_of_settings():
     flags = [o.flag for o in options.OPTIONS if o.flag]
     inis = [o.ini for o in options.OPTIONS if o.ini]
     assert len(flags) == len(set(flags)) == 23 and len(inis) == len(set(inis)) == 15
+
+
+NUMERIC = [
+    o for o in options.OPTIONS if o.kind in (options.COUNT, options.SECONDS, options.PERCENT)
+]
+
+
+@pytest.mark.parametrize("o", NUMERIC, ids=[o.field or "?" for o in NUMERIC])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e10", "10000000000", "-1", "0"])
+def test_every_numeric_option_refuses_what_is_not_finite_or_out_of_its_range(o, value):
+    """~0 s each: --concurrency-timeout=nan, inf and 1e10 were taken, and every test then failed
+    with the watchdog's ValueError."""
+    if o.kind == options.COUNT and value in ("nan", "inf", "-inf", "1e10"):
+        wrong = "is not a number"  # int() refuses them
+    elif value in ("nan", "inf", "-inf"):
+        wrong = "is not a finite number; allowed: "
+    else:
+        wrong = "is out of range; allowed: "
+    origin = f"{o.flag or o.ini}={value}"
+    with pytest.raises(settings.SettingsError) as refused:
+        settings.PARSERS[o.kind](value, origin, o)
+    said = str(refused.value)
+    assert said.startswith(f"{origin}: {value!r} {wrong}"), said
+    if o.bounds and "allowed" in wrong:
+        assert said.endswith(f"{settings._shown(o.bounds[0])} to {settings._shown(o.bounds[1])}")
+
+
+@pytest.mark.parametrize("o", NUMERIC, ids=[o.field or "?" for o in NUMERIC])
+def test_every_numeric_option_takes_the_ends_of_its_range(o):
+    low, high = o.bounds or (0.001, 999.999)  # a percentage: above 0, below 1000
+    for value in (low, high):
+        text = str(int(value)) if o.kind == options.COUNT else repr(value)
+        assert settings.PARSERS[o.kind](text, "origin", o) is not None
+
+
+def test_a_timeout_that_is_not_finite_is_a_usage_error_naming_it(pytester):
+    """~0.1 s: the whole path, in this process, up to pytest's usage error (exit 4)."""
+    result = pytester.runpytest_inprocess("--concurrency-timeout=nan")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "--concurrency-timeout=nan: 'nan' is not a finite number; allowed: 0.01 to 86,400"
+        in result.stderr.str()
+    )
+
+
+def test_a_count_or_seconds_option_states_its_range():
+    with pytest.raises(ValueError, match="have bounds"):
+        options.Option("x", "--x", None, options.COUNT, default=1, help="")

@@ -174,7 +174,7 @@ def test_a_projects_xdist_addopts_are_set_aside_for_a_benchmark_session(pytester
         ("--concurrency-scale=huge", "unknown scale 'huge'; use one of smoke, default, seed"),
         ("--concurrency-threshold=ten", "'ten' is not a percentage; write e.g. 10 or 10%"),
         ("--concurrency-threshold=-5", "out of range"),
-        ("--concurrency-timeout=0", "must be above 0"),
+        ("--concurrency-timeout=0", "'0' is out of range; allowed: 0.01 to 86,400"),
         ("--concurrency-rounds=many", "'many' is not a number"),
         # the parent "directory" is the test file itself (root may write anywhere else)
         (

@@ -460,3 +460,30 @@ def test_kernel_chart_per_workload_with_kernel_figures_unmeasured_never_zero(
     assert math.isnan(syscalls[0]) and syscalls[1:] == [1.5 + i for i in range(1, len(ring))]
     assert switches == [0.25] * len(ring) and system_us == pytest.approx([2.0] * len(ring))
     assert (tmp_path / "charts" / "ring-kernel.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("others", [3, 10, 500])
+def test_the_baseline_entries_a_run_did_not_measure_are_summarised_beyond_ten(current, others):
+    """~0 s: a run of one test against a baseline of 500 listed 500 missing rows, a table each,
+    and 500 summary lines, in the terminal and the markdown report alike."""
+    (first,) = current[:1]
+    missing = [
+        V.Verdict((f"w{i}", "n=1", "gevent"), V.MISSING, baseline_median=1.0) for i in range(others)
+    ]
+    missing.append(V.Verdict((first.key[0], first.key[1], "other"), V.MISSING, baseline_median=1.0))
+    gate = V.GateResult([V.Verdict(first.key, V.UNCHANGED, 1.0, 1.0, 0.0), *missing])
+    listed = others + 1 <= tables.MISSING_LISTED
+    built = tables.build([first], gate)
+    assert len(built) == (1 + others if listed else 1)  # beside the case run: its row stays
+    assert [r.backend for r in built[0].rows] == [first.backend, "other"]
+    (lines,) = [lines for title, lines in tables.summary(gate) if title == "Missing from this run"]
+    assert len(lines) == min(others + 1, tables.MISSING_LISTED + 1)
+    if not listed:
+        more = others + 1 - tables.MISSING_LISTED
+        assert lines[-1].startswith(f"and {more} more benchmarks of the baseline that this run")
+    for text in (terminal.render([first], gate, width=100), markdown.render([first], gate)):
+        assert ("w0 [n=1]" in text) == listed, text  # a table of a case not run
+        if not listed:
+            assert len(text.splitlines()) < 50, text
+    assert "Gate: " + tables.headline(gate) in terminal.render([first], gate, width=100)
+    assert f"{others + 1} missing" in tables.headline(gate)

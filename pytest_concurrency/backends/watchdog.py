@@ -433,6 +433,64 @@ def take_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+class StopFlag:
+    """Set by the first SIGINT or SIGTERM after ``arm()``, which then goes on to the handler that
+    was there (Python's, a KeyboardInterrupt). pytest's exit status alone misses a second Ctrl-C
+    that lands while pytest handles the first: its session then ends with status 0 and the
+    KeyboardInterrupt pending, and what it measured would be saved as a result.
+
+    Around code that may run an event loop (a test, a suspect measured again) the handler is set
+    aside (``set_aside``): asyncio and trio turn a Ctrl-C into a clean cancellation only when
+    Python's own handler is the one installed, and a KeyboardInterrupt out of it is noted."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, on_stop: Callable[[], object] | None = None):
+        self.signum: int | None = None
+        self._on_stop = on_stop  # told once, maybe in the handler: keep it to setting attributes
+        self._previous: dict[int, Callable] = {}
+
+    def arm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread sets handlers
+        for signum in self.SIGNALS:
+            current = signal.getsignal(signum)
+            # SIG_DFL ends the process (nothing is saved then), SIG_IGN means it is not to stop
+            if callable(current) and current != self._received:
+                self._previous[signum] = current
+                signal.signal(signum, self._received)
+
+    def disarm(self) -> None:
+        """The handlers as they were, unless another has replaced this one since."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, previous in self._previous.items():
+            if signal.getsignal(signum) == self._received:
+                signal.signal(signum, previous)
+
+    @contextlib.contextmanager
+    def set_aside(self):
+        self.disarm()
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.note(signal.SIGINT)
+            raise
+        finally:
+            self.arm()
+
+    def note(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+            if self._on_stop is not None:
+                self._on_stop()
+
+    def _received(self, signum, frame) -> None:
+        __tracebackhide__ = True  # pytest's "KeyboardInterrupt" line names where the code was
+        self.note(signum)
+        self._previous[signum](signum, frame)
+
+
 @contextlib.contextmanager
 def ctrl_c_after():
     """A Ctrl-C in this block lands when it ends: a write and the record that it was done are one

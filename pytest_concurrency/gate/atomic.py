@@ -11,13 +11,29 @@ baseline kept in a shared sub-directory. Any other link (dangling, a loop, to a 
 device, out of that tree) is refused with one line naming the link and where it points, and no
 directory is ever created through a link: a file of the user's, or a path a pull request
 planted, must not make a save write somewhere the user did not name.
+
+Saves to one file are serialised (``locked``): an exclusive ``flock`` on ``PATH.lock`` beside the
+file (beside the file a link points to), held around the read-modify-write of a baseline, so that
+sessions saving to it at once each add their session to the file as the one before left it. The
+kernel releases a ``flock`` when its holder dies, so a killed save never blocks the next one; the
+holder removes the lock file when done (a waiter that then finds another file at the path, or
+none, locks again).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+try:
+    import fcntl
+except ImportError:  # Windows: saves are not serialised there
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_SUFFIX = ".lock"
 
 
 class UnsafeLink(OSError):
@@ -58,14 +74,8 @@ def link_problem(path) -> str | None:
 def replace_with(path, produce: Callable[[str], object]) -> str:
     """Call ``produce(tmp_path)`` to write the new content, then move it to ``path``; a symlink
     at ``path`` the rule above allows stays one, and the file it points to is replaced."""
-    problem = link_problem(path)
-    if problem:
-        raise UnsafeLink(problem)
-    path = os.path.abspath(os.fspath(path))
-    if os.path.islink(path):
-        path = os.path.realpath(path)
+    path = _target(path)
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
     base, ext = os.path.splitext(os.path.basename(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{base}.", suffix=f".tmp{ext}")
     os.close(fd)
@@ -82,6 +92,85 @@ def replace_with(path, produce: Callable[[str], object]) -> str:
         raise
     _fsync_dir(directory)
     return path
+
+
+def _target(path) -> str:
+    """The file a write to ``path`` replaces (through a link the rule allows), its directory made."""
+    problem = link_problem(path)
+    if problem:
+        raise UnsafeLink(problem)
+    path = os.path.abspath(os.fspath(path))
+    if os.path.islink(path):
+        path = os.path.realpath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def locked(path, waiting: Callable[[], object]) -> Iterator[None]:
+    """Hold the exclusive lock on saves to ``path`` (see above); ``waiting()`` is called once if
+    another process holds it, then this one waits for it (a Ctrl-C ends the wait)."""
+    if fcntl is None:
+        yield
+        return
+    lock = _target(path) + LOCK_SUFFIX
+    fd = _acquire(lock, waiting)
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(lock)  # while held: a waiter on this file then sees it is gone
+        except OSError:
+            pass
+        os.close(fd)
+
+
+def _acquire(lock: str, waiting: Callable[[], object]) -> int:
+    assert fcntl is not None
+    told = False
+    flags = os.O_RDONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        fd = os.open(lock, flags, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not told:
+                    waiting()
+                    told = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if _still_at(fd, lock):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # its holder removed it while this one waited: lock the one there now
+
+
+def _still_at(fd: int, path: str) -> bool:
+    try:
+        there = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+
+
+def why_not_written(exc: OSError, path) -> str:
+    """Why a write to ``path`` failed, and the fix that error calls for: a full disk is not a
+    matter of permissions."""
+    directory = os.path.dirname(os.path.abspath(os.fspath(path)))
+    what = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"{what}: free space (or quota) on the file system of {directory!r}, or choose a "
+            "path on another one"
+        )
+    if exc.errno == errno.EROFS:
+        return f"{what}: choose a path on a writable file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{what}: choose a path in a writable directory, or fix the permissions of {directory!r}"
+    return f"{what}: choose a path in a writable directory"
 
 
 def write_text(path, text: str) -> str:

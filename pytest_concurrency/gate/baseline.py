@@ -21,6 +21,7 @@ an interrupted or failed save leaves the previous baseline as it was.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import json
@@ -29,7 +30,7 @@ import os
 import platform
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
 from typing import Any
 
@@ -258,17 +259,32 @@ def save(path, doc: Mapping) -> None:
     text = _one_line_lists(safe_dumps(_finite(_thinned(doc)), indent=2))
     try:
         atomic.write_text(path, text)
-    except atomic.UnsafeLink as exc:
-        raise BaselineError(
-            f"--concurrency-save-baseline: {exc}; any previous baseline there is unchanged"
-        ) from None
     except OSError as exc:
-        directory = os.path.dirname(os.path.abspath(path))
-        raise BaselineError(
-            f"cannot write the baseline {path!r}: {exc.strerror or exc}; "
-            f"choose a path in a writable directory (--concurrency-save-baseline=PATH) "
-            f"or fix the permissions of {directory!r}; any previous baseline there is unchanged"
-        ) from exc
+        raise _cannot_write(path, exc) from None
+
+
+@contextlib.contextmanager
+def locked(path, waiting: Callable[[], object]) -> Iterator[None]:
+    """Saves to ``path`` one at a time (``atomic.locked``); ``waiting()`` when this one waits."""
+    path = os.fspath(path)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(atomic.locked(path, waiting))
+        except OSError as exc:
+            raise _cannot_write(path, exc, atomic.LOCK_SUFFIX) from None
+        yield
+
+
+def _cannot_write(path: str, exc: OSError, suffix: str = "") -> BaselineError:
+    """Why the baseline (or, ``suffix``, its lock file) could not be written, and the fix."""
+    if isinstance(exc, atomic.UnsafeLink):
+        return BaselineError(
+            f"--concurrency-save-baseline: {exc}; any previous baseline there is unchanged"
+        )
+    return BaselineError(
+        f"cannot write the baseline {path + suffix!r}: {atomic.why_not_written(exc, path)} "
+        "(--concurrency-save-baseline=PATH); any previous baseline there is unchanged"
+    )
 
 
 #: Rounds kept per benchmark and session. pytest-benchmark runs a small function for up to a
@@ -368,11 +384,7 @@ def read(path, what: str = "baseline", remake: str | None = None) -> Any:
         raise BaselineError(f"{name} is empty (an interrupted copy?); {remake}")
     try:
         text = raw.decode("utf-8")
-        doc = json.loads(text, parse_constant=_not_a_number, parse_int=_bounded_int)
-    except _NotANumber as exc:
-        raise BaselineError(
-            f"{name} is damaged: it holds {exc.args[0]}, which is no measurement; {remake}"
-        ) from None
+        doc = json.loads(text, parse_constant=shape.NoNumber, parse_int=_bounded_int)
     except UnicodeDecodeError:
         raise BaselineError(f"{name} is not JSON (not even UTF-8 text); {remake}") from None
     except RecursionError:
@@ -451,17 +463,11 @@ def _read_bytes(path: str, name: str, what: str) -> bytes:
         os.close(fd)
 
 
-class _NotANumber(ValueError):
-    pass
-
-
-def _not_a_number(name: str):
-    raise _NotANumber(name)  # NaN, Infinity, -Infinity: Python's json reads them, JSON has none
-
-
-def _bounded_int(text: str) -> int:
+# NaN, Infinity, -Infinity (Python's json reads them, JSON has none) and integers too long to be
+# a count are read as shape.NoNumber, which shape.bounds refuses naming where each one is
+def _bounded_int(text: str) -> int | shape.NoNumber:
     if len(text.lstrip("-")) > MAX_DIGITS:
-        raise _NotANumber(f"an integer of {len(text.lstrip('-')):,} digits")
+        return shape.NoNumber(f"an integer of {len(text.lstrip('-')):,} digits")
     return int(text)
 
 

@@ -76,7 +76,16 @@ def samples(value: Any) -> str | None:
     for i, x in enumerate(value):
         if not (_number(x) and x >= 0):
             return f"[{i}] is {_kind(x)}, where only non-negative numbers belong"
+    if value and not any(value):  # no round takes no time, nor counts no instruction
+        return (
+            f" holds only zeros ({len(value):,} samples): nothing was measured, and no change can "
+            "be judged against it"
+        )
     return None
+
+
+def above_zero(value: Any) -> str | None:
+    return None if _number(value) and value > 0 else f" is {_kind(value)}, not a number above 0"
 
 
 def layouts(value: Any) -> str | None:
@@ -183,7 +192,19 @@ EXTRA = fields(
     }
 )
 
-_STATS = fields({"data": optional(samples)})
+#: pytest-benchmark's summary of the rounds: the gate computes its own from ``data``, but its
+#: tools (and a reader of the file) take these as they are
+_SUMMARY = (
+    "min max mean stddev rounds median iqr q1 q3 iqr_outliers stddev_outliers ld15iqr hd15iqr "
+    "ops total iterations"
+).split()
+_STATS = fields(
+    {
+        "data": optional(samples),
+        "outliers": optional(text),
+        **{key: optional(number) for key in _SUMMARY},
+    }
+)
 
 #: One entry of ``benchmarks``.
 BENCHMARK = fields(
@@ -204,7 +225,7 @@ def benchmark(entry: Any) -> str | None:
 
 _VERSIONS = optional(mapping(optional(text)))
 _CALIBRATION = optional(
-    fields({"version": optional(scalar), "ns_per_iteration": number}, ("ns_per_iteration",))
+    fields({"version": optional(scalar), "ns_per_iteration": above_zero}, ("ns_per_iteration",))
 )
 _CODE = optional(fields({"commit": optional(text), "dirty": optional(scalar)}))
 
@@ -265,38 +286,73 @@ _TOP = fields(
 )
 
 
+class NoNumber:
+    """What the JSON reader gives for a number no measurement has (NaN, Infinity, an integer of
+    thousands of digits), in its place: ``bounds`` then refuses it naming where it is."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+
 def bounds(doc: Any) -> str | None:
     """Nesting, sizes and numbers beyond what any baseline holds, found before anything else
-    walks the document: walked without recursion (a document nested as deep as the JSON parser
-    allows cannot exhaust the stack here), a list too long refused before its items are looked
-    at, and a number JSON can write but no float holds (1e400 reads as infinity)."""
-    stack = [(doc, 1)]
+    walks the document, each named with the JSON path where it is: walked without recursion (a
+    document nested as deep as the JSON parser allows cannot exhaust the stack here), a list too
+    long refused before its items are looked at, and a number JSON can write but no float holds
+    (1e400 reads as infinity)."""
+    # each container's place is (its parent's place, its key): a path is only spelled out for
+    # the one value refused, not for each of millions of samples
+    stack: list[tuple[Any, int, tuple | None]] = [(doc, 1, None)]
     while stack:
-        value, depth = stack.pop()
+        value, depth, place = stack.pop()
         if depth > MAX_DEPTH:
-            return f"is nested more than {MAX_DEPTH} levels deep (a baseline has 7)"
+            return (
+                f"is nested more than {MAX_DEPTH} levels deep (a baseline has 7), at {path(place)}"
+            )
         if isinstance(value, dict):
             long_key = next((key for key in value if len(key) > MAX_TEXT), None)
             if long_key is not None:
-                return f"has a key of {len(long_key):,} characters"
-            items: Iterable[Any] = value.values()
+                return f"has a key of {len(long_key):,} characters in {path(place)}"
+            items: Iterable[tuple[Any, Any]] = value.items()
         elif isinstance(value, list):
             if len(value) > MAX_SAMPLES:
-                return f"holds a list of {len(value):,} items, more than any session takes ({MAX_SAMPLES:,})"
-            items = value
+                return (
+                    f"holds a list of {len(value):,} items, more than any session takes "
+                    f"({MAX_SAMPLES:,}), at {path(place)}"
+                )
+            items = enumerate(value)
         else:  # the document is one value: only it is ever popped other than a container
             return _leaf(value)
-        for item in items:  # containers walked later, values checked here (millions of samples)
+        for key, item in items:  # containers walked later, values checked here (millions)
             if isinstance(item, (dict, list)):
-                stack.append((item, depth + 1))
+                stack.append((item, depth + 1, (place, key)))
             else:
                 wrong = _leaf(item)
                 if wrong:
-                    return wrong
+                    return f"{wrong}, at {path((place, key))}"
     return None
 
 
+def path(place: tuple | None) -> str:
+    """``benchmarks[0].stats.data[3]`` from a place of ``bounds``."""
+    keys = []
+    while place is not None:
+        place, key = place
+        keys.append(key)
+    out = ""
+    for key in reversed(keys):
+        if isinstance(key, int):
+            out += f"[{key}]"
+        elif key.isidentifier():
+            out += f".{key}" if out else key
+        else:
+            out += f"[{key[:40] + ('...' if len(key) > 40 else '')!r}]"
+    return out or "the top level"
+
+
 def _leaf(value: Any) -> str | None:
+    if isinstance(value, NoNumber):
+        return f"holds {value.what}, which is no measurement"
     if isinstance(value, str) and len(value) > MAX_TEXT:
         return f"holds a text of {len(value):,} characters"
     if isinstance(value, float) and not math.isfinite(value):

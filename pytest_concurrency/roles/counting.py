@@ -467,6 +467,9 @@ class Counted(Session):
         return dict(found or kernel.not_measured(kernel.UNDER_VALGRIND))
 
     def may_save(self) -> str | None:
+        refused = super().may_save()
+        if refused:
+            return refused
         if self.role.launcher is not None and callgrind.launcher_gone(self.role.launcher):
             return "the run that started this counted session is gone (killed)"
         if self.layouts.crashed:  # the launcher stops the run on it: nothing of it is written

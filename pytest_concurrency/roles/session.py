@@ -56,6 +56,10 @@ class Session:
         self.second_sessions: remeasure.SecondSessions | None = None
         self.written: list[str] = []  # what the session's end wrote: what a Ctrl-C after it left
         self.started = False  # every plugin's session start done: a Ctrl-C ends in sessionfinish
+        # the first Ctrl-C (or SIGTERM) from then on: the session is interrupted, whatever exit
+        # status pytest hands its end; pytest-benchmark's own saves are off from that moment
+        self.stop = watchdog.StopFlag(lambda: nothing_saved_by_pytest_benchmark(config))
+        self.said_interrupted = False  # the summary said where it was interrupted: said once
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -118,6 +122,7 @@ class Session:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session) -> None:
         self.started = True
+        self.stop.arm()  # after every session start: a side's or a counted one's take_ctrl_c
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark skips what has no fixture
     def pytest_collection_modifyitems(self, session, config, items) -> None:
@@ -177,6 +182,11 @@ class Session:
         return self.pool
 
     # -- each test -----------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        with self.stop.set_aside():  # a test's event loop sees Python's own Ctrl-C handler
+            return (yield)
 
     def pytest_runtest_setup(self, item) -> None:
         self.running = item.nodeid
@@ -246,6 +256,8 @@ class Session:
         handling of one, which ends in ``pytest_sessionfinish``) interrupted, and what it had written."""
         if not self.started:
             return AT_START_UP
+        if self.said_interrupted:  # a Ctrl-C pending after the summary said where (a second one)
+            return ""
         if not self.written:
             return (
                 "interrupted at the session's end: no baseline, report, verdict or rounds written"
@@ -263,13 +275,15 @@ class Session:
         if bs is None or session.config.option.collectonly:
             return
         late = self.interrupted_at_the_end()
-        if exitstatus == pytest.ExitCode.INTERRUPTED or late:  # what it measured is not a result
+        stopped = exitstatus == pytest.ExitCode.INTERRUPTED or self.stop.signum is not None
+        if stopped or late:  # what it measured is not a result
             self.close(now=True)
             where = late or (f"in {self.running}" if self.running else "before the first test")
             session.exitstatus = pytest.ExitCode.INTERRUPTED
             self.outcome = session_end.SessionOutcome(
                 [],
                 messages=[f"interrupted {where}: no baseline, report, verdict or rounds written"],
+                interrupted=True,
             )
             return
         self.outcome = self.finish(session, bs)
@@ -302,11 +316,14 @@ class Session:
 
     def may_save(self) -> str | None:
         """Why this session must not write a baseline, or None (a counted one whose launcher is gone)."""
+        if self.stop.signum is not None:  # a Ctrl-C at the end that a user's code swallowed
+            return "the session was interrupted (a Ctrl-C or SIGTERM reached it)"
         return None
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.outcome is not None:
             session_end.show(terminalreporter, self.outcome)
+            self.said_interrupted = self.outcome.interrupted
         left = [t.name for t in watchdog.threads_left()]
         if left:  # or the session seems to hang after its summary, with nothing said
             bound = plain_tests.exit_bound()
@@ -323,6 +340,7 @@ class Session:
             )
 
     def pytest_unconfigure(self, config) -> None:
+        self.stop.disarm()
         self.close()
         if self.session is not None:  # the status a process kept alive by users' threads exits with
             plain_tests.session_ended(int(self.session.exitstatus))
