@@ -6,16 +6,17 @@ import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency.gate import paired
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
+from pytest_concurrency.measure import callgrind
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.roles import against, argv
 from pytest_concurrency.runner import lockstep, sides
@@ -788,7 +789,7 @@ def test_work(benchmark):
 
 # ~2 min: pip installs the base side; then each side's counted run (probe, passes, counted session)
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+@needs("valgrind", callgrind.unavailable_reason())
 def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester):
     _library(pytester.path / "base", "1.0", 1)
     _library(pytester.path, "1.1", 2)  # the head: twice the work
@@ -842,7 +843,7 @@ def test_backend(benchmark, concurrency_backend):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+@needs("valgrind", callgrind.unavailable_reason())
 def test_counted_against_the_base_reads_the_same_code_as_no_change(pytester, monkeypatch):
     """The same code on both sides, TMPDIR in a directory of the project's (as
     evidence/nothing_lost.py's tmpfs row). With pymalloc each side's layouts landed in one of the
@@ -873,7 +874,7 @@ def test_counted_against_the_base_reads_the_same_code_as_no_change(pytester, mon
 
 # ~3 min: pip installs the base side; then each side's counted run, its model's test isolated
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+@needs("valgrind", callgrind.unavailable_reason())
 def test_counted_against_the_base_runs_isolated_tests_too(project):
     """Counting needs no turns, so --concurrency-isolate (refused for time against the base) is a
     counted run like any other on each side."""

@@ -8,6 +8,7 @@ import statistics
 import threading
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
@@ -26,8 +27,9 @@ from pytest_concurrency.report import kernel as kernel_report
 with kernel.Counters() as _probe:
     SYSCALLS = _probe.source["syscalls"] == "perf_event_open"
     WHY_NOT = _probe.why_not
-needs_syscalls = pytest.mark.skipif(
-    not SYSCALLS, reason=f"syscalls cannot be counted here: {WHY_NOT}"
+needs_syscalls = needs(
+    "tracefs (perf's syscall events)",
+    None if SYSCALLS else f"syscalls cannot be counted: {WHY_NOT}",
 )
 
 
@@ -428,9 +430,7 @@ def test_not_in_layout_two(benchmark, concurrency_backend):
 
 @pytest.mark.slow  # a counted session of two plain tests, their kernel pass and two layout passes: 148 s here, loaded
 @needs_syscalls
-@pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
+@needs("valgrind", callgrind.unavailable_reason())
 def test_a_users_plain_test_counted_gets_kernel_figures_and_other_layouts_from_passes(pytester):
     # the gate judges them as in time mode (the test above) and over layouts (test_stats.py); here: they
     # are there, and they are the test's own; a test failing in one layout pass has the others

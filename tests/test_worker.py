@@ -12,14 +12,13 @@ import threading
 import time
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency import measure
 from pytest_concurrency.measure import callgrind, driver, memory
 from pytest_concurrency.runner import isolate
 
-needs_valgrind = pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
+needs_valgrind = needs("valgrind", callgrind.unavailable_reason())
 
 DYING = """
 import os
