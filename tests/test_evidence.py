@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import needs
 
+# version-independent (each script is a user's command line; what can differ between Pythons is tested in their own modules): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "evidence"
 needs_valgrind = needs("valgrind", None if shutil.which("valgrind") else "valgrind is not on PATH")

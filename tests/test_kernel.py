@@ -121,6 +121,7 @@ def _judge(base, now):
     return {(v.figure): v for v in kernel_gate.judge(doc, [now]).verdicts}
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "now, status",
     [
@@ -133,6 +134,7 @@ def test_syscalls_per_op_are_judged_tightly(now, status):
     assert _judge(_rec(), now)["syscalls"].status == status
 
 
+@pytest.mark.once
 def test_system_cpu_per_op_catches_more_kernel_work_in_the_same_syscalls():
     got = _judge(_rec(sys_s=100e-6), _rec(sys_s=300e-6))  # readv of 4 KiB -> 256 KiB per hop: x3
     assert got["sys_s"].status == REGRESSED and got["syscalls"].status == UNCHANGED
@@ -140,6 +142,7 @@ def test_system_cpu_per_op_catches_more_kernel_work_in_the_same_syscalls():
     assert _judge(_rec(sys_s=0.0), _rec(sys_s=40e-6))["sys_s"].status == UNCHANGED
 
 
+@pytest.mark.once
 def test_switches_whose_rounds_spread_widely_need_a_wider_change():
     base, now = _rec("threading", csw=4.3, spread=0.4), _rec("threading", csw=4.3 * 1.5, spread=0.4)
     got = _judge(base, now)["csw"]
@@ -150,6 +153,7 @@ def test_switches_whose_rounds_spread_widely_need_a_wider_change():
     )
 
 
+@pytest.mark.once
 def test_a_figure_one_side_did_not_measure_is_not_measured_never_passed():
     got = _judge(_rec(), _rec(source="getrusage"))
     assert (
@@ -196,6 +200,7 @@ def test_a_plain_test_counted_under_valgrind_reads_not_measured_with_why_never_n
     assert "passed: 4 not measured" in kernel_gate.summary(result)
 
 
+@pytest.mark.once
 def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
     doc = baseline.document_from_records([_rec()], META)
     result = gate.compare(doc, [_rec(syscalls=1.24 * 3.33)], META)
@@ -206,6 +211,7 @@ def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
     ), line
 
 
+@pytest.mark.once
 def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regressed():
     def threads(syscalls, foreign_cpu):
         rec = _rec("threading", syscalls=syscalls, csw=4.0)
@@ -399,6 +405,7 @@ def test_a_users_plain_test_gets_kernel_figures_and_its_extra_syscalls_fail(pyte
     )
 
 
+@pytest.mark.once
 def test_threads_judged_on_a_stored_baseline_are_told_what_judges_them_tighter():
     threaded = _rec("threading")
     threaded.extra["task_kind"] = "thread"
