@@ -17,6 +17,46 @@ import pytest
 
 TIMEOUT_S = 600  # per test; a test that needs less to prove "no hang" sets its own marker
 
+#: Set by .ci/run: a green CI run proves the tests ran. A test that needs a tool of the machine
+#: (valgrind, tracefs, a toolchain) fails instead of skipping without it, and the fast tier's tests
+#: that took longer than FAST_LIMIT_S fail the run. (Not a PYTEST_CONCURRENCY_* name: those are the
+#: package's, and only backends/child_env.py reads any.)
+STRICT_ENV = "CONCURRENCY_TESTS_STRICT"
+#: The fast tier's rule is 10 s a test on the 2-core CI machine (docs/contributing.md); the check
+#: allows twice that, for a loaded machine's noise. A test over it moves to the slow tier.
+FAST_LIMIT_S = 20.0
+#: With STRICT_ENV set and no --durations given: the slowest tests, listed at the end of each run.
+STRICT_DURATIONS = 15
+
+
+def _strict() -> bool:
+    return os.environ.get(STRICT_ENV) == "1"
+
+
+def need(tool: str, missing: str | None) -> None:
+    """In a test: go on when ``missing`` is None; else skip it with ``missing`` (why ``tool`` is not
+    on this machine), or, under .ci/run (CONCURRENCY_TESTS_STRICT=1), fail it: CI's machine has
+    every tool, and a skip there would be a green run that tested nothing."""
+    if missing is None:
+        return
+    if _strict():
+        pytest.fail(
+            f"{tool} is not on this machine ({missing}), and {STRICT_ENV}=1 says it must be: "
+            "install it, or unset the variable to skip such tests",
+            pytrace=False,
+        )
+    pytest.skip(f"{tool}: {missing}")
+
+
+def needs(tool: str, missing: str | None) -> pytest.MarkDecorator:
+    """``need`` as a mark: ``@needs("valgrind", callgrind.unavailable_reason())``."""
+    return pytest.mark.needs(tool, missing)
+
+
+def pytest_configure(config):
+    if _strict() and config.option.durations is None:
+        config.option.durations = STRICT_DURATIONS
+
 
 def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("timeout"):
@@ -24,6 +64,46 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(TIMEOUT_S))
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        need(*mark.args)
+
+
+#: Each fast-tier test's time (not marked slow): its setup, call and teardown.
+_took: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Runs where the reports arrive: xdist's controller, or the only session."""
+    if "slow" not in report.keywords:
+        _took[report.nodeid] = _took.get(report.nodeid, 0.0) + report.duration
+
+
+def _offenders() -> list[tuple[str, float]]:
+    return sorted(((n, s) for n, s in _took.items() if s > FAST_LIMIT_S), key=lambda t: -t[1])
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):  # an xdist worker: its controller judges
+        return
+    if _strict() and _offenders() and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    offenders = [] if hasattr(terminalreporter.config, "workerinput") else _offenders()
+    if not offenders:
+        return
+    terminalreporter.section(f"fast-tier tests over {FAST_LIMIT_S:.0f} s", sep="=", red=_strict())
+    for node, s in offenders:
+        terminalreporter.line(f"{s:7.1f} s  {node}")
+    terminalreporter.line(
+        "The fast tier's rule: 10 s a test on the 2-core CI machine. Mark a test over it "
+        "@pytest.mark.slow, or make it cheaper"
+        + (f" ({STRICT_ENV}=1: this fails the run)." if _strict() else ".")
+    )
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -6,16 +6,17 @@ import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency.gate import paired
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
+from pytest_concurrency.measure import callgrind
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.roles import against, argv
 from pytest_concurrency.runner import lockstep, sides
@@ -37,6 +38,7 @@ def _rounds(
     return a, b
 
 
+@pytest.mark.once
 def test_the_median_interval_needs_eight_values_at_99_percent():
     assert paired.median_interval([1.0] * 7) is None
     assert paired.median_interval(list(range(8))) == (0, 7)
@@ -44,6 +46,7 @@ def test_the_median_interval_needs_eight_values_at_99_percent():
     assert 30 < low < 50 < high < 70
 
 
+@pytest.mark.once
 def test_a_change_is_judged_on_quads_and_a_steady_drift_cancels():
     key = ("w", "", "threading")
     base, head = _rounds(
@@ -59,6 +62,7 @@ def test_a_change_is_judged_on_quads_and_a_steady_drift_cancels():
     assert paired.judge_pair(key, base, head, 0.03).status == UNCHANGED
 
 
+@pytest.mark.once
 def test_too_few_or_unpaired_rounds_are_inconclusive_never_unchanged():
     one = paired.judge_pair(("w", "", "asyncio"), *_rounds(1, 1.0, 1.0), 0.03)
     assert one.status == INCONCLUSIVE and "too few" in one.note
@@ -67,6 +71,7 @@ def test_too_few_or_unpaired_rounds_are_inconclusive_never_unchanged():
     assert v.status == INCONCLUSIVE and v.pairs == 0
 
 
+@pytest.mark.once
 def test_a_test_with_too_few_rounds_for_a_pair_is_judged_over_more_pairs():
     # a test's own pedantic(rounds=15): 7 quads a pair, too few for one pair's interval
     key = ("w", "", "asyncio")
@@ -80,6 +85,7 @@ def test_a_test_with_too_few_rounds_for_a_pair_is_judged_over_more_pairs():
     assert paired.judge_pair(key, *same[0], 0.03, again=same[1:]).status == UNCHANGED
 
 
+@pytest.mark.once
 def test_a_pair_of_sessions_too_unlike_says_what_this_machine_could_see():
     base, head = _rounds(30, 1.0, 1.04, noise=0.30, seed=2)
     v = paired.judge_pair(("w", "", "threading"), base, head, 0.03)
@@ -88,6 +94,7 @@ def test_a_pair_of_sessions_too_unlike_says_what_this_machine_could_see():
     assert "--concurrency-measure=instructions" in v.note
 
 
+@pytest.mark.once
 def test_a_noisy_change_near_the_threshold_is_inconclusive():
     base, head = _rounds(30, 1.0, 1.04, noise=0.30, seed=2)
     v = paired.judge_pair(
@@ -96,6 +103,7 @@ def test_a_noisy_change_near_the_threshold_is_inconclusive():
     assert v.status == INCONCLUSIVE and "more pairs would tell" in v.note
 
 
+@pytest.mark.once
 def test_one_pair_of_sessions_never_reads_a_change_of_time():
     # one process of the same code 5% slower for its whole life is steady through its pair: only a
     # second pair of processes tells it from the code
@@ -119,6 +127,7 @@ def _beside(rounds: tuple, others: int) -> tuple:
     return tuple([[*r, 1, -1, others] for r in side] for side in rounds)  # 1 iteration, CPU unknown
 
 
+@pytest.mark.once
 def test_pairs_of_sessions_beside_a_busy_core_are_not_judged_on_time():
     # beside one busy loop, one side ran 10-25% apart from its twin, whichever by chance: two such
     # pairs that happened to agree (+15.0%, +15.5% here) once failed unchanged code
@@ -154,6 +163,7 @@ def test_pairs_of_sessions_beside_a_busy_core_are_not_judged_on_time():
     assert paired.judge_pair(key, *unknown[0], 0.05, again=unknown[1:]).status == REGRESSED
 
 
+@pytest.mark.once
 def test_pairs_of_sessions_are_the_unit_one_unlike_the_others_is_outweighed():
     key = ("w", "", "gevent")
     unlike = _rounds(
@@ -175,6 +185,7 @@ def test_pairs_of_sessions_are_the_unit_one_unlike_the_others_is_outweighed():
     assert v.status == REGRESSED and v.sessions == 3, paired.line(v)
 
 
+@pytest.mark.once
 def test_a_pair_of_sessions_far_unlike_the_others_is_set_aside_and_named():
     # as measured: a +5% change on gevent, two of eight pairs' processes 12% apart the other way
     key = ("w", "", "gevent")
@@ -190,6 +201,7 @@ def test_a_pair_of_sessions_far_unlike_the_others_is_set_aside_and_named():
     )
 
 
+@pytest.mark.once
 def test_kernel_figures_need_their_change_in_both_halves_of_a_pair():
     base, head = _rounds(30, 100.0, 100.0, noise=0.002)
     head = [
@@ -204,6 +216,7 @@ def test_kernel_figures_need_their_change_in_both_halves_of_a_pair():
     )
 
 
+@pytest.mark.once
 def test_threads_and_processes_are_judged_against_the_base_at_a_wider_default_and_a_users_threshold_wins():
     from pytest_concurrency import session_end
     from pytest_concurrency.settings import Settings
@@ -220,6 +233,7 @@ def test_threads_and_processes_are_judged_against_the_base_at_a_wider_default_an
     assert [own(rec("threading", "thread")), own(rec("gevent", "light"))] == [0.02, 0.04]
 
 
+@pytest.mark.once
 def test_what_is_not_decided_is_measured_again_and_nothing_else():
     def rec(name, rounds):
         return Record(name, {}, "gevent", [1.0], extra={"paired_rounds": rounds})
@@ -251,6 +265,7 @@ def test_what_is_not_decided_is_measured_again_and_nothing_else():
     assert paired.undecided(result) == []
 
 
+@pytest.mark.once
 def test_a_benchmark_the_base_side_did_not_run_is_missing():
     base, head = _rounds(10, 1.0, 1.0, noise=0)
     rec = Record("w", {}, "gevent", [1.0], extra={"paired_rounds": head})
@@ -267,6 +282,7 @@ def test_a_benchmark_the_base_side_did_not_run_is_missing():
     )
 
 
+@pytest.mark.once
 def test_kernel_figures_are_paired_by_turn_like_time():
     base, head = _rounds(10, 1.0, 1.0, noise=0)
 
@@ -292,6 +308,7 @@ def test_kernel_figures_are_paired_by_turn_like_time():
     )
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("kind, status", [("thread", REGRESSED), ("process", UNCHANGED)])
 def test_thread_kernel_figures_are_judged_at_the_figures_own_threshold_against_the_base(
     kind, status
@@ -411,6 +428,7 @@ def test_a_single_threaded_round_runs_on_the_shared_cpu_and_threads_keep_every_c
 # -- the base side's install and command line -------------------------------------------------------
 
 
+@pytest.mark.once
 def test_specs_name_git_refs_paths_and_pip_requirements(tmp_path):
     (tmp_path / "old").mkdir()
     (tmp_path / "dist").mkdir()
@@ -450,6 +468,7 @@ SPEC_ERRORS = {
 }
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("spec", SPEC_ERRORS)
 def test_a_spec_that_could_name_a_file_is_never_a_pip_install(tmp_path, spec):
     (tmp_path / "same==1.0").write_text("")  # a file whose name is also a requirement
@@ -459,6 +478,7 @@ def test_a_spec_that_could_name_a_file_is_never_a_pip_install(tmp_path, spec):
     assert SPEC_ERRORS[spec] in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.once
 def test_the_base_side_gets_the_command_line_without_what_only_the_head_writes():
     args = [
         "tests",
@@ -480,6 +500,7 @@ def test_the_base_side_gets_the_command_line_without_what_only_the_head_writes()
     ]
 
 
+@pytest.mark.once
 def test_the_first_pair_runs_both_sides_with_command_lines_of_one_shape():
     args = ["tests", "-q", "--concurrency-against=git:HEAD"]
     first = against.command_lines(
@@ -788,7 +809,7 @@ def test_work(benchmark):
 
 # ~2 min: pip installs the base side; then each side's counted run (probe, passes, counted session)
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+@needs("valgrind", callgrind.unavailable_reason())
 def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester):
     _library(pytester.path / "base", "1.0", 1)
     _library(pytester.path, "1.1", 2)  # the head: twice the work
@@ -842,7 +863,7 @@ def test_backend(benchmark, concurrency_backend):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+@needs("valgrind", callgrind.unavailable_reason())
 def test_counted_against_the_base_reads_the_same_code_as_no_change(pytester, monkeypatch):
     """The same code on both sides, TMPDIR in a directory of the project's (as
     evidence/nothing_lost.py's tmpfs row). With pymalloc each side's layouts landed in one of the
@@ -873,7 +894,7 @@ def test_counted_against_the_base_reads_the_same_code_as_no_change(pytester, mon
 
 # ~3 min: pip installs the base side; then each side's counted run, its model's test isolated
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+@needs("valgrind", callgrind.unavailable_reason())
 def test_counted_against_the_base_runs_isolated_tests_too(project):
     """Counting needs no turns, so --concurrency-isolate (refused for time against the base) is a
     counted run like any other on each side."""

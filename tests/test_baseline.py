@@ -12,6 +12,9 @@ from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate.baseline import BaselineError
 from pytest_concurrency.measure import records
 
+# version-independent (the baseline store's files: JSON in, JSON out): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 
 def sample_doc(n: int = 5) -> dict:
     recs = [

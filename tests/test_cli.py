@@ -13,6 +13,9 @@ import pytest
 from pytest_concurrency.__main__ import main
 from pytest_concurrency.measure.records import from_json, load_json_file
 
+# version-independent (the report command on saved files): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 DATA = Path(__file__).parent / "data"
 A, B = str(DATA / "run_a.json"), str(DATA / "run_b.json")
 ROOT = Path(__file__).resolve().parent.parent

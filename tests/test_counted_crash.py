@@ -7,15 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency.measure import callgrind
 from pytest_concurrency.roles import crash
 
 HOSTILE = (Path(__file__).parent / "data" / "hostile.py").read_text()
 
-needs_valgrind = pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
+needs_valgrind = needs("valgrind", callgrind.unavailable_reason())
 
 
 @needs_valgrind

@@ -17,6 +17,9 @@ from pytest_concurrency.gate import verdicts as V
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import escape, markdown, terminal
 
+# version-independent (text made inert, in-process): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 HOSTILE = {
     "<img src=http://x>": "&lt;img src=http:\\/\\/x>",
     "**All gates passed**": "\\*\\*All gates passed\\*\\*",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency.measure import callgrind
 
@@ -53,7 +54,7 @@ def test_a_failed_benchmark_test_leaves_the_baseline_as_it_was(pytester, monkeyp
 
 
 @pytest.mark.slow  # ~40 s: two counted sessions (one layout) of two tiny tests under valgrind
-@pytest.mark.skipif(callgrind.unavailable_reason() is not None, reason="needs valgrind")
+@needs("valgrind", callgrind.unavailable_reason())
 def test_a_failed_counted_benchmark_test_leaves_the_baseline_as_it_was(pytester, monkeypatch):
     _save_then_fail(
         pytester, monkeypatch, "--concurrency-measure=instructions", "--concurrency-layouts=1"

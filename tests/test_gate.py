@@ -23,6 +23,9 @@ from pytest_concurrency.gate.verdicts import (
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import tables
 
+# version-independent (the gate on synthetic records): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 CASES = [("ring", {"n": 50, "m": 1000}), ("switch", {"n": 1000})]
 BACKENDS = {"gevent": "25.1.0", "uvloop": "0.21.0", "threading": "3.11.7"}
 PY = {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"}

@@ -10,6 +10,9 @@ from pytest_concurrency.gate import baseline, history
 from pytest_concurrency.gate.baseline import BaselineError
 from pytest_concurrency.measure.records import Record
 
+# version-independent (a baseline's sessions: arithmetic on records): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 PY = {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"}
 
 

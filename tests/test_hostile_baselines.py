@@ -13,6 +13,9 @@ from pytest_concurrency import settings
 from pytest_concurrency.gate import atomic, baseline
 from pytest_concurrency.report import markdown
 
+# version-independent (refusals of bad files, in-process): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 GOOD = (Path(__file__).parent / "data" / "run_a.json").read_text()
 
 

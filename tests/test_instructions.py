@@ -13,15 +13,14 @@ import subprocess
 import sys
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency.gate import stats
 from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import callgrind, client_request, memory, profile
 from pytest_concurrency.measure.records import Record
 
-needs_valgrind = pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
+needs_valgrind = needs("valgrind", callgrind.unavailable_reason())
 
 PINGS = '''
 import os

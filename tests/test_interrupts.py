@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency.backends import scratch
 from pytest_concurrency.measure import callgrind
@@ -286,9 +287,7 @@ ONE_SLOW_LAYOUT = """
 
 
 @pytest.mark.slow  # 28 s here: the pass starts under valgrind, runs its test, then is interrupted
-@pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
+@needs("valgrind", callgrind.unavailable_reason())
 def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(pytester):
     pytester.makepyfile(test_plain=ONE_SLOW_LAYOUT)
     marker, started, base = (
@@ -446,9 +445,7 @@ if '"kind":"probe"' in " ".join(sys.argv):  # the launcher is collecting this co
 """
 
 
-@pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
+@needs("valgrind", callgrind.unavailable_reason())
 def test_ctrl_c_while_a_counted_run_collects_its_tests_is_one_line(pytester):
     """~3 s: the launcher's probe (a --collect-only of the command line) once ended in a traceback."""
     pytester.makeconftest(PROBE_CTRL_C)
@@ -488,9 +485,7 @@ def _two_sided_project(pytester) -> None:
 
 
 @pytest.mark.slow  # 122 s here (load 8): the base installed, its counted run started, the Ctrl-C
-@pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
+@needs("valgrind", callgrind.unavailable_reason())
 def test_ctrl_c_in_the_base_sides_counted_run_leaves_nothing_in_tmpdir(pytester):
     """The base side's counted run was terminated at once, and left its directory in TMPDIR."""
     _two_sided_project(pytester)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -12,8 +11,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import needs
 
 from pytest_concurrency import backends
+from pytest_concurrency.measure import callgrind
 
 # A user's own workloads, importable by the worker as "misbehaving:HANG" etc.
 MISBEHAVING = '''
@@ -323,7 +324,7 @@ def test_a_suites_own_benchmark_test_that_leaves_a_thread_is_named_and_not_waite
 
 
 @pytest.mark.slow  # ~90 s: its kernel pass and counted session each wait out the 30 s
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counts under valgrind")
+@needs("valgrind", callgrind.unavailable_reason())
 def test_a_counted_session_waits_for_a_left_thread_no_longer_than_a_timed_one(pytester):
     """Counted, the round timeout is 1200 s by default, and the exit once waited that long for a
     thread a test left; the bound is now the same 30 s in every role (plain_tests.EXIT_WAIT_S)."""

@@ -8,6 +8,7 @@ import statistics
 import threading
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
@@ -26,8 +27,9 @@ from pytest_concurrency.report import kernel as kernel_report
 with kernel.Counters() as _probe:
     SYSCALLS = _probe.source["syscalls"] == "perf_event_open"
     WHY_NOT = _probe.why_not
-needs_syscalls = pytest.mark.skipif(
-    not SYSCALLS, reason=f"syscalls cannot be counted here: {WHY_NOT}"
+needs_syscalls = needs(
+    "tracefs (perf's syscall events)",
+    None if SYSCALLS else f"syscalls cannot be counted: {WHY_NOT}",
 )
 
 
@@ -130,6 +132,7 @@ def _judge(base, now):
     return {(v.figure): v for v in kernel_gate.judge(doc, [now]).verdicts}
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "now, status",
     [
@@ -142,6 +145,7 @@ def test_syscalls_per_op_are_judged_tightly(now, status):
     assert _judge(_rec(), now)["syscalls"].status == status
 
 
+@pytest.mark.once
 def test_system_cpu_per_op_catches_more_kernel_work_in_the_same_syscalls():
     got = _judge(_rec(sys_s=100e-6), _rec(sys_s=300e-6))  # readv of 4 KiB -> 256 KiB per hop: x3
     assert got["sys_s"].status == REGRESSED and got["syscalls"].status == UNCHANGED
@@ -149,6 +153,7 @@ def test_system_cpu_per_op_catches_more_kernel_work_in_the_same_syscalls():
     assert _judge(_rec(sys_s=0.0), _rec(sys_s=40e-6))["sys_s"].status == UNCHANGED
 
 
+@pytest.mark.once
 def test_switches_whose_rounds_spread_widely_need_a_wider_change():
     base = _rec("threading", vcsw=4.3, spread=0.4)
     got = _judge(base, _rec("threading", vcsw=4.3 * 1.5, spread=0.4))["vcsw"]
@@ -159,6 +164,7 @@ def test_switches_whose_rounds_spread_widely_need_a_wider_change():
     )
 
 
+@pytest.mark.once
 def test_a_figure_one_side_did_not_measure_is_not_measured_never_passed():
     got = _judge(_rec(), _rec(source="getrusage"))
     assert (
@@ -205,6 +211,7 @@ def test_a_plain_test_counted_under_valgrind_reads_not_measured_with_why_never_n
     assert "passed: 4 not measured" in kernel_gate.summary(result)
 
 
+@pytest.mark.once
 def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
     doc = baseline.document_from_records([_rec()], META)
     result = gate.compare(doc, [_rec(syscalls=1.24 * 3.33)], META)
@@ -215,6 +222,7 @@ def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
     ), line
 
 
+@pytest.mark.once
 def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regressed():
     def threads(syscalls, foreign_cpu):
         rec = _rec("threading", syscalls=syscalls, vcsw=4.0)
@@ -407,6 +415,7 @@ def test_a_users_plain_test_gets_kernel_figures_and_its_extra_syscalls_fail(pyte
     )
 
 
+@pytest.mark.once
 def test_threads_judged_on_a_stored_baseline_are_told_what_judges_them_tighter():
     threaded = _rec("threading")
     threaded.extra["task_kind"] = "thread"
@@ -438,9 +447,7 @@ def test_not_in_layout_two(benchmark, concurrency_backend):
 
 @pytest.mark.slow  # a counted session of two plain tests, their kernel pass and two layout passes: 148 s here, loaded
 @needs_syscalls
-@pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
+@needs("valgrind", callgrind.unavailable_reason())
 def test_a_users_plain_test_counted_gets_kernel_figures_and_other_layouts_from_passes(pytester):
     # the gate judges them as in time mode (the test above) and over layouts (test_stats.py); here: they
     # are there, and they are the test's own; a test failing in one layout pass has the others

@@ -11,7 +11,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import pytest_concurrency
+
+# version-independent (the package's source, read with ast): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
 
 PACKAGE = Path(pytest_concurrency.__file__).parent
 

@@ -16,6 +16,9 @@ from pytest_concurrency.gate import verdicts as V
 from pytest_concurrency.measure.records import Record, from_json
 from pytest_concurrency.report import markdown, terminal
 
+# version-independent (the memory gate's rule on records with known figures): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 DATA = Path(__file__).parent / "data"
 
 

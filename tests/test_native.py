@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import need
 
 from pytest_concurrency import backends, measure
 from pytest_concurrency.backends import toolchains
@@ -60,9 +61,7 @@ def toolchain_homes(monkeypatch):
 
 
 def needs(language: str):
-    reason = toolchains.missing(language)
-    if reason:
-        pytest.skip(f"{language}: {reason}")
+    need(f"the {language} toolchain", toolchains.missing(language))
 
 
 def run_seeds(pytester, language: str, *args: str, subprocess: bool = False):

@@ -7,10 +7,11 @@ gate could judge ran; the baseline file it names is left as it was (or not creat
 from __future__ import annotations
 
 import hashlib
-import shutil
 
 import pytest
+from conftest import needs
 
+from pytest_concurrency.measure import callgrind
 from pytest_concurrency.session_end import EXIT_NOTHING_JUDGED
 
 BENCH = """
@@ -107,7 +108,7 @@ def test_a_base_side_that_cannot_collect_is_nothing_judged(pytester):
     assert "cannot import name 'new'" in why, why
 
 
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counting needs valgrind")
+@needs("valgrind", callgrind.unavailable_reason())
 def test_a_counted_session_that_would_record_nothing_says_so_before_counting(pytester):
     """~3 s: the probe sees only a skipped benchmark, so nothing runs under valgrind."""
     pytester.makepyfile(

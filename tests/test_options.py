@@ -37,6 +37,8 @@ def plugin_help(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+# The two --help tests run on every Python: argparse lays help out, and its layout has changed
+# between Python versions; the rest (the table, the settings, the usage errors) are marked ``once``.
 def test_help_matches_the_snapshot(pytester, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")  # argparse and pytest's ini listing wrap at this width
     result = pytester.runpytest_inprocess("--help")
@@ -64,6 +66,7 @@ def test_help_lists_every_user_option_and_ini_key_but_not_the_role(pytester, mon
     assert "--concurrency-role" not in pytester.runpytest_inprocess("--help").stdout.str()
 
 
+@pytest.mark.once
 def test_the_role_is_declared_though_hidden(pytester):
     config = pytester.parseconfig()
     assert config.getoption("concurrency_role") is None  # ValueError if it were not declared
@@ -82,6 +85,7 @@ BAD = [
 ]
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("flag, key, value, wrong", BAD, ids=[b[1] for b in BAD])
 def test_a_wrong_value_on_the_command_line_names_the_flag(pytester, flag, key, value, wrong):
     pytester.makeini(f"[pytest]\n{key} = \n")  # an empty ini value is no value
@@ -91,6 +95,7 @@ def test_a_wrong_value_on_the_command_line_names_the_flag(pytester, flag, key, v
     assert f"ini {key}" not in result.stderr.str()
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("flag, key, value, wrong", BAD, ids=[b[1] for b in BAD])
 def test_a_wrong_value_in_the_ini_file_names_the_key_and_the_file(
     pytester, flag, key, value, wrong
@@ -102,6 +107,7 @@ def test_a_wrong_value_in_the_ini_file_names_the_key_and_the_file(
     assert f"{flag}=" not in result.stderr.str()
 
 
+@pytest.mark.once
 def test_a_wrong_switch_and_a_wrong_threshold_line_in_pytest_ini(pytester):
     ini = pytester.path / "pytest.ini"
     ini.write_text("[pytest]\nconcurrency_isolate = maybe\n")
@@ -118,6 +124,7 @@ def test_a_wrong_switch_and_a_wrong_threshold_line_in_pytest_ini(pytester):
     )
 
 
+@pytest.mark.once
 def test_a_wrong_value_given_with_dash_o_says_so(pytester):
     pytester.makeini("[pytest]\n")
     result = pytester.runpytest_inprocess("-o", "concurrency_scale=huge")
@@ -127,6 +134,7 @@ def test_a_wrong_value_given_with_dash_o_says_so(pytester):
     )
 
 
+@pytest.mark.once
 def test_the_command_line_wins_over_the_ini_file(pytester):
     pytester.makeini(
         "[pytest]\n"
@@ -147,6 +155,7 @@ def test_the_command_line_wins_over_the_ini_file(pytester):
     assert reset.scale == "default"  # an empty value on the command line: the default
 
 
+@pytest.mark.once
 def test_nothing_given_is_the_defaults(pytester):
     s = settings.from_config(pytester.parseconfig())
     assert s == settings.Settings(timeout=s.instrument.default_timeout)
@@ -154,6 +163,7 @@ def test_nothing_given_is_the_defaults(pytester):
     assert settings.from_config(pytester.parseconfig(), paired=True).paired
 
 
+@pytest.mark.once
 def test_paths_and_switches(pytester):
     s = settings.from_config(
         pytester.parseconfig(
@@ -167,6 +177,7 @@ def test_paths_and_switches(pytester):
     assert s.isolate and not s.memory_plain
 
 
+@pytest.mark.once
 def test_settings_are_frozen(pytester):
     s = settings.from_config(pytester.parseconfig())
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -176,6 +187,7 @@ def test_settings_are_frozen(pytester):
     assert dataclasses.replace(s, scale="smoke").scale == "smoke"
 
 
+@pytest.mark.once
 def test_every_entry_fills_a_field_of_settings():
     fields = {f.name for f in dataclasses.fields(settings.Settings)}
     filled = {o.field for o in options.OPTIONS if o.field}

@@ -144,8 +144,8 @@ def test_eventlet_under_warnings_as_errors(pytester):
 
 @pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="pytest-xdist not installed")
 def test_a_projects_xdist_addopts_are_set_aside_for_a_benchmark_session(pytester):
-    """~5 s, three sessions (one with two xdist workers): -n in the project's addopts (as many projects have it) neither
-    refuses a benchmark session nor measures benchmarks side by side; plain test runs keep it."""
+    """One session: -n in the project's addopts (as many projects have it) neither refuses a
+    benchmark session nor measures benchmarks side by side."""
     pytester.makeini("[pytest]\naddopts = --numprocesses=2\n")
     pytester.makepyfile("def test_bench(benchmark):\n    benchmark(sum, range(100))\n")
     result = pytester.runpytest_subprocess(
@@ -157,6 +157,16 @@ def test_a_projects_xdist_addopts_are_set_aside_for_a_benchmark_session(pytester
     )
     result.stdout.fnmatch_lines(["*1 passed*"])
     assert "workers [" not in result.stdout.str()  # no xdist worker ran it
+
+
+# slow: two sessions, one of them with two xdist workers (the three sessions in one test took
+# 52 s of the fast tier's run here, load 5; issue 49)
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="pytest-xdist not installed")
+def test_a_projects_xdist_addopts_stay_for_plain_test_runs(pytester):
+    """The control: the same addopts in plain test runs keep their workers, as without the plugin."""
+    pytester.makeini("[pytest]\naddopts = --numprocesses=2\n")
+    pytester.makepyfile("def test_bench(benchmark):\n    benchmark(sum, range(100))\n")
     result = pytester.runpytest_subprocess(
         "--concurrency-backends=asyncio", "-p", "no:cacheprovider"
     )

@@ -36,11 +36,13 @@ def _texts():
 OUTSIDE = "../" + "shared"  # held the seed documents where this grew; users do not have it
 
 
+@pytest.mark.once
 def test_nothing_points_outside_the_repository():
     offenders = [str(f.relative_to(ROOT)) for f, text in _texts() if OUTSIDE in text]
     assert not offenders, f"these files point to {OUTSIDE}, which users do not have: {offenders}"
 
 
+@pytest.mark.once
 def test_readmes_local_links_exist():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     links = re.findall(r"\]\(([^)#:]+)\)", readme)  # [text](path), not URLs
@@ -49,6 +51,7 @@ def test_readmes_local_links_exist():
     assert not missing, f"README links to files that do not exist: {missing}"
 
 
+@pytest.mark.once
 def test_seed_docs_cover_every_workload():
     seeds = (ROOT / "docs" / "seeds.md").read_text(encoding="utf-8")
     for seed, workload in [
@@ -61,6 +64,7 @@ def test_seed_docs_cover_every_workload():
         assert re.search(rf"^## {seed}: .*workload `{workload}`$", seeds, re.M), (seed, workload)
 
 
+# on every Python (the others here are ``once``): which warnings a session meets depends on it
 @pytest.mark.timeout(300)
 def test_benchmarks_run_under_warnings_as_errors_without_the_test_extras():
     # As a user with only [all] installed: no pytest-timeout, no xdist. An ini key only a
@@ -97,6 +101,7 @@ def test_benchmarks_run_under_warnings_as_errors_without_the_test_extras():
     assert re.search(r"\b[1-9]\d* passed\b", out), out
 
 
+@pytest.mark.once
 def test_readme_starts_with_the_two_commands_and_ci_runs_them():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     first_block = re.search(r"```sh\n(.*?)```", readme, re.S)
@@ -117,6 +122,7 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_them():
     )
 
 
+@pytest.mark.once
 def test_the_security_page_names_every_environment_variable_the_package_reads():
     from pytest_concurrency.backends import child_env
 
@@ -131,3 +137,29 @@ def test_the_security_page_names_every_environment_variable_the_package_reads():
     page = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
     missing = sorted(name for name in read if f"`{name}`" not in page)
     assert "CI" in read and "XDG_CACHE_HOME" in read and not missing, missing
+
+
+@pytest.mark.once
+def test_ci_runs_the_tests_strictly_and_tox_passes_it_on():
+    """A green .ci/run proves the tests ran: it sets the variable tests/conftest.py reads (a missing
+    tool fails instead of skipping), and tox passes it to every env."""
+    from conftest import STRICT_ENV
+
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    tox = (ROOT / "tox.ini").read_text(encoding="utf-8")
+    assert re.search(rf"^export {STRICT_ENV}=1$", ci, re.M)
+    passenv = re.search(r"^passenv =\n((?:    .*\n)+)", tox, re.M)
+    assert passenv and re.search(rf"^    {STRICT_ENV}$", passenv.group(1), re.M), passenv
+
+
+@pytest.mark.once
+def test_a_missing_tool_skips_here_and_fails_under_ci(monkeypatch):
+    from conftest import STRICT_ENV, need
+
+    need("valgrind", None)  # here: nothing happens
+    monkeypatch.delenv(STRICT_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="valgrind: not on PATH"):
+        need("valgrind", "not on PATH")
+    monkeypatch.setenv(STRICT_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match=f"{STRICT_ENV}=1 says it must be"):
+        need("valgrind", "not on PATH")

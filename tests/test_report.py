@@ -17,6 +17,9 @@ from pytest_concurrency.gate import verdicts as V
 from pytest_concurrency.measure.records import from_json, key_label, load_json_file, params_id
 from pytest_concurrency.report import markdown, tables, terminal
 
+# version-independent (the reports from fixed JSON files): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 DATA = Path(__file__).parent / "data"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -24,6 +24,7 @@ BELOW_GLUE = ("gate", "measure", "runner", "report")
 PYTEST_OBJECTS = {"config", "early_config", "item", "pyfuncitem", "session", "metafunc"}
 
 
+@pytest.mark.once
 def test_a_role_survives_the_command_line():
     for role in (
         Role(PROBE, out="/tmp/count"),
@@ -38,6 +39,7 @@ def test_a_role_survives_the_command_line():
     assert set(KINDS) == {PROBE, COUNTED, LAYOUT_PASS, SIDE, "kernel-pass", "base", "head"}
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "text",
     ["", "side", "{}", '{"kind":"boss"}', '{"kind":"side","colour":"red"}', "[1]", '{"kind":1}'],
@@ -95,6 +97,7 @@ def _sources():
     return sorted(PACKAGE.rglob("*.py"))
 
 
+@pytest.mark.once
 def test_no_module_but_the_childrens_one_names_a_plugin_environment_variable():
     named = {
         str(path.relative_to(PACKAGE)): sorted(set(re.findall(r"PYTEST_CONCURRENCY_\w+", text)))
@@ -104,11 +107,13 @@ def test_no_module_but_the_childrens_one_names_a_plugin_environment_variable():
     assert named == {}, "name it in backends/child_env.py, or pass it on the command line (roles)"
 
 
+@pytest.mark.once
 def test_the_childrens_module_names_what_it_reads():
     text = CHILD_ENV.read_text()
     assert text.count("PYTEST_CONCURRENCY_") >= 5 and "os.environ.get(name)" in text
 
 
+@pytest.mark.once
 def test_no_layer_below_the_glue_takes_a_pytest_object_or_reads_a_stash():
     found = []
     for path in _sources():
@@ -126,6 +131,7 @@ def test_no_layer_below_the_glue_takes_a_pytest_object_or_reads_a_stash():
     assert found == []
 
 
+@pytest.mark.once
 def test_plugin_py_is_wiring():
     text = (PACKAGE / "plugin.py").read_text()
     assert len(text.splitlines()) <= 200

@@ -9,6 +9,9 @@ import pytest
 from pytest_concurrency.gate import stats
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
 
+# version-independent (the gate's statistics on seeded samples): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 
 def noisy(seed: int, n: int, scale: float = 1e-3, sigma: float = 0.03) -> list[float]:
     rng = random.Random(seed)

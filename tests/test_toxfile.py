@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# version-independent (toxfile.py against fake executables): tox runs it on one Python, in its once env
+pytestmark = pytest.mark.once
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -12,15 +12,14 @@ import threading
 import time
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency import measure, workloads
 from pytest_concurrency.measure import callgrind, driver, memory
 from pytest_concurrency.measure.plan import CasePlan
 from pytest_concurrency.runner import isolate
 
-needs_valgrind = pytest.mark.skipif(
-    callgrind.unavailable_reason() is not None, reason=f"{callgrind.unavailable_reason()}"
-)
+needs_valgrind = needs("valgrind", callgrind.unavailable_reason())
 
 DYING = """
 import os
