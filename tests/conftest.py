@@ -22,9 +22,11 @@ TIMEOUT_S = 600  # per test; a test that needs less to prove "no hang" sets its 
 #: that took longer than FAST_LIMIT_S fail the run. (Not a PYTEST_CONCURRENCY_* name: those are the
 #: package's, and only backends/child_env.py reads any.)
 STRICT_ENV = "CONCURRENCY_TESTS_STRICT"
-#: The fast tier's rule is 10 s a test on the 2-core CI machine (docs/contributing.md); the check
-#: allows twice that, for a loaded machine's noise. A test over it moves to the slow tier.
-FAST_LIMIT_S = 20.0
+#: The fast tier's rule is 10 s a test on the 2-core CI machine (docs/contributing.md), where tox
+#: runs four tests a core at once: the check fails only at six times that, so that a loaded runner's
+#: noise never fails a build, and lists every test over the rule. A test over it moves to the slow tier.
+FAST_RULE_S = 10.0
+FAST_LIMIT_S = 60.0
 #: With STRICT_ENV set and no --durations given: the slowest tests, listed at the end of each run.
 STRICT_DURATIONS = 15
 
@@ -81,28 +83,33 @@ def pytest_runtest_logreport(report):
         _took[report.nodeid] = _took.get(report.nodeid, 0.0) + report.duration
 
 
-def _offenders() -> list[tuple[str, float]]:
-    return sorted(((n, s) for n, s in _took.items() if s > FAST_LIMIT_S), key=lambda t: -t[1])
+def _offenders(limit: float) -> list[tuple[str, float]]:
+    return sorted(((n, s) for n, s in _took.items() if s > limit), key=lambda t: -t[1])
 
 
 def pytest_sessionfinish(session):
     if hasattr(session.config, "workerinput"):  # an xdist worker: its controller judges
         return
-    if _strict() and _offenders() and session.exitstatus == pytest.ExitCode.OK:
+    if _strict() and _offenders(FAST_LIMIT_S) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter):
-    offenders = [] if hasattr(terminalreporter.config, "workerinput") else _offenders()
+    offenders = [] if hasattr(terminalreporter.config, "workerinput") else _offenders(FAST_RULE_S)
     if not offenders:
         return
-    terminalreporter.section(f"fast-tier tests over {FAST_LIMIT_S:.0f} s", sep="=", red=_strict())
+    failing = _strict() and offenders[0][1] > FAST_LIMIT_S
+    terminalreporter.section(f"fast-tier tests over {FAST_RULE_S:.0f} s", sep="=", red=failing)
     for node, s in offenders:
         terminalreporter.line(f"{s:7.1f} s  {node}")
     terminalreporter.line(
-        "The fast tier's rule: 10 s a test on the 2-core CI machine. Mark a test over it "
-        "@pytest.mark.slow, or make it cheaper"
-        + (f" ({STRICT_ENV}=1: this fails the run)." if _strict() else ".")
+        f"The fast tier's rule: {FAST_RULE_S:.0f} s a test on the 2-core CI machine. Mark a test "
+        "over it @pytest.mark.slow, or make it cheaper"
+        + (
+            f" ({STRICT_ENV}=1: a test over {FAST_LIMIT_S:.0f} s fails the run)."
+            if _strict()
+            else "."
+        )
     )
 
 

@@ -20,7 +20,10 @@ from pytest_concurrency.gate import atomic, baseline, history
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.settings import Settings
 
-pytestmark = pytest.mark.skipif(atomic.fcntl is None, reason="flock is POSIX's")
+pytestmark = [  # version-independent (flock, the merge): once, on one Python
+    pytest.mark.once,
+    pytest.mark.skipif(atomic.fcntl is None, reason="flock is POSIX's"),
+]
 
 FORK = multiprocessing.get_context("fork")
 PY = {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"}

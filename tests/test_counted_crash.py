@@ -12,6 +12,9 @@ from conftest import needs
 from pytest_concurrency.measure import callgrind
 from pytest_concurrency.roles import crash
 
+# version-independent (how a crash under valgrind is named): once, on one Python (tox.ini's once env)
+pytestmark = pytest.mark.once
+
 HOSTILE = (Path(__file__).parent / "data" / "hostile.py").read_text()
 
 needs_valgrind = needs("valgrind", callgrind.unavailable_reason())

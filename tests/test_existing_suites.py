@@ -10,6 +10,9 @@ import json
 import pytest
 from conftest import need
 
+# version-independent (the plugin's reading of third-party suites): once, on one Python (tox.ini's once env)
+pytestmark = pytest.mark.once
+
 SUITE = """
 import asyncio
 import pytest

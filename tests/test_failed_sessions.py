@@ -14,6 +14,9 @@ from conftest import needs
 
 from pytest_concurrency.measure import callgrind
 
+# version-independent (what a failed session leaves): once, on one Python (tox.ini's once env)
+pytestmark = pytest.mark.once
+
 TESTS = """
 import os
 

@@ -14,6 +14,9 @@ from conftest import needs
 from pytest_concurrency.measure import callgrind
 from pytest_concurrency.session_end import EXIT_NOTHING_JUDGED
 
+# version-independent (exit 8's reasons): once, on one Python (tox.ini's once env)
+pytestmark = pytest.mark.once
+
 BENCH = """
 def test_bench(benchmark):
     benchmark(sum, range(100))

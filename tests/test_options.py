@@ -202,6 +202,7 @@ NUMERIC = [
 ]
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("o", NUMERIC, ids=[o.field or "?" for o in NUMERIC])
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e10", "10000000000", "-1", "0"])
 def test_every_numeric_option_refuses_what_is_not_finite_or_out_of_its_range(o, value):
@@ -222,6 +223,7 @@ def test_every_numeric_option_refuses_what_is_not_finite_or_out_of_its_range(o, 
         assert said.endswith(f"{settings._shown(o.bounds[0])} to {settings._shown(o.bounds[1])}")
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("o", NUMERIC, ids=[o.field or "?" for o in NUMERIC])
 def test_every_numeric_option_takes_the_ends_of_its_range(o):
     low, high = o.bounds or (0.001, 999.999)  # a percentage: above 0, below 1000
@@ -240,6 +242,7 @@ def test_a_timeout_that_is_not_finite_is_a_usage_error_naming_it(pytester):
     )
 
 
+@pytest.mark.once
 def test_a_count_or_seconds_option_states_its_range():
     with pytest.raises(ValueError, match="have bounds"):
         options.Option("x", "--x", None, options.COUNT, default=1, help="")

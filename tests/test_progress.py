@@ -11,6 +11,9 @@ import pytest
 
 from pytest_concurrency.report import progress
 
+# version-independent (the progress line): once, on one Python (tox.ini's once env)
+pytestmark = pytest.mark.once
+
 SUITE = """
 import pytest
 
