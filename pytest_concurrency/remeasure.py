@@ -20,13 +20,15 @@ import warnings
 
 from . import backends, cases
 from .backends import watchdog
-from .gate import baseline
+from .gate import baseline, stats
 from .gate import compare as gate
 from .measure import driver, records
 from .measure.records import Record
 
 #: ``--concurrency-remeasure=every``: every benchmark gets a second session of rounds in its test.
 EVERY = "every"
+#: A second session of a user's test takes at most as long as its first one's rounds, or this.
+MIN_BUDGET_S = 1.0
 
 
 class SecondSessions:
@@ -35,6 +37,7 @@ class SecondSessions:
     def __init__(self, settings, baseline_doc: dict, calibration: dict | None):
         from .session_end import judge_by  # (session_end does not import this module)
 
+        stats.load()  # scipy: at start-up, not in the first judged test's call (25 s under load)
         self.settings = settings
         self._baseline_doc = baseline_doc
         self._calibration = calibration
@@ -59,7 +62,8 @@ class SecondSessions:
                 if "concurrency_benchmark" in item.fixturenames:  # a workload case
                     samples, extra = _case_again(role, rec, self.settings)
                 elif calls is not None:  # a user's own test: its function, as handed over
-                    samples, extra = calls.again(len(rec.samples), bench.stats.iterations)
+                    budget = max(MIN_BUDGET_S, sum(rec.samples) * bench.stats.iterations)
+                    samples, extra = calls.again(len(rec.samples), bench.stats.iterations, budget)
                 else:
                     raise RuntimeError("its rounds ran in a child of their own, which has ended")
             except BaseException as exc:  # its first verdict stands: the conservative one

@@ -52,6 +52,12 @@ def median(values: Sequence[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+def load() -> None:
+    """Import what the statistics need now: scipy costs ~0.3 s to import on a quiet machine, and
+    25 s was measured with coverage tracing at a load of 14 (a judging done in a test's call)."""
+    import scipy.stats  # noqa: F401
+
+
 def mann_whitney_p(baseline: Sequence[float], current: Sequence[float]) -> float:
     """Two-sided Mann-Whitney U p-value (exact for small samples without ties)."""
     from scipy.stats import mannwhitneyu  # lazy: scipy costs ~0.3 s to import

@@ -264,17 +264,30 @@ class PlainCalls:
                 }
             }
 
-    def again(self, rounds: int, iterations: int) -> tuple[list, dict]:
+    def again(self, rounds: int, iterations: int, budget_s: float) -> tuple[list, dict]:
         """The same rounds again, timed by pytest-benchmark's runner (its timer, its GC setting):
         seconds per iteration, and other processes' load meanwhile (``foreign_cpu``). Called
-        inside the test, while its fixtures are alive (remeasure.py); raises when it cannot be."""
+        inside the test, while its fixtures are alive (remeasure.py); raises when it cannot be.
+
+        At most ``budget_s`` of rounds, ``MIN_ROUNDS_AGAIN`` at least: a machine busier than for
+        the first session makes each round slower, and the same count of them took a test 8 times
+        as long, past its suite's ``faulthandler_timeout``."""
         if self.runner is None or self.varied:
             raise RuntimeError(
                 "its setup hands out arguments for each round" if self.varied else "no rounds ran"
             )
         window = Window(None)
-        samples = [self.runner(range(iterations)) / iterations for _ in range(rounds)]
+        samples: list[float] = []
+        until = time.perf_counter() + budget_s
+        while len(samples) < rounds and (
+            len(samples) < MIN_ROUNDS_AGAIN or time.perf_counter() < until
+        ):
+            samples.append(self.runner(range(iterations)) / iterations)
         return samples, window.close()[1]
+
+
+#: The fewest rounds a second session takes, whatever its time budget (``PlainCalls.again``).
+MIN_ROUNDS_AGAIN = 5
 
 
 def counter_precision(fixture_class, timer, fresh=None) -> float:
