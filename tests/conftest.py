@@ -23,8 +23,9 @@ TIMEOUT_S = 600  # per test; a test that needs less to prove "no hang" sets its 
 #: package's, and only backends/child_env.py reads any.)
 STRICT_ENV = "CONCURRENCY_TESTS_STRICT"
 #: The fast tier's rule is 10 s a test on the 2-core CI machine (docs/contributing.md), where tox
-#: runs four tests a core at once: the check fails only at twelve times that, so that a loaded runner's
-#: noise never fails a build (a counted session read 61 s at a load of 12), and lists every test over the rule. A test over it moves to the slow tier.
+#: runs four tests a core at once: the check lists every test over it, and fails the run only at
+#: twelve times that, so that a loaded runner's noise never fails a build (a counted session read
+#: 61 s at a load of 12). A test over the rule moves to the slow tier.
 FAST_RULE_S = 10.0
 FAST_LIMIT_S = 120.0
 #: With STRICT_ENV set and no --durations given: the slowest tests, listed at the end of each run.
