@@ -161,6 +161,7 @@ MODES = (
 )
 SMOKE = {"suites": "propcache", "modes": "time-save,time-aa", "conditions": "quiet"}
 COUNT = ["--concurrency-measure=instructions"]
+XDIST_REFUSED = "Can't have both --benchmark-only and --benchmark-disable"
 
 
 def sh(cmd: list, log) -> None:
@@ -281,7 +282,7 @@ def session(py: Path, run: Path, args: list, selection: list, name: str, logs: P
     }
 
 
-def plan(suite: RealSuite, work: Path, mode: str, iterations: int | None) -> tuple:
+def plan(suite: RealSuite, work: Path, mode: str) -> tuple:
     """A mode's arguments, selection and environment."""
     time_base = work / f"{suite.dist}-time.json"
     count_base = work / f"{suite.dist}-count.json"
@@ -313,7 +314,7 @@ def run_suite(suite: RealSuite, args, work: Path, logs: Path, condition: str, ou
             continue
         if mode == "slowdown" and suite.slowdown is None:
             continue
-        extra, selection, env = plan(suite, work, mode, args.slow_iterations)
+        extra, selection, env = plan(suite, work, mode)
         if env == "slowed":
             iterations = args.slow_iterations or suite.slowdown.iterations
             env = {"PYTHONPATH": str(slowed_copy(suite.slowdown, py, work, iterations))}
@@ -322,6 +323,13 @@ def run_suite(suite: RealSuite, args, work: Path, logs: Path, condition: str, ou
             name = f"{suite.dist}-{condition}-plain-{len(plains)}"
             plains[key] = session(py, run, ["-p", "no:concurrency"], selection, name, logs)
             rows.append(record(suite, "plain", condition, plains[key], None, out))
+            if XDIST_REFUSED in plains[key]["out"]:
+                # pytest-benchmark alone refuses --benchmark-only beside the addopts' xdist
+                # (exit 4): the reference is then the session without workers, as the plugin
+                # runs it (it sets -n aside)
+                args0 = ["-p", "no:concurrency", "--numprocesses=0"]
+                plains[key] = session(py, run, args0, selection, f"{name}-n0", logs)
+                rows.append(record(suite, "plain -n0", condition, plains[key], None, out))
         name = f"{suite.dist}-{condition}-{mode}"
         done = session(py, run, extra, selection, name, logs, env)
         rows.append(record(suite, mode, condition, done, plains[key], out))
@@ -331,6 +339,7 @@ def run_suite(suite: RealSuite, args, work: Path, logs: Path, condition: str, ou
 def record(suite: RealSuite, mode: str, condition: str, done: dict, plain: dict | None, out):
     verdict, judged, regressed, sides = read(done["out"])
     tail = next((x for x in reversed(done["out"].splitlines()) if x.startswith("=")), "")
+    first = next((x.strip() for x in done["out"].splitlines() if x.strip()), "")
     row = {
         "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
         "suite": suite.dist,
@@ -339,7 +348,7 @@ def record(suite: RealSuite, mode: str, condition: str, done: dict, plain: dict 
         "condition": condition,
         "tests": len(done["outcomes"]),
         "exit": done["exit"],
-        "verdict": verdict if mode != "plain" else tail.strip("= "),
+        "verdict": verdict if not mode.startswith("plain") else tail.strip("= ") or first,
         "judged": judged,
         "regressed": regressed,
         "pytest_summary": tail.strip("= "),
@@ -377,7 +386,7 @@ def line(r: dict) -> str:
     found = [k for k in ("traceback", "exception_group", "plugin_frame") if r[k]]
     if r["new_warning_lines"]:
         found.append(f"{len(r['new_warning_lines'])} new Warning lines")
-    verdict = r["verdict"].replace("|", "/")
+    verdict = r["verdict"].replace("|", "/") or "(see the log)"
     if r["regressed"]:
         verdict += f" [regressed: {', '.join(r['regressed'])}]"
     return (
@@ -397,8 +406,10 @@ HEADER = (
 
 
 def unexpected(r: dict) -> str | None:
-    if r["mode"] == "plain":
+    if r["mode"] == "plain -n0" or (r["mode"] == "plain" and r["exit"] != 4):
         return "the suite's own session failed" if r["exit"] != 0 else None
+    if r["mode"] == "plain":
+        return None  # pytest-benchmark's refusal of xdist: its -n0 session is the reference
     if not r["outcomes_identical"] or not r["exit_identical"]:
         return "outcome or exit changed"
     if r["traceback"] or r["exception_group"] or r["plugin_frame"] or r["new_warning_lines"]:
