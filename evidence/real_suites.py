@@ -309,6 +309,9 @@ def run_suite(suite: RealSuite, args, work: Path, logs: Path, condition: str, ou
         py, run = prepare(suite, work, log)
     rows: list = []
     plains: dict = {}  # selection -> the plain session of this condition
+    for kind in ("time", "count"):  # a save appends a session to a baseline file: start anew
+        if f"{kind}-save" in args.modes.split(","):
+            (work / f"{suite.dist}-{kind}.json").unlink(missing_ok=True)
     for mode in args.modes.split(","):
         if mode in ("time-against", "count-against") and not suite.previous:
             continue
