@@ -426,6 +426,29 @@ def unexpected(r: dict) -> str | None:
     return None
 
 
+def run_all(args, work: Path, out) -> list:
+    """Every condition's sessions of every suite; the table of them printed."""
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    rows: list = []
+    print(HEADER, flush=True)
+    for condition in args.conditions.split(","):
+        busy = None
+        if condition == "busy":  # one busy loop beside the sessions, ended after them
+            busy = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL)
+        try:
+            for name in args.suites.split(","):
+                rows += run_suite(SUITES[name], args, work, logs, condition, out)
+        finally:
+            if busy is not None:
+                busy.kill()
+                busy.wait()
+    print(f"\n{HEADER}")
+    for r in rows:
+        print(line(r))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -435,7 +458,11 @@ def main() -> int:
     parser.add_argument("--conditions", default="quiet,busy", help="of quiet, busy")
     parser.add_argument("--slow-iterations", type=int, help="the slowdown's loop turns a call")
     parser.add_argument("--work", metavar="DIR", help="keep venvs, sdists and logs in DIR")
-    parser.add_argument("--out", default=str(OUT), help="the JSON lines file appended to")
+    parser.add_argument(
+        "--out",
+        help=f"the JSON lines file appended to (default {OUT.relative_to(REPO)}; "
+        "with --smoke, results.jsonl in the work directory)",
+    )
     parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
     if parser.parse_known_args()[0].smoke:
         parser.set_defaults(**SMOKE)
@@ -453,27 +480,14 @@ def main() -> int:
         flush=True,
     )
     rows: list = []
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="real-suites-") as tmp, open(args.out, "a") as out:
+    with tempfile.TemporaryDirectory(prefix="real-suites-") as tmp:
         work = Path(args.work).resolve() if args.work else Path(tmp)
-        logs = work / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        print(HEADER, flush=True)
-        for condition in args.conditions.split(","):
-            busy = None
-            if condition == "busy":
-                busy = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL)
-            try:
-                for name in args.suites.split(","):
-                    rows += run_suite(SUITES[name], args, work, logs, condition, out)
-            finally:
-                if busy is not None:
-                    busy.kill()
-                    busy.wait()
-        print(f"\n{HEADER}")
-        for r in rows:
-            print(line(r))
-        print(f"\nlogs: {logs if args.work else '(removed; --work DIR keeps them)'}")
+        where = Path(args.out or (work / "results.jsonl" if args.smoke else OUT))
+        where.parent.mkdir(parents=True, exist_ok=True)
+        with open(where, "a") as out:
+            rows = run_all(args, work, out)
+        print(f"\nsessions appended to {where}")
+        print(f"logs: {work / 'logs' if args.work else '(removed; --work DIR keeps them)'}")
     found = [(r, why) for r in rows if (why := unexpected(r))]
     for r, why in found:
         print(f"UNEXPECTED: {r['suite']} {r['mode']} {r['condition']}: {why}: exit {r['exit']}")

@@ -203,6 +203,18 @@ CASES = [
             reason="needs the package index (PyPI) and minutes of counting: run it by hand"
         ),
     ),
+    # minutes, and the package index: propcache's sdist and wheels in a venv of its own, its
+    # 4 benchmarks with its own config, plain and with the plugin. Listed, never run here.
+    pytest.param(
+        "real_suites.py",
+        [],
+        [
+            r"^\| propcache \| 0\.5\.4 \| 4 \| time-aa \| quiet \| 0 \|",
+            r"^real suites: as expected$",
+        ],
+        id="real_suites",
+        marks=pytest.mark.skip(reason="needs the package index (PyPI) and minutes: run it by hand"),
+    ),
 ]
 
 
