@@ -224,6 +224,7 @@ def outcomes(junit: Path) -> dict:
     return found
 
 
+TROUBLES = ("traceback", "exception_group", "faulthandler_dump", "plugin_frame")
 WARNING = re.compile(r"\b\w*Warning\b")
 ADDRESS = re.compile(r"0x[0-9a-f]+|\d+(\.\d+)?")
 
@@ -242,6 +243,9 @@ def troubles(out: str, plain_out: str | None) -> dict:
         "traceback": out.count("Traceback (most recent call last)")
         > plain_out.count("Traceback (most recent call last)"),
         "exception_group": out.count("ExceptionGroup") > plain_out.count("ExceptionGroup"),
+        # faulthandler's dump of every thread (the suites' faulthandler_timeout, a stall)
+        "faulthandler_dump": out.count("(most recent call first)")
+        > plain_out.count("(most recent call first)"),
         "plugin_frame": "pytest_concurrency/" in out,
         "new_warning_lines": new_warnings[:10],
     }
@@ -386,7 +390,7 @@ def record(suite: RealSuite, mode: str, condition: str, done: dict, plain: dict 
 def line(r: dict) -> str:
     ratio = f"{r['seconds'] / r['plain_seconds']:.1f}x" if r.get("plain_seconds") else "-"
     same = {True: "yes", False: "NO", None: "-"}
-    found = [k for k in ("traceback", "exception_group", "plugin_frame") if r[k]]
+    found = [k for k in TROUBLES if r.get(k)]
     if r["new_warning_lines"]:
         found.append(f"{len(r['new_warning_lines'])} new Warning lines")
     verdict = r["verdict"].replace("|", "/") or "(see the log)"
@@ -415,8 +419,8 @@ def unexpected(r: dict) -> str | None:
         return None  # pytest-benchmark's refusal of xdist: its -n0 session is the reference
     if not r["outcomes_identical"] or not r["exit_identical"]:
         return "outcome or exit changed"
-    if r["traceback"] or r["exception_group"] or r["plugin_frame"] or r["new_warning_lines"]:
-        return "traceback, plugin frame or new warning in the output"
+    if any(r.get(k) for k in TROUBLES) or r["new_warning_lines"]:
+        return "traceback, thread dump, plugin frame or new warning in the output"
     if r["mode"] == "slowdown" and (r["exit"] != 1 or not r["regressed"]):
         return "slowdown not caught"
     if r["mode"] in ("count-aa", "count-against") and r["exit"] != 0:
