@@ -40,6 +40,7 @@ or a ``Warning`` line the plain session had not. Every session is a line of
     python3 evidence/real_suites.py --suites multidict,propcache,zeroconf --conditions quiet \\
         --modes time-save,time-aa
     python3 evidence/real_suites.py                  # the whole matrix (hours on 2 cores)
+    python3 evidence/real_suites.py --table evidence/real_suites/results.jsonl   # its table
 
 It needs PyPI (sdists, wheels, the previous releases) and valgrind for the counted modes.
 """
@@ -393,7 +394,8 @@ def line(r: dict) -> str:
     found = [k for k in TROUBLES if r.get(k)]
     if r["new_warning_lines"]:
         found.append(f"{len(r['new_warning_lines'])} new Warning lines")
-    verdict = r["verdict"].replace("|", "/") or "(see the log)"
+    verdict = r["verdict"].strip("= ").replace("|", "/") or "(see the log)"
+    verdict = verdict if len(verdict) < 160 else verdict[:157] + "..."
     if r["regressed"]:
         verdict += f" [regressed: {', '.join(r['regressed'])}]"
     return (
@@ -468,9 +470,17 @@ def main() -> int:
         "with --smoke, results.jsonl in the work directory)",
     )
     parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
+    parser.add_argument(
+        "--table", metavar="JSONL", help="print the table of a results file; run nothing"
+    )
     if parser.parse_known_args()[0].smoke:
         parser.set_defaults(**SMOKE)
     args = parser.parse_args()
+    if args.table:
+        print(HEADER)
+        for text in Path(args.table).read_text().splitlines():
+            print(line(json.loads(text)))
+        return 0
     if "count" in args.modes or "slowdown" in args.modes:
         if shutil.which("valgrind") is None:
             print("valgrind is needed for the counted modes")
