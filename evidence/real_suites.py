@@ -392,7 +392,7 @@ def line(r: dict) -> str:
     ratio = f"{r['seconds'] / r['plain_seconds']:.1f}x" if r.get("plain_seconds") else "-"
     same = {True: "yes", False: "NO", None: "-"}
     found = [k for k in TROUBLES if r.get(k)]
-    if r["new_warning_lines"]:
+    if r["new_warning_lines"] and not r["mode"].startswith("plain"):  # (plain: all are new)
         found.append(f"{len(r['new_warning_lines'])} new Warning lines")
     verdict = r["verdict"].strip("= ").replace("|", "/") or "(see the log)"
     verdict = verdict if len(verdict) < 160 else verdict[:157] + "..."
@@ -478,8 +478,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.table:
         print(HEADER)
-        for text in Path(args.table).read_text().splitlines():
-            print(line(json.loads(text)))
+        found = [json.loads(text) for text in Path(args.table).read_text().splitlines()]
+        order = list(dict.fromkeys(r["suite"] for r in found))  # suite by suite, as they came
+        for r in sorted(found, key=lambda r: order.index(r["suite"])):
+            print(line(r))
         return 0
     if "count" in args.modes or "slowdown" in args.modes:
         if shutil.which("valgrind") is None:
