@@ -221,6 +221,8 @@ BY_HAND = {
     # minutes, and the package index: it downloads aiohttp's sdist and wheels, and installs the
     # plugin and pytest-codspeed in a venv of its own (`python evidence/existing_suites.py --smoke`)
     "existing_suites.py": "needs the package index (PyPI) and minutes of counting",
+    # the same, five suites with their own config (`python evidence/real_suites.py --smoke`)
+    "real_suites.py": "needs the package index (PyPI) and minutes",
 }
 
 
