@@ -62,7 +62,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-# this folder is on sys.path when the script runs: its helpers are existing_suites.py's
+# beside this script (python puts its folder first on the import path): existing_suites.py's helpers
 import existing_suites
 from existing_suites import loadavg, read, slowed_copy
 
