@@ -37,12 +37,13 @@ class SecondSessions:
     def __init__(self, settings, baseline_doc: dict, calibration: dict | None):
         from .session_end import judge_by  # (session_end does not import this module)
 
-        stats.load()  # scipy: at start-up, not in the first judged test's call (25 s under load)
+        # read at start-up, not in the first judged test's call: scipy (25 s there under load,
+        # past a suite's faulthandler_timeout), package metadata and git
+        stats.load()
+        self._meta = baseline.current_meta({}, calibration, settings.instrument)
         self.settings = settings
         self._baseline_doc = baseline_doc
-        self._calibration = calibration
         self._judge_by = judge_by
-        self._meta: dict | None = None  # this run's, read once (package metadata, git)
         self.taken: dict[tuple, Record] = {}  # key -> the record of its second session
         self.not_taken: dict[tuple, str] = {}  # key -> why a wanted second session failed
 
@@ -92,8 +93,6 @@ class SecondSessions:
         return {key: self.taken[key] for key in keys if key in self.taken}
 
     def _suspect(self, rec: Record) -> bool:
-        if self._meta is None:
-            self._meta = baseline.current_meta({}, self._calibration, self.settings.instrument)
         meta = {**self._meta, "backends": {rec.backend: rec.backend_version}}
         judge = self._judge_by(self._baseline_doc, meta, self.settings)
         return rec.key in gate.suspects(judge([rec]))
