@@ -35,6 +35,7 @@ Cases:
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import os
@@ -229,12 +230,40 @@ def _huge_number(path: Path) -> None:
     path.write_text('{"big": ' + "9" * 5000 + ", " + path.read_text().lstrip()[1:])
 
 
+def _ten_thousand_others(path: Path) -> None:
+    """The project's baseline with 10,000 benchmarks it does not have (its first entry copied
+    under other names, 50 samples each, its kernel rounds dropped), in the latest session and in
+    an earlier one: ~40 MB, under the 64 MB a baseline may be. A valid baseline: the run judges
+    its own benchmarks as against the seed, and sums up the others in a few lines."""
+    doc = json.loads(path.read_text())
+    proto = copy.deepcopy(doc["benchmarks"][0])
+    proto["extra_info"].pop("kernel_rounds", None)
+    proto["stats"]["data"] = proto["stats"]["data"][:50]
+    compact = []
+    for i in range(10_000):
+        b = copy.deepcopy(proto)
+        b["name"], b["fullname"] = f"test_other_{i}", f"test_others.py::test_other_{i}"
+        b["extra_info"]["workload"] = b["fullname"]
+        doc["benchmarks"].append(b)
+        compact.append(
+            {"workload": b["fullname"], "params": {}, "backend": "", "backend_version": ""}
+            | {"samples": b["stats"]["data"], "foreign_cpu": 0.0, "memory": {}}
+        )
+    meta = doc["pytest_concurrency"]
+    meta["history"] = [
+        {"datetime": doc["datetime"], "commit": None, "calibration": meta["calibration"]}
+        | {"code": meta["code"], "libraries": meta["libraries"], "benchmarks": compact}
+    ] + list(meta.get("history") or [])
+    path.write_text(json.dumps(doc))
+
+
 #: --concurrency-baseline=FILE, the saved baseline made hostile
 HOSTILE_BASELINES = {
     "truncated baseline": _truncated,
     "FIFO as baseline": _fifo,
     "100,000-deep baseline": _deep,
     "5,000-digit number": _huge_number,
+    "10,000 other benchmarks": _ten_thousand_others,
 }
 
 

@@ -131,6 +131,20 @@ def test_a_save_through_a_symlink_replaces_the_file_it_points_to_and_keeps_the_l
     assert len(json.loads(target.read_text())["benchmarks"]) == 1
 
 
+def test_a_save_into_a_directory_reached_through_a_link_writes_there(tmp_path):
+    # allowed: the rule is about a link at the path itself and directories a save would create;
+    # an existing directory the path reaches through a link (macOS's /tmp, a results directory
+    # kept on another disk) is the directory the user named, as the system resolves it
+    outside = _outside(tmp_path)
+    (tmp_path / "results").symlink_to(outside, target_is_directory=True)
+    path = tmp_path / "results" / "base.json"
+    assert atomic.link_problem(path) is None
+    baseline.save(path, json.loads(GOOD))
+    assert (tmp_path / "results").is_symlink() and not (outside / "base.json").is_symlink()
+    assert json.loads((outside / "base.json").read_text())["benchmarks"]
+    assert sorted(p.name for p in outside.iterdir()) == ["base.json"]
+
+
 def test_a_read_only_baseline_is_refused_before_the_run(tmp_path, monkeypatch):
     path = tmp_path / "base.json"
     path.write_text(GOOD)

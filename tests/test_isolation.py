@@ -447,6 +447,50 @@ def test_in_process_a_test_that_ends_the_sessions_process_is_named_by_its_watche
     assert not (pytester.path / "r.md").exists()
 
 
+BENCHMARK_ONLY = """
+import ctypes
+import os
+
+def test_exits(benchmark):
+    benchmark.pedantic(sum, args=(range(10),), rounds=2)
+    os._exit(3)
+
+def test_segfaults(benchmark):
+    benchmark.pedantic(ctypes.string_at, args=(0,), rounds=1)
+"""
+
+
+@pytest.mark.parametrize(
+    "test, isolate, status",
+    [("test_exits", False, 3), ("test_exits", True, 3), ("test_segfaults", True, -11)],
+)
+def test_a_test_with_benchmark_alone_that_ends_the_process_is_named_isolated_or_not(
+    pytester, watched_session, test, isolate, status
+):
+    """~2 s each: --concurrency-isolate forks only the tests that take ``concurrency_backend``;
+    one with pytest-benchmark's ``benchmark`` alone runs in the session's process, and ended it
+    without a word naming it (the watcher was off when isolated). Its status is the same either
+    way, and the line's advice does not send the user to the option already on."""
+    pytester.makepyfile(test_bench=BENCHMARK_ONLY)
+    ended = watched_session(
+        "--benchmark-only", "-k", test, *(["--concurrency-isolate"] if isolate else [])
+    )
+    said = [line for line in ended.err.splitlines() if "pytest-concurrency" in line]
+    nodeid = f"test_bench.py::{test}"
+    assert ended.status == status, ended
+    advice = (
+        "(--concurrency-isolate runs a test in a process of its own only when it takes the "
+        "concurrency_backend fixture; this one ran in the session's)"
+        if isolate
+        else "(--concurrency-isolate runs it in a process of its own, where it fails alone)"
+    )
+    assert said == [
+        f"pytest-concurrency: {nodeid} ended the session's process (os._exit, a fatal signal such "
+        f"as SIGSEGV, or a kill), so it wrote no baseline, report or verdict: fix the test {advice}"
+        f", or deselect it (--deselect {nodeid})"
+    ], ended
+
+
 STOPS = """
 import pytest
 

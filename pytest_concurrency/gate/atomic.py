@@ -10,7 +10,10 @@ points to an existing regular file inside the directory the path names (or below
 baseline kept in a shared sub-directory. Any other link (dangling, a loop, to a directory or
 device, out of that tree) is refused with one line naming the link and where it points, and no
 directory is ever created through a link: a file of the user's, or a path a pull request
-planted, must not make a save write somewhere the user did not name.
+planted, must not make a save write somewhere the user did not name. A directory that exists
+and that the path reaches through a link (its parent one, say: macOS's ``/tmp``, a results
+directory kept on another disk) is the directory the user named, as the system resolves it: the
+file is written there, as any program writing that path would.
 
 Saves to one file are serialised (``locked``): an exclusive ``flock`` on ``PATH.lock`` beside the
 file (beside the file a link points to), held around the read-modify-write of a baseline, so that

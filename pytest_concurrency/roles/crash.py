@@ -69,11 +69,14 @@ def line(nodeid: str, where: str, code: int) -> str:
 UNSEEN = "os._exit, a fatal signal such as SIGSEGV, or a kill"
 
 
-def in_session(nodeid: str) -> str:
-    """The line for a time session's process that ended in the middle of test ``nodeid``."""
+def in_session(nodeid: str, isolated: bool = False) -> str:
+    """The line for a time session's process that ended in the middle of test ``nodeid``;
+    ``isolated``: under --concurrency-isolate, which forks only the tests that take
+    ``concurrency_backend``."""
+    advice = _advice(nodeid) if not isolated else _advice_isolated(nodeid)
     return (
         f"pytest-concurrency: {nodeid} ended the session's process ({UNSEEN}), so it wrote no "
-        f"baseline, report or verdict: {_advice(nodeid)}"
+        f"baseline, report or verdict: {advice}"
     )
 
 
@@ -86,6 +89,14 @@ def _advice(nodeid: str) -> str:
     return (
         "fix the test (--concurrency-isolate runs it in a process of its own, where it fails "
         f"alone), or deselect it (--deselect {nodeid})"
+    )
+
+
+def _advice_isolated(nodeid: str) -> str:
+    return (
+        "fix the test (--concurrency-isolate runs a test in a process of its own only when it "
+        "takes the concurrency_backend fixture; this one ran in the session's), or deselect it "
+        f"(--deselect {nodeid})"
     )
 
 

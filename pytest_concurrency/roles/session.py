@@ -149,21 +149,25 @@ class Session:
         if self.watched and self.measures_here(session):
             from . import watcher
 
-            watcher.start(config)
+            watcher.start(config, isolated=s.isolate)
 
     def measures_here(self, session) -> bool:
         """Whether a benchmark test runs in this process, where a test that ends it (``os._exit``,
-        a segfault) ends the session: time mode, not isolated, pytest-benchmark on (not off by
-        --benchmark-disable, nor in an xdist worker or beside its controller's workers)."""
+        a segfault) ends the session: time mode, pytest-benchmark on (not off by
+        --benchmark-disable, nor in an xdist worker or beside its controller's workers), and a
+        test whose call is not forked. Isolated, a test with ``benchmark`` alone (no
+        ``concurrency_backend``) still runs here, as does the body of a ``concurrency_benchmark``
+        test (its workloads run in the workers)."""
         s, config = self.settings, session.config
         bs = getattr(config, "_benchmarksession", None)
         return (
-            not s.isolate
-            and not s.instrument.fresh_process
+            not s.instrument.fresh_process
             and bs is not None
             and not bs.disabled
             and not xdist_active(config)
-            and any(map(measures, session.items))
+            and any(
+                measures(item) and not plain_tests.runs_apart(item, s) for item in session.items
+            )
         )
 
     def pytest_deselected(self, items) -> None:

@@ -2,7 +2,9 @@
 
 A user's test that calls ``os._exit`` or segfaults ends the process it runs in, and nothing in
 that process can say so: measured in the session's own process (time mode, without
-``--concurrency-isolate``), the session ends with the test's exit status and not a word. So the
+``--concurrency-isolate``, or with it a test that takes ``benchmark`` but not
+``concurrency_backend``, which it does not fork), the session ends with the test's exit status
+and not a word. So the
 user's session starts a watcher: a few lines of Python in a child of its own, its stdin a pipe
 from the session, its stderr the session's. At each test's start the session writes it the line
 to say should the process end now (crash.py's wording, naming the test), another when the test
@@ -68,8 +70,9 @@ if hasattr(os, "register_at_fork"):
 class Watcher:
     """The session's end of the pipe, and the hooks that say what is in progress."""
 
-    def __init__(self, proc: subprocess.Popen, fd: int):
+    def __init__(self, proc: subprocess.Popen, fd: int, isolated: bool = False):
         self.proc = proc
+        self.isolated = isolated  # --concurrency-isolate: the test was not one it forks
         self.fd: int | None = fd
         self.owner = os.getpid()
         _OPEN.add(fd)
@@ -77,7 +80,7 @@ class Watcher:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid, location) -> None:
-        self._say(crash.in_session(nodeid))
+        self._say(crash.in_session(nodeid, self.isolated))
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logfinish(self, nodeid, location) -> None:
@@ -124,7 +127,7 @@ class Watcher:
             self.fd = None
 
 
-def start(config) -> Watcher | None:
+def start(config, isolated: bool = False) -> Watcher | None:
     """Start the watcher of this session, registered for its hooks; None when it cannot start
     (no interpreter to run, no process or pipe to spare): the session goes on without it."""
     if not sys.executable or not hasattr(signal, "pthread_sigmask"):  # POSIX only
@@ -144,7 +147,7 @@ def start(config) -> Watcher | None:
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(read)
-    watcher = Watcher(proc, write)
+    watcher = Watcher(proc, write, isolated)
     config.pluginmanager.register(watcher, "concurrency-watcher")
     config.add_cleanup(watcher.end)
     return watcher
