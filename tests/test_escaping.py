@@ -101,7 +101,8 @@ def test_a_hostile_baseline_renders_inert_in_the_terminal():
 
 
 def test_the_report_command_shows_controls_in_a_file_it_renders(tmp_path, capsys):
-    doc = baseline.document_from_records([_rec("w\x1b[2J", "asyncio\nb", {})], {"x": 1})
+    meta = baseline.current_meta({}, None)  # a whole one: the report refuses what the gate would
+    doc = baseline.document_from_records([_rec("w\x1b[2J", "asyncio\nb", {})], meta)
     path = tmp_path / "evil.json"
     path.write_text(json.dumps(doc))
     assert cli.main(["report", str(path), "--width", "120"]) == 0

@@ -601,7 +601,9 @@ def test_two_ctrl_cs_write_no_baseline_nor_report(pytester, mode, gap):
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
-    assert run.returncode == pytest.ExitCode.INTERRUPTED, out
+    # -2: the second Ctrl-C reached Python after pytest had returned (on a loaded machine, 0.5 s
+    # apart too); nothing written either way
+    assert run.returncode in (pytest.ExitCode.INTERRUPTED, -signal.SIGINT), out
     assert not (pytester.path / "b.json").exists() and not (pytester.path / "r.md").exists(), out
     assert out.count("pytest-concurrency: interrupted") == 1, out
     assert "no baseline, report, verdict or rounds written" in out and "Traceback" not in out, out
