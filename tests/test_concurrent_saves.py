@@ -146,6 +146,8 @@ def test_a_ctrl_c_ends_the_wait_and_writes_nothing(tmp_path):
     holder.start()
     assert held.wait(30)
     previous = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    # Python's own Ctrl-C, as in a user's session (an xdist worker may have set it aside)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.setitimer(signal.ITIMER_REAL, 0.3)
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -153,6 +155,7 @@ def test_a_ctrl_c_ends_the_wait_and_writes_nothing(tmp_path):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGINT, previous_int)
         release.set()
         holder.join(30)
     assert not path.exists()
