@@ -18,8 +18,8 @@ import pytest
 TIMEOUT_S = 600  # per test; a test that needs less to prove "no hang" sets its own marker
 
 #: Set by .ci/run: a green CI run proves the tests ran. A test that needs a tool of the machine
-#: (valgrind, tracefs, a toolchain) fails instead of skipping without it, and the fast tier's tests
-#: that took longer than FAST_LIMIT_S fail the run. (Not a PYTEST_CONCURRENCY_* name: those are the
+#: (valgrind, tracefs, a toolchain) fails instead of skipping without it, and a fast-tier test that
+#: took longer than FAST_LIMIT_S fails the run. (Not a PYTEST_CONCURRENCY_* name: those are the
 #: package's, and only backends/child_env.py reads any.)
 STRICT_ENV = "CONCURRENCY_TESTS_STRICT"
 #: The fast tier's rule is 10 s a test on the 2-core CI machine (docs/contributing.md), where tox
