@@ -439,7 +439,7 @@ class StopFlag:
     that lands while pytest handles the first: its session then ends with status 0 and the
     KeyboardInterrupt pending, and what it measured would be saved as a result.
 
-    Around code that may run an event loop (a test, a suspect measured again) the handler is set
+    Around code that may run an event loop (a test, a suspect's second session in it) the handler is set
     aside (``set_aside``): asyncio and trio turn a Ctrl-C into a clean cancellation only when
     Python's own handler is the one installed, and a KeyboardInterrupt out of it is noted."""
 
