@@ -22,10 +22,11 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from .backends import watchdog
-from .measure import PROFILE_HERE, driver, models, records
+from .measure import PROFILE_HERE, control, driver, models, records
 
 #: kernel figures per ``run`` call (``concurrency_backend``), or per group of rounds (others)
 KERNEL = pytest.StashKey["driver.KernelPerRun | driver.KernelPerRounds"]()
+CONTROL = pytest.StashKey[control.Bracket]()  # the controls timed beside its rounds
 CALLS = pytest.StashKey[driver.PlainCalls]()  # with the memory pass: what it measured
 WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call_watched``)
 APART = pytest.StashKey[bool]()  # in the child a test's call runs in (``call_apart``)
@@ -124,6 +125,7 @@ def call_apart(item, instrument, timeout: float | None) -> bool | None:
             item.stash[KERNEL] = driver.KernelPerRun(backend)
         reply = _call(item)
         after_call(item, instrument, reply["outcome"] == "passed", lambda fullname: {})
+        control_figures(item)
         meta = getattr(bench, "stats", None)
         reply["bench"] = {
             "mode": bench._mode,
@@ -319,6 +321,30 @@ def _wait_or_exit() -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os._exit(_exit["status"])
+
+
+def bracket_rounds(item, instrument) -> None:
+    """Before any benchmark test's call, a workload case's included: a control timed beside each
+    of its rounds (control.py), when time is measured. First, so that it runs inside whatever
+    else wraps the rounds (a side's turn, the kernel's readings)."""
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    if (
+        instrument.machine_bound
+        and issubclass(type(bench), BenchmarkFixture)  # not pytest-codspeed's (see before_call)
+        and getattr(bench, "enabled", False)
+        and CONTROL not in item.stash
+    ):
+        item.stash[CONTROL] = control.beside(bench)
+
+
+def control_figures(item) -> None:
+    """After its call: the controls of its measured rounds into its record (rounds measured
+    elsewhere, in a worker or a child, brought theirs)."""
+    bracket = item.stash.get(CONTROL, None)
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    stats = getattr(bench, "stats", None)
+    if bracket is not None and bench is not None and stats is not None:
+        bench.extra_info.update(bracket.figures(len(stats.stats.data)))
 
 
 def before_call(item, instrument, memory: bool, again: bool = False, paired: bool = False) -> None:

@@ -22,7 +22,7 @@ from . import backends, cases
 from .backends import watchdog
 from .gate import baseline, stats
 from .gate import compare as gate
-from .measure import driver, records
+from .measure import control, driver, records
 from .measure.records import Record
 
 #: ``--concurrency-remeasure=every``: every benchmark gets a second session of rounds in its test.
@@ -75,10 +75,10 @@ class SecondSessions:
             if rec.key in self.not_taken:
                 gc.collect()  # a coroutine never awaited, an unclosed socket: freed here
                 return
-        # the second session's own load: the gate judges it by the machine as it was then
-        self.taken[rec.key] = dataclasses.replace(
-            rec, samples=samples, extra={**rec.extra, "foreign_cpu": extra.get("foreign_cpu")}
-        )
+        # the second session's own load and controls: the gate judges it by the machine as it
+        # was then (no controls: none of the first session's either, they were other rounds')
+        own = {k: extra.get(k) for k in ("foreign_cpu", *control.KEYS)}
+        self.taken[rec.key] = dataclasses.replace(rec, samples=samples, extra={**rec.extra, **own})
 
     def for_suspects(self, keys: list, recs: list[Record], messages: list) -> dict:
         """The second sessions of the session end's suspects ``keys``; a line for each suspect

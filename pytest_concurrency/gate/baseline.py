@@ -300,7 +300,11 @@ def _thinned(doc: Mapping) -> dict:
     statistics, computed on every round, are pytest-benchmark's and stay as they are)."""
     out = dict(doc)
     out["benchmarks"] = [
-        {**b, "stats": {**b["stats"], "data": every_kth(b["stats"]["data"], KEPT_ROUNDS)}}
+        {
+            **b,
+            "stats": {**b["stats"], "data": every_kth(b["stats"]["data"], KEPT_ROUNDS)},
+            **_thinned_controls(b.get("extra_info"), "extra_info"),
+        }
         if isinstance(b.get("stats"), Mapping) and isinstance(b["stats"].get("data"), list)
         else b
         for b in doc.get("benchmarks") or ()
@@ -313,7 +317,11 @@ def _thinned(doc: Mapping) -> dict:
                 {
                     **entry,
                     "benchmarks": [
-                        {**b, "samples": every_kth(b.get("samples") or [], KEPT_ROUNDS)}
+                        {
+                            **b,
+                            "samples": every_kth(b.get("samples") or [], KEPT_ROUNDS),
+                            **_thinned_controls(b, None),
+                        }
                         for b in entry.get("benchmarks") or ()
                     ],
                 }
@@ -321,6 +329,21 @@ def _thinned(doc: Mapping) -> dict:
             ],
         }
     return out
+
+
+def _thinned_controls(holder, key: str | None) -> dict:
+    """A benchmark's controls (one a round, measure/control.py) thinned as its rounds are: the
+    keys to update it with (``key``: the part that holds them), or nothing."""
+    if not isinstance(holder, Mapping):
+        return {}
+    thinned = {
+        k: every_kth(holder[k], KEPT_ROUNDS)
+        for k in ("control_s", "control_busy")
+        if isinstance(holder.get(k), list)
+    }
+    if not thinned:
+        return {}
+    return {key: {**holder, **thinned}} if key else thinned
 
 
 def every_kth(samples: list, most: int) -> list:

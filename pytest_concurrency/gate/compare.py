@@ -21,6 +21,7 @@ from .. import measure
 from ..measure.records import Record, from_json, key_label, params_id
 from . import (
     calibrate,
+    controlled,
     history,
     interference,
     measuring,
@@ -456,6 +457,10 @@ def _judge(
     settings: GateSettings,
 ) -> Verdict:
     instrument = measure.get(cur.measure)
+    raw_cur, raw_sessions = cur, sessions
+    divided = controlled.divide(sessions, cur) if instrument.machine_bound else None
+    if isinstance(divided, controlled.Divided):  # judged on rounds over their controls
+        sessions, cur, cal, normalize = divided.sessions, divided.current, None, False
     counted_in = min(
         len(cur.layouts), *(1 + len(s.layouts) for s in sessions)
     )  # layouts, the fewer side's
@@ -492,9 +497,16 @@ def _judge(
         verdict.status = INCONCLUSIVE
         verdict.note = "no usable raw samples on one side: nothing to compare"
         return verdict
-    verdict.raw_change = cur.median / baseline_median - 1
+    verdict.raw_change = raw_cur.median / _raw_center(raw_sessions, bad) - 1
     if cal:
         verdict.normalized_change = cur.median / (baseline_median * cal) - 1
+    if isinstance(divided, controlled.Divided):
+        verdict.normalized_change, verdict.machine_speed = (
+            cur.median / baseline_median - 1,
+            (divided.machine_speed),
+        )
+    elif isinstance(divided, str):
+        verdict.not_divided = divided
     # normalized: the baseline's samples as they would have run on this machine
     factor = cal if normalize and cal else 1.0
     reference = [x * factor for x in raw]
@@ -527,7 +539,13 @@ def _judge(
         )
     verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
     verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
-    verdict.decided_by = "normalized" if normalize else "raw"
+    verdict.decided_by = (
+        "control"
+        if isinstance(divided, controlled.Divided)
+        else "normalized"
+        if normalize
+        else "raw"
+    )
     if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:
         # never "unchanged" beyond the threshold set; and only a slowdown it may hide is worth a
         # note of its own in the summary; neither fails the build (unchanged code often drifts so)
@@ -546,14 +564,35 @@ def _judge(
     if spanned and verdict.status in SPEED_CHANGED:
         verdict.status, verdict.within_sessions = INCONCLUSIVE, verdict.status
         verdict.note = _join(spanned, verdict.note)
-    machine = instrument.machine_bound and (
-        interference.load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
-        or interference.speed_swing(cur_meta, c, settings.machine_tolerance)
-    )
+    machine: str | None = None
+    if isinstance(divided, controlled.Divided):
+        # the machine's speed and a neighbour's slices divided out: only a load that threads
+        # and processes feel beyond them (they need free cores) stands
+        if cur.extra.get("task_kind") in interference.NEEDS_FREE_CORES:
+            machine = interference.load_change(
+                sessions, cur, c.status, cur_meta.get("cpu_count") or 1
+            )
+        said = controlled.the_machines(
+            verdict.raw_change, c.change, divided.machine_speed, verdict.threshold or threshold
+        )
+        verdict.note = _join(verdict.note, said)
+    else:
+        machine = (
+            interference.load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
+            or interference.speed_swing(cur_meta, c, settings.machine_tolerance)
+            if instrument.machine_bound
+            else None
+        )
     if machine:
         verdict.status, verdict.interference = INCONCLUSIVE, machine
         verdict.note = _join(verdict.note, machine)
     return verdict
+
+
+def _raw_center(sessions: list, left_out: Mapping) -> float:
+    """The baseline's center on raw time, of the sessions the gate kept: the raw change shown."""
+    kept = [s for i, s in enumerate(sessions) if i not in left_out]
+    return stats.center([[x for s in kept for x in s.samples]])
 
 
 def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_meta: Mapping) -> dict:

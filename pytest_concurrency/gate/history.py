@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..measure import control
 from ..measure.records import Record, from_json, params_id
 
 SECTION = "pytest_concurrency"
@@ -50,6 +51,8 @@ class Session:
     layouts: list = field(
         default_factory=list
     )  # counted: its rounds in other layouts (measure/layouts.py)
+    #: timed: the controls beside its rounds (measure/control.py): ``control_s`` and the rest
+    controls: dict = field(default_factory=dict)
 
 
 def sessions(doc: Mapping) -> tuple[dict, list[str]]:
@@ -68,6 +71,7 @@ def sessions(doc: Mapping) -> tuple[dict, list[str]]:
                 rec.backend_version,
                 rec.extra.get("disturbed") or "",
                 rec.layouts[1:],
+                _controls(rec.extra),
             )
         ]
     for entry in doc[SECTION].get("history") or ():
@@ -80,6 +84,7 @@ def sessions(doc: Mapping) -> tuple[dict, list[str]]:
                     b.get("backend_version", ""),
                     b.get("disturbed") or "",
                     [[float(x) for x in rounds] for rounds in b.get("layouts") or ()],
+                    _controls(b),
                 )
             )
     return out, twice
@@ -167,4 +172,10 @@ def _benchmark(rec: Record) -> dict:
         **({"disturbed": rec.extra["disturbed"]} if rec.extra.get("disturbed") else {}),
         **({"layouts": rec.layouts[1:]} if len(rec.layouts) > 1 else {}),
         "memory": {k: rec.extra[k] for k in MEMORY_KEYS if k in rec.extra},
+        **_controls(rec.extra),
     }
+
+
+def _controls(extra: Mapping) -> dict:
+    """What a session keeps of the controls beside its rounds: what the gate reads, not the cost."""
+    return {k: extra[k] for k in control.JUDGED if extra.get(k) is not None}

@@ -84,6 +84,18 @@ def samples(value: Any) -> str | None:
     return None
 
 
+def controls(value: Any) -> str | None:
+    """The controls timed beside a session's rounds (measure/control.py): positive seconds."""
+    if not isinstance(value, list):
+        return f" is {_kind(value)}, not a list of control times"
+    if len(value) > MAX_SAMPLES:
+        return f" holds {len(value):,} control times, more than any session takes ({MAX_SAMPLES:,})"
+    for i, x in enumerate(value):
+        if not (_number(x) and x > 0):
+            return f"[{i}] is {_kind(x)}, where only a control's time (above 0) belongs"
+    return None
+
+
 def above_zero(value: Any) -> str | None:
     return None if _number(value) and value > 0 else f" is {_kind(value)}, not a number above 0"
 
@@ -165,7 +177,7 @@ _NUMBERS = (
     "peak_rss_kib foreign_cpu kib_per_task rss_kib_per_task heap_kib_per_task "
     "retained_b_per_task_round c_heap_b_per_task_round threads_per_round greenlets_per_round "
     "rss_kib_per_round peak_traced_kib memory_rounds tasks_per_round ideal_s overhead_s threshold "
-    "worker_wall_s concurrency_schema"
+    "worker_wall_s concurrency_schema control_version control_waits control_cost"
 ).split() + [f"{figure}_per_op" for figure in kernel.FIGURES]
 
 #: ``extra_info``: what records.py documents, each key the type its readers expect.
@@ -188,6 +200,8 @@ EXTRA = fields(
         "kernel_source": optional(lambda v: scalar(v) and mapping(scalar)(v)),
         "memory_not_measured": optional(mapping(scalar)),
         "paired_rounds": optional(listing(listing(optional(number)))),
+        "control_s": optional(controls),
+        "control_busy": optional(controls),
         **{key: optional(number) for key in _NUMBERS},
     }
 )
@@ -240,6 +254,10 @@ _SESSION_BENCHMARK = fields(
         "disturbed": optional(scalar),
         "layouts": layouts,
         "memory": optional(mapping(optional(number))),
+        "control_s": optional(controls),
+        "control_busy": optional(controls),
+        "control_version": optional(number),
+        "control_waits": optional(number),
     },
     ("workload", "params", "backend", "samples"),
 )

@@ -27,7 +27,9 @@ class Verdict:
     change: float | None = None  # current/baseline - 1 on the deciding scale (+0.14 = 14% slower)
     raw_change: float | None = None
     normalized_change: float | None = None  # after the machine-speed calibration
-    decided_by: str = "raw"  # "raw" or "normalized"
+    decided_by: str = "raw"  # "raw", "normalized" (calibration) or "control" (measure/control.py)
+    machine_speed: float | None = None  # decided by control: its controls now over the baseline's
+    not_divided: str = ""  # why it was not judged over its controls (time only)
     p_value: float | None = None
     threshold: float | None = (
         None  # the practical threshold that applied (0.10 = 10%), drift included

@@ -21,7 +21,7 @@ import time
 from .. import workloads
 from ..backends import watchdog
 from ..workloads import Outcome, WorkloadError
-from . import PROFILE_HANDED_OVER, PROFILE_HERE, kernel, memory
+from . import PROFILE_HANDED_OVER, PROFILE_HERE, control, kernel, memory
 from .plan import CasePlan
 from .records import SCHEMA
 from .usage import Window, peak_rss_kib
@@ -276,14 +276,17 @@ class PlainCalls:
             raise RuntimeError(
                 "its setup hands out arguments for each round" if self.varied else "no rounds ran"
             )
-        window = Window(None)
+        window, bracket = Window(None), control.Bracket()
         samples: list[float] = []
         until = time.perf_counter() + budget_s
         while len(samples) < rounds and (
             len(samples) < MIN_ROUNDS_AGAIN or time.perf_counter() < until
         ):
-            samples.append(self.runner(range(iterations)) / iterations)
-        return samples, window.close()[1]
+            bracket.before()
+            took = self.runner(range(iterations))
+            bracket.after(took)
+            samples.append(took / iterations)
+        return samples, {**window.close()[1], **bracket.figures(len(samples))}
 
 
 #: The fewest rounds a second session takes, whatever its time budget (``PlainCalls.again``).
@@ -498,16 +501,21 @@ def run_rounds(
 
     def measured_round() -> float:
         instrument.before_round()
+        if bracket is not None:
+            bracket.before()
         with guard(), kernel_rounds.round():
             timer = instrument.round_timer()
             start = timer()
             outcomes.append(workload.run(backend, params))
             elapsed = timer() - start
+        if bracket is not None:
+            bracket.after(elapsed)
         progress()
         return elapsed
 
     outcomes: list[Outcome] = []
     kernel_rounds = _KernelRounds(instrument.machine_bound)
+    bracket = control.Bracket() if instrument.machine_bound else None
     warm = [measured_round() for _ in range(plan.warmup)]
     while not instrument.warmed(warm):  # an exact measure warms up until its count repeats
         warm.append(measured_round())
@@ -515,6 +523,8 @@ def run_rounds(
     samples = [measured_round() for _ in range(plan.rounds)]
     extra = figures(samples, outcomes, instrument, stretch.close(plan.rounds))  # timed rounds only
     extra.update(kernel_rounds.close(extra["ops"], skip=len(warm)))
+    if bracket is not None:
+        extra.update(bracket.figures(plan.rounds))
     if with_memory:
         extra.update(memory_figures(workload, backend, params, guard))
         progress()

@@ -393,7 +393,12 @@ def verdict_line(v: V.Verdict) -> str:
         )
     if v.ci:
         parts.append(f"interval {fmt_change(v.ci[0])} to {fmt_change(v.ci[1])}")
-    if v.raw_change is not None and v.normalized_change is not None:
+    if v.decided_by == "control" and v.raw_change is not None and v.machine_speed is not None:
+        parts.append(
+            f"raw {fmt_change(v.raw_change)}, decided over its controls (the machine ran "
+            f"{v.machine_speed:.2f}x the baseline's time)"
+        )
+    elif v.raw_change is not None and v.normalized_change is not None:
         parts.append(
             f"raw {fmt_change(v.raw_change)}, normalized {fmt_change(v.normalized_change)}, "
             f"decided by {v.decided_by}"
@@ -501,8 +506,8 @@ def summary(gate: V.GateResult, every: bool = False) -> list[tuple[str, list[str
         steady = [verdict_line(v) for v in gate.by_status(V.UNCHANGED) if not v.widened_by]
         if steady:
             out.append(("Unchanged (within the threshold; how close each came)", steady))
-    notes = []
-    if gate.calibration_ratio is not None:
+    notes = control_notes(gate)
+    if gate.calibration_ratio is not None and not notes:
         notes.append(f"machine speed vs baseline: {gate.calibration_ratio:.3f} (>1 = slower now)")
     notes.extend(gate.notes)
     if gate.summary:
@@ -510,4 +515,24 @@ def summary(gate: V.GateResult, every: bool = False) -> list[tuple[str, list[str
     out += kernel_report.sections(gate.kernel)
     if notes:
         out.append(("Notes", notes))
+    return out
+
+
+def control_notes(gate: V.GateResult) -> list[str]:
+    """How many time verdicts were judged over the controls beside their rounds, the machine's
+    speed they read, and why the others were judged raw."""
+    speeds = sorted(
+        v.machine_speed for v in gate.verdicts if v.decided_by == "control" and v.machine_speed
+    )
+    raw = [v for v in gate.verdicts if v.not_divided]
+    if not speeds:
+        return [f"time judged raw, not over controls: {raw[0].not_divided}"] if raw else []
+    out = [
+        f"machine speed vs baseline, from the controls beside the rounds: "
+        f"{speeds[len(speeds) // 2]:.3f} (>1 = slower now; {len(speeds)} benchmark(s) judged over "
+        "their controls)"
+    ]
+    out += [f"judged on raw time: {key_label(v.key)}: {v.not_divided}" for v in raw[:3]]
+    if len(raw) > 3:
+        out.append(f"and {len(raw) - 3} more judged on raw time")
     return out

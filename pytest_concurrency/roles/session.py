@@ -211,12 +211,14 @@ class Session:
         memory = marker_kwarg(item, "memory")
         wanted = memory if memory is not None else s.memory_plain
         again = self.second_sessions is not None
+        plain_tests.bracket_rounds(item, s.instrument)
         plain_tests.before_call(item, s.instrument, wanted and self.memory_pass, again, s.paired)
         self.before_call(item)  # after: a side's turns are not in the rounds' kernel figures
         outcome = yield
         calls = plain_tests.after_call(
             item, s.instrument, outcome.excinfo is None, self.counted_elsewhere, self.profiles
         )
+        plain_tests.control_figures(item)
         bench = getattr(item, "funcargs", {}).get("benchmark")
         threshold = marker_kwarg(item, "threshold")
         if bench is not None and threshold is not None:

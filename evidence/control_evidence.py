@@ -1,0 +1,335 @@
+"""Time judged over the controls timed beside each round (measure/control.py), against time judged
+raw and pytest-benchmark's ``--benchmark-compare-fail=mean:5%``, on the same sessions.
+
+The project: users' plain tests (``benchmark``), each doing ``F`` times its work, where ``F``
+(env ``CONTROL_F``) is the condition's factor, so 1.05 is exactly 5% more of the same work:
+
+* ``test_pure``: a pure-Python function;
+* ``test_ring[asyncio|gevent|threading]``: a token passed round a ring of 8 tasks over the
+  model's channels (``concurrency_backend``);
+* ``test_roundtrip``: an asyncio client's round trips to an echo server on loopback, the server's
+  event loop in a fixture.
+
+A stored baseline of ``--baseline-sessions`` quiet sessions is saved first (the plugin's
+``--concurrency-save-baseline``; the first session's JSON is pytest-benchmark's base for its rule).
+Then the conditions (``FACTOR@BUSY``: the factor, busy-loop processes beside) take turns, session
+by session, each session writing ``--benchmark-json``. Every session is then judged three ways,
+here, on its first rounds (the plugin's second session of a suspect is not part of this):
+
+* ``control``: the plugin's gate as it is (rounds over their controls where they scale);
+* ``raw``: the same gate on the same records with their controls taken away (raw time);
+* ``pb``: pytest-benchmark's ``mean:5%`` against the base session's means.
+
+A benchmark fails a rule when its verdict is regressed (pb: its mean rose more than 5%); a
+session fails when any benchmark does. Per condition and rule: sessions failed, and per
+benchmark. Results append to ``evidence/control/results.jsonl`` (one line a session).
+
+    python3 evidence/control_evidence.py --sessions 50
+    python3 evidence/control_evidence.py --sessions 10 --conditions 1.0@0,1.05@0
+    python3 evidence/control_evidence.py --smoke
+    python3 evidence/control_evidence.py --judge-only DIR     # judge the sessions of a run again
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from against_evidence import busy_loops  # beside this script
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "control" / "results.jsonl"
+SMOKE = {"sessions": 1, "baseline_sessions": 1, "conditions": "1.0@0,1.10@1"}
+
+TESTS = textwrap.dedent(
+    """
+    import asyncio, os, threading
+    import pytest
+
+    F = float(os.environ.get("CONTROL_F", "1"))
+
+
+    def work(n):
+        total = 0
+        for i in range(n):
+            total += i * i % 7
+        return total
+
+
+    def test_pure(benchmark):
+        n = int(20000 * F)
+        assert benchmark(work, n) == work(n)
+
+
+    def test_ring(benchmark, concurrency_backend):
+        b, hops = concurrency_backend, int(400 * F)
+        if b.family == "async":
+            async def node(inbox, outbox):
+                while (token := await inbox.get()) is not None:
+                    await outbox.put(token + 1)
+                await outbox.put(None)
+
+            async def main():
+                chans = [b.channel(1) for _ in range(8)]
+                tasks = [b.spawn(node, chans[i], chans[(i + 1) % 8]) for i in range(7)]
+                token = 0
+                await chans[0].put(0)
+                while token < hops:
+                    token = await chans[7].get() + 1
+                    if token < hops:
+                        await chans[0].put(token)
+                await chans[0].put(None)
+                await chans[7].get()
+                for t in tasks:
+                    await t.join()
+                return token
+        else:
+            def node(inbox, outbox):
+                while (token := inbox.get()) is not None:
+                    outbox.put(token + 1)
+                outbox.put(None)
+
+            def main():
+                chans = [b.channel(1) for _ in range(8)]
+                tasks = [b.spawn(node, chans[i], chans[(i + 1) % 8]) for i in range(7)]
+                token = 0
+                chans[0].put(0)
+                while token < hops:
+                    token = chans[7].get() + 1
+                    if token < hops:
+                        chans[0].put(token)
+                chans[0].put(None)
+                chans[7].get()
+                for t in tasks:
+                    t.join()
+                return token
+        assert benchmark(b.run, main) >= hops
+
+
+    @pytest.fixture
+    def echo():
+        loop = asyncio.new_event_loop()
+
+        async def serve(reader, writer):
+            while data := await reader.read(64):
+                writer.write(data)
+                await writer.drain()
+            writer.close()
+
+        server = loop.run_until_complete(asyncio.start_server(serve, "127.0.0.1", 0))
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = loop.run_until_complete(asyncio.open_connection("127.0.0.1", port))
+        yield loop, reader, writer
+        writer.close()
+        server.close()
+        loop.run_until_complete(server.wait_closed())
+        loop.close()
+
+
+    def test_roundtrip(benchmark, echo):
+        loop, reader, writer = echo
+        trips = int(30 * F)
+
+        async def trip():
+            for _ in range(trips):
+                writer.write(b"x" * 64)
+                await writer.drain()
+                assert len(await reader.readexactly(64)) == 64
+            return trips
+
+        assert benchmark(lambda: loop.run_until_complete(trip())) == trips
+    """
+)
+
+
+def pytest_args(*extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-only",
+        "--concurrency-backends=asyncio,gevent,threading",
+        *extra,
+    ]
+
+
+def run(project: Path, args: list[str], factor: float, busy: int) -> tuple[float, str, int, float]:
+    """One session: seconds, output, exit status, the machine's load average at its end."""
+    with busy_loops(busy):
+        start = time.perf_counter()
+        done = subprocess.run(
+            args,
+            cwd=project,
+            env={**os.environ, "CONTROL_F": str(factor)},
+            capture_output=True,
+            text=True,
+        )
+        took = time.perf_counter() - start
+    return took, done.stdout + done.stderr, done.returncode, os.getloadavg()[0]
+
+
+def judge(base_doc: dict, pb_base: dict, session_doc: dict) -> dict:
+    """rule -> {benchmark label: verdict} for one session's JSON."""
+    sys.path.insert(0, str(HERE.parent))
+    from pytest_concurrency.gate import baseline, compare
+    from pytest_concurrency.measure.records import from_json
+
+    meta = baseline.current_meta({}, None)
+    recs = from_json(session_doc)
+    out = {"control": {}, "raw": {}, "pb": {}}
+    for rule, doc, current in (
+        ("control", base_doc, recs),
+        (
+            "raw",
+            _without_controls(base_doc),
+            _without_controls({"benchmarks": session_doc["benchmarks"]}),
+        ),
+    ):
+        records = current if rule == "control" else from_json(current)
+        result = compare.compare(doc, records, meta, compare.GateSettings())
+        for v in result.verdicts:
+            label = f"{v.key[0]}[{v.key[2]}]"
+            out[rule][label] = {
+                "status": v.status,
+                "change": v.change,
+                "raw": v.raw_change,
+                "by": v.decided_by,
+                "why_raw": v.not_divided,
+                "interference": bool(v.interference),
+            }
+    base_means = {b["fullname"]: b["stats"]["mean"] for b in pb_base["benchmarks"]}
+    for b in session_doc["benchmarks"]:
+        then = base_means.get(b["fullname"])
+        if then:
+            change = b["stats"]["mean"] / then - 1
+            status = "regressed" if change > 0.05 else "unchanged"
+            out["pb"][b["name"]] = {"status": status, "change": change}
+    cost = [
+        b["extra_info"].get("control_cost")
+        for b in session_doc["benchmarks"]
+        if b["extra_info"].get("control_cost") is not None
+    ]
+    out["control_cost"] = max(cost) if cost else None
+    return out
+
+
+def _without_controls(doc: dict) -> dict:
+    from pytest_concurrency.measure import control
+
+    def strip(extra: dict) -> dict:
+        return {k: v for k, v in extra.items() if k not in control.KEYS}
+
+    out = json.loads(json.dumps(doc))
+    for b in out.get("benchmarks") or ():
+        b["extra_info"] = strip(b.get("extra_info") or {})
+    section = out.get("pytest_concurrency") or {}
+    for entry in section.get("history") or ():
+        entry["benchmarks"] = [strip(b) for b in entry["benchmarks"]]
+    return out
+
+
+def summary(lines: list[dict]) -> str:
+    by = collections.defaultdict(list)
+    for line in lines:
+        by[line["condition"]].append(line)
+    out = []
+    for cond, runs in by.items():
+        factor = float(cond.split("@")[0])
+        want = "unchanged" if factor == 1.0 else "regressed"
+        out.append(f"{cond} ({len(runs)} sessions; a session fails when any benchmark regressed)")
+        for rule in ("control", "raw", "pb"):
+            failed = sum(any(v["status"] == "regressed" for v in r[rule].values()) for r in runs)
+            per = collections.Counter(
+                label for r in runs for label, v in r[rule].items() if v["status"] == "regressed"
+            )
+            what = "failed" if want == "unchanged" else "caught (failed)"
+            detail = ", ".join(f"{k} {n}" for k, n in sorted(per.items()))
+            out.append(f"  {rule:8s} {what} {failed}/{len(runs)}   regressed: {detail or '-'}")
+        costs = [r["control_cost"] for r in runs if r.get("control_cost") is not None]
+        if costs:
+            out.append(
+                f"  controls' cost, the highest benchmark's: median {sorted(costs)[len(costs) // 2]:.1%}"
+            )
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, default=50)
+    ap.add_argument("--baseline-sessions", type=int, default=5)
+    ap.add_argument("--conditions", default="1.0@0,1.05@0,1.0@1,1.10@1")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    if args.smoke:
+        for k, v in SMOKE.items():
+            setattr(args, k, v)
+    conditions = []
+    for spec in args.conditions.split(","):
+        factor, _, busy = spec.partition("@")
+        conditions.append((spec, float(factor), int(busy or 0)))
+    work = Path(tempfile.mkdtemp(prefix="control-evidence-"))
+    project = work / "project"
+    project.mkdir()
+    (project / "test_control.py").write_text(TESTS)
+    base, pb_base = work / "baseline.json", work / "pb-base.json"
+    for i in range(args.baseline_sessions):
+        pb = [f"--benchmark-json={pb_base}"] if i == 0 else []
+        took, out, code, load = run(
+            project, pytest_args(f"--concurrency-save-baseline={base}", *pb), 1.0, 0
+        )
+        print(f"baseline session {i + 1}: {took:.0f} s, exit {code}, load {load:.1f}", flush=True)
+        if code != 0:
+            print(out[-3000:])
+            return 1
+    base_doc, pb_doc = json.loads(base.read_text()), json.loads(pb_base.read_text())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    try:
+        for i in range(args.sessions):
+            for spec, factor, busy in conditions:
+                json_path = work / f"s{i}-{spec}.json"
+                took, out, code, load = run(
+                    project, pytest_args(f"--benchmark-json={json_path}"), factor, busy
+                )
+                if not json_path.exists():
+                    print(f"{spec} session {i + 1}: no JSON (exit {code})\n{out[-2000:]}")
+                    continue
+                line = {
+                    "condition": spec,
+                    "session": i + 1,
+                    "seconds": round(took, 1),
+                    "load": round(load, 2),
+                    "python": sys.version.split()[0],
+                    **judge(base_doc, pb_doc, json.loads(json_path.read_text())),
+                }
+                lines.append(line)
+                with args.out.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(line) + "\n")
+                fails = {
+                    r: sum(v["status"] == "regressed" for v in line[r].values())
+                    for r in ("control", "raw", "pb")
+                }
+                print(
+                    f"{spec} session {i + 1}: {took:.0f} s, load {load:.1f}, regressed {fails}",
+                    flush=True,
+                )
+    except KeyboardInterrupt:
+        print("interrupted: the figures of the sessions that ran")
+    print(summary(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Time judged as multiples of the controls timed beside each round (measure/control.py).
+
+A benchmark whose rounds, in the baseline's sessions and now, all carry their controls, and whose
+process used about one core while they ran, is judged on its rounds divided by their controls:
+the machine's speed, which moves every round and its controls alike, divides out. The divided
+rounds are expressed in seconds at the baseline's typical control (``scale``), so every figure
+the gate shows stays a time, "as the baseline's machine would have run them".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from dataclasses import dataclass
+
+from ..measure import control
+from ..measure.records import Record
+from .history import Session
+
+
+@dataclass
+class Divided:
+    sessions: list  # the baseline's sessions, each round over its control, at ``scale``
+    current: Record  # this run's record, likewise
+    #: this run's typical control over the baseline's (1.25: the machine ran 25% slower now)
+    machine_speed: float
+
+
+def divide(sessions: list[Session], cur: Record) -> Divided | str:
+    """Both sides divided by their controls, or why they cannot be (judged raw then)."""
+    why = _unusable(cur.extra, len(cur.samples), "now")
+    for i, s in enumerate(sessions):
+        why = why or _unusable(s.controls, len(s.samples), f"in baseline session {i + 1}")
+    if why:
+        return why
+    scale = statistics.median(c for s in sessions for c in s.controls["control_s"])
+    now = statistics.median(cur.extra["control_s"])
+    return Divided(
+        [
+            dataclasses.replace(s, samples=_divided(s.samples, s.controls, scale), layouts=[])
+            for s in sessions
+        ],
+        dataclasses.replace(cur, samples=_divided(cur.samples, cur.extra, scale)),
+        now / scale,
+    )
+
+
+def _divided(samples: list, controls, scale: float) -> list[float]:
+    return control.divided(samples, controls["control_busy"], controls["control_s"], scale)
+
+
+def _unusable(extra, rounds: int, where: str) -> str | None:
+    why = control.scales(extra)
+    if why is None and not len(extra["control_s"]) == len(extra["control_busy"]) == rounds:
+        why = f"its controls ({len(extra['control_s'])}) are not one a round ({rounds})"
+    return f"{why} ({where})" if why else None
+
+
+def the_machines(raw_change: float, divided_change: float, speed: float, threshold: float) -> str:
+    """A raw change beyond the threshold that the controls took away, said (or ``""``): the
+    machine's speed or a neighbour moved the rounds' time, not the code."""
+    if abs(raw_change) <= threshold or abs(divided_change) > threshold:
+        return ""
+    return (
+        f"raw {raw_change:+.1%} was the machine's: its rounds' CPU time over their controls' moved "
+        f"{divided_change:+.1%} (the controls ran {speed:.2f}x the baseline's CPU time)"
+    )

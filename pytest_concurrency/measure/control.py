@@ -1,0 +1,237 @@
+"""A control timed beside the rounds: the machine's speed, read where and when the rounds ran.
+
+This machine's CPU (and a cloud runner's) changes speed by up to 1.8x for seconds at a time, and a
+process can share its core with another for a whole session: no rule that reads a round's time
+alone tells a +10% change from that. A fixed piece of work run right before and right after a
+round, in the same thread, runs at the round's speed. So each timed round carries the time of the
+controls around it (``control_s``, aligned with the samples), and the gates judge rounds divided
+by their controls: the machine's speed divides out, as the ratio of two pieces of work run back to
+back does not move with it (relative or normalised benchmarking; duet benchmarking and randomized
+multiple interleaved trials are its cousins).
+
+Controls are shared between neighbours (one after a group of rounds is the next group's before),
+and short rounds are grouped, so that the controls cost at most ``MAX_COST`` of the rounds' time.
+A round is judged as its CPU time over the controls' around it (``Bracket`` says why CPU time).
+
+The control is one thread's work. Rounds of one thread's work scale with it; rounds whose thread
+waits (timers, sockets served elsewhere, other threads or processes doing the work) or whose
+process runs on several cores at once do not, and are judged on raw time (``scales``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import resource
+import select
+import time
+import zlib
+
+VERSION = 2  # bump when ``work`` or the figures change: controls of other versions do not compare
+#: The controls' time is at most this share of the rounds' (rounds are grouped to keep it so).
+MAX_COST = 0.10
+_TEXT = bytes(range(256)) * 32
+#: A record's keys from its controls (``Bracket.figures``).
+KEYS = ("control_s", "control_busy", "control_waits", "control_version", "control_cost")
+#: What the gate reads of them (a baseline's sessions keep these).
+JUDGED = KEYS[:4]
+#: Voluntary switches of this thread alone (Linux); elsewhere the process's.
+_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+
+
+class _Node:
+    __slots__ = ("value", "next")
+
+    def __init__(self, value, nxt):
+        self.value = value
+        self.next = nxt
+
+
+def work() -> int:
+    """The control: ~300 us here of what rounds do, in the proportions that followed three kinds
+    of round best in a trial here (pure arithmetic, dicts of strings, an asyncio loop's hops):
+    bytecode arithmetic, allocation and links, sorting and joining strings, a checksum of fixed
+    bytes, and a few system calls (``select`` with nothing to wait for)."""
+    total = 0
+    for i in range(1200):
+        total = (total * 31 + i) & 0xFFFF
+        if total & 1:
+            total ^= i
+    head, seen = None, {}
+    for i in range(300):
+        head = _Node(i, head if i % 32 else None)
+        total += head.value & 7
+        seen[i & 63] = total
+    words = sorted(str(i * 7919 % 1000) for i in range(100))
+    total += len(",".join(words)) + zlib.crc32(_TEXT)
+    for _ in range(8):
+        total += len(select.select([], [], [], 0)[0])
+    return total
+
+
+EXPECTED = work()  # the control checks its own result each time: a wrong one is not a control
+
+
+def _reading() -> tuple[float, float, int]:
+    """(wall, the process's CPU seconds, this thread's voluntary context switches so far)."""
+    return time.perf_counter(), time.process_time(), resource.getrusage(_THREAD).ru_nvcsw
+
+
+def run_once() -> None:
+    """One control, checked: a wrong result means it did not do its work."""
+    got = work()
+    if got != EXPECTED:
+        raise RuntimeError(f"the control computed {got}, not {EXPECTED}: the interpreter is broken")
+
+
+class Bracket:
+    """Controls around a sequence of rounds, one thread's: ``before`` ahead of each round,
+    ``after`` once it ended with its wall seconds. The first round sizes the groups.
+
+    Each round is judged as its CPU time over the CPU time of the controls within ``WINDOW_S`` of
+    it. CPU time, not wall: this machine's slow spells are mostly time its virtual CPU was not
+    running (steal), and a neighbour sharing the core takes slices the same way; both stretch a
+    round's wall time and not its CPU time, and a control, shorter than a slice, misses most of
+    them. Across 5 processes of three kinds of round, quiet and beside a busy loop (2 cores), the
+    medians of each spread 13-104% as wall time, 12-20% as CPU time, 2-6% as CPU time over the
+    controls'. What remains is the machine's speed proper, which the controls divide out.
+
+    A round is read around itself: its process's CPU seconds over its wall seconds (``busy``:
+    its wall time times that is its CPU time) and this thread's voluntary context switches (it
+    waited: a lock, a socket, a timer, another thread's work)."""
+
+    WINDOW_S = 0.05
+
+    def __init__(self) -> None:
+        self.controls: list[float] = []  # each control's CPU seconds, in order
+        self._control_wall = 0.0
+        self._at: list[float] = []  # when each control ended (perf_counter)
+        self._rounds_at: list[float] = []  # when each round started
+        self._busy: list[float] = []  # each round's process CPU over its wall seconds
+        self._waits = 0.0  # this thread's voluntary switches in all rounds
+        self._size = 0  # rounds a group (0: not known before the first round ends)
+        self._in_group = 0
+        self._round_s = 0.0
+        self._started: tuple[float, float, int] | None = None
+
+    def _control(self) -> None:
+        start = _reading()
+        run_once()
+        end = _reading()
+        self.controls.append(end[1] - start[1])
+        self._control_wall += end[0] - start[0]
+        self._at.append(end[0])
+        self._in_group = 0
+
+    def before(self) -> None:
+        if not self.controls:
+            self._control()
+        self._started = _reading()
+        self._rounds_at.append(self._started[0])
+
+    def after(self, round_s: float) -> None:
+        if self._started is not None:
+            _, cpu, waits = (b - a for a, b in zip(self._started, _reading()))
+            # over the round's own wall time: a reading is a system call, where the scheduler
+            # tends to switch, so the wall time between the readings also holds waits beside
+            # the round (beside a busy loop here: 4 ms around rounds of 1 ms, one in five)
+            self._busy.append(cpu / round_s if round_s > 0 else 1.0)
+            self._waits += waits
+            self._started = None
+        self._round_s += max(round_s, 0.0)
+        self._in_group += 1
+        if not self._size:
+            took = max(self._control_wall, 1e-6)
+            self._size = max(1, math.ceil(took / max(MAX_COST * round_s, 1e-9)))
+        if self._in_group >= self._size:
+            self._control()
+
+    def normalisers(self, last: int) -> list[float]:
+        """The last ``last`` rounds' normalisers: the mean CPU seconds of the controls that ended
+        within ``WINDOW_S`` of each one's start (the nearest ones, before and after, at least)."""
+        sums = [0.0, *itertools.accumulate(self.controls)]
+        out = []
+        for at in self._rounds_at[-last:] if last else ():
+            nearest = bisect.bisect_left(self._at, at)  # the first control after the round began
+            lo = min(bisect.bisect_left(self._at, at - self.WINDOW_S), max(nearest - 1, 0))
+            hi = max(
+                bisect.bisect_right(self._at, at + self.WINDOW_S), min(nearest + 1, len(self._at))
+            )
+            out.append((sums[hi] - sums[lo]) / (hi - lo))
+        return out
+
+    def figures(self, last: int) -> dict:
+        """The record's keys for its last ``last`` rounds (the measured ones), or ``{}``."""
+        if not last or len(self._busy) < last:
+            return {}
+        return {
+            "control_s": self.normalisers(last),
+            "control_busy": [round(b, 4) for b in self._busy[-last:]],
+            "control_waits": round(self._waits / len(self._busy), 3),
+            "control_version": VERSION,
+            "control_cost": round(self._control_wall / self._round_s, 4) if self._round_s else None,
+        }
+
+
+#: Voluntary switches a round from which its rounds count as waiting (``scales``): a round of
+#: one thread's work makes none; one that blocks makes one each time it does.
+WAITS = 0.5
+#: Cores busy at once beyond which rounds run in parallel (``scales``).
+PARALLEL = 1.2
+
+
+def scales(extra) -> str | None:
+    """Why a record's rounds cannot be judged over their controls, or ``None`` if they can."""
+    if not extra.get("control_s") or extra.get("control_version") != VERSION:
+        return "no controls were timed beside its rounds"
+    waits = extra.get("control_waits")
+    if waits is None or not extra.get("control_busy"):
+        return "what its process did between the controls was not read"
+    if waits > WAITS:
+        return (
+            f"its thread waited {waits:.1f} times a round (voluntary context switches: a lock, a "
+            "socket, a timer, another thread): the time it waits does not scale with a control"
+        )
+    busy = sorted(extra["control_busy"])[len(extra["control_busy"]) // 2]
+    if busy > PARALLEL:
+        return (
+            f"its process used {busy:.1f} cores while its rounds ran: several cores at once, "
+            "whose speeds a one-thread control does not follow"
+        )
+    return None
+
+
+def divided(samples: list, busy: list, norm: list, scale: float) -> list[float]:
+    """Each round's CPU time (its wall time by its share of a core) over its controls',
+    in seconds at a control of ``scale`` CPU seconds."""
+    return [x * b * scale / c for x, b, c in zip(samples, busy, norm)]
+
+
+def beside(benchmark) -> Bracket:
+    """Controls around each round pytest-benchmark's ``benchmark`` fixture runs once it made its
+    stats (calibration before that is left alone; warm-up rounds after it are bracketed too, and
+    ``figures`` takes the last rounds). Outside its timer: the samples are the rounds' own."""
+    bracket = Bracket()
+    make_runner, make_stats = benchmark._make_runner, benchmark._make_stats
+    made = [False]
+
+    def making_stats(iterations):
+        made[0] = True
+        return make_stats(iterations)
+
+    def bracketing(function, args, kwargs):
+        runner = make_runner(function, args, kwargs)
+
+        def run(loops_range, *rest, **timer):
+            if not made[0]:
+                return runner(loops_range, *rest, **timer)
+            bracket.before()
+            got = runner(loops_range, *rest, **timer)
+            bracket.after(got if loops_range else got[0])
+            return got
+
+        return run
+
+    benchmark._make_runner, benchmark._make_stats = bracketing, making_stats
+    return bracket

@@ -1,0 +1,182 @@
+"""The control timed beside each round (measure/control.py) and time judged over it: the stored
+gate (gate/controlled.py) and the paired one (gate/paired.py), on records made here."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_concurrency.gate import baseline, paired
+from pytest_concurrency.gate import compare as gate
+from pytest_concurrency.gate.verdicts import IMPROVED, REGRESSED, UNCHANGED
+from pytest_concurrency.measure import control
+from pytest_concurrency.measure.records import Record
+
+pytestmark = pytest.mark.once  # version-independent: the arithmetic, on one Python
+
+PY = {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"}
+META = {"schema_version": 1, "python": PY, "cpu_count": 2, "cpu_model": "x", "calibration": None}
+
+
+def controlled(seed: int, work: float = 1.0, speed: float = 1.0, busy: float = 1.0) -> Record:
+    """A session of 60 rounds of one thread's work: ``work`` times the code's CPU time, on a
+    machine ``speed`` times slower (its controls' CPU time too), its process running ``busy`` of
+    the wall time (a neighbour took the rest); 2% noise on rounds and controls alike."""
+    rng = random.Random(seed)
+    cpu = [1e-3 * work * speed * rng.lognormvariate(0, 0.02) for _ in range(60)]
+    return Record(
+        "test_pure",
+        {},
+        "asyncio",
+        [c / busy for c in cpu],  # wall time: the CPU time and the slices it waited
+        extra={
+            "control_s": [3e-4 * speed * rng.lognormvariate(0, 0.02) for _ in cpu],
+            "control_busy": [busy] * len(cpu),
+            "control_waits": 0.0,
+            "control_version": control.VERSION,
+            "task_kind": "light",
+        },
+    )
+
+
+def stored(*sessions: Record) -> dict:
+    """A baseline of these sessions (latest first), as saving each in turn makes it."""
+    doc = None
+    for rec in reversed(sessions):
+        new = baseline.document_from_records([rec], META)
+        doc = gate.add_session(new, doc, [rec])[0] if doc else new
+    assert doc is not None
+    return doc
+
+
+def verdict(doc: dict, rec: Record):
+    [v] = gate.compare(doc, [rec], META).verdicts
+    return v
+
+
+def test_a_slower_machine_and_a_neighbours_slices_divide_out():
+    doc = stored(controlled(1), controlled(2), controlled(3))
+    # the machine 1.6x slower and the process given 60% of the wall time: raw +167%
+    v = verdict(doc, controlled(4, speed=1.6, busy=0.6))
+    assert v.decided_by == "control" and v.status == UNCHANGED, v
+    assert v.raw_change > 1.5 and abs(v.change) < 0.03
+    assert v.machine_speed == pytest.approx(1.6, rel=0.05)
+    assert "was the machine's" in v.note
+
+
+def test_a_change_of_the_code_shows_on_a_faster_machine():
+    doc = stored(controlled(1), controlled(2), controlled(3))
+    # +10% work on a machine 30% faster: raw reads -23%, which the raw rule calls an improvement
+    v = verdict(doc, controlled(4, work=1.10, speed=0.7))
+    assert v.raw_change < -0.2
+    assert v.status == REGRESSED and v.change == pytest.approx(0.10, abs=0.02), v
+    raw = gate.compare(_without_controls(doc), [_bare(controlled(4, work=1.10, speed=0.7))], META)
+    assert raw.verdicts[0].status == IMPROVED  # what the controls save the gate from
+
+
+def _bare(rec: Record) -> Record:
+    return Record(rec.workload, rec.params, rec.backend, rec.samples, extra={"task_kind": "light"})
+
+
+def _without_controls(doc: dict) -> dict:
+    for b in doc["benchmarks"]:
+        b["extra_info"] = {k: v for k, v in b["extra_info"].items() if k not in control.KEYS}
+    for entry in doc["pytest_concurrency"].get("history") or ():
+        for b in entry["benchmarks"]:
+            for k in control.KEYS:
+                b.pop(k, None)
+    return doc
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"control_waits": 3.0}, "waited 3.0 times a round"),
+        ({"control_busy": [1.9] * 60}, "1.9 cores"),
+        ({"control_version": control.VERSION + 1}, "no controls"),
+        ({"control_s": [3e-4] * 59}, "not one a round"),
+    ],
+)
+def test_rounds_that_do_not_follow_a_control_are_judged_raw_and_say_why(change, why):
+    doc = stored(controlled(1), controlled(2))
+    rec = controlled(3, work=1.2)
+    rec.extra.update(change)
+    v = verdict(doc, rec)
+    assert v.decided_by == "raw" and why in v.not_divided
+    assert v.status == REGRESSED  # the raw rule still catches +20% on a steady machine
+
+
+def test_groups_keep_the_controls_cost_under_its_bound_and_figures_stay_aligned(monkeypatch):
+    clock = {"wall": 0.0, "cpu": 0.0}
+    monkeypatch.setattr(control, "_reading", lambda: (clock["wall"], clock["cpu"], 0))
+
+    def run_control():  # 300 us of CPU and wall
+        clock["wall"] += 3e-4
+        clock["cpu"] += 3e-4
+
+    monkeypatch.setattr(control, "run_once", run_control)
+    bracket = control.Bracket()
+    for _ in range(1000):  # rounds of 100 us, the process given half the wall time
+        bracket.before()
+        clock["wall"] += 1e-4
+        clock["cpu"] += 5e-5
+        bracket.after(1e-4)
+    figures = bracket.figures(last=900)  # the first 100 were warm-ups
+    assert len(figures["control_s"]) == len(figures["control_busy"]) == 900
+    # every group's control within the bound, and the first control, before any round, beside it
+    assert figures["control_cost"] <= control.MAX_COST + 3e-4 / (1000 * 1e-4)
+    assert len(bracket.controls) == 1 + 1000 // 30  # a control every 30 rounds (3 ms)
+    assert set(figures["control_busy"]) == {0.5}
+    assert figures["control_s"][0] == pytest.approx(3e-4)
+    assert control.scales(figures) is None
+    assert bracket.figures(last=1001) == {}  # more rounds than it bracketed: nothing, not a guess
+
+
+def test_the_control_checks_its_own_result(monkeypatch):
+    monkeypatch.setattr(control, "work", lambda: control.EXPECTED + 1)
+    with pytest.raises(RuntimeError, match="the control computed"):
+        control.run_once()
+
+
+def test_a_saved_baseline_thins_controls_as_its_rounds():
+    rec = controlled(1)
+    rec.samples = rec.samples * 30  # 1,800 rounds, more than a baseline keeps
+    for key in ("control_s", "control_busy"):
+        rec.extra[key] = rec.extra[key] * 30
+    doc = baseline._thinned(baseline.document_from_records([rec], META))
+    [b] = doc["benchmarks"]
+    kept = len(b["stats"]["data"])
+    assert kept == baseline.KEPT_ROUNDS
+    assert len(b["extra_info"]["control_s"]) == len(b["extra_info"]["control_busy"]) == kept
+
+
+def paired_side(seed: int, turns: list[int], work: float, speed: float, busy: float) -> Record:
+    rec = controlled(seed, work=work, speed=speed, busy=busy)
+    rec.extra["paired_rounds"] = [[t, x, 1, 0, 1.1] for t, x in zip(turns, rec.samples)]
+    return rec
+
+
+def test_against_the_base_a_busy_core_beside_one_side_divides_out():
+    base_turns = [t for q in range(15) for t in (4 * q, 4 * q + 3)]
+    head_turns = [t for q in range(15) for t in (4 * q + 1, 4 * q + 2)]
+    rounds = base_turns + [t + 60 for t in base_turns]
+    head_rounds = head_turns + [t + 60 for t in head_turns]
+
+    def judged(work: float):
+        # the head side shares its core (half the wall time) on a machine 20% slower
+        base = paired_side(1, rounds, 1.0, 1.0, 1.0)
+        head = paired_side(2, head_rounds, work, 1.2, 0.5)
+        again = [
+            ([paired_side(3, rounds, 1.0, 1.0, 1.0)], [paired_side(4, head_rounds, work, 1.2, 0.5)])
+        ]
+        return paired.judge([base], [head], lambda rec: 0.03, again=again).verdicts[0]
+
+    same, slower = judged(1.0), judged(1.10)
+    assert same.status == UNCHANGED and "over its controls" in same.note, same
+    assert slower.status == REGRESSED and slower.change == pytest.approx(0.10, abs=0.03), slower
+    # without controls the same rounds read +140%, and the busy core leaves time unjudged
+    base, head = paired_side(1, rounds, 1.0, 1.0, 1.0), paired_side(2, head_rounds, 1.0, 1.2, 0.5)
+    for rec in (base, head):
+        del rec.extra["control_s"]
+    assert paired.judge([base], [head], lambda rec: 0.03).verdicts[0].status != UNCHANGED
