@@ -25,7 +25,7 @@ Cases:
 * ``crashes``: a benchmark test that fails, one that calls ``os._exit``, one that segfaults
   (tests/data/hostile.py), in time and counted mode; and hostile baselines given to
   ``--concurrency-baseline`` (truncated, a FIFO, 100,000 levels of nesting, a 5,000-digit number).
-* ``ctrl-c-twice``: time mode (and isolated), a benchmark that sleeps: once its rounds run, two
+* ``ctrl-c-twice``: time mode (and isolated) and counted, a benchmark that sleeps: once its rounds run, two
   SIGINTs to the group, the second 0.1-2 s after the first (it once landed while pytest reported
   the first, and the session then saved its baseline and report).
 * ``saves``: 3 and 10 sessions started at once, saving to one baseline (kept: 20 sessions); the
@@ -178,6 +178,9 @@ def cases(kinds: set, modes: list) -> list[Case]:
         for gap in SECOND_AFTER:
             found.append(_twice("twice", gap, []))
         found.append(_twice("isolated, twice", 0.5, ["--concurrency-isolate"]))
+    if "ctrl-c-twice" in kinds and "counted" in modes:
+        for gap in SECOND_AFTER:
+            found.append(_twice("twice", gap, [], mode="counted"))
     if "crashes" in kinds:
         for mode in ("time", "counted"):
             if mode not in modes:
@@ -199,10 +202,10 @@ def cases(kinds: set, modes: list) -> list[Case]:
     return found
 
 
-def _twice(name: str, gap: float, extra: list) -> Case:
+def _twice(name: str, gap: float, extra: list, mode: str = "time") -> Case:
     return Case(
         "ctrl-c",
-        "time",
+        mode,
         f"{name}, {gap} s apart",
         extra=["--concurrency-backends=threading", *extra],
         delay=0.3,
@@ -534,6 +537,9 @@ def main() -> int:
     )
     parser.add_argument("--smoke", action="store_true", help=f"only {SMOKE}")
     parser.add_argument(
+        "--repeat", type=int, default=1, help="run each chosen case (and each saves trial) N times"
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep each case's directory (its output)"
     )
     args = parser.parse_args()
@@ -554,14 +560,15 @@ def main() -> int:
     rows = []
     try:
         seed = seed_baseline(base)
-        for case in chosen:
-            rows.append(run(case, base, seed))
-            print(table(rows[-1:]).splitlines()[-1], flush=True)  # a long run's rows so far
-        for n in AT_ONCE if "saves" in args.cases.split(",") and not args.smoke else ():
-            if args.only and not re.search(args.only, f"saves: time, {n} at once"):
-                continue
-            rows.append(run_saves(n, base, seed))
-            print(table(rows[-1:]).splitlines()[-1], flush=True)
+        for _ in range(args.repeat):
+            for case in chosen:
+                rows.append(run(case, base, seed))
+                print(table(rows[-1:]).splitlines()[-1], flush=True)  # a long run's rows so far
+            for n in AT_ONCE if "saves" in args.cases.split(",") and not args.smoke else ():
+                if args.only and not re.search(args.only, f"saves: time, {n} at once"):
+                    continue
+                rows.append(run_saves(n, base, seed))
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

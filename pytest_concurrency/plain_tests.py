@@ -325,8 +325,7 @@ def _wait_or_exit() -> None:
 
 def bracket_rounds(item, instrument) -> None:
     """Before any benchmark test's call, a workload case's included: a control timed beside each
-    of its rounds (control.py), when time is measured. First, so that it runs inside whatever
-    else wraps the rounds (a side's turn, the kernel's readings)."""
+    of its rounds (control.py), when time is measured; inside a side's turn (``before_call``)."""
     bench = getattr(item, "funcargs", {}).get("benchmark")
     if (
         instrument.machine_bound
@@ -350,15 +349,20 @@ def control_figures(item) -> None:
 def before_call(item, instrument, memory: bool, again: bool = False, paired: bool = False) -> None:
     """Before the test runs (and before a side of --concurrency-against, ``paired``, makes its
     rounds take turns): read the kernel around its rounds, when it has no ``concurrency_backend``
-    (``watch`` reads that one's ``run`` calls); remember what it measures, for the memory pass
+    (``watch`` reads that one's ``run`` calls); time a control beside each round (any benchmark
+    test, a workload case's included); remember what it measures, for the memory pass
     (``memory``) or to time it ``again`` in its test (remeasure.py); and warm it up when counted."""
     funcargs = getattr(item, "funcargs", {})
     # pytest-codspeed's fixture (--codspeed) passes for pytest-benchmark's by ``__class__``, not type
     if not measured_here(funcargs) or not issubclass(type(funcargs["benchmark"]), BenchmarkFixture):
+        bracket_rounds(item, instrument)  # a workload case's rounds (none under --codspeed)
         return  # (the session says it judges nothing with --codspeed)
     bench = funcargs["benchmark"]
     if instrument.machine_bound and KERNEL not in item.stash and getattr(bench, "enabled", False):
         item.stash[KERNEL] = driver.KernelPerRounds(bench, one_a_round=paired)
+    # outside the kernel's readings (the controls' system calls are not the test's), inside the
+    # runner a second session reuses (its rounds get controls too)
+    bracket_rounds(item, instrument)
     if memory or again:
         item.stash[CALLS] = driver.PlainCalls(bench, memory)
     if instrument.exact:

@@ -18,7 +18,7 @@ import dataclasses
 import gc
 import warnings
 
-from . import backends, cases
+from . import backends, cases, plain_tests
 from .backends import watchdog
 from .gate import baseline, stats
 from .gate import compare as gate
@@ -66,6 +66,8 @@ class SecondSessions:
                 elif calls is not None:  # a user's own test: its function, as handed over
                     budget = max(MIN_BUDGET_S, sum(rec.samples) * bench.stats.iterations)
                     samples, extra = calls.again(len(rec.samples), bench.stats.iterations, budget)
+                    bracket = item.stash.get(plain_tests.CONTROL, None)  # beside those rounds too
+                    extra.update(bracket.figures(len(samples)) if bracket is not None else {})
                 else:
                     raise RuntimeError("its rounds ran in a child of their own, which has ended")
             except BaseException as exc:  # its first verdict stands: the conservative one

@@ -4,6 +4,7 @@ gate (gate/controlled.py) and the paired one (gate/paired.py), on records made h
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -180,3 +181,36 @@ def test_against_the_base_a_busy_core_beside_one_side_divides_out():
     for rec in (base, head):
         del rec.extra["control_s"]
     assert paired.judge([base], [head], lambda rec: 0.03).verdicts[0].status != UNCHANGED
+
+
+class _Fixture:
+    """What of pytest-benchmark's fixture the wrappers use: a runner maker and a stats maker."""
+
+    def _make_runner(self, function, args, kwargs):
+        def runner(loops_range, timer=time.perf_counter):
+            start = timer()
+            for _ in loops_range:
+                function(*args, **kwargs)
+            return timer() - start
+
+        return runner
+
+    def _make_stats(self, iterations):
+        return iterations
+
+
+def test_a_second_session_of_a_users_test_gets_one_control_a_round_not_two():
+    from pytest_concurrency.measure import driver
+
+    fixture = _Fixture()
+    bracket = control.beside(fixture)  # as plain_tests.before_call installs them: controls first,
+    calls = driver.PlainCalls(fixture, memory=False)  # then what keeps the runner for ``again``
+    fixture._make_stats(10)
+    runner = fixture._make_runner(sum, (range(20000),), {})
+    for _ in range(5):
+        runner(range(10))
+    samples, _ = calls.again(rounds=8, iterations=10, budget_s=60)
+    again = bracket.figures(len(samples))
+    assert len(again["control_s"]) == len(samples) == 8
+    # a round's CPU share holds no control's work: one thread's rounds read about one core
+    assert max(again["control_busy"]) < 1.3, again["control_busy"]

@@ -276,17 +276,15 @@ class PlainCalls:
             raise RuntimeError(
                 "its setup hands out arguments for each round" if self.varied else "no rounds ran"
             )
-        window, bracket = Window(None), control.Bracket()
+        window = Window(None)
         samples: list[float] = []
         until = time.perf_counter() + budget_s
         while len(samples) < rounds and (
             len(samples) < MIN_ROUNDS_AGAIN or time.perf_counter() < until
         ):
-            bracket.before()
-            took = self.runner(range(iterations))
-            bracket.after(took)
-            samples.append(took / iterations)
-        return samples, {**window.close()[1], **bracket.figures(len(samples))}
+            # the runner is the fixture's, controls beside it included (control.beside)
+            samples.append(self.runner(range(iterations)) / iterations)
+        return samples, window.close()[1]
 
 
 #: The fewest rounds a second session takes, whatever its time budget (``PlainCalls.again``).

@@ -211,7 +211,6 @@ class Session:
         memory = marker_kwarg(item, "memory")
         wanted = memory if memory is not None else s.memory_plain
         again = self.second_sessions is not None
-        plain_tests.bracket_rounds(item, s.instrument)
         plain_tests.before_call(item, s.instrument, wanted and self.memory_pass, again, s.paired)
         self.before_call(item)  # after: a side's turns are not in the rounds' kernel figures
         outcome = yield
