@@ -17,6 +17,7 @@ by session, each session writing ``--benchmark-json``. Every session is then jud
 here, on its first rounds (the plugin's second session of a suspect is not part of this):
 
 * ``control``: the plugin's gate as it is (rounds over their controls where they scale);
+* ``control 3%``: the same at a threshold of 3% (``--concurrency-threshold=3``);
 * ``raw``: the same gate on the same records with their controls taken away (raw time);
 * ``pb``: pytest-benchmark's ``mean:5%`` against the base session's means.
 
@@ -27,7 +28,8 @@ benchmark. Results append to ``evidence/control/results.jsonl`` (one line a sess
     python3 evidence/control_evidence.py --sessions 50
     python3 evidence/control_evidence.py --sessions 10 --conditions 1.0@0,1.05@0
     python3 evidence/control_evidence.py --smoke
-    python3 evidence/control_evidence.py --judge-only DIR     # judge the sessions of a run again
+    python3 evidence/control_evidence.py --judge-only DIR     # judge a run's sessions again (its
+                                                              # directory, printed at its start)
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ from against_evidence import busy_loops  # beside this script
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "control" / "results.jsonl"
+#: control: the gate as it is; control 3%: the same at a 3% threshold; raw: the gate on the
+#: records without their controls; pb: pytest-benchmark's mean:5%
+RULES = ("control", "control 3%", "raw", "pb")
 SMOKE = {"sessions": 1, "baseline_sessions": 1, "conditions": "1.0@0,1.10@1"}
 
 TESTS = textwrap.dedent(
@@ -187,17 +192,14 @@ def judge(base_doc: dict, pb_base: dict, session_doc: dict) -> dict:
 
     meta = baseline.current_meta({}, None)
     recs = from_json(session_doc)
-    out = {"control": {}, "raw": {}, "pb": {}}
-    for rule, doc, current in (
-        ("control", base_doc, recs),
-        (
-            "raw",
-            _without_controls(base_doc),
-            _without_controls({"benchmarks": session_doc["benchmarks"]}),
-        ),
-    ):
-        records = current if rule == "control" else from_json(current)
-        result = compare.compare(doc, records, meta, compare.GateSettings())
+    out: dict = {rule: {} for rule in RULES}
+    bare = _without_controls(base_doc), from_json(_without_controls(session_doc))
+    for rule, (doc, records, threshold) in {
+        "control": (base_doc, recs, None),
+        "control 3%": (base_doc, recs, 0.03),
+        "raw": (*bare, None),
+    }.items():
+        result = compare.compare(doc, records, meta, compare.GateSettings(threshold=threshold))
         for v in result.verdicts:
             label = f"{v.key[0]}[{v.key[2]}]"
             out[rule][label] = {
@@ -248,20 +250,34 @@ def summary(lines: list[dict]) -> str:
         factor = float(cond.split("@")[0])
         want = "unchanged" if factor == 1.0 else "regressed"
         out.append(f"{cond} ({len(runs)} sessions; a session fails when any benchmark regressed)")
-        for rule in ("control", "raw", "pb"):
+        for rule in RULES:
             failed = sum(any(v["status"] == "regressed" for v in r[rule].values()) for r in runs)
             per = collections.Counter(
                 label for r in runs for label, v in r[rule].items() if v["status"] == "regressed"
             )
             what = "failed" if want == "unchanged" else "caught (failed)"
             detail = ", ".join(f"{k} {n}" for k, n in sorted(per.items()))
-            out.append(f"  {rule:8s} {what} {failed}/{len(runs)}   regressed: {detail or '-'}")
+            out.append(f"  {rule:10s} {what} {failed}/{len(runs)}   regressed: {detail or '-'}")
         costs = [r["control_cost"] for r in runs if r.get("control_cost") is not None]
         if costs:
             out.append(
                 f"  controls' cost, the highest benchmark's: median {sorted(costs)[len(costs) // 2]:.1%}"
             )
     return "\n".join(out)
+
+
+def judge_again(work: Path) -> int:
+    """The summary of a run's sessions judged again (the script's run directory, kept in /tmp)."""
+    base_doc = json.loads((work / "baseline.json").read_text())
+    pb_doc = json.loads((work / "pb-base.json").read_text())
+    lines = []
+    for path in sorted(work.glob("s*-*.json"), key=lambda p: int(p.name[1:].split("-")[0])):
+        condition = path.stem.split("-", 1)[1]
+        lines.append(
+            {"condition": condition, **judge(base_doc, pb_doc, json.loads(path.read_text()))}
+        )
+    print(summary(lines))
+    return 0
 
 
 def main() -> int:
@@ -271,7 +287,10 @@ def main() -> int:
     ap.add_argument("--conditions", default="1.0@0,1.05@0,1.0@1,1.10@1")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--judge-only", type=Path, help="a run's directory: judge its sessions again")
     args = ap.parse_args()
+    if args.judge_only:
+        return judge_again(args.judge_only)
     if args.smoke:
         for k, v in SMOKE.items():
             setattr(args, k, v)
@@ -280,6 +299,7 @@ def main() -> int:
         factor, _, busy = spec.partition("@")
         conditions.append((spec, float(factor), int(busy or 0)))
     work = Path(tempfile.mkdtemp(prefix="control-evidence-"))
+    print(f"the run's directory (its sessions' JSON): {work}", flush=True)
     project = work / "project"
     project.mkdir()
     (project / "test_control.py").write_text(TESTS)
@@ -318,8 +338,7 @@ def main() -> int:
                 with args.out.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(line) + "\n")
                 fails = {
-                    r: sum(v["status"] == "regressed" for v in line[r].values())
-                    for r in ("control", "raw", "pb")
+                    r: sum(v["status"] == "regressed" for v in line[r].values()) for r in RULES
                 }
                 print(
                     f"{spec} session {i + 1}: {took:.0f} s, load {load:.1f}, regressed {fails}",
