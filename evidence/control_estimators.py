@@ -68,8 +68,8 @@ def one_process(seconds: float) -> dict:
             bracket.after(took)
             walls.append(took)
         got = bracket.figures(len(walls))
-        cpu = [w * b for w, b in zip(walls, got["control_busy"])]
-        over = control.divided(walls, got["control_busy"], got["control_s"], 1.0)
+        over = control.divided(walls, got["control_factor"], 1.0)  # CPU time in controls
+        cpu = [w * b for w, b in zip(walls, bracket._busy)]  # each round's CPU share, as read
         out[name] = {
             "wall time": statistics.median(walls),
             "CPU time": statistics.median(cpu),

@@ -26,14 +26,16 @@ def controlled(seed: int, work: float = 1.0, speed: float = 1.0, busy: float = 1
     the wall time (a neighbour took the rest); 2% noise on rounds and controls alike."""
     rng = random.Random(seed)
     cpu = [1e-3 * work * speed * rng.lognormvariate(0, 0.02) for _ in range(60)]
+    controls = [3e-4 * speed * rng.lognormvariate(0, 0.02) for _ in cpu]
     return Record(
         "test_pure",
         {},
         "asyncio",
         [c / busy for c in cpu],  # wall time: the CPU time and the slices it waited
         extra={
-            "control_s": [3e-4 * speed * rng.lognormvariate(0, 0.02) for _ in cpu],
-            "control_busy": [busy] * len(cpu),
+            "control_factor": [busy / c for c in controls],
+            "control_s": 3e-4 * speed,
+            "control_busy": busy,
             "control_waits": 0.0,
             "control_version": control.VERSION,
             "task_kind": "light",
@@ -94,9 +96,9 @@ def _without_controls(doc: dict) -> dict:
     "change, why",
     [
         ({"control_waits": 3.0}, "waited 3.0 times a round"),
-        ({"control_busy": [1.9] * 60}, "1.9 cores"),
+        ({"control_busy": 1.9}, "1.9 cores"),
         ({"control_version": control.VERSION + 1}, "no controls"),
-        ({"control_s": [3e-4] * 59}, "not one a round"),
+        ({"control_factor": [1.0] * 59}, "not one a round"),
     ],
 )
 def test_rounds_that_do_not_follow_a_control_are_judged_raw_and_say_why(change, why):
@@ -124,12 +126,13 @@ def test_groups_keep_the_controls_cost_under_its_bound_and_figures_stay_aligned(
         clock["cpu"] += 5e-5
         bracket.after(1e-4)
     figures = bracket.figures(last=900)  # the first 100 were warm-ups
-    assert len(figures["control_s"]) == len(figures["control_busy"]) == 900
+    assert len(figures["control_factor"]) == 900
     # every group's control within the bound, and the first control, before any round, beside it
     assert figures["control_cost"] <= control.MAX_COST + 3e-4 / (1000 * 1e-4)
     assert len(bracket.controls) == 1 + 1000 // 30  # a control every 30 rounds (3 ms)
-    assert set(figures["control_busy"]) == {0.5}
-    assert figures["control_s"][0] == pytest.approx(3e-4)
+    assert figures["control_busy"] == 0.5 and figures["control_s"] == pytest.approx(3e-4)
+    # a round's CPU time in controls: its wall time (100 us) by half a core, over 300 us
+    assert figures["control_factor"] == [pytest.approx(0.5 / 3e-4, rel=1e-4)] * 900
     assert control.scales(figures) is None
     assert bracket.figures(last=1001) == {}  # more rounds than it bracketed: nothing, not a guess
 
@@ -143,13 +146,12 @@ def test_the_control_checks_its_own_result(monkeypatch):
 def test_a_saved_baseline_thins_controls_as_its_rounds():
     rec = controlled(1)
     rec.samples = rec.samples * 30  # 1,800 rounds, more than a baseline keeps
-    for key in ("control_s", "control_busy"):
-        rec.extra[key] = rec.extra[key] * 30
+    rec.extra["control_factor"] = rec.extra["control_factor"] * 30
     doc = baseline._thinned(baseline.document_from_records([rec], META))
     [b] = doc["benchmarks"]
     kept = len(b["stats"]["data"])
     assert kept == baseline.KEPT_ROUNDS
-    assert len(b["extra_info"]["control_s"]) == len(b["extra_info"]["control_busy"]) == kept
+    assert len(b["extra_info"]["control_factor"]) == kept
 
 
 def paired_side(seed: int, turns: list[int], work: float, speed: float, busy: float) -> Record:
@@ -179,7 +181,7 @@ def test_against_the_base_a_busy_core_beside_one_side_divides_out():
     # without controls the same rounds read +140%, and the busy core leaves time unjudged
     base, head = paired_side(1, rounds, 1.0, 1.0, 1.0), paired_side(2, head_rounds, 1.0, 1.2, 0.5)
     for rec in (base, head):
-        del rec.extra["control_s"]
+        del rec.extra["control_factor"]
     assert paired.judge([base], [head], lambda rec: 0.03).verdicts[0].status != UNCHANGED
 
 
@@ -211,6 +213,6 @@ def test_a_second_session_of_a_users_test_gets_one_control_a_round_not_two():
         runner(range(10))
     samples, _ = calls.again(rounds=8, iterations=10, budget_s=60)
     again = bracket.figures(len(samples))
-    assert len(again["control_s"]) == len(samples) == 8
+    assert len(again["control_factor"]) == len(samples) == 8
     # a round's CPU share holds no control's work: one thread's rounds read about one core
-    assert max(again["control_busy"]) < 1.3, again["control_busy"]
+    assert again["control_busy"] < 1.3, again

@@ -64,7 +64,7 @@ def test_every_timed_round_carries_its_controls_and_the_next_session_is_judged_o
     assert any("seed" in name for name in by_name), sorted(by_name)
     for name, b in by_name.items():
         extra, rounds = b["extra_info"], len(b["stats"]["data"])
-        assert len(extra["control_s"]) == len(extra["control_busy"]) == rounds, name
+        assert len(extra["control_factor"]) == rounds, name
         assert extra["control_version"] >= 1 and extra["control_cost"] > 0, name
     assert by_name["test_waits"]["extra_info"]["control_waits"] >= 1  # its thread waits
     assert by_name["test_pure"]["extra_info"]["control_waits"] < 0.5
@@ -88,4 +88,4 @@ def test_rounds_measured_in_a_worker_bring_their_controls(pytester):
     assert benches
     for b in benches:
         extra = b["extra_info"]
-        assert len(extra["control_s"]) == len(b["stats"]["data"]), b["name"]
+        assert len(extra["control_factor"]) == len(b["stats"]["data"]), b["name"]

@@ -338,7 +338,7 @@ def _thinned_controls(holder, key: str | None) -> dict:
         return {}
     thinned = {
         k: every_kth(holder[k], KEPT_ROUNDS)
-        for k in ("control_s", "control_busy")
+        for k in ("control_factor",)
         if isinstance(holder.get(k), list)
     }
     if not thinned:

@@ -33,8 +33,8 @@ def divide(sessions: list[Session], cur: Record) -> Divided | str:
         why = why or _unusable(s.controls, len(s.samples), f"in baseline session {i + 1}")
     if why:
         return why
-    scale = statistics.median(c for s in sessions for c in s.controls["control_s"])
-    now = statistics.median(cur.extra["control_s"])
+    scale = statistics.median(s.controls["control_s"] for s in sessions)
+    now = cur.extra["control_s"]
     return Divided(
         [
             dataclasses.replace(s, samples=_divided(s.samples, s.controls, scale), layouts=[])
@@ -46,13 +46,13 @@ def divide(sessions: list[Session], cur: Record) -> Divided | str:
 
 
 def _divided(samples: list, controls, scale: float) -> list[float]:
-    return control.divided(samples, controls["control_busy"], controls["control_s"], scale)
+    return control.divided(samples, controls["control_factor"], scale)
 
 
 def _unusable(extra, rounds: int, where: str) -> str | None:
     why = control.scales(extra)
-    if why is None and not len(extra["control_s"]) == len(extra["control_busy"]) == rounds:
-        why = f"its controls ({len(extra['control_s'])}) are not one a round ({rounds})"
+    if why is None and len(extra["control_factor"]) != rounds:
+        why = f"its controls ({len(extra['control_factor'])}) are not one a round ({rounds})"
     return f"{why} ({where})" if why else None
 
 

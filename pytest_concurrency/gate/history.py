@@ -51,7 +51,7 @@ class Session:
     layouts: list = field(
         default_factory=list
     )  # counted: its rounds in other layouts (measure/layouts.py)
-    #: timed: the controls beside its rounds (measure/control.py): ``control_s`` and the rest
+    #: timed: the controls beside its rounds (measure/control.py): ``control_factor`` and the rest
     controls: dict = field(default_factory=dict)
 
 

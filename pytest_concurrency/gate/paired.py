@@ -235,17 +235,12 @@ def controlled_rounds(base: Record, head: Record) -> tuple[list, list] | str:
     for rec in (base, head):
         rounds = rec.extra.get("paired_rounds") or []
         why = control.scales(rec.extra)
-        if why is None and not len(rec.extra["control_s"]) == len(rec.extra["control_busy"]) == len(
-            rounds
-        ):
+        if why is None and len(rec.extra["control_factor"]) != len(rounds):
             why = "its controls are not one a round"
         if why:
             return f"{why} ({'base' if rec is base else 'head'} side)"
         sides.append(
-            [
-                [r[0], r[1] * busy / c, *r[2:]]
-                for r, busy, c in zip(rounds, rec.extra["control_busy"], rec.extra["control_s"])
-            ]
+            [[r[0], r[1] * f, *r[2:]] for r, f in zip(rounds, rec.extra["control_factor"])]
         )
     return sides[0], sides[1]
 

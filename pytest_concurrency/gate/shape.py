@@ -85,14 +85,16 @@ def samples(value: Any) -> str | None:
 
 
 def controls(value: Any) -> str | None:
-    """The controls timed beside a session's rounds (measure/control.py): positive seconds."""
+    """Each round's factor from its controls (measure/control.py): positive numbers."""
     if not isinstance(value, list):
-        return f" is {_kind(value)}, not a list of control times"
+        return f" is {_kind(value)}, not a list of control factors"
     if len(value) > MAX_SAMPLES:
-        return f" holds {len(value):,} control times, more than any session takes ({MAX_SAMPLES:,})"
+        return (
+            f" holds {len(value):,} control factors, more than any session takes ({MAX_SAMPLES:,})"
+        )
     for i, x in enumerate(value):
         if not (_number(x) and x > 0):
-            return f"[{i}] is {_kind(x)}, where only a control's time (above 0) belongs"
+            return f"[{i}] is {_kind(x)}, where only a control factor (above 0) belongs"
     return None
 
 
@@ -177,7 +179,7 @@ _NUMBERS = (
     "peak_rss_kib foreign_cpu kib_per_task rss_kib_per_task heap_kib_per_task "
     "retained_b_per_task_round c_heap_b_per_task_round threads_per_round greenlets_per_round "
     "rss_kib_per_round peak_traced_kib memory_rounds tasks_per_round ideal_s overhead_s threshold "
-    "worker_wall_s concurrency_schema control_version control_waits control_cost"
+    "worker_wall_s concurrency_schema control_s control_busy control_version control_waits control_cost"
 ).split() + [f"{figure}_per_op" for figure in kernel.FIGURES]
 
 #: ``extra_info``: what records.py documents, each key the type its readers expect.
@@ -200,8 +202,7 @@ EXTRA = fields(
         "kernel_source": optional(lambda v: scalar(v) and mapping(scalar)(v)),
         "memory_not_measured": optional(mapping(scalar)),
         "paired_rounds": optional(listing(listing(optional(number)))),
-        "control_s": optional(controls),
-        "control_busy": optional(controls),
+        "control_factor": optional(controls),
         **{key: optional(number) for key in _NUMBERS},
     }
 )
@@ -254,10 +255,11 @@ _SESSION_BENCHMARK = fields(
         "disturbed": optional(scalar),
         "layouts": layouts,
         "memory": optional(mapping(optional(number))),
-        "control_s": optional(controls),
-        "control_busy": optional(controls),
-        "control_version": optional(number),
-        "control_waits": optional(number),
+        "control_factor": optional(controls),
+        **{
+            key: optional(number)
+            for key in ("control_s", "control_busy", "control_version", "control_waits")
+        },
     },
     ("workload", "params", "backend", "samples"),
 )

@@ -25,6 +25,7 @@ import itertools
 import math
 import resource
 import select
+import statistics
 import time
 import zlib
 
@@ -33,9 +34,18 @@ VERSION = 2  # bump when ``work`` or the figures change: controls of other versi
 MAX_COST = 0.10
 _TEXT = bytes(range(256)) * 32
 #: A record's keys from its controls (``Bracket.figures``).
-KEYS = ("control_s", "control_busy", "control_waits", "control_version", "control_cost")
+KEYS = (
+    "control_factor",
+    "control_s",
+    "control_busy",
+    "control_waits",
+    "control_version",
+    "control_cost",
+)
 #: What the gate reads of them (a baseline's sessions keep these).
-JUDGED = KEYS[:4]
+JUDGED = KEYS[:5]
+#: Significant digits a round's factor is kept to: a 0.001% step, the file a third the size.
+DIGITS = 5
 #: Voluntary switches of this thread alone (Linux); elsewhere the process's.
 _THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
 
@@ -162,12 +172,18 @@ class Bracket:
         return out
 
     def figures(self, last: int) -> dict:
-        """The record's keys for its last ``last`` rounds (the measured ones), or ``{}``."""
+        """The record's keys for its last ``last`` rounds (the measured ones), or ``{}``: each
+        round's factor (its CPU share over its controls' CPU seconds: a round's wall time by it is
+        its CPU time in controls), the typical control's CPU seconds and CPU share, the waits."""
         if not last or len(self._busy) < last:
             return {}
+        busy = self._busy[-last:]
         return {
-            "control_s": self.normalisers(last),
-            "control_busy": [round(b, 4) for b in self._busy[-last:]],
+            "control_factor": [
+                float(f"{b / c:.{DIGITS}g}") for b, c in zip(busy, self.normalisers(last))
+            ],
+            "control_s": statistics.median(self.controls),
+            "control_busy": round(statistics.median(busy), 4),
             "control_waits": round(self._waits / len(self._busy), 3),
             "control_version": VERSION,
             "control_cost": round(self._control_wall / self._round_s, 4) if self._round_s else None,
@@ -183,17 +199,16 @@ PARALLEL = 1.2
 
 def scales(extra) -> str | None:
     """Why a record's rounds cannot be judged over their controls, or ``None`` if they can."""
-    if not extra.get("control_s") or extra.get("control_version") != VERSION:
+    if not extra.get("control_factor") or extra.get("control_version") != VERSION:
         return "no controls were timed beside its rounds"
-    waits = extra.get("control_waits")
-    if waits is None or not extra.get("control_busy"):
-        return "what its process did between the controls was not read"
+    waits, busy = extra.get("control_waits"), extra.get("control_busy")
+    if waits is None or busy is None or not extra.get("control_s"):
+        return "what its process did beside the controls was not read"
     if waits > WAITS:
         return (
             f"its thread waited {waits:.1f} times a round (voluntary context switches: a lock, a "
             "socket, a timer, another thread): the time it waits does not scale with a control"
         )
-    busy = sorted(extra["control_busy"])[len(extra["control_busy"]) // 2]
     if busy > PARALLEL:
         return (
             f"its process used {busy:.1f} cores while its rounds ran: several cores at once, "
@@ -202,10 +217,10 @@ def scales(extra) -> str | None:
     return None
 
 
-def divided(samples: list, busy: list, norm: list, scale: float) -> list[float]:
-    """Each round's CPU time (its wall time by its share of a core) over its controls',
-    in seconds at a control of ``scale`` CPU seconds."""
-    return [x * b * scale / c for x, b, c in zip(samples, busy, norm)]
+def divided(samples: list, factors: list, scale: float) -> list[float]:
+    """Each round's CPU time over its controls' (its wall time by its factor), in seconds at a
+    control of ``scale`` CPU seconds."""
+    return [x * f * scale for x, f in zip(samples, factors)]
 
 
 def beside(benchmark) -> Bracket:

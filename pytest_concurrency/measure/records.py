@@ -55,9 +55,11 @@ pytest-benchmark JSON viewer):
 ``layouts``                 instructions, a user's plain test: its rounds in each other layout it was
                             counted in (measure/layouts.py), ``[[...], ...]``; its median is then
                             the median of the layouts' medians, its own rounds' among them
-``control_s``               time: each round's normaliser, the mean CPU seconds of the controls
-                            timed beside the rounds within 50 ms of it (measure/control.py)
-``control_busy``            time: each round's process CPU seconds over its wall seconds
+``control_factor``          time: each round's process CPU share over the mean CPU seconds of the
+                            controls timed within 50 ms of it (measure/control.py): a round's
+                            wall time by it is its CPU time in controls
+``control_s``/``control_busy``  time: the median control's CPU seconds, the median round's CPU
+                            share (process CPU seconds over wall seconds)
 ``control_waits``           time: this thread's voluntary context switches per round (it waited)
 ``control_version``/``control_cost``  the control's version, and the controls' wall time over
                             the rounds' (what they cost the session)
