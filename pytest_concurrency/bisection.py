@@ -15,8 +15,10 @@ about log2(N) runs. Counts are exact, so each step's verdict is too: no step is 
 
 A step whose code does not build (``--setup`` fails, the install fails) or whose suite does not
 collect is skipped, said, and the search moves to a neighbour. The search assumes a benchmark
-that crossed stays crossed; each benchmark's first crossing is searched for on its own (the
-steps are shared). The bad end is counted only when no step between found a crossing.
+that crossed stays crossed; each benchmark a step found regressed gets its own first crossing
+(the steps are shared). The bad end is counted only when no step between found a crossing (a
+history of 32 commits: 6 runs), or with ``--each``: then every benchmark regressed at the bad end
+is located, including one that crossed after the first one did (one run more).
 """
 
 from __future__ import annotations
@@ -346,17 +348,22 @@ class Finding:
     skipped_between: int = 0
 
 
-def search(s: Search) -> list[Finding]:
+def search(s: Search, each: bool = False) -> list[Finding]:
+    """The first crossing of every benchmark a step found regressed; ``each``: the bad end is
+    counted too (one run more), so that every benchmark regressed there is located, not only
+    those that crossed first."""
     n = len(s.points) - 1
     if s.run(0).status != "saved":
         raise BisectError(
             f"the good end {s.points[0].name} did not build or collect: {s.steps[0].why}",
             EXIT_END_BROKEN,
         )
+    if each:
+        s.run(n)
     lo, hi = s.first_crossing(0, n, bool)
     if hi == n and n not in s.steps:
         s.run(n)
-    if s.steps[n].status == "skipped" and hi == n:
+    if hi == n and s.steps[n].status == "skipped":
         raise BisectError(
             f"the bad end {s.points[n].name} did not build or collect: {s.steps[n].why}",
             EXIT_END_BROKEN,
@@ -418,6 +425,12 @@ def add_parser(sub) -> None:
         metavar="CMD",
         help="a shell command run in each step's tree first (a build); failing skips the step",
     )
+    b.add_argument(
+        "--each",
+        action="store_true",
+        help="count the bad end too (one run more): every benchmark regressed there is located, "
+        "not only those that crossed first",
+    )
     b.add_argument("--json", metavar="PATH", help="also write the steps and findings as JSON")
     b.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS")
 
@@ -456,7 +469,7 @@ def _run(history, args) -> int:
     try:
         history.open(work)
         try:
-            found = search(s)
+            found = search(s, args.each)
         except BisectError as exc:
             _write_json(args.json, s, [], str(exc))
             raise
