@@ -78,6 +78,7 @@ BAD = [
     ("--concurrency-scale", "concurrency_scale", "huge", "unknown scale 'huge'; use one of smoke"),
     ("--concurrency-measure", "concurrency_measure", "cycles", "unknown measure 'cycles'"),
     ("--concurrency-threshold", "concurrency_threshold", "ten", "'ten' is not a percentage"),
+    ("--concurrency-shard", "concurrency_shard", "3/2", "'3/2': the shard must be 1 to 2"),
     ("--concurrency-layouts", "concurrency_layouts", "0", "'0' is out of range; allowed: 1 to 25"),
     ("--concurrency-timeout", "concurrency_timeout", "soon", "'soon' is not a number"),
     ("--concurrency-jobs", "concurrency_jobs", "2", "cases measured at the same time slow"),

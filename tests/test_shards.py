@@ -12,10 +12,13 @@ evidence/shard_evidence.py).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency import bisection
 from pytest_concurrency.__main__ import main as cli
@@ -35,6 +38,7 @@ from pytest_concurrency.gate.verdicts import (
 from pytest_concurrency.measure.records import Record
 
 EXITS = {"nothing_judged": 8, "rerecord": 7}
+needs_valgrind = needs("valgrind", None if shutil.which("valgrind") else "valgrind is not on PATH")
 
 
 # -- the shard of a test ------------------------------------------------------------------------
@@ -411,13 +415,6 @@ def test_an_empty_shard_passes_and_says_so(pytester):
     assert verdict_file.read(pytester.path / "v.json").shard["holds"][empty - 1] == 0
 
 
-@pytest.mark.once
-def test_a_bad_shard_option_is_a_usage_error(pytester):
-    result = pytester.runpytest_subprocess("--benchmark-only", "--concurrency-shard=3/2")
-    assert result.ret == 4
-    result.stderr.fnmatch_lines(["*--concurrency-shard=3/2*the shard must be 1 to 2*"])
-
-
 # -- bisection's search, on a made-up history ----------------------------------------------------
 
 
@@ -521,3 +518,70 @@ def test_bisect_outside_a_git_checkout_is_one_line_and_exit_2(tmp_path):
         done.stderr
     )
     json.dumps(done.stderr)
+
+
+# -- bisection, counted, on a real git history -----------------------------------------------------
+
+LIB = "def work(n={n}):\n    total = 0\n    for i in range(n):\n        total += i * 3 % 7\n    return total\n"
+
+
+def _commit(repo, message):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    run = lambda *a: subprocess.run(
+        ["git", *a], cwd=repo, check=True, capture_output=True, text=True, env={**os.environ, **env}
+    )
+    run("add", "-A")
+    run("commit", "-q", "-m", message)
+    return run("rev-parse", "HEAD").stdout.strip()
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_bisect_names_the_commit_that_made_a_function_2_percent_slower(tmp_path):
+    """Cost: 4 counted runs of a one-test suite under valgrind (three layouts each), 3-5 min.
+    8 commits, the 6th makes the loop 2% longer; the user's tree and worktrees are left as they were."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    (repo / "test_lib.py").write_text(
+        "import lib\n\n\ndef test_work(benchmark):\n    benchmark(lib.work)\n"
+    )
+    shas = []
+    for i in range(8):
+        (repo / "lib.py").write_text(LIB.format(n=20400 if i >= 5 else 20000))
+        (repo / "NOTES.txt").write_text(f"note {i}\n")
+        shas.append(_commit(repo, f"commit {i}"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_concurrency",
+            "bisect",
+            "--good",
+            shas[0],
+            "--bad",
+            shas[-1],
+            "--json",
+            str(tmp_path / "b.json"),
+            "--",
+            "test_lib.py",
+            "--benchmark-only",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads((tmp_path / "b.json").read_text())
+    assert [f["first_bad"] for f in found["found"]] == [shas[5][:10]]
+    assert found["runs"] <= 4  # the good end, then log2(7) steps
+    assert "where:" in found["found"][0]["line"]
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True
+    )
+    worktrees = subprocess.run(
+        ["git", "worktree", "list"], cwd=repo, capture_output=True, text=True
+    )
+    assert status.stdout == "" and worktrees.stdout.count("\n") == 1
