@@ -114,9 +114,13 @@ def trial(k: int, args) -> dict:
         status = git(repo, "status", "--porcelain")
         worktrees = git(repo, "worktree", "list").count("\n") + 1
     found = result.get("found") or []
+    plugin = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True
+    ).stdout.strip()
     named = found[0]["first_bad"] if found else None
     return {
         "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "plugin_commit": plugin,
         "commits": args.commits,
         "change": args.change,
         "trial": k,

@@ -16,9 +16,10 @@ about log2(N) runs. Counts are exact, so each step's verdict is too: no step is 
 A step whose code does not build (``--setup`` fails, the install fails) or whose suite does not
 collect is skipped, said, and the search moves to a neighbour. The search assumes a benchmark
 that crossed stays crossed; each benchmark a step found regressed gets its own first crossing
-(the steps are shared). The bad end is counted only when no step between found a crossing (a
-history of 32 commits: 6 runs), or with ``--each``: then every benchmark regressed at the bad end
-is located, including one that crossed after the first one did (one run more).
+(the steps are shared). The bad end is a point of the search like the others (a history of 32
+commits: the good end and 5 steps, whichever commit it is, or that nothing crossed); ``--each``
+counts it first, so that every benchmark regressed there is located, including one that crossed
+after the first one did (one run more, at most).
 """
 
 from __future__ import annotations
@@ -360,12 +361,12 @@ def search(s: Search, each: bool = False) -> list[Finding]:
         )
     if each:
         s.run(n)
-    lo, hi = s.first_crossing(0, n, bool)
-    if hi == n and n not in s.steps:
-        s.run(n)
-    if hi == n and s.steps[n].status == "skipped":
+    # n + 1 stands for "beyond the bad end": the bad end is a point like the others, so that N
+    # points and "nothing crossed" take log2(N + 1) steps, whichever point the culprit is
+    lo, hi = s.first_crossing(0, n + 1, bool)
+    if hi == n + 1 and s.steps.get(n, Step(n, "skipped", why="not counted")).status == "skipped":
         raise BisectError(
-            f"the bad end {s.points[n].name} did not build or collect: {s.steps[n].why}",
+            f"the bad end {s.points[n].name} did not build or collect: {s.steps.get(n, Step(n, '')).why}",
             EXIT_END_BROKEN,
         )
     keys = sorted({k for st in s.steps.values() for k in st.regressed})

@@ -447,29 +447,32 @@ def test_the_search_finds_the_commit_in_about_log2_n_runs(monkeypatch, culprit):
     (found,) = bisection.search(s)
     assert (found.first_bad, found.last_good) == (culprit, culprit - 1)
     runs = sum(st.status != "skipped" for st in s.steps.values())
-    assert runs <= (
-        6 if culprit < 31 else 7
-    )  # the bad end is counted only when nothing before crossed
+    assert runs <= 6  # the good end, then log2(32) steps, the bad end a step like the others
 
 
 @pytest.mark.once
 def test_each_benchmark_gets_its_own_first_crossing_and_skipped_steps_move_to_a_neighbour(
     monkeypatch,
 ):
-    s = _search(FakeHistory(32, {"a": 9, "b": 20}, broken={15, 16}), monkeypatch)
+    s = _search(FakeHistory(32, {"a": 9, "b": 20}, broken={16, 17}), monkeypatch)
     found = {f.benchmark: (f.last_good, f.first_bad) for f in bisection.search(s)}
     assert found == {"a": (8, 9)}  # the first crossing; b crossed later, and no step saw it
-    s = _search(FakeHistory(32, {"a": 9, "b": 20}, broken={15, 16}), monkeypatch)
+    s = _search(FakeHistory(32, {"a": 9, "b": 20}, broken={16, 17}), monkeypatch)
     found = {f.benchmark: (f.last_good, f.first_bad) for f in bisection.search(s, each=True)}
     assert found == {"a": (8, 9), "b": (19, 20)}
-    assert s.steps[15].status == "skipped"
+    assert s.steps[16].status == "skipped"
 
 
 @pytest.mark.once
-def test_nothing_crossed_and_a_broken_good_end_each_have_their_exit(monkeypatch):
+def test_nothing_crossed_and_a_broken_end_each_have_their_exit(monkeypatch):
+    s = _search(FakeHistory(8, {}), monkeypatch)
     with pytest.raises(bisection.BisectError, match="nothing crossed the threshold") as info:
-        bisection.search(_search(FakeHistory(8, {}), monkeypatch))
+        bisection.search(s)
     assert info.value.code == bisection.EXIT_NOTHING_CROSSED
+    assert len(s.steps) == 4 and 7 in s.steps  # the good end, then log2(8) steps to the bad end
+    with pytest.raises(bisection.BisectError, match="the bad end c7 did not build") as info:
+        bisection.search(_search(FakeHistory(8, {}, broken={7}), monkeypatch))
+    assert info.value.code == bisection.EXIT_END_BROKEN
     with pytest.raises(bisection.BisectError, match="the good end c0 did not build") as info:
         bisection.search(_search(FakeHistory(8, {"t": 3}, broken={0}), monkeypatch))
     assert info.value.code == bisection.EXIT_END_BROKEN
