@@ -16,6 +16,7 @@ The suite is yarl 1.25.1's URL benchmarks from its sdist, unmodified (``-k "buil
 One line per session and one per comparison go to ``evidence/shards/results.jsonl``.
 
     python3 evidence/shard_evidence.py --work DIR         # about 15 minutes at rest here
+    python3 evidence/shard_evidence.py --work DIR --rejudge   # then: shards against their merge
 """
 
 from __future__ import annotations
@@ -92,6 +93,12 @@ def main() -> int:
     p.add_argument("--shards", default="2,4")
     p.add_argument("--no-save", action="store_true")
     p.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="only: each shard judged against the merged baseline of its own split (the CI "
+        "workflow's pull request), from the files a full run left in --work",
+    )
+    p.add_argument(
         "--smoke",
         action="store_true",
         help="2 benchmarks, 2 shards, nothing saved (needs the index and minutes: run by hand)",
@@ -129,6 +136,48 @@ def main() -> int:
         )
         return code, seconds
 
+    if args.rejudge:
+        for n in map(int, args.shards.split(",")):
+            for i in range(1, n + 1):
+                session(
+                    f"shard-{i}of{n}-vs-merged",
+                    f"--concurrency-shard={i}/{n}",
+                    f"--concurrency-baseline={out / f'merged-{n}.json'}",
+                    f"--concurrency-verdicts={out / f'r{i}of{n}.json'}",
+                )
+            merged = out / f"merged-r{n}.json"
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest_concurrency",
+                    "merge",
+                    "--verdicts",
+                    "--output",
+                    str(merged),
+                    *(str(out / f"r{i}of{n}.json") for i in range(1, n + 1)),
+                ],
+                capture_output=True,
+                text=True,
+            )
+            judged = verdicts(merged)
+            record(
+                {
+                    "shards": n,
+                    "compared": "each shard against the merged baseline of its split, merged",
+                    "statuses": {
+                        st: sum(1 for k, v in judged.items() if k != "exit" and v[0] == st)
+                        for st in {v[0] for k, v in judged.items() if k != "exit"}
+                    },
+                    "largest_change": max(
+                        (abs(v[1]) for k, v in judged.items() if k != "exit" and v[1] is not None),
+                        default=None,
+                    ),
+                    "exit": judged["exit"],
+                },
+                save,
+            )
+        return 0
     full = out / "full.json"
     for f in out.glob("*.json"):
         f.unlink()
