@@ -1,9 +1,14 @@
-"""``python -m pytest_concurrency report A.json [B.json]``: re-render saved runs, or compare two.
+"""``python -m pytest_concurrency COMMAND``: tools that work on saved results, or run pytest.
 
-Reads pytest-benchmark JSON files written by a pytest-concurrency run (``--benchmark-json``,
-``--benchmark-save`` or ``--concurrency-save-baseline``) without running anything.
-Exit status: 0 rendered, 1 the comparison found a regression (or was refused) or a file's
-benchmarks leak memory (judged without a baseline too), 2 usage error or unreadable input.
+``report A.json [B.json]``: re-render saved runs, or compare two. Reads pytest-benchmark JSON
+files written by a pytest-concurrency run (``--benchmark-json``, ``--benchmark-save`` or
+``--concurrency-save-baseline``) without running anything. Exit status: 0 rendered, 1 the
+comparison found a regression (or was refused) or a file's benchmarks leak memory (judged
+without a baseline too), 2 usage error or unreadable input.
+
+``merge OUT.json SHARD.json...`` and ``merge --verdicts SHARD.json...``: a sharded run's files
+joined (gate/merge.py). ``bisect``: the first commit or release where a benchmark crossed the
+threshold (bisection.py).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import shutil
 import sys
 
 from .backends.base import ConcurrencyError
+from .gate import merge as merge_gate
 from .gate import verdicts as V
 from .measure.records import Record, from_json
 from .report import tables
@@ -172,7 +178,126 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compare runs from different Python minor versions anyway",
     )
+    m = sub.add_parser(
+        "merge",
+        help="join the shards' baselines (OUT.json SHARD.json...) or verdict files (--verdicts)",
+        description="Join the files of a suite run in shards (--concurrency-shard=I/N). "
+        "merge OUT.json SHARD.json...: one baseline from the shards' baselines, written to OUT.json. "
+        "merge --verdicts SHARD.json...: the shards' verdict files (--concurrency-verdicts) as one "
+        "run's summary, markdown report and exit status. Refused, in one line: files of another "
+        f"version, Python or architecture (for time, of another machine at all): exit "
+        f"{merge_gate.EXIT_MISMATCH}; the same shard twice, shards of different splits, a shard "
+        f"missing: exit {merge_gate.EXIT_COVERAGE}; an unreadable file: exit 2.",
+    )
+    m.add_argument("files", nargs="+", metavar="FILE.json")
+    m.add_argument(
+        "--verdicts", action="store_true", help="the files are verdict files, not baselines"
+    )
+    m.add_argument("--markdown", metavar="PATH", help="with --verdicts: write the markdown report")
+    m.add_argument(
+        "--output", metavar="PATH", help="with --verdicts: also write the merged verdict file"
+    )
+    m.add_argument(
+        "--width", type=_width, default=None, help="terminal width (default: this terminal's)"
+    )
+    m.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
+    from . import bisection
+
+    bisection.add_parser(sub)
     return p
+
+
+def merge(args) -> int:
+    """The shards' files joined; the exit status of the merged run, or of the refusal."""
+    from .gate import baseline
+
+    try:
+        if args.verdicts:
+            return merge_verdicts(args)
+        if args.markdown or args.output:
+            raise InputError(
+                "--markdown and --output go with --verdicts; merge OUT.json SHARD.json..."
+            )
+        if len(args.files) < 2:
+            raise InputError(
+                "merge OUT.json SHARD.json...: give the output and the shards' baselines"
+            )
+        out, inputs = args.files[0], args.files[1:]
+        if os.path.abspath(out) in {os.path.abspath(p) for p in inputs}:
+            raise InputError(
+                f"{out} is also a shard's file: name a new file first, merge OUT.json SHARD.json..."
+            )
+        if os.path.exists(out) and _is_shard_baseline(out):
+            raise InputError(
+                f"{out} is a shard's baseline, and merge writes its first file: name a new file "
+                "first, merge OUT.json SHARD.json..."
+            )
+        docs = []
+        for path in inputs:
+            try:
+                docs.append((path, baseline.load(path)))
+            except baseline.BaselineError as exc:
+                raise InputError(str(exc)) from None
+        doc = merge_gate.baselines(docs)
+        baseline.check(doc, out)
+        baseline.save(out, doc)
+    except merge_gate.MergeError as exc:
+        from .report import escape
+
+        print(f"error: {escape.terminal(str(exc))}", file=sys.stderr)
+        return exc.code
+    print(
+        f"baseline with {len(doc['benchmarks'])} benchmarks from {len(inputs)} shards written to {out}"
+    )
+    return 0
+
+
+def _is_shard_baseline(path: str) -> bool:
+    from .gate import baseline
+
+    try:
+        doc = baseline.read(path)
+    except baseline.BaselineError:
+        return False
+    return isinstance(doc, dict) and bool((doc.get(baseline.SECTION) or {}).get("shard"))
+
+
+def merge_verdicts(args) -> int:
+    from . import session_end
+    from .gate import verdict_file
+    from .report import terminal
+
+    files = []
+    for path in args.files:
+        try:
+            files.append((path, verdict_file.read(path)))
+        except verdict_file.VerdictFileError as exc:
+            raise InputError(str(exc)) from None
+    exits = {
+        "nothing_judged": session_end.EXIT_NOTHING_JUDGED,
+        "rerecord": session_end.EXIT_RERECORD_BASELINE,
+    }
+    merged = merge_gate.verdicts(files, exits)
+    width = args.width or shutil.get_terminal_size((80, 24)).columns
+    print(
+        terminal.render(
+            merged.records, merged.gate, width=width, color=args.color, memory=merged.memory
+        )
+    )
+    for line in merged.errors:
+        print(f"ERROR: {line}")
+    if merged.nothing_judged:
+        print(f"NOTHING JUDGED (exit {session_end.EXIT_NOTHING_JUDGED}): {merged.nothing_judged}")
+    if args.markdown:
+        from .report import markdown
+
+        markdown.write(args.markdown, markdown.render(merged.records, merged.gate, merged.memory))
+        print(f"markdown written to {args.markdown}")
+    if args.output:
+        verdict_file.write(args.output, merged)
+        print(f"merged verdicts written to {args.output}")
+    print(f"{len(files)} shard file(s) merged: exit status {merged.exit_status}")
+    return merged.exit_status
 
 
 def report(args) -> int:
@@ -215,6 +340,12 @@ def report(args) -> int:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)  # exits 2 on usage errors, 0 on --help
     try:
+        if args.command == "merge":
+            return merge(args)
+        if args.command == "bisect":
+            from . import bisection
+
+            return bisection.main(args)
         return report(args)
     except (InputError, PlotError, ConcurrencyError) as exc:  # each names its file and problem
         from .report import escape

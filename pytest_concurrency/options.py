@@ -31,6 +31,7 @@ PATH = "path"  # a path, read or written later
 NEW_FILE = "new-file"  # a file the run writes: its directory must be writable now
 SWITCH = "switch"  # a store_true flag; ini: true or false
 THRESHOLD_LINES = "threshold-lines"  # ini lines KEY = PCT
+SHARD = "shard"  # I/N: the I-th of N shards (gate/shards.py)
 KINDS = (
     TEXT,
     CHOICE,
@@ -43,6 +44,7 @@ KINDS = (
     NEW_FILE,
     SWITCH,
     THRESHOLD_LINES,
+    SHARD,
 )
 
 
@@ -309,6 +311,27 @@ OPTIONS: tuple[Option, ...] = (
         metavar="DIR",
         help="with --concurrency-against: copy each pair of sessions' rounds and logs into DIR "
         "(1/side-A.json, 1/base-side.log, ...), to look into a verdict later",
+    ),
+    Option(
+        "shard",
+        "--concurrency-shard",
+        "concurrency_shard",
+        SHARD,
+        default=None,
+        metavar="I/N",
+        help="run only the I-th of N shards of the suite (each test's shard is a hash of its node "
+        "id, stable as the suite grows): a baseline's benchmarks of other shards are neither "
+        "missing nor new; join the shards' files with python -m pytest_concurrency merge",
+    ),
+    Option(
+        "verdicts",
+        "--concurrency-verdicts",
+        None,
+        NEW_FILE,
+        default=None,
+        metavar="PATH",
+        help="write the session's records, verdicts and exit status as JSON (atomically), for "
+        "python -m pytest_concurrency merge --verdicts",
     ),
     Option(
         "report_md",

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from . import backends, cases, options, plain_tests, roles, settings, workloads
+from . import backends, cases, options, plain_tests, roles, settings, sharding, workloads
 from .backends import scratch, watchdog
-from .roles.session import MARKER, marker_kwarg
+from .roles.session import MARKER, marker_kwarg, measures
 
 EARLY_ROLE = pytest.StashKey["roles.Role | None"]()
 
@@ -34,7 +34,14 @@ def pytest_cmdline_main(config):
         s = settings.from_config(config, paired=given is not None and given.kind == roles.SIDE)
     except settings.SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if s.verdicts is not None and s.against and given is None:
+        raise pytest.UsageError(
+            "--concurrency-verdicts: not written against the base yet (its verdicts are the "
+            "orchestrator's); use --concurrency-report-md there, or a stored baseline"
+        )
     role = roles.register(config, given, s)
+    if s.shard is not None:
+        config.pluginmanager.register(sharding.Selector(s.shard, measures), sharding.NAME)
     main = getattr(role, "main", None)
     return main() if main is not None else None
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from . import sharding
 from .backends import watchdog
-from .gate import atomic, baseline, calibrate, history
+from .gate import atomic, baseline, calibrate, history, shards, verdict_file
 from .gate import compare as gate
 from .gate import memory as memory_gate
 from .gate.verdicts import GateResult, MemoryResult
@@ -68,12 +69,21 @@ def finish(
     object (roles/), for the second sessions its tests took and whether it may save."""
     recs = records.from_session(bs.benchmarks)
     outcome = SessionOutcome(recs)
+    shard = sharding.of(config)
+    if role.other_shards:
+        outcome.messages.append(shards.left_out_line(role.other_shards, s.shard))
     if not recs and (s.save_baseline or baseline_doc is not None):
-        outcome.nothing_judged = role.nothing_judged()
-        if s.save_baseline:
-            outcome.nothing_judged += f"; {s.save_baseline} was left as it was"
-        _report(outcome, s, role)
-        return outcome
+        if shard is None or not shard.empty:
+            outcome.nothing_judged = role.nothing_judged()
+            if s.save_baseline:
+                outcome.nothing_judged += f"; {s.save_baseline} was left as it was"
+            _report(outcome, s, role)
+            return outcome
+        # an empty shard: what the baseline holds of it is missing (its tests are gone)
+        outcome.messages.append(shard.empty_line())
+        if baseline_doc is None:
+            _report(outcome, s, role)
+            return outcome
     meta = None
     if s.save_baseline or s.baseline:
         calibration = (
@@ -84,8 +94,10 @@ def finish(
         meta = baseline.current_meta(
             {r.backend: r.backend_version for r in recs}, calibration, s.instrument
         )
+        if shard is not None:
+            meta["shard"] = {**shard.section(), "identity": shards.identity(meta["cpu_model"])}
     _judge(outcome, baseline_doc, meta, s, role)
-    if s.save_baseline and meta is not None:
+    if s.save_baseline and meta is not None and recs:
         refused = role.may_save() or _failed_benchmarks(role.failed_benchmarks())
         _save(config, bs, s, recs, meta, outcome, refused, role)
     _report(outcome, s, role)
@@ -292,3 +304,42 @@ def show(tr, outcome: SessionOutcome) -> None:
             red=True,
             bold=True,
         )
+
+
+def write_verdicts(session, bs, s, outcome: SessionOutcome, positions, shard, role) -> None:
+    """``--concurrency-verdicts``: this session's records, verdicts and exit status, once its exit
+    status is known (a merge of shards renders them again: ``python -m pytest_concurrency merge``)."""
+    if outcome.interrupted:
+        return
+    gate_settings_ = gate_settings(s)
+    v = verdict_file.from_session(
+        outcome.records,
+        {(r.key): b.fullname for b in bs.benchmarks for r in records.from_session([b])},
+        positions,
+        gate=outcome.gate,
+        memory=outcome.memory,
+        exit_status=int(session.exitstatus),
+        tests_failed=session.testsfailed > 0,
+        errors=list(outcome.errors),
+        nothing_judged=outcome.nothing_judged,
+        measure=s.instrument.kind,
+        threshold=s.threshold,
+        alpha=gate_settings_.alpha,
+        identity=shards.identity(),
+        shard=shard.section() if shard is not None else None,
+    )
+    try:
+        with watchdog.ctrl_c_after():
+            verdict_file.write(s.verdicts, v)
+            role.wrote(f"the verdicts were written to {s.verdicts}")
+    except OSError as exc:
+        why = (
+            str(exc)
+            if isinstance(exc, atomic.UnsafeLink)
+            else atomic.why_not_written(exc, s.verdicts)
+        )
+        print(
+            f"pytest-concurrency: ERROR: the verdicts {s.verdicts} were not written: {why}",
+            file=sys.stderr,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

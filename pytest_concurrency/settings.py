@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from . import backends, measure, options
-from .gate import atomic
+from .gate import atomic, shards
+from .gate.shards import Shard
 from .measure import Instrument
 
 _DEFAULTS: dict[str, Any] = {o.field: o.default for o in options.OPTIONS if o.field}
@@ -56,6 +57,8 @@ class Settings:
     remeasure: str = _DEFAULTS["remeasure"]  # which benchmarks get a second session (remeasure.py)
     against: str | None = _DEFAULTS["against"]  # the base side's spec (this session is the head)
     paired: bool = False  # a side's session under --concurrency-against: rounds taken in turns
+    shard: Shard | None = _DEFAULTS["shard"]  # this run is one shard of the suite
+    verdicts: Path | None = _DEFAULTS["verdicts"]  # the verdict file (gate/verdict_file.py)
     report_md: Path | None = _DEFAULTS["report_md"]
     plot_dir: Path | None = _DEFAULTS["plot_dir"]
     against_keep: Path | None = _DEFAULTS["against_keep"]  # where each pair's rounds are copied
@@ -214,6 +217,13 @@ def parse_percent(text, origin: str) -> float:
     return value / 100
 
 
+def parse_shard(text, origin: str) -> Shard:
+    try:
+        return shards.parse(text)
+    except shards.ShardError as exc:
+        raise SettingsError(f"{origin}: {exc}") from None
+
+
 def parse_thresholds(lines, origin: str) -> dict:
     """ini lines ``KEY = PCT``: KEY is a backend, a workload, or ``workload:backend``."""
     out = {}
@@ -301,5 +311,6 @@ PARSERS: dict[str, Callable[[Any, str, options.Option], Any]] = {
     options.NEW_FILE: lambda raw, origin, o: writable_target(_text(raw), origin),
     options.SWITCH: lambda raw, origin, o: bool(raw),
     options.THRESHOLD_LINES: lambda raw, origin, o: parse_thresholds(raw, origin),
+    options.SHARD: lambda raw, origin, o: parse_shard(_text(raw), origin),
 }
 assert set(PARSERS) == set(options.KINDS), "every kind of options.KINDS needs a parser here"

@@ -186,6 +186,14 @@ CASES = [
         id="plain_count_repeat",
         marks=[pytest.mark.slow, needs_valgrind],
     ),
+    # ~3 minutes: a history of 4 commits, one +2%, bisected by counted runs (valgrind)
+    pytest.param(
+        "bisect_evidence.py",
+        [],
+        [r'"right": true', r'"tree_untouched": true'],
+        id="bisect_evidence",
+        marks=[pytest.mark.slow, needs_valgrind],
+    ),
     # ~60 s: three counted sessions of greenlet's two smoke rings, one with +2% (valgrind)
     pytest.param(
         "count_evidence.py",
@@ -223,6 +231,8 @@ BY_HAND = {
     "existing_suites.py": "needs the package index (PyPI) and minutes of counting",
     # the same, five suites with their own config (`python evidence/real_suites.py --smoke`)
     "real_suites.py": "needs the package index (PyPI) and minutes",
+    # yarl's suite counted whole and in 2 and 4 shards (`python evidence/shard_evidence.py --smoke --work DIR`)
+    "shard_evidence.py": "needs the package index (PyPI) and minutes of counting",
 }
 
 

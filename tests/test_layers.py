@@ -129,6 +129,7 @@ def test_the_top_level_holds_only_the_glue():
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == [
         "__init__.py",
         "__main__.py",
+        "bisection.py",
         "cases.py",
         "options.py",
         "plain_tests.py",
@@ -136,6 +137,7 @@ def test_the_top_level_holds_only_the_glue():
         "remeasure.py",
         "session_end.py",
         "settings.py",
+        "sharding.py",
     ]
 
 

@@ -78,6 +78,7 @@ BAD = [
     ("--concurrency-scale", "concurrency_scale", "huge", "unknown scale 'huge'; use one of smoke"),
     ("--concurrency-measure", "concurrency_measure", "cycles", "unknown measure 'cycles'"),
     ("--concurrency-threshold", "concurrency_threshold", "ten", "'ten' is not a percentage"),
+    ("--concurrency-shard", "concurrency_shard", "3/2", "'3/2': the shard must be 1 to 2"),
     ("--concurrency-layouts", "concurrency_layouts", "0", "'0' is out of range; allowed: 1 to 25"),
     ("--concurrency-timeout", "concurrency_timeout", "soon", "'soon' is not a number"),
     ("--concurrency-jobs", "concurrency_jobs", "2", "cases measured at the same time slow"),
@@ -194,7 +195,7 @@ def test_every_entry_fills_a_field_of_settings():
     assert filled == fields - {"backends_chosen", "paired"}
     flags = [o.flag for o in options.OPTIONS if o.flag]
     inis = [o.ini for o in options.OPTIONS if o.ini]
-    assert len(flags) == len(set(flags)) == 23 and len(inis) == len(set(inis)) == 15
+    assert len(flags) == len(set(flags)) == 25 and len(inis) == len(set(inis)) == 16
 
 
 NUMERIC = [

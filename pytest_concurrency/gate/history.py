@@ -113,12 +113,22 @@ def incompatible(previous: Mapping, meta: Mapping) -> str | None:
     measured = previous[SECTION].get("measure") or "time", meta.get("measure") or "time"
     if measured[0] != measured[1]:
         return f"it holds sessions that measured {measured[0]} and this run measures {measured[1]}"
+    shards = _shard(previous[SECTION]), _shard(meta)
+    if shards[0] != shards[1]:
+        return f"it holds sessions of {shards[0]} and this run is {shards[1]}"
     if (b.get("implementation"), b.get("minor")) != (c.get("implementation"), c.get("minor")):
         return (
             f"it holds sessions of {b.get('implementation')} {b.get('version')} and this run is "
             f"{c.get('implementation')} {c.get('version')} (keep one baseline file per Python)"
         )
     return None
+
+
+def _shard(meta: Mapping) -> str:
+    shard = meta.get("shard")
+    if isinstance(shard, Mapping):
+        return f"shard {shard.get('index')}/{shard.get('count')}"
+    return "the whole suite"
 
 
 def merge(doc: dict, previous: Mapping | None, keep: int, restart: Iterable[tuple] = ()) -> dict:

@@ -8,6 +8,7 @@ _HEAD_ONLY = {
     "--concurrency-save-baseline": True,
     "--concurrency-baseline-sessions": True,
     "--concurrency-report-md": True,
+    "--concurrency-verdicts": True,
     "--concurrency-plot": True,
     "--benchmark-json": True,
     "--benchmark-save": True,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .. import plain_tests, remeasure, session_end
+from .. import plain_tests, remeasure, session_end, sharding
 from ..backends import watchdog
 from ..measure import PROFILE_HERE, kernel
 from ..report import progress
@@ -46,6 +46,8 @@ class Session:
         self.progress: progress.Progress | None = None
         self.running: str | None = None  # the test that started last: what a Ctrl-C interrupted
         self.baseline_doc: dict | None = None  # --concurrency-baseline, read at start-up
+        self.other_shards = 0  # the baseline's benchmarks left to other shards (gate/shards.py)
+        self.positions: dict[str, int] = {}  # node id -> its place in the whole collection
         self.calibration: dict | None = None  # the machine's speed at start-up
         self.outcome: session_end.SessionOutcome | None = None
         self.pool: isolate.WorkerPool | None = None  # the workers' pool, made on first use
@@ -74,6 +76,12 @@ class Session:
             try:  # read them now: a bad baseline must not cost a whole benchmark run first
                 if s.baseline is not None:
                     self.baseline_doc = baseline.load(s.baseline)
+                    if s.shard is not None:
+                        from ..gate import shards
+
+                        self.baseline_doc, self.other_shards = shards.mine(
+                            self.baseline_doc, s.shard
+                        )
                 if s.save_baseline is not None:
                     # a file the save would refuse to replace
                     baseline.load_previous(s.save_baseline)
@@ -128,6 +136,8 @@ class Session:
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         if not config.pluginmanager.is_blocked("pytest_benchmark"):  # --codspeed blocks it
             plain_tests.measure_whole_bodies(items)
+        # the whole collection's order, before -k or a shard takes from it: a merge's order
+        self.positions = {item.nodeid: i for i, item in enumerate(items)}
 
     def pytest_collection_finish(self, session) -> None:
         if session.config.option.collectonly:
@@ -297,6 +307,13 @@ class Session:
         quiet = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
         if self.outcome is not None and session.exitstatus in quiet:
             session.exitstatus = self.outcome.exit_status or session.exitstatus
+        shard = sharding.of(session.config)
+        if shard is not None and shard.empty and session.exitstatus in quiet:
+            session.exitstatus = pytest.ExitCode.OK  # its tests are all in other shards
+        if self.settings.verdicts is not None and self.outcome is not None:
+            session_end.write_verdicts(
+                session, bs, self.settings, self.outcome, self.positions, shard, self
+            )
 
     def finish(self, session, bs) -> session_end.SessionOutcome | None:
         """The session's end as a pipeline (session_end.py); a role that writes something else

@@ -1,0 +1,549 @@
+"""``python -m pytest_concurrency bisect``: where a regression came in, by counted runs.
+
+Between a good and a bad end (two commits of this git checkout, or two releases of a package on
+the index), the suite is counted at the good end and saved as a baseline; each step after that
+is a counted run judged against it, chosen by binary search, so a history of N points costs
+about log2(N) runs. Counts are exact, so each step's verdict is too: no step is repeated.
+
+* commits: one worktree (``git worktree add --detach``) in a directory of its own, checked out
+  at each step and removed at the end: the user's tree is never touched. Every step runs in the
+  same directory, as counts follow the directory's name. The tree (and its ``src/``) comes first
+  on ``PYTHONPATH``, so the tests import its code, not an installed copy.
+* releases (``--versions 'pkg==A..pkg==B'``): the index's releases from A to B, each installed
+  with ``pip install --no-deps --target`` into one directory first on ``PYTHONPATH`` (the
+  environment keeps the suite's other requirements; only the package moves).
+
+A step whose code does not build (``--setup`` fails, the install fails) or whose suite does not
+collect is skipped, said, and the search moves to a neighbour. The search assumes a benchmark
+that crossed stays crossed; each benchmark a step found regressed gets its own first crossing
+(the steps are shared). The bad end is a point of the search like the others (a history of 32
+commits: the good end and 5 steps, whichever commit it is, or that nothing crossed); ``--each``
+counts it first, so that every benchmark regressed there is located, including one that crossed
+after the first one did (one run more, at most).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+EXIT_FOUND = 0
+EXIT_USAGE = 2
+EXIT_NOTHING_CROSSED = 12  # the bad end is not regressed against the good end
+EXIT_END_BROKEN = 13  # an end does not build, install or collect: nothing to compare with
+
+_TAIL = 6  # lines of a skipped step's output shown
+
+
+class BisectError(Exception):
+    """One line, and the exit status it ends with."""
+
+    def __init__(self, line: str, code: int = EXIT_USAGE):
+        super().__init__(line)
+        self.code = code
+
+
+@dataclass
+class Point:
+    """One point of the history: a commit, or a release."""
+
+    name: str  # abc1234, or yarl==1.9.4
+    title: str = ""  # the commit's subject
+
+
+@dataclass
+class Step:
+    point: int  # index in the history
+    status: str  # "saved" (the good end), "judged", "skipped"
+    regressed: dict = field(default_factory=dict)  # key label -> the verdict's line
+    changes: dict = field(default_factory=dict)  # key label -> change against the good end
+    why: str = ""  # why skipped
+    seconds: float = 0.0
+
+
+# -- the two kinds of history -----------------------------------------------------------------
+
+
+class Commits:
+    """The commits from ``good`` to ``bad`` (first parents' ancestry path), the good end first."""
+
+    def __init__(self, good: str, bad: str, setup: str | None):
+        self.setup = setup
+        self.top = _git("rev-parse", "--show-toplevel", what="a git checkout (run bisect in one)")
+        self.rel = os.path.relpath(os.getcwd(), self.top)
+        g, b = (
+            _git("rev-parse", "--verify", f"{r}^{{commit}}", what=f"the revision {r!r}")
+            for r in (good, bad)
+        )
+        if g == b:
+            raise BisectError(f"--good and --bad are the same commit ({g[:10]}): nothing to search")
+        if subprocess.run(["git", "merge-base", "--is-ancestor", g, b], cwd=self.top).returncode:
+            raise BisectError(
+                f"--good {good} is not an ancestor of --bad {bad}: give a good end the bad end came from"
+            )
+        shas = _git(
+            "rev-list", "--reverse", "--ancestry-path", f"{g}..{b}", what="the history"
+        ).split()
+        self.shas = [g, *shas]
+        self.points = [
+            Point(s[:10], _git("log", "-1", "--format=%s", s, what="a commit")) for s in self.shas
+        ]
+        self.tree = ""
+
+    def open(self, work: str) -> None:
+        self.tree = os.path.join(work, "tree")
+        _git("worktree", "add", "--detach", "--quiet", self.tree, self.shas[0], what="a worktree")
+
+    def close(self) -> None:
+        if self.tree:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", self.tree],
+                cwd=self.top,
+                capture_output=True,
+            )
+            subprocess.run(["git", "worktree", "prune"], cwd=self.top, capture_output=True)
+
+    def prepare(self, i: int) -> tuple[str, dict] | str:
+        """(the directory to run in, the environment), or why the step cannot run."""
+        for args in (
+            ("checkout", "--detach", "--force", "--quiet", self.shas[i]),
+            ("clean", "-fdxq"),
+        ):
+            done = subprocess.run(["git", "-C", self.tree, *args], capture_output=True, text=True)
+            if done.returncode:
+                return f"git {args[0]} failed: {done.stderr.strip()[-200:]}"
+        cwd = os.path.normpath(os.path.join(self.tree, self.rel))
+        paths = [
+            self.tree,
+            *(
+                [os.path.join(self.tree, "src")]
+                if os.path.isdir(os.path.join(self.tree, "src"))
+                else []
+            ),
+        ]
+        env = _with_path(paths)
+        if self.setup:
+            done = subprocess.run(
+                self.setup, shell=True, cwd=cwd, env=env, capture_output=True, text=True
+            )
+            if done.returncode:
+                return f"did not build (--setup exited {done.returncode}): {_tail(done.stdout + done.stderr)}"
+        return cwd, env
+
+
+class Releases:
+    """The index's releases of one package from A to B (``pkg==A..pkg==B``), oldest first."""
+
+    def __init__(self, spec: str, listed: Callable[[str], list[str]] | None = None):
+        from packaging.version import InvalidVersion, Version
+
+        m = re.fullmatch(
+            r"\s*([A-Za-z0-9_.\-\[\]]+)==([^.\s][^\s]*?)\.\.(?:([A-Za-z0-9_.\-]+)==)?(\S+)\s*", spec
+        )
+        if not m or (m[3] and m[3].lower() != m[1].lower()):
+            raise BisectError(
+                f"--versions {spec!r}: write PKG==GOOD..PKG==BAD, e.g. 'yarl==1.9.0..yarl==1.9.4'"
+            )
+        self.package = m[1]
+        try:
+            good, bad = Version(m[2]), Version(m[4])
+        except InvalidVersion as exc:
+            raise BisectError(f"--versions {spec!r}: {exc}") from None
+        if not good < bad:
+            raise BisectError(f"--versions {spec!r}: the good release must come before the bad one")
+        found = (listed or _index_versions)(self.package)
+        versions = []
+        for text in found:
+            try:
+                v = Version(text)
+            except InvalidVersion:
+                continue
+            if good <= v <= bad and (not v.is_prerelease or v in (good, bad)):
+                versions.append(v)
+        versions = sorted(set(versions))
+        for end in (good, bad):
+            if end not in versions:
+                raise BisectError(f"--versions {spec!r}: {self.package} {end} is not on the index")
+        self.points = [Point(f"{self.package}=={v}") for v in versions]
+        self.site = ""
+
+    def open(self, work: str) -> None:
+        self.site = os.path.join(work, "site")
+
+    def close(self) -> None:
+        pass
+
+    def prepare(self, i: int) -> tuple[str, dict] | str:
+        shutil.rmtree(self.site, ignore_errors=True)
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            self.site,
+            self.points[i].name,
+        ]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:
+            return f"did not install: {_tail(done.stdout + done.stderr)}"
+        return os.getcwd(), _with_path([self.site])
+
+
+def _index_versions(package: str) -> list[str]:
+    """The package's releases on the index pip is configured with."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", package], capture_output=True, text=True
+    )
+    for line in done.stdout.splitlines():
+        if line.strip().startswith("Available versions:"):
+            return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+    raise BisectError(
+        f"--versions: the index lists no release of {package!r} ({_tail(done.stderr) or 'pip index versions'})"
+    )
+
+
+# -- the search --------------------------------------------------------------------------------
+
+
+class Search:
+    def __init__(
+        self, history, pytest_args: list[str], measure: str, work: str, say: Callable[[str], None]
+    ):
+        self.history = history
+        self.points: list[Point] = history.points
+        self.args = pytest_args
+        self.measure = measure
+        self.work = work
+        self.say = say
+        self.steps: dict[int, Step] = {}
+        self.baseline = os.path.join(work, "good.json")
+
+    def run(self, i: int) -> Step:
+        if i in self.steps:
+            return self.steps[i]
+        start = time.monotonic()
+        point = self.points[i]
+        ready = self.history.prepare(i)
+        if isinstance(ready, str):
+            step = Step(i, "skipped", why=ready)
+        else:
+            step = self._counted(i, *ready)
+        step.seconds = time.monotonic() - start
+        self.steps[i] = step
+        counted = len(self.steps)
+        label = f"{point.name}" + (f" ({point.title})" if point.title else "")
+        if step.status == "skipped":
+            self.say(f"step {counted}: {label}: skipped, {step.why}")
+        elif step.status == "saved":
+            self.say(
+                f"step {counted}: {label}: the good end counted and saved ({step.seconds:.0f} s)"
+            )
+        else:
+            what = (
+                ", ".join(f"{k} {step.changes.get(k, '')}".strip() for k in step.regressed)
+                or "nothing crossed"
+            )
+            self.say(f"step {counted}: {label}: {what} ({step.seconds:.0f} s)")
+        return step
+
+    def _counted(self, i: int, cwd: str, env: dict) -> Step:
+        from .gate import verdict_file
+        from .gate.verdicts import REGRESSED
+        from .measure.records import key_label
+        from .report import tables
+
+        good = i == 0
+        out = os.path.join(self.work, f"step-{i}.json")
+        extra = (
+            [f"--concurrency-save-baseline={self.baseline}", "--concurrency-baseline-sessions=1"]
+            if good
+            else [f"--concurrency-baseline={self.baseline}"]
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *self.args,
+            f"--concurrency-measure={self.measure}",
+            "-p",
+            "no:cacheprovider",
+            f"--concurrency-verdicts={out}",
+            *extra,
+        ]
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+        output = done.stdout + done.stderr
+        if not os.path.exists(out) or done.returncode in (2, 3, 4, 5):
+            return Step(
+                i,
+                "skipped",
+                why=f"did not collect or run (pytest exit {done.returncode}): {_tail(output)}",
+            )
+        v = verdict_file.read(out)
+        if good:
+            if v.exit_status != 0 or not os.path.exists(self.baseline):
+                return Step(
+                    i, "skipped", why=f"did not run clean (exit {v.exit_status}): {_tail(output)}"
+                )
+            return Step(i, "saved")
+        gate = v.gate
+        if gate is None or gate.refused or gate.rerecord:
+            why = (gate.refused or gate.rerecord) if gate is not None else "no verdicts"
+            return Step(i, "skipped", why=f"not judged: {why}")
+        step = Step(i, "judged")
+        for verdict in gate.verdicts:
+            label = key_label(verdict.key)
+            if verdict.change is not None:
+                step.changes[label] = f"{verdict.change:+.2%}"
+            if verdict.status == REGRESSED:
+                step.regressed[label] = tables.verdict_line(verdict)
+        return step
+
+    def crossed(self, i: int) -> set | None:
+        step = self.run(i)
+        return None if step.status == "skipped" else set(step.regressed)
+
+    def between(self, lo: int, hi: int) -> int | None:
+        """The untried point nearest the middle of (lo, hi), or None."""
+        mid = (lo + hi) // 2
+        for d in range(hi - lo):
+            for j in (mid + d, mid - d):
+                if lo < j < hi and j not in self.steps:
+                    return j
+        return None
+
+    def first_crossing(self, lo: int, hi: int, crossed: Callable[[set], bool]) -> tuple[int, int]:
+        """(last point known not crossed, first point known crossed) of a predicate on a step's
+        regressed benchmarks, from ``lo`` (not crossed) and ``hi`` (crossed)."""
+        while hi - lo > 1:
+            j = self.between(lo, hi)
+            if j is None:  # every point between was skipped
+                break
+            found = self.crossed(j)
+            if found is None:
+                continue
+            if crossed(found):
+                hi = j
+            else:
+                lo = j
+        return lo, hi
+
+
+@dataclass
+class Finding:
+    benchmark: str
+    last_good: int
+    first_bad: int
+    line: str  # the verdict at the first bad point
+    skipped_between: int = 0
+
+
+def search(s: Search, each: bool = False) -> list[Finding]:
+    """The first crossing of every benchmark a step found regressed; ``each``: the bad end is
+    counted too (one run more), so that every benchmark regressed there is located, not only
+    those that crossed first."""
+    n = len(s.points) - 1
+    if s.run(0).status != "saved":
+        raise BisectError(
+            f"the good end {s.points[0].name} did not build or collect: {s.steps[0].why}",
+            EXIT_END_BROKEN,
+        )
+    if each:
+        s.run(n)
+    # n + 1 stands for "beyond the bad end": the bad end is a point like the others, so that N
+    # points and "nothing crossed" take log2(N + 1) steps, whichever point the culprit is
+    lo, hi = s.first_crossing(0, n + 1, bool)
+    if hi == n + 1 and s.steps.get(n, Step(n, "skipped", why="not counted")).status == "skipped":
+        raise BisectError(
+            f"the bad end {s.points[n].name} did not build or collect: {s.steps.get(n, Step(n, '')).why}",
+            EXIT_END_BROKEN,
+        )
+    keys = sorted({k for st in s.steps.values() for k in st.regressed})
+    if not keys:
+        raise BisectError(
+            f"nothing crossed the threshold from {s.points[0].name} to {s.points[n].name}: the bad end "
+            f"counts as the good end does (is the good end already slow? give an earlier --good)",
+            EXIT_NOTHING_CROSSED,
+        )
+    found = []
+    for key in keys:
+        first = min(i for i, st in s.steps.items() if key in st.regressed)
+        last = max(
+            i
+            for i, st in s.steps.items()
+            if i < first and st.status != "skipped" and key not in st.regressed
+        )
+        last, first = s.first_crossing(last, first, _holds(key))
+        skipped = sum(
+            1 for i in range(last + 1, first) if s.steps.get(i) and s.steps[i].status == "skipped"
+        )
+        found.append(Finding(key, last, first, s.steps[first].regressed[key], skipped))
+    return found
+
+
+def _holds(key: str) -> Callable[[set], bool]:
+    return lambda regressed: key in regressed
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def add_parser(sub) -> None:
+    b = sub.add_parser(
+        "bisect",
+        help="find the commit or release where each regressed benchmark crossed the threshold",
+        description="Count the suite at the good end, then bisect to the first commit (--good/--bad, "
+        "in a git checkout: one worktree, your tree untouched) or release (--versions "
+        "'pkg==A..pkg==B', from the index) where each benchmark regressed against it, in about "
+        "log2(N) counted runs. Everything after -- is pytest's command line, e.g. -- tests/perf "
+        f"--benchmark-only. Exit status: 0 found; {EXIT_NOTHING_CROSSED} nothing crossed the "
+        f"threshold at the bad end; {EXIT_END_BROKEN} an end does not build or collect; 2 usage.",
+    )
+    b.add_argument("--good", metavar="REV", help="a commit without the regression")
+    b.add_argument("--bad", metavar="REV", help="a later commit with it")
+    b.add_argument(
+        "--versions", metavar="'PKG==A..PKG==B'", help="bisect releases on the index instead"
+    )
+    b.add_argument(
+        "--measure",
+        default="instructions",
+        choices=("instructions", "time"),
+        help="default: instructions",
+    )
+    b.add_argument(
+        "--setup",
+        metavar="CMD",
+        help="a shell command run in each step's tree first (a build); failing skips the step",
+    )
+    b.add_argument(
+        "--each",
+        action="store_true",
+        help="count the bad end too (one run more): every benchmark regressed there is located, "
+        "not only those that crossed first",
+    )
+    b.add_argument("--json", metavar="PATH", help="also write the steps and findings as JSON")
+    b.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS")
+
+
+def main(args) -> int:
+    from . import measure
+
+    try:
+        if bool(args.versions) == bool(args.good or args.bad):
+            raise BisectError("give --good REV --bad REV, or --versions 'PKG==A..PKG==B'")
+        if not args.versions and not (args.good and args.bad):
+            raise BisectError("give both --good REV and --bad REV")
+        reason = measure.get(args.measure).unavailable_reason()
+        if reason:
+            raise BisectError(f"--measure {args.measure}: {reason}")
+        history = (
+            Releases(args.versions) if args.versions else Commits(args.good, args.bad, args.setup)
+        )
+        return _run(history, args)
+    except BisectError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def _run(history, args) -> int:
+    n = len(history.points)
+    print(
+        f"bisect: {n} points from {history.points[0].name} to {history.points[-1].name}, counted "
+        f"({args.measure}); about {max(1, (n - 1).bit_length()) + 1} runs",
+        flush=True,
+    )
+    work = tempfile.mkdtemp(prefix="pytest-concurrency-bisect-")
+    s = Search(
+        history, list(args.pytest_args), args.measure, work, lambda line: print(line, flush=True)
+    )
+    try:
+        history.open(work)
+        try:
+            found = search(s, args.each)
+        except BisectError as exc:
+            _write_json(args.json, s, [], str(exc))
+            raise
+    finally:
+        history.close()
+        shutil.rmtree(work, ignore_errors=True)
+    runs = sum(1 for st in s.steps.values() if st.status != "skipped")
+    for f in found:
+        first, last = s.points[f.first_bad], s.points[f.last_good]
+        where = f"{first.name}" + (f" ({first.title})" if first.title else "")
+        gap = f", {f.skipped_between} skipped between" if f.skipped_between else ""
+        print(f"{f.benchmark}: first crossed at {where}, after {last.name}{gap}")
+        print(f"  {f.line}")
+    skipped = [s.points[i].name for i, st in sorted(s.steps.items()) if st.status == "skipped"]
+    print(
+        f"bisect: {len(found)} benchmark(s) located in {runs} counted runs"
+        + (f"; skipped: {', '.join(skipped)}" if skipped else "")
+    )
+    _write_json(args.json, s, found, "")
+    return EXIT_FOUND
+
+
+def _write_json(path: str | None, s: Search, found: list[Finding], error: str) -> None:
+    if not path:
+        return
+    from .gate import atomic
+
+    doc = {
+        "points": [p.name for p in s.points],
+        "steps": [
+            {
+                "point": s.points[i].name,
+                "status": st.status,
+                "regressed": st.regressed,
+                "changes": st.changes,
+                "why": st.why,
+                "seconds": round(st.seconds, 1),
+            }
+            for i, st in s.steps.items()  # in the order they ran
+        ],
+        "runs": sum(1 for st in s.steps.values() if st.status != "skipped"),
+        "found": [
+            {
+                "benchmark": f.benchmark,
+                "first_bad": s.points[f.first_bad].name,
+                "last_good": s.points[f.last_good].name,
+                "line": f.line,
+            }
+            for f in found
+        ],
+        "error": error,
+    }
+    atomic.write_text(path, json.dumps(doc, indent=1) + "\n")
+
+
+def _git(*args: str, what: str) -> str:
+    try:
+        done = subprocess.run(["git", *args], capture_output=True, text=True)
+    except OSError as exc:
+        raise BisectError(f"git is needed to bisect commits: {exc}") from None
+    if done.returncode:
+        raise BisectError(
+            f"not {what}: git {' '.join(shlex.quote(a) for a in args[:2])}: {done.stderr.strip()[-200:]}"
+        )
+    return done.stdout.strip()
+
+
+def _with_path(paths: list[str]) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _tail(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-_TAIL:])[-600:]
