@@ -9,6 +9,7 @@ ratio of the busy processes' mean to the quiet ones' how far a neighbour moves i
 
     python3 evidence/control_estimators.py                    # 5 + 5 processes, 1.5 s a round kind
     python3 evidence/control_estimators.py --processes 10 --busy 1
+    python3 evidence/control_estimators.py --smoke            # one process each, 0.2 s a kind
 """
 
 from __future__ import annotations
@@ -18,11 +19,8 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 from against_evidence import busy_loops  # beside this script
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def one_process(seconds: float) -> dict:
@@ -30,7 +28,6 @@ def one_process(seconds: float) -> dict:
     import asyncio
     import time
 
-    sys.path.insert(0, str(ROOT))
     from pytest_concurrency.measure import control
 
     def pure():
@@ -85,7 +82,10 @@ def main() -> int:
     ap.add_argument("--busy", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=1.5)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help="one process each, 0.2 s a round kind")
     args = ap.parse_args()
+    if args.smoke:
+        args.processes, args.seconds = 1, 0.2
     if args.child:
         print(json.dumps(one_process(args.seconds)))
         return 0

@@ -186,7 +186,6 @@ def run(project: Path, args: list[str], factor: float, busy: int) -> tuple[float
 
 def judge(base_doc: dict, pb_base: dict, session_doc: dict) -> dict:
     """rule -> {benchmark label: verdict} for one session's JSON."""
-    sys.path.insert(0, str(HERE.parent))
     from pytest_concurrency.gate import baseline, compare
     from pytest_concurrency.measure.records import from_json
 

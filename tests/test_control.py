@@ -1,5 +1,5 @@
-"""The control timed beside each round (measure/control.py) and time judged over it: the stored
-gate (gate/controlled.py) and the paired one (gate/paired.py), on records made here."""
+"""The control timed beside each round (measure/control.py) and time judged over it by the
+stored gate (gate/controlled.py), on records made here."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pytest_concurrency.gate import baseline, paired
+from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.verdicts import IMPROVED, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import control
@@ -152,37 +152,6 @@ def test_a_saved_baseline_thins_controls_as_its_rounds():
     kept = len(b["stats"]["data"])
     assert kept == baseline.KEPT_ROUNDS
     assert len(b["extra_info"]["control_factor"]) == kept
-
-
-def paired_side(seed: int, turns: list[int], work: float, speed: float, busy: float) -> Record:
-    rec = controlled(seed, work=work, speed=speed, busy=busy)
-    rec.extra["paired_rounds"] = [[t, x, 1, 0, 1.1] for t, x in zip(turns, rec.samples)]
-    return rec
-
-
-def test_against_the_base_a_busy_core_beside_one_side_divides_out():
-    base_turns = [t for q in range(15) for t in (4 * q, 4 * q + 3)]
-    head_turns = [t for q in range(15) for t in (4 * q + 1, 4 * q + 2)]
-    rounds = base_turns + [t + 60 for t in base_turns]
-    head_rounds = head_turns + [t + 60 for t in head_turns]
-
-    def judged(work: float):
-        # the head side shares its core (half the wall time) on a machine 20% slower
-        base = paired_side(1, rounds, 1.0, 1.0, 1.0)
-        head = paired_side(2, head_rounds, work, 1.2, 0.5)
-        again = [
-            ([paired_side(3, rounds, 1.0, 1.0, 1.0)], [paired_side(4, head_rounds, work, 1.2, 0.5)])
-        ]
-        return paired.judge([base], [head], lambda rec: 0.03, again=again).verdicts[0]
-
-    same, slower = judged(1.0), judged(1.10)
-    assert same.status == UNCHANGED and "over its controls" in same.note, same
-    assert slower.status == REGRESSED and slower.change == pytest.approx(0.10, abs=0.03), slower
-    # without controls the same rounds read +140%, and the busy core leaves time unjudged
-    base, head = paired_side(1, rounds, 1.0, 1.0, 1.0), paired_side(2, head_rounds, 1.0, 1.2, 0.5)
-    for rec in (base, head):
-        del rec.extra["control_factor"]
-    assert paired.judge([base], [head], lambda rec: 0.03).verdicts[0].status != UNCHANGED
 
 
 class _Fixture:

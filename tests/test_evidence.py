@@ -69,6 +69,27 @@ CASES = [
         ],
         id="plain_memory_evidence",
     ),
+    # ~3 s: two processes time three kinds of round 0.2 s each beside the controls (one a busy loop beside)
+    pytest.param(
+        "control_estimators.py",
+        [],
+        [r"^\| pure-Python loop \| [\d.]+% \([\d.]+x\) \| [\d.]+% .*\| [\d.]+% \|$"],
+        id="control_estimators",
+    ),
+    # ~30 s: a one-session baseline, then an A/A quiet and +10% beside a busy loop, judged four ways
+    pytest.param(
+        "control_evidence.py",
+        [],
+        [
+            r"^1\.0@0 \(1 sessions",
+            r"^  control +failed \d/1",
+            r"^  raw +failed \d/1",
+            r"^1\.10@1 \(1 sessions",
+            r"^  pb +caught \(failed\) \d/1",
+        ],
+        id="control_evidence",
+        marks=pytest.mark.slow,
+    ),
     # ~10-15 s: two sessions of the smoke suite's rings on asyncio, judged both ways; exits 1 on a false alarm
     pytest.param(
         "memory_evidence.py",

@@ -501,10 +501,8 @@ def _judge(
     if cal:
         verdict.normalized_change = cur.median / (baseline_median * cal) - 1
     if isinstance(divided, controlled.Divided):
-        verdict.normalized_change, verdict.machine_speed = (
-            cur.median / baseline_median - 1,
-            (divided.machine_speed),
-        )
+        verdict.normalized_change = cur.median / baseline_median - 1
+        verdict.machine_speed = divided.machine_speed
     elif isinstance(divided, str):
         verdict.not_divided = divided
     # normalized: the baseline's samples as they would have run on this machine
@@ -539,13 +537,9 @@ def _judge(
         )
     verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
     verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
-    verdict.decided_by = (
-        "control"
-        if isinstance(divided, controlled.Divided)
-        else "normalized"
-        if normalize
-        else "raw"
-    )
+    verdict.decided_by = "normalized" if normalize else "raw"
+    if isinstance(divided, controlled.Divided):
+        verdict.decided_by = "control"
     if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:
         # never "unchanged" beyond the threshold set; and only a slowdown it may hide is worth a
         # note of its own in the summary; neither fails the build (unchanged code often drifts so)
@@ -564,25 +558,21 @@ def _judge(
     if spanned and verdict.status in SPEED_CHANGED:
         verdict.status, verdict.within_sessions = INCONCLUSIVE, verdict.status
         verdict.note = _join(spanned, verdict.note)
-    machine: str | None = None
+    machine = (
+        interference.load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
+        if instrument.machine_bound
+        else None
+    )
     if isinstance(divided, controlled.Divided):
-        # the machine's speed and a neighbour's slices divided out: only a load that threads
-        # and processes feel beyond them (they need free cores) stands
-        if cur.extra.get("task_kind") in interference.NEEDS_FREE_CORES:
-            machine = interference.load_change(
-                sessions, cur, c.status, cur_meta.get("cpu_count") or 1
-            )
+        # the machine's speed, however it swung, divided out; a busy core beside it did not:
+        # there, unchanged code read -13% to +20% over its controls, 4 A/As in 12 "regressed"
+        # (docs/gates/time.md), so the load guard above stands for these verdicts too
         said = controlled.the_machines(
             verdict.raw_change, c.change, divided.machine_speed, verdict.threshold or threshold
         )
         verdict.note = _join(verdict.note, said)
-    else:
-        machine = (
-            interference.load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
-            or interference.speed_swing(cur_meta, c, settings.machine_tolerance)
-            if instrument.machine_bound
-            else None
-        )
+    elif instrument.machine_bound:
+        machine = machine or interference.speed_swing(cur_meta, c, settings.machine_tolerance)
     if machine:
         verdict.status, verdict.interference = INCONCLUSIVE, machine
         verdict.note = _join(verdict.note, machine)

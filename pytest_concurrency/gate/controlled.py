@@ -1,8 +1,9 @@
 """Time judged as multiples of the controls timed beside each round (measure/control.py).
 
-A benchmark whose rounds, in the baseline's sessions and now, all carry their controls, and whose
-process used about one core while they ran, is judged on its rounds divided by their controls:
-the machine's speed, which moves every round and its controls alike, divides out. The divided
+A benchmark whose rounds, in the baseline's sessions and now, all carry their controls, and
+follow them (their thread did not wait, their process ran on one core: ``control.scales``), is
+judged on its rounds divided by their controls: the machine's speed, which moves every round and
+its controls alike, divides out. The divided
 rounds are expressed in seconds at the baseline's typical control (``scale``), so every figure
 the gate shows stays a time, "as the baseline's machine would have run them".
 """

@@ -21,7 +21,7 @@ from .verdicts import IMPROVED, REGRESSED
 #: slower, and in fresh processes asyncio and greenlet sessions up to 31% slower, reproducibly
 #: within the session. Quiet sessions here read 0.00-0.3 cores, a hog 1.0.
 LOAD_MARGIN = 0.3
-NEEDS_FREE_CORES = ("thread", "process")  # task kinds the OS must find a free core for
+_NEEDS_FREE_CORES = ("thread", "process")  # task kinds the OS must find a free core for
 
 
 def busier(base_sessions: Mapping, current: Iterable[Record], cur_meta: Mapping) -> dict:
@@ -55,11 +55,11 @@ def load_change(sessions: list, cur: Record, status: str, cpus: int) -> str | No
             f"the scheduler put it, so this change cannot be told from the load; count "
             f"instructions (--concurrency-measure=instructions), or run on a quieter machine"
         )
-    if busy - quiet <= LOAD_MARGIN or not (starved or kind in NEEDS_FREE_CORES):
+    if busy - quiet <= LOAD_MARGIN or not (starved or kind in _NEEDS_FREE_CORES):
         return None
     why = (
         f"{kind}s need free cores"
-        if kind in NEEDS_FREE_CORES
+        if kind in _NEEDS_FREE_CORES
         else f"that left this process less than one free core of {cpus}"
     )
     return (

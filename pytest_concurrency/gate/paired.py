@@ -36,7 +36,6 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..measure import control
 from ..measure.records import Record, key_label
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 
@@ -187,12 +186,9 @@ def judge_pair(
     threshold: float,
     figure: str = "time",
     again: Iterable[tuple] = (),
-    divided: bool = False,
 ) -> PairedVerdict:
     """The verdict on one benchmark from both sides' ``[turn, value]`` rounds; ``again``: the
-    ``(base_rounds, head_rounds)`` of further pairs of sessions that measured it (see ``judge``).
-    ``divided``: the values are rounds over their controls (``controlled_rounds``), which a busy
-    core beside the sides does not move as it moves their time."""
+    ``(base_rounds, head_rounds)`` of further pairs of sessions that measured it (see ``judge``)."""
     measured = [
         (quad_ratios(b, h), _others(b + h)) for b, h in [(base_rounds, head_rounds), *again]
     ]
@@ -218,31 +214,9 @@ def judge_pair(
     if min(ratios) == max(ratios) == 1:  # a count that repeats exactly, both sides
         verdict.status, verdict.change, verdict.ci = UNCHANGED, 0.0, (0.0, 0.0)
         return verdict
-    if figure == "time" and divided:
-        verdict = _across_sessions(verdict, groups, threshold)
-        verdict.note = "; ".join(filter(None, [verdict.note, "judged over its controls"]))
-        return verdict
     if figure == "time":
         return _beside_load(verdict, groups, loads, threshold)
     return _within_one(verdict, ratios, threshold)
-
-
-def controlled_rounds(base: Record, head: Record) -> tuple[list, list] | str:
-    """Both sides' ``[turn, value, ...]`` rounds with each value its round's CPU time over its
-    controls' (measure/control.py), or why they cannot be (then judged on time, as measured).
-    Each side divides by its own controls: whatever core and speed each had divides out."""
-    sides = []
-    for rec in (base, head):
-        rounds = rec.extra.get("paired_rounds") or []
-        why = control.scales(rec.extra)
-        if why is None and len(rec.extra["control_factor"]) != len(rounds):
-            why = "its controls are not one a round"
-        if why:
-            return f"{why} ({'base' if rec is base else 'head'} side)"
-        sides.append(
-            [[r[0], r[1] * f, *r[2:]] for r, f in zip(rounds, rec.extra["control_factor"])]
-        )
-    return sides[0], sides[1]
 
 
 def _others(rounds: list) -> float | None:
@@ -445,18 +419,16 @@ def judge(
             )
             continue
         more = [(b[rec.key], h[rec.key]) for b, h in further if rec.key in b and rec.key in h]
-        found = [controlled_rounds(b, h) for b, h in [(then, rec), *more]]
-        pairs = [p for p in found if not isinstance(p, str)]
-        divided = len(pairs) == len(found)
-        if not divided:  # every pair of sessions alike: as measured
-            pairs = [
-                (b.extra.get("paired_rounds") or [], h.extra.get("paired_rounds") or [])
-                for b, h in [(then, rec), *more]
-            ]
-        (base_rounds, head_rounds), *again = pairs
         verdicts.append(
             judge_pair(
-                rec.key, base_rounds, head_rounds, threshold_for(rec), again=again, divided=divided
+                rec.key,
+                then.extra.get("paired_rounds") or [],
+                rec.extra.get("paired_rounds") or [],
+                threshold_for(rec),
+                again=[
+                    (b.extra.get("paired_rounds") or [], h.extra.get("paired_rounds") or [])
+                    for b, h in more
+                ],
             )
         )
         verdicts += _kernel(then, rec, more)

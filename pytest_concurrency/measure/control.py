@@ -3,9 +3,9 @@
 This machine's CPU (and a cloud runner's) changes speed by up to 1.8x for seconds at a time, and a
 process can share its core with another for a whole session: no rule that reads a round's time
 alone tells a +10% change from that. A fixed piece of work run right before and right after a
-round, in the same thread, runs at the round's speed. So each timed round carries the time of the
-controls around it (``control_s``, aligned with the samples), and the gates judge rounds divided
-by their controls: the machine's speed divides out, as the ratio of two pieces of work run back to
+round, in the same thread, runs at the round's speed. So each timed round carries a factor from
+the controls around it (``control_factor``, one a sample), and the gates judge rounds divided by
+their controls: the machine's speed divides out, as the ratio of two pieces of work run back to
 back does not move with it (relative or normalised benchmarking; duet benchmarking and randomized
 multiple interleaved trials are its cousins).
 
@@ -103,9 +103,8 @@ class Bracket:
     it. CPU time, not wall: this machine's slow spells are mostly time its virtual CPU was not
     running (steal), and a neighbour sharing the core takes slices the same way; both stretch a
     round's wall time and not its CPU time, and a control, shorter than a slice, misses most of
-    them. Across 5 processes of three kinds of round, quiet and beside a busy loop (2 cores), the
-    medians of each spread 13-104% as wall time, 12-20% as CPU time, 2-6% as CPU time over the
-    controls'. What remains is the machine's speed proper, which the controls divide out.
+    them. What remains is the machine's speed proper, which the controls divide out (how far
+    apart processes read by each: evidence/control_estimators.py, docs/gates/time.md).
 
     A round is read around itself: its process's CPU seconds over its wall seconds (``busy``:
     its wall time times that is its CPU time) and this thread's voluntary context switches (it
