@@ -46,12 +46,14 @@ import time
 from pathlib import Path
 
 from against_evidence import busy_loops  # beside this script
+from stored_time_evidence import pytest_args
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "control" / "results.jsonl"
 #: control: the gate as it is; control 3%: the same at a 3% threshold; raw: the gate on the
 #: records without their controls; pb: pytest-benchmark's mean:5%
 RULES = ("control", "control 3%", "raw", "pb")
+MODELS = "asyncio,gevent,threading"  # the ring's
 SMOKE = {"sessions": 1, "baseline_sessions": 1, "conditions": "1.0@0,1.10@1"}
 
 TESTS = textwrap.dedent(
@@ -153,20 +155,6 @@ TESTS = textwrap.dedent(
         assert benchmark(lambda: loop.run_until_complete(trip())) == trips
     """
 )
-
-
-def pytest_args(*extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--benchmark-only",
-        "--concurrency-backends=asyncio,gevent,threading",
-        *extra,
-    ]
 
 
 def run(project: Path, args: list[str], factor: float, busy: int) -> tuple[float, str, int, float]:
@@ -306,7 +294,7 @@ def main() -> int:
     for i in range(args.baseline_sessions):
         pb = [f"--benchmark-json={pb_base}"] if i == 0 else []
         took, out, code, load = run(
-            project, pytest_args(f"--concurrency-save-baseline={base}", *pb), 1.0, 0
+            project, pytest_args(MODELS, f"--concurrency-save-baseline={base}", *pb), 1.0, 0
         )
         print(f"baseline session {i + 1}: {took:.0f} s, exit {code}, load {load:.1f}", flush=True)
         if code != 0:
@@ -320,7 +308,7 @@ def main() -> int:
             for spec, factor, busy in conditions:
                 json_path = work / f"s{i}-{spec}.json"
                 took, out, code, load = run(
-                    project, pytest_args(f"--benchmark-json={json_path}"), factor, busy
+                    project, pytest_args(MODELS, f"--benchmark-json={json_path}"), factor, busy
                 )
                 if not json_path.exists():
                     print(f"{spec} session {i + 1}: no JSON (exit {code})\n{out[-2000:]}")

@@ -323,7 +323,7 @@ def _wait_or_exit() -> None:
         os._exit(_exit["status"])
 
 
-def bracket_rounds(item, instrument) -> None:
+def bracket_rounds(item, instrument, aside=contextlib.nullcontext) -> None:
     """Before any benchmark test's call, a workload case's included: a control timed beside each
     of its rounds (control.py), when time is measured; inside a side's turn (``before_call``)."""
     bench = getattr(item, "funcargs", {}).get("benchmark")
@@ -333,7 +333,7 @@ def bracket_rounds(item, instrument) -> None:
         and getattr(bench, "enabled", False)
         and CONTROL not in item.stash
     ):
-        item.stash[CONTROL] = control.beside(bench)
+        item.stash[CONTROL] = control.beside(bench, aside)
 
 
 def control_figures(item) -> None:
@@ -360,9 +360,11 @@ def before_call(item, instrument, memory: bool, again: bool = False, paired: boo
     bench = funcargs["benchmark"]
     if instrument.machine_bound and KERNEL not in item.stash and getattr(bench, "enabled", False):
         item.stash[KERNEL] = driver.KernelPerRounds(bench, one_a_round=paired)
-    # outside the kernel's readings (the controls' system calls are not the test's), inside the
-    # runner a second session reuses (its rounds get controls too)
-    bracket_rounds(item, instrument)
+    # around the kernel's readings, its work set aside from theirs (the controls' system calls
+    # are not the test's), inside the runner a second session reuses (its rounds get controls too)
+    kernel = item.stash.get(KERNEL, None)
+    aside = kernel.aside if isinstance(kernel, driver.KernelPerRounds) else contextlib.nullcontext
+    bracket_rounds(item, instrument, aside)
     if memory or again:
         item.stash[CALLS] = driver.PlainCalls(bench, memory)
     if instrument.exact:

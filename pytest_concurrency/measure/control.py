@@ -21,6 +21,7 @@ process runs on several cores at once do not, and are judged on raw time (``scal
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import math
 import resource
@@ -144,7 +145,7 @@ class Bracket:
             _, cpu, waits = (b - a for a, b in zip(self._started, _reading()))
             # over the round's own wall time: a reading is a system call, where the scheduler
             # tends to switch, so the wall time between the readings also holds waits beside
-            # the round (beside a busy loop here: 4 ms around rounds of 1 ms, one in five)
+            # the round, not the round's
             self._busy.append(cpu / round_s if round_s > 0 else 1.0)
             self._waits += waits
             self._started = None
@@ -222,10 +223,12 @@ def divided(samples: list, factors: list, scale: float) -> list[float]:
     return [x * f * scale for x, f in zip(samples, factors)]
 
 
-def beside(benchmark) -> Bracket:
+def beside(benchmark, aside=contextlib.nullcontext) -> Bracket:
     """Controls around each round pytest-benchmark's ``benchmark`` fixture runs once it made its
     stats (calibration before that is left alone; warm-up rounds after it are bracketed too, and
-    ``figures`` takes the last rounds). Outside its timer: the samples are the rounds' own."""
+    ``figures`` takes the last rounds). Outside its timer: the samples are the rounds' own.
+    ``aside``: a context the bracket's own work runs in (kernel figures read over several rounds
+    leave it out)."""
     bracket = Bracket()
     make_runner, make_stats = benchmark._make_runner, benchmark._make_stats
     made = [False]
@@ -240,9 +243,11 @@ def beside(benchmark) -> Bracket:
         def run(loops_range, *rest, **timer):
             if not made[0]:
                 return runner(loops_range, *rest, **timer)
-            bracket.before()
+            with aside():
+                bracket.before()
             got = runner(loops_range, *rest, **timer)
-            bracket.after(got if loops_range else got[0])
+            with aside():
+                bracket.after(got if loops_range else got[0])
             return got
 
         return run

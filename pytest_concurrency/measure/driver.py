@@ -85,6 +85,12 @@ class _KernelRounds:
         """The reading a round (``end``) starts from: for rounds that span calls."""
         return self._counters.read() if self._counters is not None else {}
 
+    def set_aside(self, before: dict, paused: dict) -> dict:
+        """``before`` moved on by what happened since ``paused`` (``Counters.set_aside``)."""
+        if self._counters is None:
+            return before
+        return self._counters.set_aside(before, paused, self._counters.read())
+
     def end(self, before: dict) -> None:
         if self._counters is not None:
             self.rounds.append(self._counters.between(before, self._counters.read()))
@@ -208,8 +214,22 @@ class KernelPerRounds:
             self._starts.append(first)
             self._open = None
 
+    @contextlib.contextmanager
+    def aside(self):
+        """The plugin's own work between two rounds of an open group (the controls beside the
+        rounds, control.py): left out of the group's figures."""
+        if self._open is None or self._closed:
+            yield
+            return
+        paused = self._rounds.begin()
+        try:
+            yield
+        finally:
+            first, before, started = self._open
+            self._open = (first, self._rounds.set_aside(before, paused), started)
+
     def figures(self, last: int) -> dict:
-        """The record's kernel keys from the groups within the last ``last`` calls (the
+        """The record's keys from the groups within the last ``last`` calls (the
         measured rounds)."""
         if self._closed or self._calls <= 0 or not last:
             return {}

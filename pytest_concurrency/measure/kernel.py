@@ -152,6 +152,16 @@ class Counters:
             for name in FIGURES
         }
 
+    def set_aside(self, before: dict, paused: dict, resumed: dict) -> dict:
+        """``before`` moved on by what happened between ``paused`` and ``resumed``, the readings'
+        own cost included: a stretch left out of what ``between(before, ...)`` will say."""
+        return {
+            name: None
+            if value is None
+            else value + resumed[name] - paused[name] + self._overhead.get(name, 0)
+            for name, value in before.items()
+        }
+
     def _measure_overhead(self) -> dict:
         pairs: list[dict[str, int]] = []
         for _ in range(5):
