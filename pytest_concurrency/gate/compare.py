@@ -565,7 +565,7 @@ def _judge(
     )
     if isinstance(divided, controlled.Divided):
         # the machine's speed, however it swung, divided out; a busy core beside it did not:
-        # there, unchanged code read -13% to +20% over its controls, 4 A/As in 12 "regressed"
+        # there, unchanged code read -30% to +20% over its controls, 8 A/As in 50 "regressed"
         # (docs/gates/time.md), so the load guard above stands for these verdicts too
         said = controlled.the_machines(
             verdict.raw_change, c.change, divided.machine_speed, verdict.threshold or threshold

@@ -101,11 +101,11 @@ class Bracket:
     ``after`` once it ended with its wall seconds. The first round sizes the groups.
 
     Each round is judged as its CPU time over the CPU time of the controls within ``WINDOW_S`` of
-    it. CPU time, not wall: this machine's slow spells are mostly time its virtual CPU was not
-    running (steal), and a neighbour sharing the core takes slices the same way; both stretch a
-    round's wall time and not its CPU time, and a control, shorter than a slice, misses most of
-    them. What remains is the machine's speed proper, which the controls divide out (how far
-    apart processes read by each: evidence/control_estimators.py, docs/gates/time.md).
+    it. CPU time, not wall: a neighbour sharing the core, or a host descheduling the virtual CPU,
+    takes whole slices, which stretch a round's wall time and not its CPU time, and which a
+    control, shorter than a slice, mostly misses. What remains is the CPU's own speed, which the
+    controls divide out (how far apart processes read by each: evidence/control_estimators.py,
+    docs/gates/time.md).
 
     A round is read around itself: its process's CPU seconds over its wall seconds (``busy``:
     its wall time times that is its CPU time) and this thread's voluntary context switches (it
