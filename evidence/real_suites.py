@@ -82,6 +82,17 @@ class RealSuite:
     count_select: list  # the counted modes' (smaller: valgrind)
     covers: str
     slowdown: existing_suites.Suite | None = None  # existing_suites' definition of one
+    slowed: str = ""  # a regular expression every benchmark the slowdown must regress matches
+
+
+def slowdown(
+    dist: str, version: str, module: str, wrap: str, iterations: int
+) -> existing_suites.Suite:
+    """A slowdown of a suite existing_suites.py does not define: only what slowed_copy reads."""
+    return existing_suites.Suite(
+        dist=dist, head=version, base="", deps=[], select=[], keyword="", smoke_select=[],
+        smoke_keyword="", module=module, target="", wrap=wrap, slowed="", iterations=iterations,
+    )  # fmt: skip
 
 
 SUITES = {
@@ -100,6 +111,7 @@ SUITES = {
         covers="asyncio client/server on the loop fixture (aiohttp.pytest_plugin), "
         "filterwarnings = error, xdist + coverage + doctests in addopts, timeout = 120",
         slowdown=existing_suites.SUITES["aiohttp"],
+        slowed=r"^test_one_hundred_simple_(get|post)_requests",  # the handler makes a Response
     ),
     "yarl": RealSuite(
         dist="yarl",
@@ -112,6 +124,7 @@ SUITES = {
         covers="90 benchmarks in one file, filterwarnings = error, "
         "--numprocesses=auto + coverage + doctests in addopts",
         slowdown=existing_suites.SUITES["yarl"],
+        slowed=r"^test_url_build_",
     ),
     "multidict": RealSuite(
         dist="multidict",
@@ -124,6 +137,15 @@ SUITES = {
         covers="pytest-codspeed style (BenchmarkFixture, @benchmark), parametrized by a "
         "conftest fixture (C extension and pure Python), module pytestmark, custom markers "
         "under --strict-markers, filterwarnings = error, coverage + doctests",
+        # the pure-Python MultiDict's (and so CIMultiDict's) item assignment; the C one is as it was
+        slowdown=slowdown(
+            "multidict",
+            "7.2.1",
+            "multidict/_multidict_py.py",
+            "MultiDict.__setitem__ = _slowed(MultiDict.__setitem__)",
+            5,
+        ),  # fmt: skip
+        slowed=r"[\[-]py[\]-]",  # the ids: [py-cs], [c-ci], ...
     ),
     "propcache": RealSuite(
         dist="propcache",
@@ -135,6 +157,15 @@ SUITES = {
         count_select=["tests/test_benchmarks.py"],
         covers="pytest-codspeed style, --numprocesses=auto --numprocesses=0 + coverage in "
         "addopts, filterwarnings = error",
+        # a release whose under_cached_property lost its C extension: the pure-Python class
+        slowdown=slowdown(
+            "propcache",
+            "0.5.4",
+            "propcache/_helpers.py",
+            "from ._helpers_py import under_cached_property  # noqa",
+            0,
+        ),  # fmt: skip
+        slowed=r"^test_under_cached_property",
     ),
     "zeroconf": RealSuite(
         dist="zeroconf",
@@ -147,6 +178,15 @@ SUITES = {
         covers="pytest-asyncio: async tests on its loop fixture (AsyncZeroconf on 127.0.0.1), "
         "an autouse fixture that fails a test leaving a thread, benchmark.pedantic(setup=...), "
         "-Wdefault + coverage in addopts, pyproject.toml config",
+        # Zeroconf.async_send is pure Python (zeroconf/_core.py has no compiled twin)
+        slowdown=slowdown(
+            "zeroconf",
+            "0.154.0",
+            "zeroconf/_core.py",
+            "Zeroconf.async_send = _slowed(Zeroconf.async_send)",
+            2000,
+        ),  # fmt: skip
+        slowed=r"^test_sending_packets",
     ),
 }
 
@@ -160,7 +200,15 @@ MODES = (
     "count-against",
     "slowdown",
 )
+#: each suite's sessions of the issue's matrix, in order: three saves then three A/As (the
+#: third with every benchmark's second session), a counted save and A/A, both against its
+#: previous release, and the injected slowdown counted against the counted save
+MATRIX = (
+    "time-save,time-save,time-save,time-aa,time-aa,time-aa-every,"
+    "count-save,count-aa,time-against,count-against,slowdown"
+)
 SMOKE = {"suites": "propcache", "modes": "time-save,time-aa", "conditions": "quiet"}
+PLUGIN_COMMIT = ""  # the checkout's commit, recorded in every row
 COUNT = ["--concurrency-measure=instructions"]
 XDIST_REFUSED = "Can't have both --benchmark-only and --benchmark-disable"
 
@@ -338,7 +386,8 @@ def run_suite(suite: RealSuite, args, work: Path, logs: Path, condition: str, ou
                 args0 = ["-p", "no:concurrency", "--numprocesses=0"]
                 plains[key] = session(py, run, args0, selection, f"{name}-n0", logs)
                 rows.append(record(suite, "plain -n0", condition, plains[key], None, out))
-        name = f"{suite.dist}-{condition}-{mode}"
+        repeat = sum(1 for r in rows if r["mode"] == mode)  # a mode given more than once
+        name = f"{suite.dist}-{condition}-{mode}" + (f"-{repeat + 1}" if repeat else "")
         done = session(py, run, extra, selection, name, logs, env)
         rows.append(record(suite, mode, condition, done, plains[key], out))
     return rows
@@ -364,6 +413,7 @@ def record(suite: RealSuite, mode: str, condition: str, done: dict, plain: dict 
         "load_before": done["load_before"],
         "load_after": done["load_after"],
         "command": done["command"],
+        "plugin": PLUGIN_COMMIT,
         **troubles(done["out"], plain["out"] if plain else None),
     }
     if plain is not None:
@@ -425,6 +475,9 @@ def unexpected(r: dict) -> str | None:
         return "traceback, thread dump, plugin frame or new warning in the output"
     if r["mode"] == "slowdown" and (r["exit"] != 1 or not r["regressed"]):
         return "slowdown not caught"
+    if r["mode"] == "slowdown" and (wrong := [n for n in r["regressed"] if not re.search(
+            SUITES[r["suite"]].slowed, n)]):  # fmt: skip
+        return f"the slowdown regressed benchmarks it does not touch: {', '.join(wrong)}"
     if r["mode"] in ("count-aa", "count-against") and r["exit"] != 0:
         return "counted A/A failed"
     if r["mode"].startswith("time") and r["regressed"]:
@@ -460,7 +513,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--suites", default=",".join(SUITES), help=f"of {', '.join(SUITES)}")
-    parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
+    parser.add_argument(
+        "--modes",
+        default=MATRIX,
+        help=f"of {', '.join(MODES)}, in order, a mode given twice run twice (default {MATRIX})",
+    )
     parser.add_argument("--conditions", default="quiet,busy", help="of quiet, busy")
     parser.add_argument("--slow-iterations", type=int, help="the slowdown's loop turns a call")
     parser.add_argument("--work", metavar="DIR", help="keep venvs, sdists and logs in DIR")
@@ -487,7 +544,8 @@ def main() -> int:
         if shutil.which("valgrind") is None:
             print("valgrind is needed for the counted modes")
             return 2
-    commit = subprocess.run(
+    global PLUGIN_COMMIT
+    commit = PLUGIN_COMMIT = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
     print(
