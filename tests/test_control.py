@@ -3,6 +3,7 @@ stored gate (gate/controlled.py), on records made here."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 
@@ -113,6 +114,7 @@ def test_rounds_that_do_not_follow_a_control_are_judged_raw_and_say_why(change, 
 def test_groups_keep_the_controls_cost_under_its_bound_and_figures_stay_aligned(monkeypatch):
     clock = {"wall": 0.0, "cpu": 0.0}
     monkeypatch.setattr(control, "_reading", lambda: (clock["wall"], clock["cpu"], 0))
+    monkeypatch.setattr(control, "_now", lambda: clock["wall"])
 
     def run_control():  # 300 us of CPU and wall
         clock["wall"] += 3e-4
@@ -135,6 +137,42 @@ def test_groups_keep_the_controls_cost_under_its_bound_and_figures_stay_aligned(
     assert figures["control_factor"] == [pytest.approx(0.5 / 3e-4, rel=1e-4)] * 900
     assert control.scales(figures) is None
     assert bracket.figures(last=1001) == {}  # more rounds than it bracketed: nothing, not a guess
+
+
+def test_a_slow_first_round_sizes_nothing_and_nothing_is_read_around_a_round(monkeypatch):
+    # under load a first round can be preempted for milliseconds: sized on it, every later round
+    # of microseconds had its own control and kernel readings (a 0.5 s test took 17-84 s)
+    clock = {"wall": 0.0, "cpu": 0.0, "readings": 0, "asides": 0}
+
+    def reading():
+        clock["readings"] += 1
+        return clock["wall"], clock["cpu"], 0
+
+    @contextlib.contextmanager
+    def aside():
+        clock["asides"] += 1
+        yield
+
+    def run_control():  # 300 us
+        clock["wall"] += 3e-4
+        clock["cpu"] += 3e-4
+
+    monkeypatch.setattr(control, "_reading", reading)
+    monkeypatch.setattr(control, "_now", lambda: clock["wall"])
+    monkeypatch.setattr(control, "run_once", run_control)
+    bracket = control.Bracket(aside)
+    for i in range(10_000):  # a first round of 10 ms, then rounds of 5 us
+        took = 1e-2 if i == 0 else 5e-6
+        bracket.before()
+        clock["wall"] += took
+        clock["cpu"] += took
+        bracket.after(took)
+    figures = bracket.figures(last=10_000)
+    assert figures["control_cost"] <= control.MAX_COST + 3e-4 / (1e-2 + 9_999 * 5e-6)
+    assert len(bracket.controls) <= 21  # 60 ms of rounds: a control each 3 ms of them, + the first
+    assert clock["readings"] == 2 * len(bracket.controls)  # only at the controls
+    assert clock["asides"] == len(bracket.controls)
+    assert figures["control_busy"] == 1.0 and len(figures["control_factor"]) == 10_000
 
 
 def test_the_control_checks_its_own_result(monkeypatch):
@@ -185,3 +223,45 @@ def test_a_second_session_of_a_users_test_gets_one_control_a_round_not_two():
     assert len(again["control_factor"]) == len(samples) == 8
     # a round's CPU share holds no control's work: one thread's rounds read about one core
     assert again["control_busy"] < 1.3, again
+
+
+class _Fixture:
+    """What KernelPerRounds wraps of pytest-benchmark's fixture; its first round is slow."""
+
+    _min_rounds, _max_time = 5, 1.0
+
+    def __init__(self):
+        self.calls = 0
+
+    def _make_runner(self, function, args, kwargs):
+        def runner(loops_range, timer=time.perf_counter):
+            self.calls += 1
+            if self.calls == 1:
+                time.sleep(0.01)  # preempted for 10 ms by a neighbour
+            return 1e-6
+
+        return runner
+
+    def _make_stats(self, iterations):
+        return None
+
+    def pedantic(self, *args, **named):
+        return None
+
+
+def test_the_kernel_groups_are_sized_on_the_shortest_first_round():
+    """Sized on a first round a neighbour slowed, groups of one round read the kernel's counters
+    around every round of microseconds."""
+    from pytest_concurrency.measure.driver import KernelPerRounds
+
+    fixture = _Fixture()
+    rounds = KernelPerRounds(fixture, one_a_round=False)
+    try:
+        fixture._make_stats(1)
+        run = fixture._make_runner(lambda: None, (), {})
+        for _ in range(KernelPerRounds.SIZING + 1):
+            run(range(1))
+        assert rounds._size >= 100  # 2 ms of rounds of microseconds, not 1
+        assert rounds._starts == []  # the sizing rounds are in no group
+    finally:
+        rounds.close()

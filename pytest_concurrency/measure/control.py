@@ -23,14 +23,13 @@ from __future__ import annotations
 import bisect
 import contextlib
 import itertools
-import math
 import resource
 import select
 import statistics
 import time
 import zlib
 
-VERSION = 2  # bump when ``work`` or the figures change: controls of other versions do not compare
+VERSION = 3  # bump when ``work`` or the figures change: controls of other versions do not compare
 #: The controls' time is at most this share of the rounds' (rounds are grouped to keep it so).
 MAX_COST = 0.10
 _TEXT = bytes(range(256)) * 32
@@ -84,9 +83,12 @@ def work() -> int:
 EXPECTED = work()  # the control checks its own result each time: a wrong one is not a control
 
 
+_now = time.perf_counter  # (a test's clock replaces it)
+
+
 def _reading() -> tuple[float, float, int]:
     """(wall, the process's CPU seconds, this thread's voluntary context switches so far)."""
-    return time.perf_counter(), time.process_time(), resource.getrusage(_THREAD).ru_nvcsw
+    return _now(), time.process_time(), resource.getrusage(_THREAD).ru_nvcsw
 
 
 def run_once() -> None:
@@ -98,7 +100,7 @@ def run_once() -> None:
 
 class Bracket:
     """Controls around a sequence of rounds, one thread's: ``before`` ahead of each round,
-    ``after`` once it ended with its wall seconds. The first round sizes the groups.
+    ``after`` once it ended with its wall seconds.
 
     Each round is judged as its CPU time over the CPU time of the controls within ``WINDOW_S`` of
     it. CPU time, not wall: a neighbour sharing the core, or a host descheduling the virtual CPU,
@@ -107,55 +109,72 @@ class Bracket:
     controls divide out (how far apart processes read by each: evidence/control_estimators.py,
     docs/gates/time.md).
 
-    A round is read around itself: its process's CPU seconds over its wall seconds (``busy``:
-    its wall time times that is its CPU time) and this thread's voluntary context switches (it
-    waited: a lock, a socket, a timer, another thread's work)."""
+    Nothing is read around a round itself: a round of a small function lasts microseconds, as
+    long as the system calls a reading costs, and with a suite's kernel figures on, each reading
+    is read around too. The readings at the controls close a group, the rounds since the last
+    control: its process's CPU seconds over its wall seconds (``busy``: a round's wall time times
+    its group's is its CPU time) and this thread's voluntary context switches (it waited: a lock,
+    a socket, a timer, another thread's work). A control runs once the rounds since the last one
+    took ``1 / MAX_COST`` of the controls' time so far, whatever each round took (a first round
+    slowed by a neighbour sizes nothing). ``aside``: a context each control runs in (kernel
+    figures read over several rounds leave it out)."""
 
     WINDOW_S = 0.05
 
-    def __init__(self) -> None:
+    def __init__(self, aside=contextlib.nullcontext) -> None:
+        self._aside = aside
         self.controls: list[float] = []  # each control's CPU seconds, in order
-        self._control_wall = 0.0
+        self._control_wall = 0.0  # the controls' wall seconds, with their aside
         self._at: list[float] = []  # when each control ended (perf_counter)
         self._rounds_at: list[float] = []  # when each round started
-        self._busy: list[float] = []  # each round's process CPU over its wall seconds
-        self._waits = 0.0  # this thread's voluntary switches in all rounds
-        self._size = 0  # rounds a group (0: not known before the first round ends)
-        self._in_group = 0
+        self._busy: list[float] = []  # each round's group's process CPU over its wall seconds
+        self._waits = 0.0  # this thread's voluntary switches in the closed groups
         self._round_s = 0.0
-        self._started: tuple[float, float, int] | None = None
+        self._group = 0  # rounds since the last control
+        self._last: tuple[float, float, int] | None = None  # the reading that ended it
 
     def _control(self) -> None:
-        start = _reading()
-        run_once()
-        end = _reading()
+        began = _now()
+        with self._aside():
+            start = _reading()
+            self._close_group(start)
+            run_once()
+            end = _reading()
         self.controls.append(end[1] - start[1])
-        self._control_wall += end[0] - start[0]
         self._at.append(end[0])
-        self._in_group = 0
+        self._last = end
+        self._control_wall += _now() - began
+
+    def _close_group(self, now: tuple[float, float, int]) -> None:
+        if self._group and self._last is not None:
+            wall, cpu, waits = (b - a for a, b in zip(self._last, now))
+            self._busy.extend([cpu / wall if wall > 0 else 1.0] * self._group)
+            self._waits += waits
+        self._group = 0
 
     def before(self) -> None:
         if not self.controls:
             self._control()
-        self._started = _reading()
-        self._rounds_at.append(self._started[0])
+        self._rounds_at.append(_now())
 
     def after(self, round_s: float) -> None:
-        if self._started is not None:
-            _, cpu, waits = (b - a for a, b in zip(self._started, _reading()))
-            # over the round's own wall time: a reading is a system call, where the scheduler
-            # tends to switch, so the wall time between the readings also holds waits beside
-            # the round, not the round's
-            self._busy.append(cpu / round_s if round_s > 0 else 1.0)
-            self._waits += waits
-            self._started = None
         self._round_s += max(round_s, 0.0)
-        self._in_group += 1
-        if not self._size:
-            took = max(self._control_wall, 1e-6)
-            self._size = max(1, math.ceil(took / max(MAX_COST * round_s, 1e-9)))
-        if self._in_group >= self._size:
+        self._group += 1
+        if self._control_wall <= MAX_COST * self._round_s:
             self._control()
+
+    def _settle(self) -> None:
+        """The rounds since the last control take the last group's figures: what ran after them
+        (the fixture's statistics, the test's own code) is not theirs. With no group closed (all
+        the rounds took less than a control's worth), they are read now."""
+        if not self._group:
+            return
+        if self._busy:
+            self._busy.extend([self._busy[-1]] * self._group)
+            self._group = 0
+        else:
+            with self._aside():
+                self._close_group(_reading())
 
     def normalisers(self, last: int) -> list[float]:
         """The last ``last`` rounds' normalisers: the mean CPU seconds of the controls that ended
@@ -175,6 +194,7 @@ class Bracket:
         """The record's keys for its last ``last`` rounds (the measured ones), or ``{}``: each
         round's factor (its CPU share over its controls' CPU seconds: a round's wall time by it is
         its CPU time in controls), the typical control's CPU seconds and CPU share, the waits."""
+        self._settle()
         if not last or len(self._busy) < last:
             return {}
         busy = self._busy[-last:]
@@ -229,7 +249,7 @@ def beside(benchmark, aside=contextlib.nullcontext) -> Bracket:
     ``figures`` takes the last rounds). Outside its timer: the samples are the rounds' own.
     ``aside``: a context the bracket's own work runs in (kernel figures read over several rounds
     leave it out)."""
-    bracket = Bracket()
+    bracket = Bracket(aside)
     make_runner, make_stats = benchmark._make_runner, benchmark._make_stats
     made = [False]
 
@@ -243,11 +263,9 @@ def beside(benchmark, aside=contextlib.nullcontext) -> Bracket:
         def run(loops_range, *rest, **timer):
             if not made[0]:
                 return runner(loops_range, *rest, **timer)
-            with aside():
-                bracket.before()
+            bracket.before()
             got = runner(loops_range, *rest, **timer)
-            with aside():
-                bracket.after(got if loops_range else got[0])
+            bracket.after(got if loops_range else got[0])
             return got
 
         return run

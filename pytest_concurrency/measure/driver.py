@@ -145,14 +145,17 @@ class KernelPerRounds:
     (calibration comes before; warm-up rounds, if any, are left out at the end).
 
     A round of a small function lasts microseconds, and a reading costs a few syscalls, so rounds
-    are read in groups of equal size that last ``GROUP_S`` or more (sized on the first round, and
-    small enough to give ``GROUPS`` of them over the rounds it expects); the record's
+    are read in groups of equal size that last ``GROUP_S`` or more (sized on the shortest of the
+    first ``SIZING`` rounds, left out of the groups: under load one round can take a neighbour's
+    milliseconds; of pedantic's given rounds, on the first; and small enough to give ``GROUPS``
+    of them over the rounds it expects); the record's
     ``kernel_round_ops`` says how many calls a group held, for the gates' floors per round.
     ``one_a_round``: every round its own group (the rounds of a side of --concurrency-against are
     paired with the other side's, figure by figure). A trailing group left short is not used."""
 
     GROUP_S = 0.002
     GROUPS = 10
+    SIZING = 3
 
     def __init__(self, benchmark, one_a_round: bool):
         self._rounds = _KernelRounds(enabled=True)
@@ -164,6 +167,7 @@ class KernelPerRounds:
         self._starts: list[int] = []  # each closed group's first call
         self._open: tuple[int, dict, float] | None = None  # (first call, reading, time)
         self._closed = False
+        self._sizing: list[float] = []  # the first rounds' wall seconds, which size the groups
         self._fixture = benchmark
         make_runner, make_stats, pedantic = (
             benchmark._make_runner,
@@ -187,6 +191,15 @@ class KernelPerRounds:
             def run(loops_range, *rest, **timer):
                 if self._calls < 0 or self._closed:
                     return runner(loops_range, *rest, **timer)
+                if not self._size and self._expected is None:
+                    started = time.perf_counter()
+                    try:
+                        return runner(loops_range, *rest, **timer)
+                    finally:
+                        self._calls += 1
+                        self._sizing.append(time.perf_counter() - started)
+                        if len(self._sizing) == self.SIZING:
+                            self._size = self._size_for(min(self._sizing))
                 if self._open is None:
                     self._open = (self._calls, self._rounds.begin(), time.perf_counter())
                 try:
@@ -203,16 +216,18 @@ class KernelPerRounds:
     def _close_group(self) -> None:
         assert self._open is not None  # opened by the call that ends
         first, before, started = self._open
-        if not self._size:
-            took = max(time.perf_counter() - started, 1e-9)
-            b = self._fixture
-            expected = self._expected or max(b._min_rounds, math.ceil(b._max_time / took))
-            wanted = math.ceil(self.GROUP_S / took)
-            self._size = max(1, min(wanted, expected // self.GROUPS))
+        if not self._size:  # pedantic's rounds: on the first
+            self._size = self._size_for(time.perf_counter() - started)
         if self._calls - first >= self._size:
             self._rounds.end(before)
             self._starts.append(first)
             self._open = None
+
+    def _size_for(self, took: float) -> int:
+        took = max(took, 1e-9)
+        b = self._fixture
+        expected = self._expected or max(b._min_rounds, math.ceil(b._max_time / took))
+        return max(1, min(math.ceil(self.GROUP_S / took), expected // self.GROUPS))
 
     @contextlib.contextmanager
     def aside(self):
