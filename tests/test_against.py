@@ -735,6 +735,7 @@ def test_time_against_the_base_beside_a_busy_core_is_not_judged(project):
     assert "pair of sessions 2" not in out  # another pair would be beside it too
 
 
+@pytest.mark.once
 def test_a_bad_spec_is_a_usage_error_before_anything_runs(project):
     result = project.runpytest_subprocess("--benchmark-only", "--concurrency-against=./nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

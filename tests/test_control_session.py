@@ -1,8 +1,13 @@
 """Controls timed beside the rounds in real sessions (measure/control.py): every way a round is
 timed brings one control figure a round, and a baseline saved from them judges the next session
-over them. Two real sessions (~10 s in all on the 2-core machine)."""
+over them. Two real sessions (~10 s in all on the 2-core machine), on one Python: the controls
+are the plugin's own arithmetic around pytest-benchmark's rounds."""
 
 import json
+
+import pytest
+
+pytestmark = pytest.mark.once
 
 SUITE = """
 import threading

@@ -187,6 +187,7 @@ def test_markdown_report_is_written(suite, monkeypatch):
     assert len(regressed_rows) == 1 and "greenlet" in regressed_rows[0], text
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "content, message",
     [
@@ -266,6 +267,7 @@ def test_a_baseline_of_several_sessions_gates_like_one(suite, monkeypatch):
     slow.stdout.fnmatch_lines(["*Gate: 1 regression*", "*nap[[]ms=20] on asyncio*+*%*p=*"])
 
 
+@pytest.mark.once
 def test_save_refuses_to_overwrite_a_file_that_is_not_a_baseline(suite):
     notes = suite.path / "notes.json"
     notes.write_text("my notes\n")

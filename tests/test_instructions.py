@@ -249,6 +249,7 @@ def test_a_plain_benchmark_test_is_counted_in_the_session(pytester):
     assert all(x > 1e4 and x == int(x) for x in bench["stats"]["data"])
 
 
+@pytest.mark.once
 def test_without_valgrind_the_run_stops_before_anything_is_measured(pytester, monkeypatch):
     pytester.makepyfile(test_x="def test_x(concurrency_backend):\n    pass\n")
     empty = pytester.mkdir("empty-bin")
@@ -260,6 +261,7 @@ def test_without_valgrind_the_run_stops_before_anything_is_measured(pytester, mo
     )
 
 
+@pytest.mark.once
 @needs_valgrind
 def test_counting_on_other_hosts_is_refused_with_the_way_that_works(pytester):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
@@ -276,6 +278,7 @@ def test_counting_on_other_hosts_is_refused_with_the_way_that_works(pytester):
     )
 
 
+@pytest.mark.once
 def test_parallel_jobs_are_refused_when_timing(pytester):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest("--concurrency-jobs=2")
@@ -285,6 +288,7 @@ def test_parallel_jobs_are_refused_when_timing(pytester):
     )
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "given, said",
     [("0", "'0' is out of range; allowed: 1 to 25"), ("three", "'three' is not a number")],
@@ -296,6 +300,7 @@ def test_layouts_that_are_not_a_count_are_a_usage_error(pytester, given, said):
     result.stderr.fnmatch_lines([f"*--concurrency-layouts={given}: {said}*"])
 
 
+@pytest.mark.once
 def test_an_unknown_measure_is_a_usage_error(pytester):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest("--concurrency-measure=cycles")
@@ -717,6 +722,7 @@ def test_a_plain_counted_test_warms_up_until_its_count_repeats(pytester):
         )  # a cold call among them: +100% or more
 
 
+@pytest.mark.once
 def test_a_plain_timed_test_keeps_pytest_benchmarks_own_rounds(pytester):
     pytester.makepyfile(
         test_plain="""

@@ -55,6 +55,7 @@ def _ours(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.once
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_killed_launcher_takes_its_worker_and_the_case_it_forked_along():
     """~3 s: a worker (a fork server, its case forked and running for minutes) once outlived
@@ -83,6 +84,7 @@ def test_a_killed_launcher_takes_its_worker_and_the_case_it_forked_along():
     assert not left, f"alive 5 s after the kill: {left} (the worker was {worker})"
 
 
+@pytest.mark.once
 def test_a_lane_outlives_its_cases_until_the_session_ends():
     """~0 s: a worker gets its parent's death signal when the thread that started it ends; a lane
     that ran out of cases must not end while another lane may use the worker it started."""
@@ -101,6 +103,7 @@ def test_a_lane_outlives_its_cases_until_the_session_ends():
     assert lanes <= alive, f"lanes ended before the session: {lanes - alive}"
 
 
+@pytest.mark.once
 def test_a_collect_only_session_writes_no_report_nor_baseline(pytester):
     """~0.5 s: the probe that counted sessions start (launch.py) is a --collect-only of the user's
     command line, and it once wrote the user's report, empty, which a Ctrl-C then left behind."""
@@ -116,6 +119,7 @@ def test_a_collect_only_session_writes_no_report_nor_baseline(pytester):
     assert not (pytester.path / "r.md").exists() and not (pytester.path / "b.json").exists()
 
 
+@pytest.mark.once
 def test_an_interrupted_session_writes_no_history_and_says_which_test_it_stopped_in(pytester):
     """~2 s: pytest-benchmark's --benchmark-autosave and --benchmark-json once saved a run the user had stopped."""
     pytester.makepyfile(
@@ -171,6 +175,7 @@ def test_ctrl_c_then_exit(benchmark):
 """
 
 
+@pytest.mark.once
 def test_a_ctrl_c_in_a_test_is_the_sessions_line_and_not_its_watchers(pytester, watched_session):
     """~3 s: the watcher (roles/watcher.py) shares the session's process group, so a Ctrl-C at a
     terminal reaches it too; it must not say the session's process ended."""
@@ -185,6 +190,7 @@ def test_a_ctrl_c_in_a_test_is_the_sessions_line_and_not_its_watchers(pytester, 
     assert not (pytester.path / "r.md").exists()
 
 
+@pytest.mark.once
 def test_a_watcher_outlives_a_ctrl_c_to_name_a_test_that_then_ended_the_process(
     pytester, watched_session
 ):
@@ -200,6 +206,7 @@ def test_a_watcher_outlives_a_ctrl_c_to_name_a_test_that_then_ended_the_process(
     assert not (pytester.path / "r.md").exists()
 
 
+@pytest.mark.once
 def test_any_session_sweeps_what_killed_sessions_left_in_tmpdir(pytester, monkeypatch):
     """~1 s: only a counted session made (and so swept) a directory; a killed counted session's
     stayed until the next counted one."""
@@ -214,6 +221,7 @@ def test_any_session_sweeps_what_killed_sessions_left_in_tmpdir(pytester, monkey
     assert not dead.exists()
 
 
+@pytest.mark.once
 def test_a_relaunched_counted_session_takes_ctrl_c_only_once_started():
     """~0.5 s: under valgrind, Python's start-up takes 10-20 s, and a Ctrl-C in it was a traceback."""
     code = (
@@ -231,6 +239,7 @@ def test_a_relaunched_counted_session_takes_ctrl_c_only_once_started():
     assert done.stdout.split() == ["True", "True"]
 
 
+@pytest.mark.once
 def test_a_socket_path_too_long_is_one_line_naming_tmpdir(tmp_path):
     """~0 s: a deep TMPDIR made --concurrency-against end in a traceback (AF_UNIX path too long)."""
     deep = tmp_path / ("d" * 100)
@@ -241,6 +250,7 @@ def test_a_socket_path_too_long_is_one_line_naming_tmpdir(tmp_path):
         lockstep.Coordinator(str(deep / "turns.sock"))
 
 
+@pytest.mark.once
 def test_a_fork_server_whose_first_child_failed_is_a_worker_that_did_not_start():
     """~0.2 s: with TMPDIR nearly full, the first child's failure was read as "ready", and every
     reply after it as the one before: a KeyError traceback in each test."""
@@ -263,6 +273,7 @@ def test_a_fork_server_whose_first_child_failed_is_a_worker_that_did_not_start()
         worker.kill()
 
 
+@pytest.mark.once
 def test_counting_with_no_room_in_tmpdir_is_one_line_naming_it(monkeypatch):
     """~0 s: with 64 KiB free, every counted case failed on a cut dump, each with a traceback."""
     monkeypatch.setattr(callgrind, "MIN_FREE_MB", 2**40)
@@ -371,6 +382,7 @@ def pytest_configure(config):
 """
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "conftest, said, baseline_written",
     [
@@ -420,6 +432,7 @@ def test_a_ctrl_c_at_start_up_or_at_the_end_is_one_line_and_status_2(
     assert not (pytester.path / "r.md").exists()
 
 
+@pytest.mark.once
 def test_counted_processes_killed_after_a_ctrl_c_are_one_line(capsys):
     """~1 s: each counted process that had not ended (under valgrind, a start-up ignores Ctrl-C)
     once said the same line."""
@@ -445,6 +458,7 @@ if '"kind":"probe"' in " ".join(sys.argv):  # the launcher is collecting this co
 """
 
 
+@pytest.mark.once
 @needs("valgrind", callgrind.unavailable_reason())
 def test_ctrl_c_while_a_counted_run_collects_its_tests_is_one_line(pytester):
     """~3 s: the launcher's probe (a --collect-only of the command line) once ended in a traceback."""
@@ -563,6 +577,7 @@ def test_sleeps(benchmark):
 """
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "mode, gap",
     [(["--benchmark-only"], 0.2), (["--benchmark-only"], 0.5), (["--concurrency-isolate"], 0.3)],

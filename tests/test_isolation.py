@@ -90,6 +90,7 @@ def _suite(pytester, *workloads):
     pytester.makepyfile(test_cases=CASES_TEST.format(workloads=list(workloads)))
 
 
+@pytest.mark.once
 def test_isolated_hang_fails_that_benchmark_and_the_session_goes_on(pytester):
     _suite(pytester, "misbehaving:HANG", "misbehaving:FINE")
     result = pytester.runpytest_subprocess(
@@ -136,6 +137,7 @@ def test_in_process_deadlock_fails_instead_of_hanging(pytester, spec):
     ), result.stdout.str()
 
 
+@pytest.mark.once
 def test_worker_crash_reports_exit_status_and_stderr(pytester):
     _suite(pytester, "misbehaving:CRASH", "misbehaving:SEGFAULT", "misbehaving:FINE")
     result = pytester.runpytest_subprocess(
@@ -202,6 +204,7 @@ def test_patched_variants_run_the_io_workload_on_stdlib_sockets(pytester):
     )
 
 
+@pytest.mark.once
 def test_isolated_users_tests_that_exit_crash_stall_or_leak_fail_alone(pytester, tmp_path):
     """--concurrency-isolate runs each of a user's plain tests in a child of its own: one that ends
     its process, segfaults, never returns or leaves a thread running is reported, the session goes
@@ -253,6 +256,7 @@ def test_isolated_users_tests_that_exit_crash_stall_or_leak_fail_alone(pytester,
         assert record["extra_info"]["csw_per_op"] is not None  # read in the child, around its calls
 
 
+@pytest.mark.once
 def test_in_process_a_stalled_test_fails_and_a_thread_left_running_is_named(pytester):
     """In the session's process, a test stalled outside ``backend.run`` fails once no run call has
     ended for the silence deadline (1 s timeout: 3.1 s), naming where it waited; one that leaves a
@@ -306,6 +310,7 @@ def test_leaks(benchmark):
 """
 
 
+@pytest.mark.once
 def test_a_suites_own_benchmark_test_that_leaves_a_thread_is_named_and_not_waited_for(pytester):
     """~4 s: a test with only pytest-benchmark's fixture (no model, so no run call to watch) that
     leaves a thread waiting for ever: warned about by name, and the process exits without it."""
@@ -364,6 +369,7 @@ def _report():
 
 # The isolated variant is in the slow tier: once (1 run in ~18 today, py310, under parallel load) its
 # multiprocessing[fork] ring stalled for the whole 120 s timeout in the worker; cause not found yet.
+@pytest.mark.once
 @pytest.mark.parametrize(
     "isolate", [pytest.param(True, marks=pytest.mark.slow), False], ids=["isolated", "in-process"]
 )
@@ -416,6 +422,7 @@ def saved_baseline(tmp_path_factory) -> bytes:
     return (where / "b.json").read_bytes()
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("test, status", [("test_exits", 3), ("test_segfaults", -11)])
 def test_in_process_a_test_that_ends_the_sessions_process_is_named_by_its_watcher(
     pytester, watched_session, saved_baseline, test, status
@@ -460,6 +467,7 @@ def test_segfaults(benchmark):
 """
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "test, isolate, status",
     [("test_exits", False, 3), ("test_exits", True, 3), ("test_segfaults", True, -11)],
@@ -500,6 +508,7 @@ def test_stops(benchmark):
 """
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "args, status",
     [

@@ -238,6 +238,7 @@ def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regr
     assert quiet.failed and quiet.kernel.by_status(REGRESSED)[0].figure == "syscalls"
 
 
+@pytest.mark.once
 def test_a_plain_tests_figures_carry_the_machines_load_as_a_workload_cases_do():
     # 0.3 s of sleeping rounds: long enough for /proc/stat's ticks to tell the load
     from pytest_concurrency import backends
@@ -255,6 +256,7 @@ def test_a_plain_tests_figures_carry_the_machines_load_as_a_workload_cases_do():
     assert isinstance(got["foreign_cpu"], float) and 0.0 <= got["foreign_cpu"] <= os.cpu_count()
 
 
+@pytest.mark.once
 def test_preemptions_are_shown_never_judged_and_the_codes_own_waits_are():
     """An overloaded machine preempts any model: involuntary switches follow the neighbours (a
     counted A/A at load 6 read 14 -> 25 switches per op and failed its build), so they are not

@@ -78,6 +78,7 @@ def test_each_kind_of_leak_in_a_users_test_fails_on_every_model_and_names_where(
     assert not {f for f in found if f[0] in ("c", "list") and f[2].startswith("resident")}, text
 
 
+@pytest.mark.once
 def test_without_asking_a_users_test_has_no_memory_pass_and_a_gate_says_so(pytester):
     pytester.makepyfile(test_plain_leaks=PLAIN_LEAKS)
     args = ("--benchmark-only", "-p", "no:randomly", "test_plain_leaks.py::test_pool[asyncio-c]")
@@ -90,6 +91,7 @@ def test_without_asking_a_users_test_has_no_memory_pass_and_a_gate_says_so(pytes
     assert "had no memory pass" in text and "memory passed" not in text, text
 
 
+@pytest.mark.once
 def test_a_c_library_without_mallinfo2_reads_not_measured_never_passed(pytester):
     pytester.makeconftest(NOT_MEASURED)
     pytester.makepyfile(test_plain_leaks=PLAIN_LEAKS)
@@ -110,6 +112,7 @@ def test_a_c_library_without_mallinfo2_reads_not_measured_never_passed(pytester)
     )
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("marker, expect_leak", [("True", True), ("False", False)])
 def test_the_marker_asks_for_the_pass_per_test(pytester, marker, expect_leak):
     pytester.makepyfile(
@@ -132,6 +135,7 @@ def test_the_marker_asks_for_the_pass_per_test(pytester, marker, expect_leak):
     assert ("(leak)" in text) == expect_leak and result.ret == (1 if expect_leak else 0), text
 
 
+@pytest.mark.once
 def test_a_pass_before_a_counted_session_calls_the_test_only_for_its_rounds(pytester):
     """~4 s, two sessions at full speed: the memory pass's calls belong to the counted session, not
     to a pass that keeps only kernel figures or rounds (roles/counting.py)."""

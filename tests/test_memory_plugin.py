@@ -133,6 +133,7 @@ def test_a_leak_of_cancelled_tasks_fails_the_build_without_a_baseline_on_every_m
     assert f"leaky[end=cancel,tasks=10,wait=get] on {models[0]}: keeps" in report
 
 
+@pytest.mark.once
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("models", MODELS)
 def test_the_same_cancellations_without_the_leak_pass_and_the_report_says_so(pytester, models):

@@ -64,6 +64,7 @@ def test_missing_model_is_skipped_with_its_reason(pytester, monkeypatch):
     result.stdout.fnmatch_lines(["*SKIPPED*uvloop: uvloop not installed (pip install uvloop)*"])
 
 
+@pytest.mark.once
 def test_unknown_backend_is_a_usage_error_listing_valid_ones(pytester):
     pytester.makepyfile(USER_TEST)
     result = pytester.runpytest_subprocess("--concurrency-backends=gevent,gevnt")
@@ -73,6 +74,7 @@ def test_unknown_backend_is_a_usage_error_listing_valid_ones(pytester):
     )
 
 
+@pytest.mark.once
 def test_selection_from_option_and_ini(pytester):
     pytester.makepyfile(USER_TEST)
     pytester.makeini("[pytest]\nconcurrency_backends = threading, asyncio\n")
@@ -83,6 +85,7 @@ def test_selection_from_option_and_ini(pytester):
     result.stdout.fnmatch_lines(["*test_model?asyncio?*PASSED*"])
 
 
+@pytest.mark.once
 def test_marker_narrows_one_test(pytester):
     pytester.makepyfile(
         """
@@ -142,6 +145,7 @@ def test_eventlet_under_warnings_as_errors(pytester):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.once
 @pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="pytest-xdist not installed")
 def test_a_projects_xdist_addopts_are_set_aside_for_a_benchmark_session(pytester):
     """One session: -n in the project's addopts (as many projects have it) neither refuses a
@@ -178,6 +182,7 @@ def test_a_projects_xdist_addopts_stay_for_plain_test_runs(pytester):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     "option, message",
     [
@@ -201,6 +206,7 @@ def test_bad_option_values_are_usage_errors(pytester, option, message):
     assert message in result.stderr.str()
 
 
+@pytest.mark.once
 def test_unknown_workload_in_marker_names_the_valid_ones(pytester):
     pytester.makepyfile(
         """
@@ -219,6 +225,7 @@ def test_unknown_workload_in_marker_names_the_valid_ones(pytester):
     )
 
 
+@pytest.mark.once
 def test_every_option_the_readme_and_the_ci_recipe_use_exists(pytester):
     import re
     from pathlib import Path
@@ -233,6 +240,7 @@ def test_every_option_the_readme_and_the_ci_recipe_use_exists(pytester):
         assert not unknown, f"{doc.name} uses options the plugin lacks: {unknown}"
 
 
+@pytest.mark.once
 def test_refusing_to_save_over_a_file_says_what_to_do_instead(pytester):
     pytester.makepyfile(USER_TEST)
     pytester.path.joinpath("notes.json").write_text("my notes, not JSON\n")

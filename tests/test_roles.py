@@ -49,6 +49,7 @@ def test_a_role_the_plugin_did_not_write_is_refused(text):
         parse(text)
 
 
+@pytest.mark.once
 def test_a_user_who_gives_a_role_gets_a_usage_error(pytester):
     """~1 s: one session that ends at start-up."""
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
@@ -57,6 +58,7 @@ def test_a_user_who_gives_a_role_gets_a_usage_error(pytester):
     result.stderr.fnmatch_lines(["*--concurrency-role=counted: the plugin passes this option*"])
 
 
+@pytest.mark.once
 def test_a_probe_writes_how_many_tests_its_session_measures_in_its_own_process(pytester):
     """~1.5 s: one --collect-only session in the probe's role, as a counted run starts it."""
     pytester.makepyfile(

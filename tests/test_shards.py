@@ -399,6 +399,7 @@ def test_shards_judge_their_part_and_merge_into_the_unsharded_runs_verdicts(pyte
     assert (pytester.path / "m.md").read_text().startswith("## Concurrency benchmarks")
 
 
+@pytest.mark.once
 def test_an_empty_shard_passes_and_says_so(pytester):
     """Cost: 1 real session (~1 s)."""
     pytester.makepyfile(test_bench="def test_one(benchmark):\n    benchmark(sum, range(10))\n")

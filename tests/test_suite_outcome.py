@@ -98,11 +98,16 @@ def _phases(calls) -> list[str]:
     return calls.read_text().split() if calls.exists() else []
 
 
-# ~6 s each: two sessions of two small benchmarks, the second with a second session of each
+# ~6 s each: two sessions of two small benchmarks, the second with a second session of each. In
+# the session's process on every Python (how an event loop's teardown goes differs between them);
+# isolated and with the memory pass once.
 @pytest.mark.parametrize(
     "mode",
-    [(), ("--concurrency-isolate",), ("--concurrency-memory",)],
-    ids=["in-process", "isolate", "memory"],
+    [
+        pytest.param((), id="in-process"),
+        pytest.param(("--concurrency-isolate",), id="isolate", marks=pytest.mark.once),
+        pytest.param(("--concurrency-memory",), id="memory", marks=pytest.mark.once),
+    ],
 )
 def test_a_second_session_is_taken_inside_the_test_and_adds_no_warning(suite, mode):
     pytester, calls = suite
@@ -124,6 +129,7 @@ def test_a_second_session_is_taken_inside_the_test_and_adds_no_warning(suite, mo
     assert "could not be" not in out and "first verdict stands" not in out
 
 
+@pytest.mark.once
 def test_the_second_session_judged_is_the_faster_one_and_is_said(suite):
     """In-process and cheap: the record handed to the session's end (for_suspects)."""
     from pytest_concurrency import remeasure
