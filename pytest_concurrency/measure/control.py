@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import itertools
+import gc
 import resource
 import select
 import statistics
@@ -91,6 +91,19 @@ def _reading() -> tuple[float, float, int]:
     return _now(), time.process_time(), resource.getrusage(_THREAD).ru_nvcsw
 
 
+@contextlib.contextmanager
+def _no_collection():
+    """The garbage collector held off during a control: a collection of the whole heap that a
+    control's allocations happen to trigger is the test's heap's cost, not the machine's speed."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def run_once() -> None:
     """One control, checked: a wrong result means it did not do its work."""
     got = work()
@@ -109,17 +122,22 @@ class Bracket:
     controls divide out (how far apart processes read by each: evidence/control_estimators.py,
     docs/gates/time.md).
 
-    Nothing is read around a round itself: a round of a small function lasts microseconds, as
-    long as the system calls a reading costs, and with a suite's kernel figures on, each reading
-    is read around too. The readings at the controls close a group, the rounds since the last
-    control: its process's CPU seconds over its wall seconds (``busy``: a round's wall time times
-    its group's is its CPU time) and this thread's voluntary context switches (it waited: a lock,
-    a socket, a timer, another thread's work). A control runs once the rounds since the last one
-    took ``1 / MAX_COST`` of the controls' time so far, whatever each round took (a first round
-    slowed by a neighbour sizes nothing). ``aside``: a context each control runs in (kernel
-    figures read over several rounds leave it out)."""
+    Nothing is read around a round itself: a reading costs system calls (13 us here, 80 us more
+    with a suite's kernel figures set aside around it), more than a round of a small function.
+    The readings at the controls close a group, the rounds since the last control: its
+    process's CPU seconds over its wall seconds (its share of a core) and this thread's voluntary
+    context switches (it waited: a lock, a socket, a timer, another thread's work). A round of
+    ``SLICE_S`` or more is stretched by every slice a neighbour takes: its CPU time is its wall
+    time times its group's share (such a round is most of its group). A shorter one mostly runs
+    between two slices, and its wall time is its CPU time; a neighbour's slice makes an outlier,
+    never the median. The shares say whether the process ran on several cores (``scales``). A
+    control runs once the rounds since the last one took ``1 / MAX_COST`` of the controls' time
+    so far, whatever each round took (a first round slowed by a neighbour sizes nothing).
+    ``aside``: a context each control runs in (kernel figures read over several rounds leave it
+    out)."""
 
     WINDOW_S = 0.05
+    SLICE_S = 0.002  # about a scheduler's slice when a neighbour shares the core
 
     def __init__(self, aside=contextlib.nullcontext) -> None:
         self._aside = aside
@@ -127,19 +145,20 @@ class Bracket:
         self._control_wall = 0.0  # the controls' wall seconds, with their aside
         self._at: list[float] = []  # when each control ended (perf_counter)
         self._rounds_at: list[float] = []  # when each round started
-        self._busy: list[float] = []  # each round's group's process CPU over its wall seconds
+        self._busy: list[float] = []  # each round's CPU time over its wall time
+        self._shares: list[float] = []  # each round's group's process CPU over its wall seconds
         self._waits = 0.0  # this thread's voluntary switches in the closed groups
         self._round_s = 0.0
-        self._group = 0  # rounds since the last control
+        self._group: list[float] = []  # the wall seconds of the rounds since the last control
         self._last: tuple[float, float, int] | None = None  # the reading that ended it
 
     def _control(self) -> None:
         began = _now()
-        with self._aside():
+        with self._aside(), _no_collection():
             start = _reading()
-            self._close_group(start)
             run_once()
             end = _reading()
+            self._close_group(start)
         self.controls.append(end[1] - start[1])
         self._at.append(end[0])
         self._last = end
@@ -148,9 +167,13 @@ class Bracket:
     def _close_group(self, now: tuple[float, float, int]) -> None:
         if self._group and self._last is not None:
             wall, cpu, waits = (b - a for a, b in zip(self._last, now))
-            self._busy.extend([cpu / wall if wall > 0 else 1.0] * self._group)
+            self._take(cpu / wall if wall > 0 else 1.0)
             self._waits += waits
-        self._group = 0
+        self._group = []
+
+    def _take(self, share: float) -> None:
+        self._shares.extend([share] * len(self._group))
+        self._busy.extend(share if s >= self.SLICE_S else 1.0 for s in self._group)
 
     def before(self) -> None:
         if not self.controls:
@@ -159,7 +182,7 @@ class Bracket:
 
     def after(self, round_s: float) -> None:
         self._round_s += max(round_s, 0.0)
-        self._group += 1
+        self._group.append(round_s)
         if self._control_wall <= MAX_COST * self._round_s:
             self._control()
 
@@ -169,25 +192,28 @@ class Bracket:
         the rounds took less than a control's worth), they are read now."""
         if not self._group:
             return
-        if self._busy:
-            self._busy.extend([self._busy[-1]] * self._group)
-            self._group = 0
+        if self._shares:
+            self._take(self._shares[-1])
+            self._group = []
         else:
             with self._aside():
                 self._close_group(_reading())
 
     def normalisers(self, last: int) -> list[float]:
-        """The last ``last`` rounds' normalisers: the mean CPU seconds of the controls that ended
-        within ``WINDOW_S`` of each one's start (the nearest ones, before and after, at least)."""
-        sums = [0.0, *itertools.accumulate(self.controls)]
-        out = []
+        """The last ``last`` rounds' normalisers: the median CPU seconds of the controls that ended
+        within ``WINDOW_S`` of each one's start (the nearest ones, before and after, at least). The
+        median: a control a host interrupted, or that waited for memory, is one of many."""
+        out: list[float] = []
+        window: tuple[int, int] | None = None
         for at in self._rounds_at[-last:] if last else ():
             nearest = bisect.bisect_left(self._at, at)  # the first control after the round began
             lo = min(bisect.bisect_left(self._at, at - self.WINDOW_S), max(nearest - 1, 0))
             hi = max(
                 bisect.bisect_right(self._at, at + self.WINDOW_S), min(nearest + 1, len(self._at))
             )
-            out.append((sums[hi] - sums[lo]) / (hi - lo))
+            if (lo, hi) != window:  # a group's rounds share their window
+                window, typical = (lo, hi), statistics.median(self.controls[lo:hi])
+            out.append(typical)
         return out
 
     def figures(self, last: int) -> dict:
@@ -197,13 +223,13 @@ class Bracket:
         self._settle()
         if not last or len(self._busy) < last:
             return {}
-        busy = self._busy[-last:]
+        busy, shares = self._busy[-last:], self._shares[-last:]
         return {
             "control_factor": [
                 float(f"{b / c:.{DIGITS}g}") for b, c in zip(busy, self.normalisers(last))
             ],
             "control_s": statistics.median(self.controls),
-            "control_busy": round(statistics.median(busy), 4),
+            "control_busy": round(statistics.median(shares), 4),
             "control_waits": round(self._waits / len(self._busy), 3),
             "control_version": VERSION,
             "control_cost": round(self._control_wall / self._round_s, 4) if self._round_s else None,
