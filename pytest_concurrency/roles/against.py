@@ -35,12 +35,13 @@ from ..backends import watchdog
 from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
-from . import crash
+from . import counting, crash
 from .argv import head_only_removed
 from .role import AGAINST_INTERRUPTED, SIDE, Role
 from .session import Session
 
 MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
+MIN_ROUND_S = 0.002  # a round's time, at least (pytest-benchmark's --benchmark-min-time)
 INTERRUPT_GRACE_S = 10.0
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
@@ -218,9 +219,16 @@ def _run_pair(
             only=only_file,
             running=pair.running(side),
         )
+        # the base's session (and a later pair's head) writes coverage's data in the run's own
+        # directory: its files and the user's session's must not be combined into each other
+        own = side == lockstep.A or only is not None
         launches[side] = (
             [sys.executable, "-m", "pytest", *argv, *role.argv()],
-            {**env, "PYTHONPATH": _prepend(path, env.get("PYTHONPATH"))},
+            {
+                **env,
+                "PYTHONPATH": _prepend(path, env.get("PYTHONPATH")),
+                **(counting.own_coverage_data(str(directory), f"side-{side}") if own else {}),
+            },
         )
     sides.same_size(launches)
     procs = {}
@@ -522,8 +530,12 @@ class Side(Session):
         super().pytest_sessionstart(session)
         watchdog.take_ctrl_c()  # ignored until now (_side_child)
         bs = getattr(session.config, "_benchmarksession", None)
-        if bs is not None and bs.options.get("min_rounds", 0) < MIN_ROUNDS:
-            bs.options["min_rounds"] = MIN_ROUNDS
+        if bs is not None:
+            bs.options["min_rounds"] = max(bs.options.get("min_rounds") or 0, MIN_ROUNDS)
+            # every round waits for its turn over a socket (tens of microseconds, milliseconds
+            # under load): rounds of microseconds, 200,000 of them a test, took longer than a
+            # suite's faulthandler_timeout. Both sides alike: each round runs the function longer
+            bs.options["min_time"] = max(bs.options.get("min_time") or 0, MIN_ROUND_S)
 
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         """In a later pair of sessions: only the tests it measures again (the same on both sides)."""
