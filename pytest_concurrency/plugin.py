@@ -9,6 +9,7 @@ import pytest
 
 from . import backends, cases, options, plain_tests, roles, settings, sharding, workloads
 from .backends import scratch, watchdog
+from .exit_codes import Exit
 from .roles.session import MARKER, marker_kwarg, measures
 
 EARLY_ROLE = pytest.StashKey["roles.Role | None"]()
@@ -59,7 +60,7 @@ class CtrlCAnywhere:
             line = roles.interrupted(config)  # empty: the session's summary said it
             if line:
                 print(f"\npytest-concurrency: {line}", file=sys.stderr, flush=True)
-            return int(pytest.ExitCode.INTERRUPTED)
+            return Exit.INTERRUPTED
 
 
 def pytest_configure(config):

@@ -9,25 +9,14 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-import pytest
-
 from . import sharding
 from .backends import watchdog
+from .exit_codes import Exit
 from .gate import atomic, baseline, calibrate, history, shards, verdict_file
 from .gate import compare as gate
 from .gate import memory as memory_gate
 from .gate.verdicts import GateResult, MemoryResult
 from .measure import records
-
-# (6, once a baseline too noisy to judge some slowdown, is no longer used: that verdict is
-# inconclusive, named with its advice, and passes, as unchanged code must; pytest's own are 0-5)
-#: The session's exit status when the baseline's counts were measured by another measuring side
-#: (plugin version, its code, Python build, valgrind): no verdict; record the baseline again.
-EXIT_RERECORD_BASELINE = 7
-#: The session's exit status when a gate was asked for (a baseline to judge against or to save,
-#: or a base to run against) and no benchmark was recorded: a gate that judged nothing must not
-#: pass quietly. The line before it says why (``roles.session.Tally``).
-EXIT_NOTHING_JUDGED = 8
 
 
 @dataclass
@@ -53,12 +42,12 @@ class SessionOutcome:
         """What the session exits with (when its tests passed): a failure wins (1), then a gate
         that judged nothing (8), a baseline of another measuring side (7), else 0."""
         if self.failed:
-            return int(pytest.ExitCode.TESTS_FAILED)
-        if self.nothing_judged:
-            return EXIT_NOTHING_JUDGED
+            return Exit.TESTS_FAILED
+        if self.nothing_judged:  # a gate that judged nothing must not pass quietly
+            return Exit.NOTHING_JUDGED
         if self.gate is not None and self.gate.rerecord:
-            return EXIT_RERECORD_BASELINE
-        return int(pytest.ExitCode.OK)
+            return Exit.RERECORD_BASELINE
+        return Exit.OK
 
 
 def finish(
@@ -299,7 +288,7 @@ def show(tr, outcome: SessionOutcome) -> None:
         tr.write_line(f"pytest-concurrency: ERROR: {escape.terminal(line)}", red=True, bold=True)
     if outcome.nothing_judged:
         tr.write_line(
-            f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): "
+            f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): "
             f"{outcome.nothing_judged}",
             red=True,
             bold=True,
@@ -342,4 +331,4 @@ def write_verdicts(session, bs, s, outcome: SessionOutcome, positions, shard, ro
             f"pytest-concurrency: ERROR: the verdicts {s.verdicts} were not written: {why}",
             file=sys.stderr,
         )
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        session.exitstatus = Exit.TESTS_FAILED

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from pytest_concurrency import measure
+from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import baseline, history
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.compare import GateSettings
@@ -886,7 +887,7 @@ def test_the_session_exits_seven_when_the_baseline_must_be_recorded_again():
     outcome = session_end.SessionOutcome(
         records=[], gate=GateResult(rerecord="the measuring side changed")
     )
-    assert outcome.exit_status == session_end.EXIT_RERECORD_BASELINE == 7
+    assert outcome.exit_status == Exit.RERECORD_BASELINE == 7
 
 
 def test_new_and_missing_counted_benchmarks_read_in_instructions_not_seconds():

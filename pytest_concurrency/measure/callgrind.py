@@ -38,6 +38,7 @@ import time
 from typing import NamedTuple
 
 from ..backends import child_env, scratch, watchdog
+from ..exit_codes import Exit
 from ..workloads import _live_memory
 from . import (
     PROFILE_HANDED_OVER,
@@ -217,7 +218,8 @@ def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
             _stop([proc for proc, _ in running])
             return None
         for code, (_, directory) in zip(codes, running):
-            if code < 0 or code > 7:  # not pytest's 0-5 nor our gate's 6-7: valgrind may say why
+            # not pytest's own nor the gate's 7: valgrind may say why
+            if code < 0 or code > Exit.RERECORD_BASELINE:
                 _show_logs(directory)
         return codes
 
@@ -596,7 +598,7 @@ class Callgrind(Instrument):
             text=True,
             preexec_fn=watchdog.with_parent(),
         )
-        read = json.loads(done.stdout) if done.returncode == 0 else {}
+        read = json.loads(done.stdout) if done.returncode == Exit.OK else {}
         for extra in extras:
             path = extra.get("profile_dump")
             if path and path in read:

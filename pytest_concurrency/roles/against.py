@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from ..backends import watchdog
+from ..exit_codes import NOT_RUN, Exit
 from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
@@ -42,6 +43,8 @@ from .session import Session
 
 MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
 INTERRUPT_GRACE_S = 10.0
+#: The head's session ended so, and said why: there is nothing to judge, nor to run again.
+HEAD_SAID_WHY = (Exit.INTERRUPTED, Exit.USAGE_ERROR, Exit.NO_TESTS_COLLECTED)
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
 
@@ -143,11 +146,7 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
     first = _run_pair(s, site, directory / "1", root, lines)
     try:
         again: list = []
-        if first.codes[lockstep.B] not in (
-            pytest.ExitCode.INTERRUPTED,
-            pytest.ExitCode.USAGE_ERROR,
-            pytest.ExitCode.NO_TESTS_COLLECTED,
-        ):
+        if first.codes[lockstep.B] not in HEAD_SAID_WHY:
             again = _again(s, site, directory, root, args, first, cached)
         return _judge(s, spec, site, first, again)
     except KeyboardInterrupt:  # the head's session has ended, and said what it wrote
@@ -157,7 +156,7 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
             file=sys.stderr,
             flush=True,
         )
-        return int(pytest.ExitCode.INTERRUPTED)
+        return Exit.INTERRUPTED
 
 
 class _Pair:
@@ -250,8 +249,10 @@ def _run_pair(
             pair.codes = _wait(procs)
     except KeyboardInterrupt:
         _stop(procs)
-        if only is None and procs.get(lockstep.B) and procs[lockstep.B].returncode == 2:
-            raise SystemExit(2) from None  # the head's session (the run's output) said where
+        head = procs.get(lockstep.B)
+        if only is None and head and head.returncode == Exit.INTERRUPTED:
+            # the head's session (the run's output) said where
+            raise SystemExit(Exit.INTERRUPTED) from None
         raise
     finally:
         _stop(procs)
@@ -393,20 +394,14 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
     from ..session_end import paired_threshold
 
     head_code = first.codes[lockstep.B]
-    if head_code in (
-        pytest.ExitCode.INTERRUPTED,
-        pytest.ExitCode.USAGE_ERROR,
-        pytest.ExitCode.NO_TESTS_COLLECTED,
-    ):
+    if head_code in HEAD_SAID_WHY:
         return head_code  # the head's session said why; there is nothing to judge
     why = _nothing_judged(spec, first)
-    if why is not None and head_code in (0, 7, 8):
-        from ..session_end import EXIT_NOTHING_JUDGED
-
+    if why is not None and head_code in (Exit.OK, Exit.RERECORD_BASELINE, Exit.NOTHING_JUDGED):
         print(
-            f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): against the base: {why}"
+            f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): against the base: {why}"
         )
-        return EXIT_NOTHING_JUDGED
+        return Exit.NOTHING_JUDGED
     errors = []
     for pair in (first, *again):
         errors += pair.errors
@@ -422,7 +417,13 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
                 + "; its log:\n"
                 + _tail(pair.log)
             )
-        elif pair.codes[lockstep.A] not in (0, 1, 5, 7, None):
+        elif pair.codes[lockstep.A] not in (
+            Exit.OK,
+            Exit.TESTS_FAILED,
+            Exit.NO_TESTS_COLLECTED,
+            Exit.RERECORD_BASELINE,
+            None,
+        ):
             errors.append(
                 f"the base side ({spec}) exited {pair.codes[lockstep.A]}; its log:\n"
                 + _tail(pair.log)
@@ -449,8 +450,8 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
     for error in errors:
         print(f"pytest-concurrency: ERROR: {error}")
     failed = bool(errors) or bool(result and result.failed)
-    if head_code in (0, 7) and failed:
-        return int(pytest.ExitCode.TESTS_FAILED)
+    if head_code in (Exit.OK, Exit.RERECORD_BASELINE) and failed:
+        return Exit.TESTS_FAILED
     return head_code
 
 
@@ -460,7 +461,7 @@ def _nothing_judged(spec, first: _Pair) -> str | None:
     if head is not None and not head.get("benchmarks"):
         return head.get("nothing_judged") or "the head's session recorded no benchmark"
     base_code = first.codes.get(lockstep.A)
-    if head is not None and lockstep.A not in first.docs and base_code in (2, 3, 4, 5):
+    if head is not None and lockstep.A not in first.docs and base_code in NOT_RUN:
         lines = _tail(first.log, 200).splitlines()
         said = (
             [line for line in lines if line.startswith(("E   ", "ERROR "))]

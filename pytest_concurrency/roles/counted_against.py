@@ -20,9 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from ..backends import watchdog
+from ..exit_codes import Exit
 from ..gate import baseline
 from ..measure import callgrind, records
 from ..runner import sides
@@ -51,7 +50,7 @@ def run(config, s, spec, site: Path, directory: Path, root: Path, wrote) -> int:
         head_code = _side(*launches["head"], root, None)
     except KeyboardInterrupt:
         print(f"\npytest-concurrency: {AGAINST_INTERRUPTED}", file=sys.stderr, flush=True)
-        return int(pytest.ExitCode.INTERRUPTED)
+        return Exit.INTERRUPTED
     print(
         f"pytest-concurrency: the base side counted in {counted_base:.0f} s, the head in "
         f"{time.monotonic() - started - counted_base:.0f} s",
@@ -101,8 +100,9 @@ def _side(argv: list, env: dict, root: Path, log_dir: Path | None) -> int:
             return proc.wait()
         except KeyboardInterrupt:
             _let_end(proc)
-            if log is None and proc.returncode == pytest.ExitCode.INTERRUPTED:
-                raise SystemExit(2) from None  # the head (the run's output) said where
+            if log is None and proc.returncode == Exit.INTERRUPTED:
+                # the head (the run's output) said where
+                raise SystemExit(Exit.INTERRUPTED) from None
             raise
     finally:
         if log is not None:
@@ -141,27 +141,27 @@ def _sides_line(base_doc: dict, head_doc: dict) -> str:
 def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path, wrote) -> int:
     from ..gate import compare as gate
     from ..report import terminal
-    from ..session_end import EXIT_NOTHING_JUDGED, gate_settings, store
+    from ..session_end import gate_settings, store
 
-    if head_code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR):
+    if head_code in (Exit.INTERRUPTED, Exit.USAGE_ERROR):
         return head_code
     if not files["base"].exists():
         tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
         said = [line for line in tail if line.startswith(("E   ", "ERROR"))] or tail[-1:]
         print(
-            f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): against the base: the "
+            f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): against the base: the "
             f"base side ({spec}) exited {base_code} and counted nothing: "
             f"{(said or ['no output'])[0].strip()}"
         )
-        return EXIT_NOTHING_JUDGED
+        return Exit.NOTHING_JUDGED
     if not files["head"].exists():
-        return head_code or EXIT_NOTHING_JUDGED  # the head's session said why
+        return head_code or Exit.NOTHING_JUDGED  # the head's session said why
     try:
         base_doc = baseline.load(files["base"])
         head_doc = baseline.load(files["head"])
     except baseline.BaselineError as exc:
         print(f"pytest-concurrency: ERROR: {exc}")
-        return int(pytest.ExitCode.TESTS_FAILED)
+        return Exit.TESTS_FAILED
     head = records.from_json(head_doc)
     result = gate.compare(base_doc, head, head_doc["pytest_concurrency"], gate_settings(s))
     print(" counted against the base side ".center(80, "-"))
@@ -178,7 +178,7 @@ def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path, wrot
                 print(f"pytest-concurrency: {line}")
         except baseline.BaselineError as exc:
             print(f"pytest-concurrency: ERROR: {exc}")
-            return int(pytest.ExitCode.TESTS_FAILED)
-    if head_code not in (0, 7):
+            return Exit.TESTS_FAILED
+    if head_code not in (Exit.OK, Exit.RERECORD_BASELINE):
         return head_code
-    return int(pytest.ExitCode.TESTS_FAILED) if result.failed else 0
+    return Exit.TESTS_FAILED if result.failed else Exit.OK

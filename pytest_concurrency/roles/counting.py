@@ -39,6 +39,7 @@ import pytest
 
 from .. import plain_tests
 from ..backends import scratch, watchdog
+from ..exit_codes import Exit
 from ..gate import atomic
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from . import crash
@@ -173,14 +174,14 @@ class Launcher:
                     [counted, *(command for _, command in passes)], str(params.dir)
                 )
                 if codes is None:  # Ctrl-C: each has ended, and the counted session said so
-                    return 2  # pytest's own status for an interrupted session
+                    return Exit.INTERRUPTED
                 _stop_if_crashed(role.running, "the counted session under valgrind", codes[0])
                 for n, ((out, _), code) in enumerate(zip(passes, codes[1:]), 1):
                     _stop_if_crashed(_running(out), f"layout {n}'s counted pass", code)
                 return codes[0]
             except _Crashed as exc:
                 print(exc.args[0], file=sys.stderr, flush=True)
-                return int(pytest.ExitCode.TESTS_FAILED)
+                return Exit.TESTS_FAILED
 
     def _argv(self, where: str, name: str) -> list[str]:
         argv = head_only_removed(self.config.invocation_params.args)
@@ -221,7 +222,7 @@ class Launcher:
             )
         except KeyboardInterrupt:  # run() has killed it; the counted session never starts
             print(INTERRUPTED.format("the pass for kernel figures"), file=sys.stderr, flush=True)
-            raise SystemExit(2) from None  # pytest's own status for an interrupted session
+            raise SystemExit(Exit.INTERRUPTED) from None
         _stop_if_crashed(
             crash.path(where, "kernel"),
             "the pass at full speed for kernel figures",
@@ -515,7 +516,7 @@ class _BeforeSaving:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
         bs = getattr(session.config, "_benchmarksession", None)
-        if bs is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+        if bs is not None and exitstatus != Exit.INTERRUPTED:
             if self.role.layouts:
                 self._join(session.config, bs.benchmarks)
             if not self.interrupted:
@@ -550,7 +551,7 @@ class _BeforeSaving:
             nodeid = crash.crashed(_running(out)) if found is None else None
             if nodeid:
                 self.crashed = f"{nodeid} ended layout {n}'s counted pass"
-            if found is None or found["exitstatus"] != 0:  # its failed tests lack this layout
+            if found is None or found["exitstatus"] != Exit.OK:  # its failed tests lack this layout
                 how = "wrote no rounds" if found is None else f"exited {found['exitstatus']}"
                 self.notes.append(
                     f"layout {n}'s counted pass {how}: its tests were judged on the layouts that "

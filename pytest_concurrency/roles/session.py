@@ -20,6 +20,7 @@ import pytest
 
 from .. import plain_tests, remeasure, session_end, sharding
 from ..backends import watchdog
+from ..exit_codes import Exit
 from ..measure import PROFILE_HERE, kernel
 from ..report import progress
 from ..settings import with_jobs
@@ -290,11 +291,11 @@ class Session:
         if bs is None or session.config.option.collectonly:
             return
         late = self.interrupted_at_the_end()
-        stopped = exitstatus == pytest.ExitCode.INTERRUPTED or self.stop.signum is not None
+        stopped = exitstatus == Exit.INTERRUPTED or self.stop.signum is not None
         if stopped or late:  # what it measured is not a result
             self.close(now=True)
             where = late or (f"in {self.running}" if self.running else "before the first test")
-            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            session.exitstatus = Exit.INTERRUPTED
             self.outcome = session_end.SessionOutcome(
                 [],
                 messages=[f"interrupted {where}: no baseline, report, verdict or rounds written"],
@@ -304,12 +305,12 @@ class Session:
         self.outcome = self.finish(session, bs)
         # 1 for a failure, 7 for a baseline to record again; and a gate that judged
         # nothing says so with its own status, even when pytest ran no test at all (5)
-        quiet = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+        quiet = (Exit.OK, Exit.NO_TESTS_COLLECTED)
         if self.outcome is not None and session.exitstatus in quiet:
             session.exitstatus = self.outcome.exit_status or session.exitstatus
         shard = sharding.of(session.config)
         if shard is not None and shard.empty and session.exitstatus in quiet:
-            session.exitstatus = pytest.ExitCode.OK  # its tests are all in other shards
+            session.exitstatus = Exit.OK  # its tests are all in other shards
         if self.settings.verdicts is not None and self.outcome is not None:
             session_end.write_verdicts(
                 session, bs, self.settings, self.outcome, self.positions, shard, self
