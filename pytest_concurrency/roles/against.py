@@ -50,9 +50,9 @@ BASE_GRACE_S = 300.0
 
 
 #: A Ctrl-C before the head's session said where it found it (installing the base, a side's start-up).
-def refuse(s, config) -> None:
+def refuse(settings, config) -> None:
     """What --concurrency-against cannot pair round by round (yet): a usage error naming the ways out."""
-    if s.isolate:
+    if settings.isolate:
         raise pytest.UsageError(
             "--concurrency-against with --concurrency-isolate: workloads timed in worker processes "
             "are not paired round by round yet; run without --concurrency-isolate, or count both "
@@ -84,28 +84,31 @@ class Orchestrator:
         )
 
 
-def orchestrate(config, s, wrote) -> int:
+def orchestrate(config, settings, wrote) -> int:
     """Install the base side, run both sides in turns, judge the pairs; the run's exit status.
     ``wrote(line)``: a file of the user's was written (counted: the head's side saved)."""
     from . import counted_against
 
-    if s.instrument.machine_bound:  # counted, each side is a whole counted run: nothing refused
-        refuse(s, config)
+    # counted, each side is a whole counted run: nothing refused
+    if settings.instrument.machine_bound:
+        refuse(settings, config)
     root = Path(str(config.invocation_params.dir))
     scratch = sides.run_directory()
     try:
         try:
-            spec = sides.parse(s.against, root)
+            spec = sides.parse(settings.against, root)
             site = sides.install(spec, root, Path(scratch.name), log=lambda m: print(m, flush=True))
             sides.same_length(site).mkdir()  # the head's stand-in for it
         except sides.SideError as exc:
-            raise pytest.UsageError(f"--concurrency-against={s.against}: {exc}") from None
-        if not s.instrument.machine_bound:  # counts need no turns: each side counted whole
-            return counted_against.run(config, s, spec, site, Path(scratch.name), root, wrote)
-        return _run_sides(config, s, spec, site, Path(scratch.name), root)
+            raise pytest.UsageError(f"--concurrency-against={settings.against}: {exc}") from None
+        if not settings.instrument.machine_bound:  # counts need no turns: each side counted whole
+            return counted_against.run(
+                config, settings, spec, site, Path(scratch.name), root, wrote
+            )
+        return _run_sides(config, settings, spec, site, Path(scratch.name), root)
     finally:
-        if s.against_keep:
-            _keep(Path(scratch.name), s.against_keep)
+        if settings.against_keep:
+            _keep(Path(scratch.name), settings.against_keep)
         scratch.cleanup()
 
 
@@ -130,7 +133,7 @@ def _keep(directory: Path, keep: Path) -> None:
             shutil.copyfile(path, target)
 
 
-def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
+def _run_sides(config, settings, spec, site: Path, directory: Path, root: Path) -> int:
     args = list(config.invocation_params.args)
     print(
         f"pytest-concurrency: this code (head) against {spec} (base), round for round in turns; "
@@ -143,12 +146,12 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
     lines = command_lines(
         args, True, _run_cache(directory / "1", cached), users_cache_dir(config) if cached else None
     )
-    first = _run_pair(s, site, directory / "1", root, lines)
+    first = _run_pair(settings, site, directory / "1", root, lines)
     try:
         again: list = []
         if first.codes[lockstep.B] not in HEAD_SAID_WHY:
-            again = _again(s, site, directory, root, args, first, cached)
-        return _judge(s, spec, site, first, again)
+            again = _again(settings, site, directory, root, args, first, cached)
+        return _judge(settings, spec, site, first, again)
     except KeyboardInterrupt:  # the head's session has ended, and said what it wrote
         print(
             "\npytest-concurrency: interrupted after the head's session: no verdict against the "
@@ -184,7 +187,7 @@ class _Pair:
 
 
 def _run_pair(
-    s,
+    settings,
     site: Path,
     directory: Path,
     root: Path,
@@ -197,7 +200,7 @@ def _run_pair(
     directory.mkdir(parents=True)
     pair = _Pair(directory)
     coordinator = lockstep.Coordinator(
-        str(directory / "turns.sock"), stall_s=max(s.timeout or 0, 60.0) * 2
+        str(directory / "turns.sock"), stall_s=max(settings.timeout or 0, 60.0) * 2
     )
     env = dict(os.environ)
     env.setdefault("PYTHONHASHSEED", str(random.randrange(1, 2**32)))  # one seed for both sides
@@ -319,7 +322,7 @@ def command_lines(
 
 
 def _again(
-    s, site: Path, directory: Path, root: Path, args: list, first: _Pair, cached: bool
+    settings, site: Path, directory: Path, root: Path, args: list, first: _Pair, cached: bool
 ) -> list:
     """Further pairs of sessions, one at a time, for the benchmarks whose time is not decided yet:
     two processes of the same code differ by a percent or two for their whole life, so a change
@@ -329,10 +332,11 @@ def _again(
     if len(first.docs) < 2:
         return []
     again: list = []
+    threshold = paired_threshold(settings)
     for number in range(2, paired.MAX_SESSIONS + 1):
         done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
         result = paired.judge(
-            first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=done
+            first.records(lockstep.A), first.records(lockstep.B), threshold, again=done
         )
         keys = set(paired.undecided(result))
         only = sorted(
@@ -354,7 +358,7 @@ def _again(
             flush=True,
         )
         lines = command_lines(args, False, _run_cache(directory / str(number), cached))
-        again.append(_run_pair(s, site, directory / str(number), root, lines, only=only))
+        again.append(_run_pair(settings, site, directory / str(number), root, lines, only=only))
     return again
 
 
@@ -389,7 +393,7 @@ def _stop(procs: dict) -> None:
             proc.wait()
 
 
-def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
+def _judge(settings, spec, site: Path, first: _Pair, again: list) -> int:
     from ..report import terminal
     from ..session_end import paired_threshold
 
@@ -438,15 +442,16 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
         further = [
             (p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2
         ]
+        threshold = paired_threshold(settings)
         result = paired.judge(
-            first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=further
+            first.records(lockstep.A), first.records(lockstep.B), threshold, again=further
         )
         result.sides = paired.sides_line(base_ids, head_ids)
         width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
         for line in terminal.paired_lines(result, width):
             print(line)
-        if s.report_md:
-            _append_report(s.report_md, result)
+        if settings.report_md:
+            _append_report(settings.report_md, result)
     for error in errors:
         print(f"pytest-concurrency: ERROR: {error}")
     failed = bool(errors) or bool(result and result.failed)

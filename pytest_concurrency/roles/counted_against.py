@@ -32,7 +32,7 @@ from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 _NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
 
 
-def run(config, s, spec, site: Path, directory: Path, root: Path, wrote) -> int:
+def run(config, settings, spec, site: Path, directory: Path, root: Path, wrote) -> int:
     """Count the base side, then the head; judge the head's counts against the base's; with
     ``--concurrency-save-baseline``, the head's counts saved there as any counted session's are."""
     args = [a for a in head_only_removed(config.invocation_params.args) if not _side_only(a)]
@@ -56,7 +56,7 @@ def run(config, s, spec, site: Path, directory: Path, root: Path, wrote) -> int:
         f"{time.monotonic() - started - counted_base:.0f} s",
         flush=True,
     )
-    return _judge(s, spec, files, base_code, head_code, directory / "base-side.log", wrote)
+    return _judge(settings, spec, files, base_code, head_code, directory / "base-side.log", wrote)
 
 
 def _side_only(arg: str) -> bool:
@@ -138,7 +138,7 @@ def _sides_line(base_doc: dict, head_doc: dict) -> str:
     return "; ".join(moved) or "the same versions on both sides (the base side's own code first)"
 
 
-def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path, wrote) -> int:
+def _judge(settings, spec, files: dict, base_code: int, head_code: int, log: Path, wrote) -> int:
     from ..gate import compare as gate
     from ..report import terminal
     from ..session_end import gate_settings, store
@@ -163,18 +163,21 @@ def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path, wrot
         print(f"pytest-concurrency: ERROR: {exc}")
         return Exit.TESTS_FAILED
     head = records.from_json(head_doc)
-    result = gate.compare(base_doc, head, head_doc["pytest_concurrency"], gate_settings(s))
+    result = gate.compare(base_doc, head, head_doc["pytest_concurrency"], gate_settings(settings))
     print(" counted against the base side ".center(80, "-"))
     print(f"Sides: {_sides_line(base_doc, head_doc)}")
     print(terminal.render(head, result, every=True))
-    if s.report_md:
+    if settings.report_md:
         from ..report import markdown
 
-        markdown.write(s.report_md, markdown.render(head, result, result.memory))
-        print(f"pytest-concurrency: the verdicts against the base side written to {s.report_md}")
-    if s.save_baseline:  # the head side saved only if every benchmark test passed (session_end)
+        markdown.write(settings.report_md, markdown.render(head, result, result.memory))
+        print(
+            f"pytest-concurrency: the verdicts against the base side written to {settings.report_md}"
+        )
+    # the head side saved only if every benchmark test passed (session_end)
+    if settings.save_baseline:
         try:
-            for line in store(s, head_doc, head, wrote):
+            for line in store(settings, head_doc, head, wrote):
                 print(f"pytest-concurrency: {line}")
         except baseline.BaselineError as exc:
             print(f"pytest-concurrency: ERROR: {exc}")

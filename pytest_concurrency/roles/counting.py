@@ -59,32 +59,32 @@ INTERRUPTED = (
 )
 
 
-def user_session(config, s, base_dir: str | None = None, watched: bool = False):
+def user_session(config, settings, base_dir: str | None = None, watched: bool = False):
     """The role of the process the user started, when it is not a run against a base (or of a
     side of a counted run against the base: ``base_dir`` the base's install, or the head's
     stand-in for it); ``watched``: a session in it has a watcher (watcher.py), as nothing else
     would name a test that ended its process."""
-    if s.instrument.fresh_process:
+    if settings.instrument.fresh_process:
         refuse_other_hosts(config)
-    if s.instrument.needs_launch and not measures_nothing(config):
+    if settings.instrument.needs_launch and not measures_nothing(config):
         # before any process is counted: whichever counts (workers, or the session whole under
         # valgrind) would otherwise compile this package's modules from source, in every process
-        s.instrument.prepare_session()
+        settings.instrument.prepare_session()
         if tests_measured_here(config, base_dir).here:
-            return Launcher(config, s, base_dir)
-    return Session(config, s, watched=watched)
+            return Launcher(config, settings, base_dir)
+    return Session(config, settings, watched=watched)
 
 
-def child(config, s, role: Role):
+def child(config, settings, role: Role):
     """The role of a process a ``Launcher`` started."""
     if role.kind == PROBE:
-        return Probe(config, s, role)
+        return Probe(config, settings, role)
     if role.kind == KERNEL_PASS:
-        return KernelPass(config, s, role)
+        return KernelPass(config, settings, role)
     if role.kind == LAYOUT_PASS:
-        return LayoutPass(config, s, role)
+        return LayoutPass(config, settings, role)
     assert role.kind == COUNTED, role
-    return Counted(config, s, role)
+    return Counted(config, settings, role)
 
 
 def measures_nothing(config) -> bool:
@@ -147,9 +147,9 @@ class Launcher:
         self.base_dir = base_dir
 
     def main(self) -> int:
-        config, s = self.config, self.settings
+        config, settings = self.config, self.settings
         print(
-            f"pytest-concurrency: counting {s.instrument.kind}: a benchmark test measured in this "
+            f"pytest-concurrency: counting {settings.instrument.kind}: a benchmark test measured in this "
             "process makes the session run again under valgrind (callgrind, about 30-50x slower "
             "than timing; only the rounds are counted)",
             flush=True,
@@ -160,7 +160,7 @@ class Launcher:
         ) as where:
             try:
                 kernel_file = self._kernel(where)
-                passes = self._layouts(where, s.layouts)
+                passes = self._layouts(where, settings.layouts)
                 role = Role(
                     COUNTED,
                     base_dir=self.base_dir,
