@@ -784,8 +784,8 @@ def test_counts_that_changed_restart_at_once():
 def test_a_wide_session_beside_ones_that_repeat_exactly_is_named_without_error():
     from pytest_concurrency.gate import sessions
 
-    steady = history.Session([1.0] * 6, None)
-    wide = history.Session([0.5, 0.8, 0.95, 1.05, 1.5, 2.0], None)
+    steady = history.BaselineSession([1.0] * 6, None)
+    wide = history.BaselineSession([0.5, 0.8, 0.95, 1.05, 1.5, 2.0], None)
     assert sessions.disturbed([wide, steady, steady], 0.07) == {
         0: "its rounds spread 70%, far beyond the other sessions' 0%"
     }

@@ -39,7 +39,7 @@ from ..runner import lockstep, sides
 from . import crash
 from .argv import head_only_removed
 from .role import AGAINST_INTERRUPTED, SIDE, Role
-from .session import Session
+from .session import MeasuringSession
 
 MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
 INTERRUPT_GRACE_S = 10.0
@@ -499,7 +499,7 @@ def _tail(path: Path, lines: int = 20) -> str:
 # -- in each side's session --------------------------------------------------------------------------
 
 
-class Side(Session):
+class Side(MeasuringSession):
     """One side's session: its rounds take turns with the other side's (runner/lockstep.py), and
     at its end it writes them, with what it imported, for the ``Orchestrator`` to judge."""
 
@@ -519,7 +519,7 @@ class Side(Session):
     def pytest_runtest_logfinish(self, nodeid, location) -> None:
         self.in_progress.done()
 
-    @pytest.hookimpl(tryfirst=True)  # as Session's: before xdist starts workers
+    @pytest.hookimpl(tryfirst=True)  # as MeasuringSession's: before xdist starts workers
     def pytest_configure(self, config) -> None:
         refuse(self.settings, config)
         super().pytest_configure(config)

@@ -1,7 +1,7 @@
 """The processes of a counted run (``--concurrency-measure=instructions``).
 
 Workload cases are counted in worker processes started under valgrind, so a session that has
-only those runs at full speed (``Session``). A plain ``benchmark`` test is measured in the
+only those runs at full speed (``MeasuringSession``). A plain ``benchmark`` test is measured in the
 session's own process: a run with one becomes a ``Launcher``, which starts, in turn,
 
 * a ``Probe``: the command line collected at full speed (about a second), to learn whether any
@@ -45,7 +45,7 @@ from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layo
 from . import crash
 from .argv import head_only_removed
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
-from .session import Session, no_xdist, nothing_saved_by_pytest_benchmark
+from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
 
 #: How long the kernel pass times each test (pytest-benchmark's ``--benchmark-max-time``, 1 s by
 #: default): its figures are per call, read in ten groups of rounds or more lasting 2 ms each
@@ -72,7 +72,7 @@ def user_session(config, settings, base_dir: str | None = None, watched: bool = 
         settings.instrument.prepare_session()
         if tests_measured_here(config, base_dir).here:
             return Launcher(config, settings, base_dir)
-    return Session(config, settings, watched=watched)
+    return MeasuringSession(config, settings, watched=watched)
 
 
 def child(config, settings, role: Role):
@@ -391,7 +391,7 @@ def _skipped(item) -> bool:
         return False
 
 
-class _Pass(Session):
+class _Pass(MeasuringSession):
     """A pass before the counted session: only the tests measured in the session's process, no
     xdist workers (pytest-benchmark switches itself off in them); at its end it writes what it
     found for each test, by pytest-benchmark's name for it, to ``role.out``."""
@@ -452,7 +452,7 @@ class LayoutPass(_Pass):
         return {b.fullname: list(b.stats.data) for b in ran if b.stats.data}
 
 
-class Counted(Session):
+class Counted(MeasuringSession):
     """The user's session run again under valgrind by a ``Launcher``."""
 
     profiles = PROFILE_HANDED_OVER  # read at full speed at the end (``_BeforeSaving``)

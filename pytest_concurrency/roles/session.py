@@ -1,6 +1,6 @@
 """The measuring session: a pytest session whose benchmarks the plugin measures and judges.
 
-``Session`` is the user's session when it measures in its own process (time, or counted in
+``MeasuringSession`` is the user's session when it measures in its own process (time, or counted in
 workers), and the base of the roles that are sessions too: the passes and the counted session
 (counting.py) and the sides of --concurrency-against (against.py). Its hooks, in pytest's order:
 configure (read the baseline now: a bad one must not cost a whole run first), session start
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 MARKER = "concurrency"
 
 
-class Session:
+class MeasuringSession:
     """The role of a session that measures: it holds the session's state, not module globals."""
 
     #: Whether users' tests get the memory pass here (a pass before a counted session runs only
