@@ -23,9 +23,10 @@ from pathlib import Path
 from ..backends import watchdog
 from ..exit_codes import Exit
 from ..gate import baseline
-from ..measure import callgrind, records
+from ..measure import records
 from ..runner import sides
 from .argv import head_only_removed
+from .counting import INTERRUPT_GRACE_S
 from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 
 #: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
@@ -111,13 +112,13 @@ def _side(argv: list, env: dict, root: Path, log_dir: Path | None) -> int:
 
 def _let_end(proc) -> None:
     """After a Ctrl-C: the side, in this process group, got it too, and ends as a counted run does
-    (its counted sessions get ``callgrind.INTERRUPT_GRACE_S``), removing what it made in TMPDIR; a
+    (its counted sessions get ``counting.INTERRUPT_GRACE_S``), removing what it made in TMPDIR; a
     Ctrl-C sent to this process alone is forwarded once it is clear the side did not get it."""
     for forward in (False, True):
         if forward:
             proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(callgrind.INTERRUPT_GRACE_S + 5)
+            proc.wait(INTERRUPT_GRACE_S + 5)
             return
         except subprocess.TimeoutExpired:
             continue

@@ -25,10 +25,12 @@ then have no kernel figures ("not measured"), or fewer layouts.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -169,8 +171,8 @@ class Launcher:
                     layouts=tuple(out for out, _ in passes),
                     running=crash.path(where, "counted"),
                 )
-                counted = callgrind.Command(["-m", "pytest", *params.args, *role.argv()], {}, None)
-                codes = callgrind.run_sessions(
+                counted = Command(["-m", "pytest", *params.args, *role.argv()], {}, None)
+                codes = run_sessions(
                     [counted, *(command for _, command in passes)], str(params.dir)
                 )
                 if codes is None:  # Ctrl-C: each has ended, and the counted session said so
@@ -243,7 +245,7 @@ class Launcher:
         )
         return out
 
-    def _layouts(self, where: str, count: int) -> list[tuple[str, callgrind.Command]]:
+    def _layouts(self, where: str, count: int) -> list[tuple[str, Command]]:
         """Layouts 1 to ``count - 1``: (rounds file, command) of each pass, its lock taken."""
         passes = []
         for n in range(1, count):
@@ -258,7 +260,7 @@ class Launcher:
             )
             argv = [*layouts.pytest_argv(n), *self._argv(where, f"layout{n}"), *role.argv()]
             env = own_coverage_data(where, f"layout{n}")
-            passes.append((out, callgrind.Command(argv, env, _log(out), (_held(out),))))
+            passes.append((out, Command(argv, env, _log(out), (_held(out),))))
         if passes:
             print(
                 f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} beside "
@@ -266,6 +268,119 @@ class Launcher:
                 flush=True,
             )
         return passes
+
+
+# -- the counted processes, side by side under valgrind --------------------------------------
+
+
+INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end by itself
+
+#: A counted session runs 30-50x slower than the project's own ``faulthandler_timeout`` expects
+#: (aiohttp's: 30 s), and when it fires, faulthandler's thread dumps every thread's traceback: its
+#: instructions are counted in whatever round is running, and under valgrind the dump read a frame
+#: being torn down and took the process down with SIGSEGV (a layout pass of aiohttp's benchmarks).
+QUIET_FAULTHANDLER = ["-o", "faulthandler_timeout=0"]
+
+
+class Command(NamedTuple):
+    """One pytest command line for ``run_sessions``."""
+
+    argv: list[str]
+    env: dict  # added to this process's environment
+    log: str | None  # where its output goes; None: this terminal
+    fds: tuple[int, ...] = ()  # handed to this process alone, and closed here once it started
+
+
+def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
+    """Run pytest command lines counted, side by side. Their exit statuses; None after a Ctrl-C,
+    forwarded to each, once all have ended (``_stop``).
+
+    Each dies with this process (PR_SET_PDEATHSIG on Linux): ``kill -9`` of the launcher once
+    left a counted session running, and it wrote its baseline a minute later. Each runs in a
+    session of its own, so a Ctrl-C reaches it exactly once, forwarded from here, and it ends
+    with pytest's own summary."""
+    # -W, -X, -O... as given to this python
+    from subprocess import _args_from_interpreter_flags  # type: ignore[attr-defined]
+
+    callgrind.prepare()
+    with contextlib.ExitStack() as stack:
+        running = []
+        for argv, added, log, fds in commands:
+            directory = stack.enter_context(
+                tempfile.TemporaryDirectory(
+                    prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True
+                )
+            )
+            env = {**callgrind.counted_env(dict(os.environ), directory), **added}
+            out = stack.enter_context(open(log, "w", encoding="utf-8")) if log else None
+            full = callgrind.command(
+                [sys.executable, *_args_from_interpreter_flags(), *argv, *QUIET_FAULTHANDLER],
+                directory,
+            )
+            running.append(
+                (
+                    subprocess.Popen(
+                        full,
+                        cwd=cwd,
+                        env=env,
+                        stdout=out,
+                        stderr=out and subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=_counted_child(),
+                        pass_fds=fds,
+                    ),
+                    directory,
+                )
+            )
+            for fd in fds:  # the child's alone now: a lock it holds ends with it
+                os.close(fd)
+        try:
+            codes = [proc.wait() for proc, _ in running]
+        except KeyboardInterrupt:
+            _stop([proc for proc, _ in running])
+            return None
+        for code, (_, directory) in zip(codes, running):
+            # not pytest's own nor the gate's 7: valgrind may say why
+            if code < 0 or code > Exit.RERECORD_BASELINE:
+                callgrind.show_logs(directory)
+        return codes
+
+
+def _stop(procs: list) -> None:
+    """Forward a Ctrl-C to each, and kill those that have not ended ``INTERRUPT_GRACE_S`` later
+    (still starting under valgrind, where they ignore it: ``_counted_child``)."""
+    for proc in procs:
+        proc.send_signal(signal.SIGINT)
+    until = time.monotonic() + INTERRUPT_GRACE_S
+    killed = 0
+    for proc in procs:
+        try:
+            proc.wait(max(0.0, until - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            killed += 1
+    if killed:  # those killed say nothing: this is the line that does, once
+        them = f"{killed} counted processes" if killed > 1 else "a counted process"
+        print(
+            f"\npytest-concurrency: interrupted: {them} under valgrind had not ended "
+            f"{INTERRUPT_GRACE_S:g} s after the Ctrl-C (a start-up ignores it) and "
+            f"{'were' if killed > 1 else 'was'} killed; no baseline, report, verdict or rounds written",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _counted_child():
+    """The relaunched session's ``preexec_fn``: it dies with the launcher, and ignores Ctrl-C until
+    the session has started (``watchdog.take_ctrl_c``)."""
+    return watchdog.with_parent(also=watchdog.ctrl_c_ignored)
+
+
+def launcher_gone(launcher: int) -> bool:
+    """Whether the process that started this counted session (pid ``launcher``) is no longer its
+    parent: killed, so what this session measured must not become a result."""
+    return os.getppid() != launcher
 
 
 def own_coverage_data(where: str, name: str) -> dict:
@@ -483,7 +598,7 @@ class Counted(MeasuringSession):
         refused = super().may_save()
         if refused:
             return refused
-        if self.role.launcher is not None and callgrind.launcher_gone(self.role.launcher):
+        if self.role.launcher is not None and launcher_gone(self.role.launcher):
             return "the run that started this counted session is gone (killed)"
         if self.layouts.crashed:  # the launcher stops the run on it: nothing of it is written
             return self.layouts.crashed
@@ -526,7 +641,7 @@ class _BeforeSaving:
     def _join(self, config, benchmarks) -> None:
         try:
             while not all(map(_ended, self.role.layouts)):
-                if self.role.launcher is not None and callgrind.launcher_gone(self.role.launcher):
+                if self.role.launcher is not None and launcher_gone(self.role.launcher):
                     return  # killed: nothing of this session becomes a result (may_save)
                 time.sleep(self.POLL_S)
         except KeyboardInterrupt:  # forwarded by the launcher, which stops the passes too
