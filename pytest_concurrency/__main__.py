@@ -19,13 +19,12 @@ import shutil
 import sys
 
 from .backends.base import ConcurrencyError
+from .exit_codes import Exit
 from .gate import merge as merge_gate
 from .gate import verdicts as V
 from .measure.records import Record, from_json
 from .report import tables
 from .report.plot import PlotError
-
-USAGE_ERROR = 2
 
 
 class InputError(Exception):
@@ -139,9 +138,9 @@ def parser() -> argparse.ArgumentParser:
         description="Render the comparison tables from saved pytest-benchmark JSON files written by "
         "a pytest-concurrency run, without re-running. With two files, B is compared against "
         "baseline A: change per benchmark, and the gate's verdict when A is a baseline "
-        "(--concurrency-save-baseline); memory leaks are reported from one file too. Exit status: 0 rendered, "
-        "1 regression or memory leak found, or comparison "
-        "refused, 2 usage error or unreadable file.",
+        "(--concurrency-save-baseline); memory leaks are reported from one file too. Exit status: "
+        f"{Exit.OK} rendered, {Exit.TESTS_FAILED} regression or memory leak found, or comparison "
+        f"refused, {Exit.TOOL_USAGE} usage error or unreadable file.",
     )
     r.add_argument(
         "files", nargs="+", metavar="FILE.json", help="A.json, or A.json B.json (baseline, current)"
@@ -186,8 +185,8 @@ def parser() -> argparse.ArgumentParser:
         "merge --verdicts SHARD.json...: the shards' verdict files (--concurrency-verdicts) as one "
         "run's summary, markdown report and exit status. Refused, in one line: files of another "
         f"version, Python or architecture (for time, of another machine at all): exit "
-        f"{merge_gate.EXIT_MISMATCH}; the same shard twice, shards of different splits, a shard "
-        f"missing: exit {merge_gate.EXIT_COVERAGE}; an unreadable file: exit 2.",
+        f"{Exit.MERGE_MISMATCH}; the same shard twice, shards of different splits, a shard "
+        f"missing: exit {Exit.MERGE_COVERAGE}; an unreadable file: exit {Exit.TOOL_USAGE}.",
     )
     m.add_argument("files", nargs="+", metavar="FILE.json")
     m.add_argument(
@@ -249,7 +248,7 @@ def merge(args) -> int:
     print(
         f"baseline with {len(doc['benchmarks'])} benchmarks from {len(inputs)} shards written to {out}"
     )
-    return 0
+    return Exit.OK
 
 
 def _is_shard_baseline(path: str) -> bool:
@@ -263,7 +262,6 @@ def _is_shard_baseline(path: str) -> bool:
 
 
 def merge_verdicts(args) -> int:
-    from . import session_end
     from .gate import verdict_file
     from .report import terminal
 
@@ -273,11 +271,7 @@ def merge_verdicts(args) -> int:
             files.append((path, verdict_file.read(path)))
         except verdict_file.VerdictFileError as exc:
             raise InputError(str(exc)) from None
-    exits = {
-        "nothing_judged": session_end.EXIT_NOTHING_JUDGED,
-        "rerecord": session_end.EXIT_RERECORD_BASELINE,
-    }
-    merged = merge_gate.verdicts(files, exits)
+    merged = merge_gate.verdicts(files)
     width = args.width or shutil.get_terminal_size((80, 24)).columns
     print(
         terminal.render(
@@ -287,7 +281,7 @@ def merge_verdicts(args) -> int:
     for line in merged.errors:
         print(f"ERROR: {line}")
     if merged.nothing_judged:
-        print(f"NOTHING JUDGED (exit {session_end.EXIT_NOTHING_JUDGED}): {merged.nothing_judged}")
+        print(f"NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): {merged.nothing_judged}")
     if args.markdown:
         from .report import markdown
 
@@ -321,7 +315,7 @@ def report(args) -> int:
         from .report import markdown
 
         print(markdown.render_matrix(recs), end="")
-        return 1 if failed else 0
+        return Exit.TESTS_FAILED if failed else Exit.OK
     width = args.width or shutil.get_terminal_size((80, 24)).columns
     print(terminal.render(recs, gate, width=width, color=args.color, memory=memory))
     if args.markdown:
@@ -334,7 +328,7 @@ def report(args) -> int:
 
         paths = plot.write(args.plot, recs)
         print(f"{len(paths)} charts written to {args.plot}")
-    return 1 if failed else 0
+    return Exit.TESTS_FAILED if failed else Exit.OK
 
 
 def main(argv=None) -> int:
@@ -351,16 +345,16 @@ def main(argv=None) -> int:
         from .report import escape
 
         print(f"error: {escape.terminal(str(exc))}", file=sys.stderr)
-        return USAGE_ERROR
+        return Exit.TOOL_USAGE
     except BrokenPipeError:  # output piped into `head`: not an error of ours
         sys.stdout = open(os.devnull, "w")
-        return 0
+        return Exit.OK
     except OSError as exc:  # an output path that cannot be written (UnsafeLink: a whole sentence)
         if not exc.strerror:
             print(f"error: {exc}", file=sys.stderr)
-            return USAGE_ERROR
+            return Exit.TOOL_USAGE
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-        return USAGE_ERROR
+        return Exit.TOOL_USAGE
 
 
 if __name__ == "__main__":

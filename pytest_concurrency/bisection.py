@@ -36,10 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-EXIT_FOUND = 0
-EXIT_USAGE = 2
-EXIT_NOTHING_CROSSED = 12  # the bad end is not regressed against the good end
-EXIT_END_BROKEN = 13  # an end does not build, install or collect: nothing to compare with
+from .exit_codes import NOT_RUN, Exit
 
 _TAIL = 6  # lines of a skipped step's output shown
 
@@ -47,7 +44,7 @@ _TAIL = 6  # lines of a skipped step's output shown
 class BisectError(Exception):
     """One line, and the exit status it ends with."""
 
-    def __init__(self, line: str, code: int = EXIT_USAGE):
+    def __init__(self, line: str, code: int = Exit.TOOL_USAGE):
         super().__init__(line)
         self.code = code
 
@@ -284,7 +281,7 @@ class Search:
         ]
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
         output = done.stdout + done.stderr
-        if not os.path.exists(out) or done.returncode in (2, 3, 4, 5):
+        if not os.path.exists(out) or done.returncode in NOT_RUN:
             return Step(
                 i,
                 "skipped",
@@ -292,7 +289,7 @@ class Search:
             )
         v = verdict_file.read(out)
         if good:
-            if v.exit_status != 0 or not os.path.exists(self.baseline):
+            if v.exit_status != Exit.OK or not os.path.exists(self.baseline):
                 return Step(
                     i, "skipped", why=f"did not run clean (exit {v.exit_status}): {_tail(output)}"
                 )
@@ -357,7 +354,7 @@ def search(s: Search, each: bool = False) -> list[Finding]:
     if s.run(0).status != "saved":
         raise BisectError(
             f"the good end {s.points[0].name} did not build or collect: {s.steps[0].why}",
-            EXIT_END_BROKEN,
+            Exit.END_BROKEN,
         )
     if each:
         s.run(n)
@@ -367,14 +364,14 @@ def search(s: Search, each: bool = False) -> list[Finding]:
     if hi == n + 1 and s.steps.get(n, Step(n, "skipped", why="not counted")).status == "skipped":
         raise BisectError(
             f"the bad end {s.points[n].name} did not build or collect: {s.steps.get(n, Step(n, '')).why}",
-            EXIT_END_BROKEN,
+            Exit.END_BROKEN,
         )
     keys = sorted({k for st in s.steps.values() for k in st.regressed})
     if not keys:
         raise BisectError(
             f"nothing crossed the threshold from {s.points[0].name} to {s.points[n].name}: the bad end "
             f"counts as the good end does (is the good end already slow? give an earlier --good)",
-            EXIT_NOTHING_CROSSED,
+            Exit.NOTHING_CROSSED,
         )
     found = []
     for key in keys:
@@ -407,8 +404,9 @@ def add_parser(sub) -> None:
         "in a git checkout: one worktree, your tree untouched) or release (--versions "
         "'pkg==A..pkg==B', from the index) where each benchmark regressed against it, in about "
         "log2(N) counted runs. Everything after -- is pytest's command line, e.g. -- tests/perf "
-        f"--benchmark-only. Exit status: 0 found; {EXIT_NOTHING_CROSSED} nothing crossed the "
-        f"threshold at the bad end; {EXIT_END_BROKEN} an end does not build or collect; 2 usage.",
+        f"--benchmark-only. Exit status: {Exit.OK} found; {Exit.NOTHING_CROSSED} nothing crossed "
+        f"the threshold at the bad end; {Exit.END_BROKEN} an end does not build or collect; "
+        f"{Exit.TOOL_USAGE} usage.",
     )
     b.add_argument("--good", metavar="REV", help="a commit without the regression")
     b.add_argument("--bad", metavar="REV", help="a later commit with it")
@@ -490,7 +488,7 @@ def _run(history, args) -> int:
         + (f"; skipped: {', '.join(skipped)}" if skipped else "")
     )
     _write_json(args.json, s, found, "")
-    return EXIT_FOUND
+    return Exit.OK
 
 
 def _write_json(path: str | None, s: Search, found: list[Finding], error: str) -> None:

@@ -124,12 +124,12 @@ def _ahead_key(spec: str, case: Case) -> tuple:
     return (spec, case.workload, records.params_id(case.params))
 
 
-def measure_ahead(pool, items, s):
-    """Submit every selected seed-style case to run ``s.jobs`` at a time; its test picks the
+def measure_ahead(pool, items, settings):
+    """Submit every selected seed-style case to run ``settings.jobs`` at a time; its test picks the
     result up when pytest reaches it. Anything not plainly runnable is left to its test."""
     from .runner import isolate
 
-    ahead = isolate.Ahead(pool, s.jobs)
+    ahead, instrument = isolate.Ahead(pool, settings.jobs), settings.instrument
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         case, spec = params.get("concurrency_case"), params.get("concurrency_backend")
@@ -145,10 +145,10 @@ def measure_ahead(pool, items, s):
             backend = backends.load(spec)
         except backends.Unsupported:
             continue
-        made, reason = on(case, backend, s)
-        if reason or s.instrument.unsupported(backend) or backend.unsupported_measure(s.instrument):
+        made, reason = on(case, backend, settings)
+        if reason or instrument.unsupported(backend) or backend.unsupported_measure(instrument):
             continue
         workloads.prepare(made.workload, case.params)  # in this process, before any worker starts
-        ahead.submit(_ahead_key(spec, case), spec, isolate.request(made), s.timeout)
+        ahead.submit(_ahead_key(spec, case), spec, isolate.request(made), settings.timeout)
     ahead.start()
     return ahead

@@ -86,14 +86,14 @@ def is_plain(names: Collection[str]) -> bool:
     )
 
 
-def runs_apart(item, s) -> bool:
+def runs_apart(item, settings) -> bool:
     """Whether the test's call runs in a child forked for it (``--concurrency-isolate``; see
     runner/forked.py). Not when counted (the session already runs under valgrind) nor as a side of
     ``--concurrency-against`` (its turns are taken from the session's process)."""
     return (
-        s.isolate
-        and not s.instrument.fresh_process
-        and not s.paired
+        settings.isolate
+        and not settings.instrument.fresh_process
+        and not settings.paired
         and hasattr(os, "waitid")  # Linux, BSD
         and is_plain(item.fixturenames)
     )

@@ -7,9 +7,11 @@ import sys
 
 import pytest
 
-from . import backends, cases, options, plain_tests, roles, settings, sharding, workloads
+from . import backends, cases, options, plain_tests, roles, sharding, workloads
 from .backends import scratch, watchdog
+from .exit_codes import Exit
 from .roles.session import MARKER, marker_kwarg, measures
+from .settings import Settings, SettingsError, from_config, parse_backends
 
 EARLY_ROLE = pytest.StashKey["roles.Role | None"]()
 
@@ -31,17 +33,17 @@ def pytest_cmdline_main(config):
     of a session (a launcher, a run against a base) returns the run's exit status here."""
     given = config.stash.get(EARLY_ROLE, None)
     try:
-        s = settings.from_config(config, paired=given is not None and given.kind == roles.SIDE)
-    except settings.SettingsError as exc:
+        settings = from_config(config, paired=given is not None and given.kind == roles.SIDE)
+    except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if s.verdicts is not None and s.against and given is None:
+    if settings.verdicts is not None and settings.against and given is None:
         raise pytest.UsageError(
             "--concurrency-verdicts: not written against the base yet (its verdicts are the "
             "orchestrator's); use --concurrency-report-md there, or a stored baseline"
         )
-    role = roles.register(config, given, s)
-    if s.shard is not None:
-        config.pluginmanager.register(sharding.Selector(s.shard, measures), sharding.NAME)
+    role = roles.register(config, given, settings)
+    if settings.shard is not None:
+        config.pluginmanager.register(sharding.Selector(settings.shard, measures), sharding.NAME)
     main = getattr(role, "main", None)
     return main() if main is not None else None
 
@@ -59,7 +61,7 @@ class CtrlCAnywhere:
             line = roles.interrupted(config)  # empty: the session's summary said it
             if line:
                 print(f"\npytest-concurrency: {line}", file=sys.stderr, flush=True)
-            return int(pytest.ExitCode.INTERRUPTED)
+            return Exit.INTERRUPTED
 
 
 def pytest_configure(config):
@@ -74,14 +76,14 @@ def pytest_configure(config):
 
 
 def pytest_generate_tests(metafunc):
-    s = roles.of(metafunc.config).settings
+    settings = roles.of(metafunc.config).settings
     if "concurrency_case" in metafunc.fixturenames:
         chosen = marker_kwarg(metafunc.definition, "workloads") or workloads.names()
         try:
             found = [
                 cases.Case(name, params)
                 for name in chosen
-                for params in workloads.get(name).cases(s.scale)
+                for params in workloads.get(name).cases(settings.scale)
             ]
         except (KeyError, ImportError, AttributeError) as exc:
             raise pytest.UsageError(
@@ -89,33 +91,33 @@ def pytest_generate_tests(metafunc):
             ) from None
         metafunc.parametrize("concurrency_case", [pytest.param(c, id=c.id) for c in found])
     if "concurrency_backend" in metafunc.fixturenames:
-        specs = _selected_backends(metafunc.definition, s)
+        specs = _selected_backends(metafunc.definition, settings)
         metafunc.parametrize(
             "concurrency_backend",
-            [pytest.param(spec, id=spec, marks=_skip_marks(spec, s)) for spec in specs],
+            [pytest.param(spec, id=spec, marks=_skip_marks(spec, settings)) for spec in specs],
             indirect=True,
         )
 
 
-def _selected_backends(node, s: settings.Settings) -> list[str]:
+def _selected_backends(node, settings: Settings) -> list[str]:
     narrowed = marker_kwarg(node, "backends")
     if narrowed is None:
-        return s.backends
+        return settings.backends
     if isinstance(narrowed, str):
         narrowed = [narrowed]
-    wanted = settings.parse_backends(
+    wanted = parse_backends(
         ",".join(narrowed), f"@pytest.mark.{MARKER}(backends=...) on {node.nodeid}"
     )
     # A marker may name models the default run leaves out (trio, anyio, the native rows), so a
     # library's own anyio benchmark runs without a command-line selection; one given still narrows it.
     extra = [*backends.EXTRA_SPECS, *backends.NATIVE_SPECS]
-    allowed = s.backends if s.backends_chosen else [*s.backends, *extra]
+    allowed = settings.backends if settings.backends_chosen else [*settings.backends, *extra]
     return [spec for spec in wanted if spec in allowed]
 
 
-def _skip_marks(spec: str, s: settings.Settings):
+def _skip_marks(spec: str, settings: Settings):
     reason = backends.unavailable_reason(spec)
-    isolated = s.isolate or s.instrument.fresh_process
+    isolated = settings.isolate or settings.instrument.fresh_process
     if reason is None and backends.isolation_only(spec) and not isolated:
         reason = f"{spec} monkey-patches the whole process: run it with --concurrency-isolate"
     return [pytest.mark.skip(reason=f"{spec}: {reason}")] if reason else []
@@ -132,8 +134,8 @@ def concurrency_backend(request):
         backend = backends.load(request.param)
     except backends.Unsupported as exc:
         pytest.skip(f"{request.param}: {exc}")
-    s = roles.of(request.config).settings
-    instrument = s.instrument
+    settings = roles.of(request.config).settings
+    instrument = settings.instrument
     reason = instrument.unsupported(backend) or backend.unsupported_measure(instrument)
     if reason:
         pytest.skip(f"{backend.name} with --concurrency-measure={instrument.kind}: {reason}")
@@ -142,8 +144,8 @@ def concurrency_backend(request):
             f"{backend.name}: a native reference runs the seed workloads through "
             "concurrency_benchmark, not Python code"
         )
-    watchdog.bound_run(backend, s.timeout, request.node.nodeid, _fail_stalled)
-    plain_tests.watch(request, backend, instrument, plain_tests.runs_apart(request.node, s))
+    watchdog.bound_run(backend, settings.timeout, request.node.nodeid, _fail_stalled)
+    plain_tests.watch(request, backend, instrument, plain_tests.runs_apart(request.node, settings))
     return backend
 
 

@@ -2,10 +2,10 @@
 
 A regression against a stored time baseline must reproduce before it fails the build
 (``gate.compare.faster_sessions``). So each benchmark is judged as soon as its rounds end, still
-inside its test's call (``Session.pytest_runtest_call``), and a suspect (a regression, or a change
-the machine's state left undecided) is measured again right there: its event loop, server,
-temporary directory and monkeypatches are the ones its first rounds had. Taken at the session's
-end instead, after teardown, the calls raised into the user's session (``Event loop is closed``,
+inside its test's call (``MeasuringSession.pytest_runtest_call``), and a suspect (a regression, or
+a change the machine's state left undecided) is measured again right there: its event loop, server,
+temporary directory and monkeypatches are the ones its first rounds had. Taken at the session's end
+instead, after teardown, the calls raised into the user's session (``Event loop is closed``,
 coroutines never awaited: with ``filterwarnings = error``, a failed build on unchanged code).
 
 The session's end judges every record again with the whole session's figures; a suspect it finds

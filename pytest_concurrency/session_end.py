@@ -9,25 +9,14 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-import pytest
-
 from . import sharding
 from .backends import watchdog
+from .exit_codes import Exit
 from .gate import atomic, baseline, calibrate, history, shards, verdict_file
 from .gate import compare as gate
 from .gate import memory as memory_gate
 from .gate.verdicts import GateResult, MemoryResult
 from .measure import records
-
-# (6, once a baseline too noisy to judge some slowdown, is no longer used: that verdict is
-# inconclusive, named with its advice, and passes, as unchanged code must; pytest's own are 0-5)
-#: The session's exit status when the baseline's counts were measured by another measuring side
-#: (plugin version, its code, Python build, valgrind): no verdict; record the baseline again.
-EXIT_RERECORD_BASELINE = 7
-#: The session's exit status when a gate was asked for (a baseline to judge against or to save,
-#: or a base to run against) and no benchmark was recorded: a gate that judged nothing must not
-#: pass quietly. The line before it says why (``roles.session.Tally``).
-EXIT_NOTHING_JUDGED = 8
 
 
 @dataclass
@@ -53,16 +42,16 @@ class SessionOutcome:
         """What the session exits with (when its tests passed): a failure wins (1), then a gate
         that judged nothing (8), a baseline of another measuring side (7), else 0."""
         if self.failed:
-            return int(pytest.ExitCode.TESTS_FAILED)
-        if self.nothing_judged:
-            return EXIT_NOTHING_JUDGED
+            return Exit.TESTS_FAILED
+        if self.nothing_judged:  # a gate that judged nothing must not pass quietly
+            return Exit.NOTHING_JUDGED
         if self.gate is not None and self.gate.rerecord:
-            return EXIT_RERECORD_BASELINE
-        return int(pytest.ExitCode.OK)
+            return Exit.RERECORD_BASELINE
+        return Exit.OK
 
 
 def finish(
-    config, bs, s, baseline_doc: dict | None, calibration: dict | None, role
+    config, bs, settings, baseline_doc: dict | None, calibration: dict | None, role
 ) -> SessionOutcome:
     """The session's end, in order: its records -> judged (against the baseline, or for leaks
     alone) -> saved as the baseline's latest session -> the reports. ``role``: the session's role
@@ -71,36 +60,36 @@ def finish(
     outcome = SessionOutcome(recs)
     shard = sharding.of(config)
     if role.other_shards:
-        outcome.messages.append(shards.left_out_line(role.other_shards, s.shard))
-    if not recs and (s.save_baseline or baseline_doc is not None):
+        outcome.messages.append(shards.left_out_line(role.other_shards, settings.shard))
+    if not recs and (settings.save_baseline or baseline_doc is not None):
         if shard is None or not shard.empty:
             outcome.nothing_judged = role.nothing_judged()
-            if s.save_baseline:
-                outcome.nothing_judged += f"; {s.save_baseline} was left as it was"
-            _report(outcome, s, role)
+            if settings.save_baseline:
+                outcome.nothing_judged += f"; {settings.save_baseline} was left as it was"
+            _report(outcome, settings, role)
             return outcome
         # an empty shard: what the baseline holds of it is missing (its tests are gone)
         outcome.messages.append(shard.empty_line())
         if baseline_doc is None:
-            _report(outcome, s, role)
+            _report(outcome, settings, role)
             return outcome
     meta = None
-    if s.save_baseline or s.baseline:
+    if settings.save_baseline or settings.baseline:
         calibration = (
             calibrate.session(calibration, calibrate.measure())
-            if s.instrument.machine_bound
+            if settings.instrument.machine_bound
             else None
         )
         meta = baseline.current_meta(
-            {r.backend: r.backend_version for r in recs}, calibration, s.instrument
+            {r.backend: r.backend_version for r in recs}, calibration, settings.instrument
         )
         if shard is not None:
             meta["shard"] = {**shard.section(), "identity": shards.identity(meta["cpu_model"])}
-    _judge(outcome, baseline_doc, meta, s, role)
-    if s.save_baseline and meta is not None and recs:
+    _judge(outcome, baseline_doc, meta, settings, role)
+    if settings.save_baseline and meta is not None and recs:
         refused = role.may_save() or _failed_benchmarks(role.failed_benchmarks())
-        _save(config, bs, s, recs, meta, outcome, refused, role)
-    _report(outcome, s, role)
+        _save(config, bs, settings, recs, meta, outcome, refused, role)
+    _report(outcome, settings, role)
     return outcome
 
 
@@ -117,15 +106,15 @@ def _failed_benchmarks(failed: list[str]) -> str | None:
     )
 
 
-def _judge(outcome: SessionOutcome, baseline_doc, meta, s, role) -> None:
+def _judge(outcome: SessionOutcome, baseline_doc, meta, settings, role) -> None:
     """Leaks fail without a baseline; with one, the gate's verdicts (a suspect's second session,
     taken inside its test, judged with it)."""
     recs = outcome.records
     if memory_gate.has_figures(recs):  # the gate below replaces it, unless it refuses
-        outcome.memory = memory_gate.judge(None, recs, s.memory_threshold)
+        outcome.memory = memory_gate.judge(None, recs, settings.memory_threshold)
     if baseline_doc is None:
         return
-    judge = judge_by(baseline_doc, meta, s)
+    judge = judge_by(baseline_doc, meta, settings)
     result = judge(recs)
     second = role.second_sessions  # taken inside the tests (remeasure.py), or None
     reruns = second.for_suspects(gate.suspects(result), recs, outcome.messages) if second else {}
@@ -137,103 +126,107 @@ def _judge(outcome: SessionOutcome, baseline_doc, meta, s, role) -> None:
         outcome.memory = result.memory
 
 
-def _report(outcome: SessionOutcome, s, role) -> None:
-    if s.report_md:
+def _report(outcome: SessionOutcome, settings, role) -> None:
+    if settings.report_md:
         from .report import markdown
 
         text = markdown.render(outcome.records, outcome.gate, outcome.memory)
         try:
             with watchdog.ctrl_c_after():
-                markdown.write(s.report_md, text)
-                role.wrote(f"the markdown report was written to {s.report_md}")
+                markdown.write(settings.report_md, text)
+                role.wrote(f"the markdown report was written to {settings.report_md}")
         except OSError as exc:  # a full disk: the session's one line, not a traceback
             why = (
                 str(exc)
                 if isinstance(exc, atomic.UnsafeLink)
-                else atomic.why_not_written(exc, s.report_md)
+                else atomic.why_not_written(exc, settings.report_md)
             )
-            outcome.errors.append(f"the markdown report {s.report_md} was not written: {why}")
+            outcome.errors.append(
+                f"the markdown report {settings.report_md} was not written: {why}"
+            )
         else:
-            outcome.messages.append(f"markdown report written to {s.report_md}")
-    if s.plot_dir:
+            outcome.messages.append(f"markdown report written to {settings.report_md}")
+    if settings.plot_dir:
         from .report import plot
 
         try:
-            paths = plot.write(s.plot_dir, outcome.records)
+            paths = plot.write(settings.plot_dir, outcome.records)
         except plot.PlotError as exc:
             outcome.errors.append(str(exc))
         else:
-            role.wrote(f"{len(paths)} charts were written to {s.plot_dir}")
-            outcome.messages.append(f"{len(paths)} charts written to {s.plot_dir}")
+            role.wrote(f"{len(paths)} charts were written to {settings.plot_dir}")
+            outcome.messages.append(f"{len(paths)} charts written to {settings.plot_dir}")
 
 
-def paired_threshold(s):
+def paired_threshold(settings):
     """A benchmark's threshold against the base side: as the gate's, but paired's own defaults."""
     from .gate import paired
 
-    settings = gate_settings(s)
-    return lambda rec: settings.threshold_for(rec, default=paired.default_threshold(rec))
+    gate_settings_ = gate_settings(settings)
+    return lambda rec: gate_settings_.threshold_for(rec, default=paired.default_threshold(rec))
 
 
-def judge_by(baseline_doc: dict, meta: dict, s):
+def judge_by(baseline_doc: dict, meta: dict, settings):
     """The gate over a run's records; native reference rows set aside unless gated (see gate.set_aside)."""
     from . import backends
 
-    settings = gate_settings(s)
+    gate_settings_ = gate_settings(settings)
 
     def judge(recs: list):
-        result = gate.compare(baseline_doc, recs, meta, settings)
+        result = gate.compare(baseline_doc, recs, meta, gate_settings_)
         return (
             result
-            if s.gate_native
-            else gate.set_aside(result, backends.is_native, settings, meta.get("measure"))
+            if settings.gate_native
+            else gate.set_aside(result, backends.is_native, gate_settings_, meta.get("measure"))
         )
 
     return judge
 
 
 def _save(
-    config, bs, s, recs: list, meta: dict, outcome: SessionOutcome, refused: str | None, role
+    config, bs, settings, recs: list, meta: dict, outcome: SessionOutcome, refused: str | None, role
 ) -> None:
     """Write this session as the baseline's latest, in front of the sessions already there."""
     if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
-        outcome.errors.append(f"no baseline written to {s.save_baseline}: {refused}")
+        outcome.errors.append(f"no baseline written to {settings.save_baseline}: {refused}")
         return
     try:
-        said = store(s, _session_document(config, bs, meta), recs, role.wrote)
+        said = store(settings, _session_document(config, bs, meta), recs, role.wrote)
     except baseline.BaselineError as exc:
         outcome.errors.append(str(exc))
         return
     outcome.messages.extend(said)
 
 
-def store(s, doc: dict, recs: list, wrote) -> list[str]:
+def store(settings, doc: dict, recs: list, wrote) -> list[str]:
     """Write one session's document ``doc`` (its records ``recs``) to ``--concurrency-save-baseline``
     in front of the sessions already there; what the save did (messages). ``wrote(line)`` is told
     once the file is written: a Ctrl-C after that says so. A ``BaselineError``: nothing written."""
     said: list[str] = []
-    doc, recs = _judgeable(s, doc, recs, said)
-    with baseline.locked(s.save_baseline, lambda: _waiting(s.save_baseline)):
+    doc, recs = _judgeable(settings, doc, recs, said)
+    with baseline.locked(settings.save_baseline, lambda: _waiting(settings.save_baseline)):
         # the file as it is now, not as at start-up: another session may have saved to it since
-        previous = baseline.load_previous(s.save_baseline)
+        previous = baseline.load_previous(settings.save_baseline)
         if previous is not None:
             reason = history.incompatible(previous, doc[history.SECTION])
             if reason:
-                said.append(f"{s.save_baseline}: earlier sessions dropped: {reason}")
+                said.append(f"{settings.save_baseline}: earlier sessions dropped: {reason}")
                 previous = None
-        doc, kept = gate.add_session(doc, previous, recs, gate_settings(s), s.baseline_sessions)
+        doc, kept = gate.add_session(
+            doc, previous, recs, gate_settings(settings), settings.baseline_sessions
+        )
         said.extend(kept)
         with watchdog.ctrl_c_after():  # saved, and known to be, or neither
-            baseline.save(s.save_baseline, doc)
-            wrote(f"the baseline was saved to {s.save_baseline}")
+            baseline.save(settings.save_baseline, doc)
+            wrote(f"the baseline was saved to {settings.save_baseline}")
     said.append(
-        f"baseline with {len(recs)} benchmarks written to {s.save_baseline} "
-        f"({history.count(doc)} session(s), at most {s.baseline_sessions} kept)"
+        f"baseline with {len(recs)} benchmarks written to {settings.save_baseline} "
+        f"({history.count(doc)} session(s), at most {settings.baseline_sessions} kept)"
     )
     return said
 
 
-def _judgeable(s, doc: dict, recs: list, said: list) -> tuple[dict, list]:
+def _judgeable(settings, doc: dict, recs: list, said: list) -> tuple[dict, list]:
     """``doc`` and ``recs`` without the benchmarks that measured 0 in every round (a test that
     counts nothing): a baseline holding one is refused when read, as no change can be judged
     against it, and the next session could then neither judge nor save."""
@@ -243,7 +236,7 @@ def _judgeable(s, doc: dict, recs: list, said: list) -> tuple[dict, list]:
     kept = [b for b in doc["benchmarks"] if any((b.get("stats") or {}).get("data") or [1])]
     if not kept:
         raise baseline.BaselineError(
-            f"no baseline written to {s.save_baseline}: every benchmark measured 0 in every "
+            f"no baseline written to {settings.save_baseline}: every benchmark measured 0 in every "
             "round, and no change can be judged against that"
         )
     named = ", ".join(nothing[:3]) + (f" and {len(nothing) - 3} more" if len(nothing) > 3 else "")
@@ -276,14 +269,14 @@ def _session_document(config, bs, meta: dict) -> dict:
     return doc
 
 
-def gate_settings(s) -> gate.GateSettings:
+def gate_settings(settings) -> gate.GateSettings:
     # A test's own @pytest.mark.concurrency(threshold=...) travels in its record (extra "threshold").
     return gate.GateSettings(
-        threshold=s.threshold,
-        overrides=s.thresholds,
-        allow_cross_python=s.allow_cross_python,
-        machine_tolerance=s.machine_tolerance,
-        memory_threshold=s.memory_threshold,
+        threshold=settings.threshold,
+        overrides=settings.thresholds,
+        allow_cross_python=settings.allow_cross_python,
+        machine_tolerance=settings.machine_tolerance,
+        memory_threshold=settings.memory_threshold,
     )
 
 
@@ -299,19 +292,19 @@ def show(tr, outcome: SessionOutcome) -> None:
         tr.write_line(f"pytest-concurrency: ERROR: {escape.terminal(line)}", red=True, bold=True)
     if outcome.nothing_judged:
         tr.write_line(
-            f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): "
+            f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): "
             f"{outcome.nothing_judged}",
             red=True,
             bold=True,
         )
 
 
-def write_verdicts(session, bs, s, outcome: SessionOutcome, positions, shard, role) -> None:
+def write_verdicts(session, bs, settings, outcome: SessionOutcome, positions, shard, role) -> None:
     """``--concurrency-verdicts``: this session's records, verdicts and exit status, once its exit
     status is known (a merge of shards renders them again: ``python -m pytest_concurrency merge``)."""
     if outcome.interrupted:
         return
-    gate_settings_ = gate_settings(s)
+    gate_settings_ = gate_settings(settings)
     v = verdict_file.from_session(
         outcome.records,
         {(r.key): b.fullname for b in bs.benchmarks for r in records.from_session([b])},
@@ -322,24 +315,24 @@ def write_verdicts(session, bs, s, outcome: SessionOutcome, positions, shard, ro
         tests_failed=session.testsfailed > 0,
         errors=list(outcome.errors),
         nothing_judged=outcome.nothing_judged,
-        measure=s.instrument.kind,
-        threshold=s.threshold,
+        measure=settings.instrument.kind,
+        threshold=settings.threshold,
         alpha=gate_settings_.alpha,
         identity=shards.identity(),
         shard=shard.section() if shard is not None else None,
     )
     try:
         with watchdog.ctrl_c_after():
-            verdict_file.write(s.verdicts, v)
-            role.wrote(f"the verdicts were written to {s.verdicts}")
+            verdict_file.write(settings.verdicts, v)
+            role.wrote(f"the verdicts were written to {settings.verdicts}")
     except OSError as exc:
         why = (
             str(exc)
             if isinstance(exc, atomic.UnsafeLink)
-            else atomic.why_not_written(exc, s.verdicts)
+            else atomic.why_not_written(exc, settings.verdicts)
         )
         print(
-            f"pytest-concurrency: ERROR: the verdicts {s.verdicts} were not written: {why}",
+            f"pytest-concurrency: ERROR: the verdicts {settings.verdicts} were not written: {why}",
             file=sys.stderr,
         )
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        session.exitstatus = Exit.TESTS_FAILED

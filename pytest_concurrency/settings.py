@@ -68,11 +68,11 @@ class Settings:
         return measure.get(self.measure)
 
 
-def with_jobs(s: Settings, jobs: int) -> Settings:
-    """``s`` with ``jobs`` cases counted at once (``-n N`` in a counted session: N lanes)."""
+def with_jobs(settings: Settings, jobs: int) -> Settings:
+    """``settings`` with ``jobs`` cases counted at once (``-n N`` in a counted session: N lanes)."""
     if jobs < 1:
         raise ValueError(f"jobs must be 1 or more, got {jobs}")
-    return dataclasses.replace(s, jobs=jobs)
+    return dataclasses.replace(settings, jobs=jobs)
 
 
 # -- reading: one entry of the table at a time ------------------------------------------------

@@ -146,6 +146,14 @@ def test_module_entry_point_help_and_exit_status():
     assert missing.returncode == 2 and "'does-not-exist.json' does not exist" in missing.stderr
 
 
+def test_the_exit_statuses_pytest_names_are_pytests_own_and_print_as_numbers():
+    from pytest_concurrency.exit_codes import Exit
+
+    ours = [e for e in Exit if e < Exit.RERECORD_BASELINE]  # pytest 9.2 adds 6, unused here
+    assert [(e.name, int(e)) for e in ours] == [(c.name, int(c)) for c in pytest.ExitCode][:6]
+    assert (str(Exit.NOTHING_JUDGED), f"{Exit.TOOL_USAGE}") == ("8", "2")  # on 3.10 too
+
+
 def test_matrix_has_a_line_per_case_and_bolds_the_fastest(capsys):
     from pytest_concurrency.report import tables
 

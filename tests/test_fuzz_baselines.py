@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency import __main__ as cli
+from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import baseline, history
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.measure.records import from_json
@@ -419,6 +420,6 @@ def test_a_real_session_and_the_report_command_end_in_one_line(pytester, name):
         text=True,
         timeout=DEADLINE_S * 2,
     )
-    assert report.returncode == cli.USAGE_ERROR, report.stdout + report.stderr
+    assert report.returncode == Exit.TOOL_USAGE, report.stdout + report.stderr
     assert report.stderr.count("\n") == 1 and path.name in report.stderr, report.stderr
     assert _fingerprint(path) == before

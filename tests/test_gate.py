@@ -9,6 +9,7 @@ import random
 import pytest
 
 from pytest_concurrency import measure
+from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import baseline, history
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.compare import GateSettings
@@ -783,8 +784,8 @@ def test_counts_that_changed_restart_at_once():
 def test_a_wide_session_beside_ones_that_repeat_exactly_is_named_without_error():
     from pytest_concurrency.gate import sessions
 
-    steady = history.Session([1.0] * 6, None)
-    wide = history.Session([0.5, 0.8, 0.95, 1.05, 1.5, 2.0], None)
+    steady = history.BaselineSession([1.0] * 6, None)
+    wide = history.BaselineSession([0.5, 0.8, 0.95, 1.05, 1.5, 2.0], None)
     assert sessions.disturbed([wide, steady, steady], 0.07) == {
         0: "its rounds spread 70%, far beyond the other sessions' 0%"
     }
@@ -886,7 +887,7 @@ def test_the_session_exits_seven_when_the_baseline_must_be_recorded_again():
     outcome = session_end.SessionOutcome(
         records=[], gate=GateResult(rerecord="the measuring side changed")
     )
-    assert outcome.exit_status == session_end.EXIT_RERECORD_BASELINE == 7
+    assert outcome.exit_status == Exit.RERECORD_BASELINE == 7
 
 
 def test_new_and_missing_counted_benchmarks_read_in_instructions_not_seconds():

@@ -20,6 +20,7 @@ from conftest import needs
 
 from pytest_concurrency.backends import scratch
 from pytest_concurrency.measure import callgrind
+from pytest_concurrency.roles import counting
 from pytest_concurrency.runner import isolate, lockstep
 
 MARKER = "PYTEST_CONCURRENCY_TEST_MARKER"
@@ -234,7 +235,7 @@ def test_a_relaunched_counted_session_takes_ctrl_c_only_once_started():
         capture_output=True,
         text=True,
         check=True,
-        preexec_fn=callgrind._counted_child(),
+        preexec_fn=counting._counted_child(),
     )
     assert done.stdout.split() == ["True", "True"]
 
@@ -442,8 +443,8 @@ def test_counted_processes_killed_after_a_ctrl_c_are_one_line(capsys):
     ]
     time.sleep(0.5)  # each has started ignoring it (Python's start-up here is ~20 ms)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(callgrind, "INTERRUPT_GRACE_S", 0.5)
-        callgrind._stop(procs)
+        mp.setattr(counting, "INTERRUPT_GRACE_S", 0.5)
+        counting._stop(procs)
     err = capsys.readouterr().err
     assert all(proc.returncode == -signal.SIGKILL for proc in procs)
     assert err.count("pytest-concurrency: interrupted") == 1, err

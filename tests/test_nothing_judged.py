@@ -11,8 +11,8 @@ import hashlib
 import pytest
 from conftest import needs
 
+from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.measure import callgrind
-from pytest_concurrency.session_end import EXIT_NOTHING_JUDGED
 
 # version-independent (exit 8's reasons): once, on one Python (tox.ini's once env)
 pytestmark = pytest.mark.once
@@ -40,7 +40,7 @@ def _why(result) -> str:
 def test_no_test_uses_a_benchmark_fixture(pytester):
     pytester.makepyfile(test_plain=PLAIN)
     result = _run(pytester, "--concurrency-save-baseline=base.json")
-    assert result.ret == EXIT_NOTHING_JUDGED
+    assert result.ret == Exit.NOTHING_JUDGED
     assert "no test uses a benchmark fixture" in _why(result)
     assert not (pytester.path / "base.json").exists()
 
@@ -56,7 +56,7 @@ def test_every_benchmark_test_was_skipped(pytester):
         """
     )
     result = _run(pytester, "--concurrency-save-baseline=base.json")
-    assert result.ret == EXIT_NOTHING_JUDGED
+    assert result.ret == Exit.NOTHING_JUDGED
     assert "all 1 benchmark test were skipped (the first: needs the network)" in _why(result)
 
 
@@ -67,10 +67,10 @@ def test_every_benchmark_test_was_deselected_and_the_baseline_is_left_as_it_was(
     pytester.makepyfile(test_plain=PLAIN)
     for option in ("--concurrency-save-baseline=base.json", "--concurrency-baseline=base.json"):
         result = _run(pytester, option, "-k", "plain")
-        assert result.ret == EXIT_NOTHING_JUDGED, result.stdout.str()
+        assert result.ret == Exit.NOTHING_JUDGED, result.stdout.str()
         assert "all 1 benchmark test were deselected" in _why(result)
     result = _run(pytester, "--concurrency-save-baseline=base.json", "-k", "no_such_test")
-    assert result.ret == EXIT_NOTHING_JUDGED  # not pytest's 5: the line and the status agree
+    assert result.ret == Exit.NOTHING_JUDGED  # not pytest's 5: the line and the status agree
     assert "all 1 benchmark test were deselected" in _why(result)  # the plain one is no benchmark
     after = hashlib.sha256((pytester.path / "base.json").read_bytes()).hexdigest()
     assert after == before
@@ -105,7 +105,7 @@ def test_a_base_side_that_cannot_collect_is_nothing_judged(pytester):
         """
     )
     result = _run(pytester, "--concurrency-against=base", "--concurrency-backends=asyncio")
-    assert result.ret == EXIT_NOTHING_JUDGED, result.stdout.str()
+    assert result.ret == Exit.NOTHING_JUDGED, result.stdout.str()
     why = _why(result)
     assert "the base side (" in why and "could not collect its tests (exit 2)" in why, why
     assert "cannot import name 'new'" in why, why
@@ -126,6 +126,6 @@ def test_a_counted_session_that_would_record_nothing_says_so_before_counting(pyt
     result = _run(
         pytester, "--concurrency-measure=instructions", "--concurrency-save-baseline=base.json"
     )
-    assert result.ret == EXIT_NOTHING_JUDGED
+    assert result.ret == Exit.NOTHING_JUDGED
     assert "run again under valgrind" not in result.stdout.str()
     assert "all 1 benchmark test were skipped (the first: not on this machine)" in _why(result)

@@ -22,6 +22,7 @@ from conftest import needs
 
 from pytest_concurrency import bisection
 from pytest_concurrency.__main__ import main as cli
+from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import merge, shards, verdict_file
 from pytest_concurrency.gate.verdicts import (
     MISSING,
@@ -37,7 +38,6 @@ from pytest_concurrency.gate.verdicts import (
 )
 from pytest_concurrency.measure.records import Record
 
-EXITS = {"nothing_judged": 8, "rerecord": 7}
 needs_valgrind = needs("valgrind", None if shutil.which("valgrind") else "valgrind is not on PATH")
 
 
@@ -228,7 +228,7 @@ def _two_shards(change_b=0.0):
 @pytest.mark.once
 def test_merged_verdicts_are_one_runs_summary_order_and_exit_status():
     one, two = _two_shards(change_b=0.05)
-    merged = merge.verdicts([("1.json", one), ("2.json", two)], EXITS)
+    merged = merge.verdicts([("1.json", one), ("2.json", two)])
     assert [v.status for v in merged.gate.verdicts] == [REGRESSED, UNCHANGED]  # the gate's order
     assert [r.workload for r in merged.records] == ["b", "a"]  # the whole collection's order
     assert merged.gate.summary.startswith(
@@ -237,7 +237,7 @@ def test_merged_verdicts_are_one_runs_summary_order_and_exit_status():
     assert merged.exit_status == 1 and merged.gate.notes == ["a note"]
     assert merged.gate.memory.not_measured == {("x", "why"): 4}
     one, two = _two_shards()
-    assert merge.verdicts([("2.json", two), ("1.json", one)], EXITS).exit_status == 0
+    assert merge.verdicts([("2.json", two), ("1.json", one)]).exit_status == 0
 
 
 @pytest.mark.once
@@ -246,38 +246,38 @@ def test_merged_verdicts_are_one_runs_summary_order_and_exit_status():
     [
         (
             lambda one, two: two.shard.update(index=1),
-            merge.EXIT_COVERAGE,
+            Exit.MERGE_COVERAGE,
             "both shard 1/2: overlapping",
         ),
         (
             lambda one, two: two.shard.update(count=3, holds=[1, 1, 0]),
-            merge.EXIT_COVERAGE,
+            Exit.MERGE_COVERAGE,
             "different splits",
         ),
         (
             lambda one, two: two.shard.update(holds=[2, 1]),
-            merge.EXIT_COVERAGE,
+            Exit.MERGE_COVERAGE,
             "collected different suites",
         ),
         (
             lambda one, two: two.identity.update(plugin="2"),
-            merge.EXIT_MISMATCH,
+            Exit.MERGE_MISMATCH,
             "pytest-concurrency version '2'",
         ),
         (
             lambda one, two: two.identity.update(python_build="3.12"),
-            merge.EXIT_MISMATCH,
+            Exit.MERGE_MISMATCH,
             "Python build",
         ),
         (
             lambda one, two: two.identity.update(machine="aarch64"),
-            merge.EXIT_MISMATCH,
+            Exit.MERGE_MISMATCH,
             "architecture",
         ),
-        (lambda one, two: two.records.append(one.records[0]), merge.EXIT_COVERAGE, "a is in both"),
+        (lambda one, two: two.records.append(one.records[0]), Exit.MERGE_COVERAGE, "a is in both"),
         (
             lambda one, two: setattr(two, "gate", None),
-            merge.EXIT_COVERAGE,
+            Exit.MERGE_COVERAGE,
             "judged against a baseline",
         ),
     ],
@@ -286,7 +286,7 @@ def test_shards_that_do_not_belong_together_are_refused_in_one_line(change, code
     one, two = _two_shards()
     change(one, two)
     with pytest.raises(merge.MergeError, match=why) as info:
-        merge.verdicts([("1.json", one), ("2.json", two)], EXITS)
+        merge.verdicts([("1.json", one), ("2.json", two)])
     assert info.value.code == code and "\n" not in str(info.value)
 
 
@@ -294,20 +294,20 @@ def test_shards_that_do_not_belong_together_are_refused_in_one_line(change, code
 def test_a_missing_shard_is_refused_unless_it_holds_no_benchmark():
     one, two = _two_shards()
     with pytest.raises(merge.MergeError, match=r"shard 2/2 \(1 benchmark tests\) missing") as info:
-        merge.verdicts([("1.json", one)], EXITS)
-    assert info.value.code == merge.EXIT_COVERAGE
+        merge.verdicts([("1.json", one)])
+    assert info.value.code == Exit.MERGE_COVERAGE
     one.shard["holds"] = [2, 0]
-    assert merge.verdicts([("1.json", one)], EXITS).exit_status == 0
+    assert merge.verdicts([("1.json", one)]).exit_status == 0
 
 
 @pytest.mark.once
 def test_time_merges_only_from_one_machine_and_counts_from_one_architecture():
     one, two = _two_shards()
     two.identity["node"] = "another-runner"
-    assert merge.verdicts([("1.json", one), ("2.json", two)], EXITS).exit_status == 0  # counts
+    assert merge.verdicts([("1.json", one), ("2.json", two)]).exit_status == 0  # counts
     one.measure = two.measure = "time"
     with pytest.raises(merge.MergeError, match="times from different machines do not compare"):
-        merge.verdicts([("1.json", one), ("2.json", two)], EXITS)
+        merge.verdicts([("1.json", one), ("2.json", two)])
 
 
 # -- real sessions ------------------------------------------------------------------------------
@@ -469,14 +469,14 @@ def test_nothing_crossed_and_a_broken_end_each_have_their_exit(monkeypatch):
     s = _search(FakeHistory(8, {}), monkeypatch)
     with pytest.raises(bisection.BisectError, match="nothing crossed the threshold") as info:
         bisection.search(s)
-    assert info.value.code == bisection.EXIT_NOTHING_CROSSED
+    assert info.value.code == Exit.NOTHING_CROSSED
     assert len(s.steps) == 4 and 7 in s.steps  # the good end, then log2(8) steps to the bad end
     with pytest.raises(bisection.BisectError, match="the bad end c7 did not build") as info:
         bisection.search(_search(FakeHistory(8, {}, broken={7}), monkeypatch))
-    assert info.value.code == bisection.EXIT_END_BROKEN
+    assert info.value.code == Exit.END_BROKEN
     with pytest.raises(bisection.BisectError, match="the good end c0 did not build") as info:
         bisection.search(_search(FakeHistory(8, {"t": 3}, broken={0}), monkeypatch))
-    assert info.value.code == bisection.EXIT_END_BROKEN
+    assert info.value.code == Exit.END_BROKEN
 
 
 @pytest.mark.once

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..measure import control
 from ..measure.records import Record
-from .history import Session
+from .history import BaselineSession
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Divided:
     machine_speed: float
 
 
-def divide(sessions: list[Session], cur: Record) -> Divided | str:
+def divide(sessions: list[BaselineSession], cur: Record) -> Divided | str:
     """Both sides divided by their controls, or why they cannot be (judged raw then)."""
     why = _unusable(cur.extra, len(cur.samples), "now")
     for i, s in enumerate(sessions):

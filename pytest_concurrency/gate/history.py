@@ -41,7 +41,7 @@ MEMORY_KEYS = ("kib_per_task", "peak_traced_kib", "retained_b_per_task_round")
 
 
 @dataclass
-class Session:
+class BaselineSession:
     """One baseline session of one benchmark."""
 
     samples: list  # seconds per round
@@ -58,14 +58,14 @@ class Session:
 def sessions(doc: Mapping) -> tuple[dict, list[str]]:
     """Each benchmark's sessions, latest first, and the labels the latest session has twice
     (the first of those is used)."""
-    out: dict[tuple, list[Session]] = {}
+    out: dict[tuple, list[BaselineSession]] = {}
     twice = []
     for rec in from_json(doc):
         if rec.key in out:
             twice.append(rec.label)
             continue
         out[rec.key] = [
-            Session(
+            BaselineSession(
                 rec.samples,
                 rec.extra.get("foreign_cpu"),
                 rec.backend_version,
@@ -78,7 +78,7 @@ def sessions(doc: Mapping) -> tuple[dict, list[str]]:
         for b in entry["benchmarks"]:
             key = (b["workload"], params_id(b["params"]), b["backend"])
             out.setdefault(key, []).append(
-                Session(
+                BaselineSession(
                     [float(x) for x in b["samples"]],
                     b.get("foreign_cpu"),
                     b.get("backend_version", ""),

@@ -12,15 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .. import measure
+from ..exit_codes import Exit
 from . import compare as gate_compare
 from . import history, shards
 from .verdict_file import Verdicts
 from .verdicts import GateResult, KernelResult, MemoryResult
-
-#: Exit statuses of ``python -m pytest_concurrency merge`` when it refuses (0, 1, 7, 8: a merged
-#: run's own; 2: a file that cannot be read).
-EXIT_MISMATCH = 10  # files from another version, Python, architecture (or machine, for time)
-EXIT_COVERAGE = 11  # overlapping, missing or mixed shards
 
 #: What must be equal for counts to be joined, and for time (everything about the machine too).
 COUNTS_MUST_MATCH = ("plugin", "code", "python_build", "machine")
@@ -54,7 +50,7 @@ def _same_run(files: Sequence[tuple[str, str, Mapping]]) -> None:
         if measured != kind:
             raise MergeError(
                 f"{path} measured {measured} and {first_path} {kind}: merge shards of one run",
-                EXIT_MISMATCH,
+                Exit.MERGE_MISMATCH,
             )
         keys = TIME_MUST_MATCH if measure.get(kind).machine_bound else COUNTS_MUST_MATCH
         for key in keys:
@@ -69,7 +65,7 @@ def _same_run(files: Sequence[tuple[str, str, Mapping]]) -> None:
                     f"{path} was measured with {_NAMES[key]} {ident.get(key)!r} and {first_path} "
                     f"with {first.get(key)!r}: shards merge only from one setup{why}; run every "
                     "shard with the same one",
-                    EXIT_MISMATCH,
+                    Exit.MERGE_MISMATCH,
                 )
 
 
@@ -85,7 +81,7 @@ def _covered(files: Sequence[tuple[str, Mapping | None]]) -> int:
             raise MergeError(
                 f"{path} is not a shard's file (its run had no --concurrency-shard): merge the "
                 "files of one run's shards",
-                EXIT_COVERAGE,
+                Exit.MERGE_COVERAGE,
             )
         assert section is not None
         if first is None:
@@ -94,20 +90,20 @@ def _covered(files: Sequence[tuple[str, Mapping | None]]) -> int:
             raise MergeError(
                 f"{path} is shard {shard} and {first_path} shard {first['index']}/{first['count']}: "
                 "shards of different splits overlap; merge the files of one split",
-                EXIT_COVERAGE,
+                Exit.MERGE_COVERAGE,
             )
         elif list(section["holds"]) != list(first["holds"]):
             raise MergeError(
                 f"{path} and {first_path} collected different suites (benchmark tests per shard "
                 f"{section['holds']} and {first['holds']}): run every shard on the same code "
                 "with the same arguments",
-                EXIT_COVERAGE,
+                Exit.MERGE_COVERAGE,
             )
         if shard.index in found:
             raise MergeError(
                 f"{path} and {found[shard.index]} are both shard {shard}: overlapping shards; "
                 "pass each shard's file once",
-                EXIT_COVERAGE,
+                Exit.MERGE_COVERAGE,
             )
         found[shard.index] = path
     assert first is not None
@@ -120,7 +116,7 @@ def _covered(files: Sequence[tuple[str, Mapping | None]]) -> int:
         raise MergeError(
             f"shard{'s' * (len(missing) > 1)} {', '.join(missing)} missing: pass every shard's "
             "file (a shard that holds no benchmark test may be left out)",
-            EXIT_COVERAGE,
+            Exit.MERGE_COVERAGE,
         )
     return int(first["count"])
 
@@ -135,7 +131,7 @@ def _no_overlap(keys_by_file: Sequence[tuple[str, list[tuple]]]) -> None:
                 raise MergeError(
                     f"{key_label(key)} is in both {seen[key]} and {path}: overlapping shards; "
                     "pass each shard's file once",
-                    EXIT_COVERAGE,
+                    Exit.MERGE_COVERAGE,
                 )
             seen[key] = path
 
@@ -153,7 +149,7 @@ def baselines(docs: Sequence[tuple[str, dict]]) -> dict:
             raise MergeError(
                 f"{path} does not say what measured it (saved without --concurrency-shard?): "
                 "save each shard with this version",
-                EXIT_MISMATCH,
+                Exit.MERGE_MISMATCH,
             )
     if len(docs) > 1:
         _same_run([(p, m.get("measure") or "time", m["shard"]["identity"]) for p, m in metas])
@@ -170,7 +166,7 @@ def baselines(docs: Sequence[tuple[str, dict]]) -> dict:
                 raise MergeError(
                     f"{path} and {first_path} differ in their {name} ({meta.get(key)!r} and "
                     f"{first.get(key)!r}): shards merge only from one run of one code",
-                    EXIT_MISMATCH,
+                    Exit.MERGE_MISMATCH,
                 )
     _no_overlap([(p, list(history.sessions(d)[0])) for p, d in docs])
     meta = {k: v for k, v in first.items() if k != "shard"}
@@ -204,7 +200,7 @@ def _union(parts: list[Mapping], what: str, metas) -> dict:
                 raise MergeError(
                     f"{path} measured {name} {version} and another shard {out[name]}: shards "
                     f"merge only from one run of one code ({what})",
-                    EXIT_MISMATCH,
+                    Exit.MERGE_MISMATCH,
                 )
     return dict(sorted(out.items()))
 
@@ -216,9 +212,8 @@ def _joined_session(entries: list[Mapping]) -> dict:
 # -- verdict files ----------------------------------------------------------------------------
 
 
-def verdicts(files: Sequence[tuple[str, Verdicts]], exits: Mapping[str, int]) -> Verdicts:
-    """One run's verdicts from its shards' verdict files; ``exits``: the session's own exit
-    statuses (session_end's ``nothing judged`` and ``rerecord``)."""
+def verdicts(files: Sequence[tuple[str, Verdicts]]) -> Verdicts:
+    """One run's verdicts from its shards' verdict files."""
     count = _covered([(p, v.shard) for p, v in files])
     if count > 1:
         _same_run([(p, v.measure, v.identity) for p, v in files])
@@ -230,7 +225,7 @@ def verdicts(files: Sequence[tuple[str, Verdicts]], exits: Mapping[str, int]) ->
         raise MergeError(
             f"{a} was judged against a baseline and {b} was not: run every shard with the same "
             "options",
-            EXIT_COVERAGE,
+            Exit.MERGE_COVERAGE,
         )
     ordered = [v for _, v in sorted(files, key=lambda f: (f[1].shard or {}).get("index", 1))]
     first = ordered[0]
@@ -251,7 +246,7 @@ def verdicts(files: Sequence[tuple[str, Verdicts]], exits: Mapping[str, int]) ->
         records=records,
         gate=gate,
         memory=memory,
-        exit_status=0,
+        exit_status=Exit.OK,  # set below, from the shards'
         tests_failed=any(v.tests_failed for v in ordered),
         errors=[e for v in ordered for e in v.errors],
         measure=first.measure,
@@ -267,13 +262,19 @@ def verdicts(files: Sequence[tuple[str, Verdicts]], exits: Mapping[str, int]) ->
         merged.nothing_judged = next(
             (v.nothing_judged for v in ordered if v.nothing_judged), "no benchmark was recorded"
         )
-    merged.exit_status = _exit_status(merged, [v.exit_status for v in ordered], exits)
+    merged.exit_status = _exit_status(merged, [v.exit_status for v in ordered])
     return merged
 
 
-def _exit_status(merged: Verdicts, statuses: list[int], exits: Mapping[str, int]) -> int:
+def _exit_status(merged: Verdicts, statuses: list[int]) -> int:
     """What one unsharded run would have exited with, as session_end.SessionOutcome says it."""
-    ours = {0, 1, 5, exits["nothing_judged"], exits["rerecord"]}
+    ours = {
+        Exit.OK,
+        Exit.TESTS_FAILED,
+        Exit.NO_TESTS_COLLECTED,
+        Exit.RERECORD_BASELINE,
+        Exit.NOTHING_JUDGED,
+    }
     other = [s for s in statuses if s not in ours]  # interrupted, internal or usage error
     if other:
         return other[0]
@@ -284,12 +285,14 @@ def _exit_status(merged: Verdicts, statuses: list[int], exits: Mapping[str, int]
         or bool(merged.memory and merged.memory.failed)
     )
     if failed:
-        return 1
+        return Exit.TESTS_FAILED
     if merged.nothing_judged:
-        return exits["nothing_judged"]
+        return Exit.NOTHING_JUDGED
     if merged.gate is not None and merged.gate.rerecord:
-        return exits["rerecord"]
-    return 5 if all(s == 5 for s in statuses) else 0
+        return Exit.RERECORD_BASELINE
+    if all(s == Exit.NO_TESTS_COLLECTED for s in statuses):
+        return Exit.NO_TESTS_COLLECTED
+    return Exit.OK
 
 
 def _dedupe(items) -> list:

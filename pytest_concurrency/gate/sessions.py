@@ -32,7 +32,7 @@ def spread(samples: Sequence[float]) -> float:
     return (s[(3 * len(s)) // 4] - s[len(s) // 4]) / m if m > 0 else math.inf
 
 
-def disturbed(sessions: Sequence[history.Session], threshold: float) -> dict[int, str]:
+def disturbed(sessions: Sequence[history.BaselineSession], threshold: float) -> dict[int, str]:
     """Index (0 = latest) -> why that session is disturbed; empty unless some remain good."""
     out = {i: f"flagged when saved: {s.disturbed}" for i, s in enumerate(sessions) if s.disturbed}
     medians = {
@@ -55,7 +55,7 @@ def disturbed(sessions: Sequence[history.Session], threshold: float) -> dict[int
 
 
 def _wide(
-    sessions: Sequence[history.Session], threshold: float, skip: Mapping[int, str]
+    sessions: Sequence[history.BaselineSession], threshold: float, skip: Mapping[int, str]
 ) -> dict[int, str]:
     """The sessions (not in ``skip``) whose rounds spread far wider than the others': something
     else ran beside them for a while."""
@@ -74,7 +74,7 @@ def _wide(
 
 
 def within_their_span(
-    sessions: Sequence[history.Session], center: float, current: float, threshold: float
+    sessions: Sequence[history.BaselineSession], center: float, current: float, threshold: float
 ) -> str | None:
     """Why a change is no evidence of a code change, if it is none: the baseline's own sessions
     of the same code differ beyond the threshold, and ``current`` lies within their span widened

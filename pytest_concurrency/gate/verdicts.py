@@ -90,7 +90,7 @@ class GateResult:
     verdicts: list[Verdict] = field(default_factory=list)
     refused: str | None = None  # why no comparison was made (e.g. another Python minor version)
     #: Why the baseline must be recorded again (the measuring side changed): no verdict either
-    #: way, its own exit status (session_end.EXIT_RERECORD_BASELINE)
+    #: way, its own exit status (Exit.RERECORD_BASELINE)
     rerecord: str | None = None
     calibration_ratio: float | None = None  # current machine speed / baseline's (>1 = slower now)
     summary: str = ""

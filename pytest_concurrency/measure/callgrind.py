@@ -17,7 +17,7 @@ Where valgrind runs: workload cases are counted in worker processes (``fresh_pro
 process forked per case, see isolate.py and worker.py), which the session starts under
 ``command`` (``worker_command``); the session itself runs at full speed. A plain benchmark
 test is counted in the session's own process, so a session that has one runs again whole
-under valgrind (``run_sessions``; its start-up, imports and collection are executed, never
+under ``command`` (roles/counting.py; its start-up, imports and collection are executed, never
 counted), and its children are traced, except the IO workload's latency server and the
 plain workers that run the memory pass and the kernel figures (``memory_apart``), whose
 work is not counted.
@@ -25,19 +25,15 @@ work is not counted.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import time
-from typing import NamedTuple
 
 from ..backends import child_env, scratch, watchdog
+from ..exit_codes import Exit
 from ..workloads import _live_memory
 from . import (
     PROFILE_HANDED_OVER,
@@ -150,109 +146,12 @@ def users_allocator(env: dict) -> dict:
     return out
 
 
-INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end by itself
-
-#: A counted session runs 30-50x slower than the project's own ``faulthandler_timeout`` expects
-#: (aiohttp's: 30 s), and when it fires, faulthandler's thread dumps every thread's traceback: its
-#: instructions are counted in whatever round is running, and under valgrind the dump read a frame
-#: being torn down and took the process down with SIGSEGV (a layout pass of aiohttp's benchmarks).
-QUIET_FAULTHANDLER = ["-o", "faulthandler_timeout=0"]
-
-
-class Command(NamedTuple):
-    """One pytest command line for ``run_sessions``."""
-
-    argv: list[str]
-    env: dict  # added to this process's environment
-    log: str | None  # where its output goes; None: this terminal
-    fds: tuple[int, ...] = ()  # handed to this process alone, and closed here once it started
-
-
-def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
-    """Run pytest command lines counted, side by side. Their exit statuses; None after a Ctrl-C,
-    forwarded to each, once all have ended (``_stop``).
-
-    Each dies with this process (PR_SET_PDEATHSIG on Linux): ``kill -9`` of the launcher once
-    left a counted session running, and it wrote its baseline a minute later. Each runs in a
-    session of its own, so a Ctrl-C reaches it exactly once, forwarded from here, and it ends
-    with pytest's own summary."""
-    # -W, -X, -O... as given to this python
-    from subprocess import _args_from_interpreter_flags  # type: ignore[attr-defined]
-
-    _prepare()
-    with contextlib.ExitStack() as stack:
-        running = []
-        for argv, added, log, fds in commands:
-            directory = stack.enter_context(
-                tempfile.TemporaryDirectory(
-                    prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True
-                )
-            )
-            env = {**counted_env(dict(os.environ), directory), **added}
-            out = stack.enter_context(open(log, "w", encoding="utf-8")) if log else None
-            full = command(
-                [sys.executable, *_args_from_interpreter_flags(), *argv, *QUIET_FAULTHANDLER],
-                directory,
-            )
-            running.append(
-                (
-                    subprocess.Popen(
-                        full,
-                        cwd=cwd,
-                        env=env,
-                        stdout=out,
-                        stderr=out and subprocess.STDOUT,
-                        start_new_session=True,
-                        preexec_fn=_counted_child(),
-                        pass_fds=fds,
-                    ),
-                    directory,
-                )
-            )
-            for fd in fds:  # the child's alone now: a lock it holds ends with it
-                os.close(fd)
-        try:
-            codes = [proc.wait() for proc, _ in running]
-        except KeyboardInterrupt:
-            _stop([proc for proc, _ in running])
-            return None
-        for code, (_, directory) in zip(codes, running):
-            if code < 0 or code > 7:  # not pytest's 0-5 nor our gate's 6-7: valgrind may say why
-                _show_logs(directory)
-        return codes
-
-
-def _stop(procs: list) -> None:
-    """Forward a Ctrl-C to each, and kill those that have not ended ``INTERRUPT_GRACE_S`` later
-    (still starting under valgrind, where they ignore it: ``_counted_child``)."""
-    for proc in procs:
-        proc.send_signal(signal.SIGINT)
-    until = time.monotonic() + INTERRUPT_GRACE_S
-    killed = 0
-    for proc in procs:
-        try:
-            proc.wait(max(0.0, until - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            killed += 1
-    if killed:  # those killed say nothing: this is the line that does, once
-        them = f"{killed} counted processes" if killed > 1 else "a counted process"
-        print(
-            f"\npytest-concurrency: interrupted: {them} under valgrind had not ended "
-            f"{INTERRUPT_GRACE_S:g} s after the Ctrl-C (a start-up ignores it) and "
-            f"{'were' if killed > 1 else 'was'} killed; no baseline, report, verdict or rounds written",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
 #: What a counted session needs free in TMPDIR for callgrind's dumps: a smoke session of two
 #: models wrote 6-11 MB, 2 MB in one dump. With 64 KiB free, every case failed on a cut dump.
 MIN_FREE_MB = 32
 
 
-def _prepare() -> None:
+def prepare() -> None:
     """Before anything is counted, in the launcher and in a session whose workers count: room
     for the dumps, and the package's bytecode written (see ``_compile_package``)."""
     _check_room()
@@ -271,18 +170,6 @@ def _check_room() -> None:
             f"callgrind's dumps there (at least {MIN_FREE_MB} MB): free some space, or set TMPDIR to a "
             "directory with room"
         )
-
-
-def _counted_child():
-    """The relaunched session's ``preexec_fn``: it dies with the launcher, and ignores Ctrl-C until
-    the session has started (``watchdog.take_ctrl_c``)."""
-    return watchdog.with_parent(also=watchdog.ctrl_c_ignored)
-
-
-def launcher_gone(launcher: int) -> bool:
-    """Whether the process that started this counted session (pid ``launcher``) is no longer its
-    parent: killed, so what this session measured must not become a result."""
-    return os.getppid() != launcher
 
 
 _worker_dir: str | None = None
@@ -310,7 +197,8 @@ def _compile_package() -> None:
         pass
 
 
-def _show_logs(directory: str) -> None:
+def show_logs(directory: str) -> None:
+    """valgrind's own logs of a counted process (``command``) that ended so, when it wrote any."""
     for name in sorted(os.listdir(directory)):
         if name.startswith("valgrind.") and os.path.getsize(os.path.join(directory, name)):
             with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as fh:
@@ -485,7 +373,7 @@ class Callgrind(Instrument):
         return inside()
 
     def prepare_session(self) -> None:
-        _prepare()
+        prepare()
 
     def worker_command(self, argv: list[str], env: dict) -> tuple[list[str], dict]:
         # A fork server's cases keep the user's allocator (pymalloc unless set): each case is a
@@ -596,7 +484,7 @@ class Callgrind(Instrument):
             text=True,
             preexec_fn=watchdog.with_parent(),
         )
-        read = json.loads(done.stdout) if done.returncode == 0 else {}
+        read = json.loads(done.stdout) if done.returncode == Exit.OK else {}
         for extra in extras:
             path = extra.get("profile_dump")
             if path and path in read:

@@ -27,22 +27,22 @@ def given(early_config) -> Role | None:
     return parse(text) if text else None
 
 
-def register(config, role: Role | None, s) -> object:
-    """Make and register the object of this process's role; settings ``s`` are read already."""
+def register(config, role: Role | None, settings) -> object:
+    """Make and register the object of this process's role; its ``settings`` are read already."""
     obj: object
     if role is None:
-        if s.against and not counting.measures_nothing(config):
-            obj = against.Orchestrator(config, s)
+        if settings.against and not counting.measures_nothing(config):
+            obj = against.Orchestrator(config, settings)
         else:
-            obj = counting.user_session(config, s, watched=True)
+            obj = counting.user_session(config, settings, watched=True)
     elif role.kind == SIDE:
-        obj = against.Side(config, s, role)
+        obj = against.Side(config, settings, role)
     elif role.kind == BASE:  # the user's session, on the base side's code
-        obj = counting.user_session(config, s, base_dir=role.base_dir)
+        obj = counting.user_session(config, settings, base_dir=role.base_dir)
     elif role.kind == HEAD:  # the user's session, counted against the base (the run's output)
-        obj = counting.user_session(config, s, base_dir=role.base_dir, watched=True)
+        obj = counting.user_session(config, settings, base_dir=role.base_dir, watched=True)
     else:
-        obj = counting.child(config, s, role)
+        obj = counting.child(config, settings, role)
     config.stash[ROLE] = obj
     config.pluginmanager.register(obj, f"concurrency-role-{type(obj).__name__.lower()}")
     return obj

@@ -32,25 +32,28 @@ from pathlib import Path
 import pytest
 
 from ..backends import watchdog
+from ..exit_codes import NOT_RUN, Exit
 from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
 from . import counting, crash
 from .argv import head_only_removed
 from .role import AGAINST_INTERRUPTED, SIDE, Role
-from .session import Session
+from .session import MeasuringSession
 
 MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
 MIN_ROUND_S = 0.002  # a round's time, at least (pytest-benchmark's --benchmark-min-time)
 INTERRUPT_GRACE_S = 10.0
+#: The head's session ended so, and said why: there is nothing to judge, nor to run again.
+HEAD_SAID_WHY = (Exit.INTERRUPTED, Exit.USAGE_ERROR, Exit.NO_TESTS_COLLECTED)
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
 
 
 #: A Ctrl-C before the head's session said where it found it (installing the base, a side's start-up).
-def refuse(s, config) -> None:
+def refuse(settings, config) -> None:
     """What --concurrency-against cannot pair round by round (yet): a usage error naming the ways out."""
-    if s.isolate:
+    if settings.isolate:
         raise pytest.UsageError(
             "--concurrency-against with --concurrency-isolate: workloads timed in worker processes "
             "are not paired round by round yet; run without --concurrency-isolate, or count both "
@@ -82,28 +85,31 @@ class Orchestrator:
         )
 
 
-def orchestrate(config, s, wrote) -> int:
+def orchestrate(config, settings, wrote) -> int:
     """Install the base side, run both sides in turns, judge the pairs; the run's exit status.
     ``wrote(line)``: a file of the user's was written (counted: the head's side saved)."""
     from . import counted_against
 
-    if s.instrument.machine_bound:  # counted, each side is a whole counted run: nothing refused
-        refuse(s, config)
+    # counted, each side is a whole counted run: nothing refused
+    if settings.instrument.machine_bound:
+        refuse(settings, config)
     root = Path(str(config.invocation_params.dir))
     scratch = sides.run_directory()
     try:
         try:
-            spec = sides.parse(s.against, root)
+            spec = sides.parse(settings.against, root)
             site = sides.install(spec, root, Path(scratch.name), log=lambda m: print(m, flush=True))
             sides.same_length(site).mkdir()  # the head's stand-in for it
         except sides.SideError as exc:
-            raise pytest.UsageError(f"--concurrency-against={s.against}: {exc}") from None
-        if not s.instrument.machine_bound:  # counts need no turns: each side counted whole
-            return counted_against.run(config, s, spec, site, Path(scratch.name), root, wrote)
-        return _run_sides(config, s, spec, site, Path(scratch.name), root)
+            raise pytest.UsageError(f"--concurrency-against={settings.against}: {exc}") from None
+        if not settings.instrument.machine_bound:  # counts need no turns: each side counted whole
+            return counted_against.run(
+                config, settings, spec, site, Path(scratch.name), root, wrote
+            )
+        return _run_sides(config, settings, spec, site, Path(scratch.name), root)
     finally:
-        if s.against_keep:
-            _keep(Path(scratch.name), s.against_keep)
+        if settings.against_keep:
+            _keep(Path(scratch.name), settings.against_keep)
         scratch.cleanup()
 
 
@@ -128,7 +134,7 @@ def _keep(directory: Path, keep: Path) -> None:
             shutil.copyfile(path, target)
 
 
-def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
+def _run_sides(config, settings, spec, site: Path, directory: Path, root: Path) -> int:
     args = list(config.invocation_params.args)
     print(
         f"pytest-concurrency: this code (head) against {spec} (base), round for round in turns; "
@@ -141,16 +147,12 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
     lines = command_lines(
         args, True, _run_cache(directory / "1", cached), users_cache_dir(config) if cached else None
     )
-    first = _run_pair(s, site, directory / "1", root, lines)
+    first = _run_pair(settings, site, directory / "1", root, lines)
     try:
         again: list = []
-        if first.codes[lockstep.B] not in (
-            pytest.ExitCode.INTERRUPTED,
-            pytest.ExitCode.USAGE_ERROR,
-            pytest.ExitCode.NO_TESTS_COLLECTED,
-        ):
-            again = _again(s, site, directory, root, args, first, cached)
-        return _judge(s, spec, site, first, again)
+        if first.codes[lockstep.B] not in HEAD_SAID_WHY:
+            again = _again(settings, site, directory, root, args, first, cached)
+        return _judge(settings, spec, site, first, again)
     except KeyboardInterrupt:  # the head's session has ended, and said what it wrote
         print(
             "\npytest-concurrency: interrupted after the head's session: no verdict against the "
@@ -158,7 +160,7 @@ def _run_sides(config, s, spec, site: Path, directory: Path, root: Path) -> int:
             file=sys.stderr,
             flush=True,
         )
-        return int(pytest.ExitCode.INTERRUPTED)
+        return Exit.INTERRUPTED
 
 
 class _Pair:
@@ -186,7 +188,7 @@ class _Pair:
 
 
 def _run_pair(
-    s,
+    settings,
     site: Path,
     directory: Path,
     root: Path,
@@ -199,7 +201,7 @@ def _run_pair(
     directory.mkdir(parents=True)
     pair = _Pair(directory)
     coordinator = lockstep.Coordinator(
-        str(directory / "turns.sock"), stall_s=max(s.timeout or 0, 60.0) * 2
+        str(directory / "turns.sock"), stall_s=max(settings.timeout or 0, 60.0) * 2
     )
     env = dict(os.environ)
     env.setdefault("PYTHONHASHSEED", str(random.randrange(1, 2**32)))  # one seed for both sides
@@ -258,8 +260,10 @@ def _run_pair(
             pair.codes = _wait(procs)
     except KeyboardInterrupt:
         _stop(procs)
-        if only is None and procs.get(lockstep.B) and procs[lockstep.B].returncode == 2:
-            raise SystemExit(2) from None  # the head's session (the run's output) said where
+        head = procs.get(lockstep.B)
+        if only is None and head and head.returncode == Exit.INTERRUPTED:
+            # the head's session (the run's output) said where
+            raise SystemExit(Exit.INTERRUPTED) from None
         raise
     finally:
         _stop(procs)
@@ -326,7 +330,7 @@ def command_lines(
 
 
 def _again(
-    s, site: Path, directory: Path, root: Path, args: list, first: _Pair, cached: bool
+    settings, site: Path, directory: Path, root: Path, args: list, first: _Pair, cached: bool
 ) -> list:
     """Further pairs of sessions, one at a time, for the benchmarks whose time is not decided yet:
     two processes of the same code differ by a percent or two for their whole life, so a change
@@ -336,10 +340,11 @@ def _again(
     if len(first.docs) < 2:
         return []
     again: list = []
+    threshold = paired_threshold(settings)
     for number in range(2, paired.MAX_SESSIONS + 1):
         done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
         result = paired.judge(
-            first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=done
+            first.records(lockstep.A), first.records(lockstep.B), threshold, again=done
         )
         keys = set(paired.undecided(result))
         only = sorted(
@@ -361,7 +366,7 @@ def _again(
             flush=True,
         )
         lines = command_lines(args, False, _run_cache(directory / str(number), cached))
-        again.append(_run_pair(s, site, directory / str(number), root, lines, only=only))
+        again.append(_run_pair(settings, site, directory / str(number), root, lines, only=only))
     return again
 
 
@@ -396,25 +401,19 @@ def _stop(procs: dict) -> None:
             proc.wait()
 
 
-def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
+def _judge(settings, spec, site: Path, first: _Pair, again: list) -> int:
     from ..report import terminal
     from ..session_end import paired_threshold
 
     head_code = first.codes[lockstep.B]
-    if head_code in (
-        pytest.ExitCode.INTERRUPTED,
-        pytest.ExitCode.USAGE_ERROR,
-        pytest.ExitCode.NO_TESTS_COLLECTED,
-    ):
+    if head_code in HEAD_SAID_WHY:
         return head_code  # the head's session said why; there is nothing to judge
     why = _nothing_judged(spec, first)
-    if why is not None and head_code in (0, 7, 8):
-        from ..session_end import EXIT_NOTHING_JUDGED
-
+    if why is not None and head_code in (Exit.OK, Exit.RERECORD_BASELINE, Exit.NOTHING_JUDGED):
         print(
-            f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): against the base: {why}"
+            f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): against the base: {why}"
         )
-        return EXIT_NOTHING_JUDGED
+        return Exit.NOTHING_JUDGED
     errors = []
     for pair in (first, *again):
         errors += pair.errors
@@ -430,7 +429,13 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
                 + "; its log:\n"
                 + _tail(pair.log)
             )
-        elif pair.codes[lockstep.A] not in (0, 1, 5, 7, None):
+        elif pair.codes[lockstep.A] not in (
+            Exit.OK,
+            Exit.TESTS_FAILED,
+            Exit.NO_TESTS_COLLECTED,
+            Exit.RERECORD_BASELINE,
+            None,
+        ):
             errors.append(
                 f"the base side ({spec}) exited {pair.codes[lockstep.A]}; its log:\n"
                 + _tail(pair.log)
@@ -445,20 +450,21 @@ def _judge(s, spec, site: Path, first: _Pair, again: list) -> int:
         further = [
             (p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2
         ]
+        threshold = paired_threshold(settings)
         result = paired.judge(
-            first.records(lockstep.A), first.records(lockstep.B), paired_threshold(s), again=further
+            first.records(lockstep.A), first.records(lockstep.B), threshold, again=further
         )
         result.sides = paired.sides_line(base_ids, head_ids)
         width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
         for line in terminal.paired_lines(result, width):
             print(line)
-        if s.report_md:
-            _append_report(s.report_md, result)
+        if settings.report_md:
+            _append_report(settings.report_md, result)
     for error in errors:
         print(f"pytest-concurrency: ERROR: {error}")
     failed = bool(errors) or bool(result and result.failed)
-    if head_code in (0, 7) and failed:
-        return int(pytest.ExitCode.TESTS_FAILED)
+    if head_code in (Exit.OK, Exit.RERECORD_BASELINE) and failed:
+        return Exit.TESTS_FAILED
     return head_code
 
 
@@ -468,7 +474,7 @@ def _nothing_judged(spec, first: _Pair) -> str | None:
     if head is not None and not head.get("benchmarks"):
         return head.get("nothing_judged") or "the head's session recorded no benchmark"
     base_code = first.codes.get(lockstep.A)
-    if head is not None and lockstep.A not in first.docs and base_code in (2, 3, 4, 5):
+    if head is not None and lockstep.A not in first.docs and base_code in NOT_RUN:
         lines = _tail(first.log, 200).splitlines()
         said = (
             [line for line in lines if line.startswith(("E   ", "ERROR "))]
@@ -501,7 +507,7 @@ def _tail(path: Path, lines: int = 20) -> str:
 # -- in each side's session --------------------------------------------------------------------------
 
 
-class Side(Session):
+class Side(MeasuringSession):
     """One side's session: its rounds take turns with the other side's (runner/lockstep.py), and
     at its end it writes them, with what it imported, for the ``Orchestrator`` to judge."""
 
@@ -521,7 +527,7 @@ class Side(Session):
     def pytest_runtest_logfinish(self, nodeid, location) -> None:
         self.in_progress.done()
 
-    @pytest.hookimpl(tryfirst=True)  # as Session's: before xdist starts workers
+    @pytest.hookimpl(tryfirst=True)  # as MeasuringSession's: before xdist starts workers
     def pytest_configure(self, config) -> None:
         refuse(self.settings, config)
         super().pytest_configure(config)

@@ -20,20 +20,20 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from ..backends import watchdog
+from ..exit_codes import Exit
 from ..gate import baseline
-from ..measure import callgrind, records
+from ..measure import records
 from ..runner import sides
 from .argv import head_only_removed
+from .counting import INTERRUPT_GRACE_S
 from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 
 #: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
 _NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
 
 
-def run(config, s, spec, site: Path, directory: Path, root: Path, wrote) -> int:
+def run(config, settings, spec, site: Path, directory: Path, root: Path, wrote) -> int:
     """Count the base side, then the head; judge the head's counts against the base's; with
     ``--concurrency-save-baseline``, the head's counts saved there as any counted session's are."""
     args = [a for a in head_only_removed(config.invocation_params.args) if not _side_only(a)]
@@ -51,13 +51,13 @@ def run(config, s, spec, site: Path, directory: Path, root: Path, wrote) -> int:
         head_code = _side(*launches["head"], root, None)
     except KeyboardInterrupt:
         print(f"\npytest-concurrency: {AGAINST_INTERRUPTED}", file=sys.stderr, flush=True)
-        return int(pytest.ExitCode.INTERRUPTED)
+        return Exit.INTERRUPTED
     print(
         f"pytest-concurrency: the base side counted in {counted_base:.0f} s, the head in "
         f"{time.monotonic() - started - counted_base:.0f} s",
         flush=True,
     )
-    return _judge(s, spec, files, base_code, head_code, directory / "base-side.log", wrote)
+    return _judge(settings, spec, files, base_code, head_code, directory / "base-side.log", wrote)
 
 
 def _side_only(arg: str) -> bool:
@@ -101,8 +101,9 @@ def _side(argv: list, env: dict, root: Path, log_dir: Path | None) -> int:
             return proc.wait()
         except KeyboardInterrupt:
             _let_end(proc)
-            if log is None and proc.returncode == pytest.ExitCode.INTERRUPTED:
-                raise SystemExit(2) from None  # the head (the run's output) said where
+            if log is None and proc.returncode == Exit.INTERRUPTED:
+                # the head (the run's output) said where
+                raise SystemExit(Exit.INTERRUPTED) from None
             raise
     finally:
         if log is not None:
@@ -111,13 +112,13 @@ def _side(argv: list, env: dict, root: Path, log_dir: Path | None) -> int:
 
 def _let_end(proc) -> None:
     """After a Ctrl-C: the side, in this process group, got it too, and ends as a counted run does
-    (its counted sessions get ``callgrind.INTERRUPT_GRACE_S``), removing what it made in TMPDIR; a
+    (its counted sessions get ``counting.INTERRUPT_GRACE_S``), removing what it made in TMPDIR; a
     Ctrl-C sent to this process alone is forwarded once it is clear the side did not get it."""
     for forward in (False, True):
         if forward:
             proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(callgrind.INTERRUPT_GRACE_S + 5)
+            proc.wait(INTERRUPT_GRACE_S + 5)
             return
         except subprocess.TimeoutExpired:
             continue
@@ -138,47 +139,50 @@ def _sides_line(base_doc: dict, head_doc: dict) -> str:
     return "; ".join(moved) or "the same versions on both sides (the base side's own code first)"
 
 
-def _judge(s, spec, files: dict, base_code: int, head_code: int, log: Path, wrote) -> int:
+def _judge(settings, spec, files: dict, base_code: int, head_code: int, log: Path, wrote) -> int:
     from ..gate import compare as gate
     from ..report import terminal
-    from ..session_end import EXIT_NOTHING_JUDGED, gate_settings, store
+    from ..session_end import gate_settings, store
 
-    if head_code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR):
+    if head_code in (Exit.INTERRUPTED, Exit.USAGE_ERROR):
         return head_code
     if not files["base"].exists():
         tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
         said = [line for line in tail if line.startswith(("E   ", "ERROR"))] or tail[-1:]
         print(
-            f"pytest-concurrency: NOTHING JUDGED (exit {EXIT_NOTHING_JUDGED}): against the base: the "
+            f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): against the base: the "
             f"base side ({spec}) exited {base_code} and counted nothing: "
             f"{(said or ['no output'])[0].strip()}"
         )
-        return EXIT_NOTHING_JUDGED
+        return Exit.NOTHING_JUDGED
     if not files["head"].exists():
-        return head_code or EXIT_NOTHING_JUDGED  # the head's session said why
+        return head_code or Exit.NOTHING_JUDGED  # the head's session said why
     try:
         base_doc = baseline.load(files["base"])
         head_doc = baseline.load(files["head"])
     except baseline.BaselineError as exc:
         print(f"pytest-concurrency: ERROR: {exc}")
-        return int(pytest.ExitCode.TESTS_FAILED)
+        return Exit.TESTS_FAILED
     head = records.from_json(head_doc)
-    result = gate.compare(base_doc, head, head_doc["pytest_concurrency"], gate_settings(s))
+    result = gate.compare(base_doc, head, head_doc["pytest_concurrency"], gate_settings(settings))
     print(" counted against the base side ".center(80, "-"))
     print(f"Sides: {_sides_line(base_doc, head_doc)}")
     print(terminal.render(head, result, every=True))
-    if s.report_md:
+    if settings.report_md:
         from ..report import markdown
 
-        markdown.write(s.report_md, markdown.render(head, result, result.memory))
-        print(f"pytest-concurrency: the verdicts against the base side written to {s.report_md}")
-    if s.save_baseline:  # the head side saved only if every benchmark test passed (session_end)
+        markdown.write(settings.report_md, markdown.render(head, result, result.memory))
+        print(
+            f"pytest-concurrency: the verdicts against the base side written to {settings.report_md}"
+        )
+    # the head side saved only if every benchmark test passed (session_end)
+    if settings.save_baseline:
         try:
-            for line in store(s, head_doc, head, wrote):
+            for line in store(settings, head_doc, head, wrote):
                 print(f"pytest-concurrency: {line}")
         except baseline.BaselineError as exc:
             print(f"pytest-concurrency: ERROR: {exc}")
-            return int(pytest.ExitCode.TESTS_FAILED)
-    if head_code not in (0, 7):
+            return Exit.TESTS_FAILED
+    if head_code not in (Exit.OK, Exit.RERECORD_BASELINE):
         return head_code
-    return int(pytest.ExitCode.TESTS_FAILED) if result.failed else 0
+    return Exit.TESTS_FAILED if result.failed else Exit.OK

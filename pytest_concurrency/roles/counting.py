@@ -1,7 +1,7 @@
 """The processes of a counted run (``--concurrency-measure=instructions``).
 
 Workload cases are counted in worker processes started under valgrind, so a session that has
-only those runs at full speed (``Session``). A plain ``benchmark`` test is measured in the
+only those runs at full speed (``MeasuringSession``). A plain ``benchmark`` test is measured in the
 session's own process: a run with one becomes a ``Launcher``, which starts, in turn,
 
 * a ``Probe``: the command line collected at full speed (about a second), to learn whether any
@@ -25,10 +25,12 @@ then have no kernel figures ("not measured"), or fewer layouts.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,12 +41,13 @@ import pytest
 
 from .. import plain_tests
 from ..backends import scratch, watchdog
+from ..exit_codes import Exit
 from ..gate import atomic
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from . import crash
 from .argv import head_only_removed
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
-from .session import Session, no_xdist, nothing_saved_by_pytest_benchmark
+from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
 
 #: How long the kernel pass times each test (pytest-benchmark's ``--benchmark-max-time``, 1 s by
 #: default): its figures are per call, read in ten groups of rounds or more lasting 2 ms each
@@ -58,32 +61,32 @@ INTERRUPTED = (
 )
 
 
-def user_session(config, s, base_dir: str | None = None, watched: bool = False):
+def user_session(config, settings, base_dir: str | None = None, watched: bool = False):
     """The role of the process the user started, when it is not a run against a base (or of a
     side of a counted run against the base: ``base_dir`` the base's install, or the head's
     stand-in for it); ``watched``: a session in it has a watcher (watcher.py), as nothing else
     would name a test that ended its process."""
-    if s.instrument.fresh_process:
+    if settings.instrument.fresh_process:
         refuse_other_hosts(config)
-    if s.instrument.needs_launch and not measures_nothing(config):
+    if settings.instrument.needs_launch and not measures_nothing(config):
         # before any process is counted: whichever counts (workers, or the session whole under
         # valgrind) would otherwise compile this package's modules from source, in every process
-        s.instrument.prepare_session()
+        settings.instrument.prepare_session()
         if tests_measured_here(config, base_dir).here:
-            return Launcher(config, s, base_dir)
-    return Session(config, s, watched=watched)
+            return Launcher(config, settings, base_dir)
+    return MeasuringSession(config, settings, watched=watched)
 
 
-def child(config, s, role: Role):
+def child(config, settings, role: Role):
     """The role of a process a ``Launcher`` started."""
     if role.kind == PROBE:
-        return Probe(config, s, role)
+        return Probe(config, settings, role)
     if role.kind == KERNEL_PASS:
-        return KernelPass(config, s, role)
+        return KernelPass(config, settings, role)
     if role.kind == LAYOUT_PASS:
-        return LayoutPass(config, s, role)
+        return LayoutPass(config, settings, role)
     assert role.kind == COUNTED, role
-    return Counted(config, s, role)
+    return Counted(config, settings, role)
 
 
 def measures_nothing(config) -> bool:
@@ -146,9 +149,9 @@ class Launcher:
         self.base_dir = base_dir
 
     def main(self) -> int:
-        config, s = self.config, self.settings
+        config, settings = self.config, self.settings
         print(
-            f"pytest-concurrency: counting {s.instrument.kind}: a benchmark test measured in this "
+            f"pytest-concurrency: counting {settings.instrument.kind}: a benchmark test measured in this "
             "process makes the session run again under valgrind (callgrind, about 30-50x slower "
             "than timing; only the rounds are counted)",
             flush=True,
@@ -159,7 +162,7 @@ class Launcher:
         ) as where:
             try:
                 kernel_file = self._kernel(where)
-                passes = self._layouts(where, s.layouts)
+                passes = self._layouts(where, settings.layouts)
                 role = Role(
                     COUNTED,
                     base_dir=self.base_dir,
@@ -168,19 +171,19 @@ class Launcher:
                     layouts=tuple(out for out, _ in passes),
                     running=crash.path(where, "counted"),
                 )
-                counted = callgrind.Command(["-m", "pytest", *params.args, *role.argv()], {}, None)
-                codes = callgrind.run_sessions(
+                counted = Command(["-m", "pytest", *params.args, *role.argv()], {}, None)
+                codes = run_sessions(
                     [counted, *(command for _, command in passes)], str(params.dir)
                 )
                 if codes is None:  # Ctrl-C: each has ended, and the counted session said so
-                    return 2  # pytest's own status for an interrupted session
+                    return Exit.INTERRUPTED
                 _stop_if_crashed(role.running, "the counted session under valgrind", codes[0])
                 for n, ((out, _), code) in enumerate(zip(passes, codes[1:]), 1):
                     _stop_if_crashed(_running(out), f"layout {n}'s counted pass", code)
                 return codes[0]
             except _Crashed as exc:
                 print(exc.args[0], file=sys.stderr, flush=True)
-                return int(pytest.ExitCode.TESTS_FAILED)
+                return Exit.TESTS_FAILED
 
     def _argv(self, where: str, name: str) -> list[str]:
         argv = head_only_removed(self.config.invocation_params.args)
@@ -221,7 +224,7 @@ class Launcher:
             )
         except KeyboardInterrupt:  # run() has killed it; the counted session never starts
             print(INTERRUPTED.format("the pass for kernel figures"), file=sys.stderr, flush=True)
-            raise SystemExit(2) from None  # pytest's own status for an interrupted session
+            raise SystemExit(Exit.INTERRUPTED) from None
         _stop_if_crashed(
             crash.path(where, "kernel"),
             "the pass at full speed for kernel figures",
@@ -242,7 +245,7 @@ class Launcher:
         )
         return out
 
-    def _layouts(self, where: str, count: int) -> list[tuple[str, callgrind.Command]]:
+    def _layouts(self, where: str, count: int) -> list[tuple[str, Command]]:
         """Layouts 1 to ``count - 1``: (rounds file, command) of each pass, its lock taken."""
         passes = []
         for n in range(1, count):
@@ -257,7 +260,7 @@ class Launcher:
             )
             argv = [*layouts.pytest_argv(n), *self._argv(where, f"layout{n}"), *role.argv()]
             env = own_coverage_data(where, f"layout{n}")
-            passes.append((out, callgrind.Command(argv, env, _log(out), (_held(out),))))
+            passes.append((out, Command(argv, env, _log(out), (_held(out),))))
         if passes:
             print(
                 f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} beside "
@@ -265,6 +268,119 @@ class Launcher:
                 flush=True,
             )
         return passes
+
+
+# -- the counted processes, side by side under valgrind --------------------------------------
+
+
+INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end by itself
+
+#: A counted session runs 30-50x slower than the project's own ``faulthandler_timeout`` expects
+#: (aiohttp's: 30 s), and when it fires, faulthandler's thread dumps every thread's traceback: its
+#: instructions are counted in whatever round is running, and under valgrind the dump read a frame
+#: being torn down and took the process down with SIGSEGV (a layout pass of aiohttp's benchmarks).
+QUIET_FAULTHANDLER = ["-o", "faulthandler_timeout=0"]
+
+
+class Command(NamedTuple):
+    """One pytest command line for ``run_sessions``."""
+
+    argv: list[str]
+    env: dict  # added to this process's environment
+    log: str | None  # where its output goes; None: this terminal
+    fds: tuple[int, ...] = ()  # handed to this process alone, and closed here once it started
+
+
+def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
+    """Run pytest command lines counted, side by side. Their exit statuses; None after a Ctrl-C,
+    forwarded to each, once all have ended (``_stop``).
+
+    Each dies with this process (PR_SET_PDEATHSIG on Linux): ``kill -9`` of the launcher once
+    left a counted session running, and it wrote its baseline a minute later. Each runs in a
+    session of its own, so a Ctrl-C reaches it exactly once, forwarded from here, and it ends
+    with pytest's own summary."""
+    # -W, -X, -O... as given to this python
+    from subprocess import _args_from_interpreter_flags  # type: ignore[attr-defined]
+
+    callgrind.prepare()
+    with contextlib.ExitStack() as stack:
+        running = []
+        for argv, added, log, fds in commands:
+            directory = stack.enter_context(
+                tempfile.TemporaryDirectory(
+                    prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True
+                )
+            )
+            env = {**callgrind.counted_env(dict(os.environ), directory), **added}
+            out = stack.enter_context(open(log, "w", encoding="utf-8")) if log else None
+            full = callgrind.command(
+                [sys.executable, *_args_from_interpreter_flags(), *argv, *QUIET_FAULTHANDLER],
+                directory,
+            )
+            running.append(
+                (
+                    subprocess.Popen(
+                        full,
+                        cwd=cwd,
+                        env=env,
+                        stdout=out,
+                        stderr=out and subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=_counted_child(),
+                        pass_fds=fds,
+                    ),
+                    directory,
+                )
+            )
+            for fd in fds:  # the child's alone now: a lock it holds ends with it
+                os.close(fd)
+        try:
+            codes = [proc.wait() for proc, _ in running]
+        except KeyboardInterrupt:
+            _stop([proc for proc, _ in running])
+            return None
+        for code, (_, directory) in zip(codes, running):
+            # not pytest's own nor the gate's 7: valgrind may say why
+            if code < 0 or code > Exit.RERECORD_BASELINE:
+                callgrind.show_logs(directory)
+        return codes
+
+
+def _stop(procs: list) -> None:
+    """Forward a Ctrl-C to each, and kill those that have not ended ``INTERRUPT_GRACE_S`` later
+    (still starting under valgrind, where they ignore it: ``_counted_child``)."""
+    for proc in procs:
+        proc.send_signal(signal.SIGINT)
+    until = time.monotonic() + INTERRUPT_GRACE_S
+    killed = 0
+    for proc in procs:
+        try:
+            proc.wait(max(0.0, until - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            killed += 1
+    if killed:  # those killed say nothing: this is the line that does, once
+        them = f"{killed} counted processes" if killed > 1 else "a counted process"
+        print(
+            f"\npytest-concurrency: interrupted: {them} under valgrind had not ended "
+            f"{INTERRUPT_GRACE_S:g} s after the Ctrl-C (a start-up ignores it) and "
+            f"{'were' if killed > 1 else 'was'} killed; no baseline, report, verdict or rounds written",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _counted_child():
+    """The relaunched session's ``preexec_fn``: it dies with the launcher, and ignores Ctrl-C until
+    the session has started (``watchdog.take_ctrl_c``)."""
+    return watchdog.with_parent(also=watchdog.ctrl_c_ignored)
+
+
+def launcher_gone(launcher: int) -> bool:
+    """Whether the process that started this counted session (pid ``launcher``) is no longer its
+    parent: killed, so what this session measured must not become a result."""
+    return os.getppid() != launcher
 
 
 def own_coverage_data(where: str, name: str) -> dict:
@@ -390,7 +506,7 @@ def _skipped(item) -> bool:
         return False
 
 
-class _Pass(Session):
+class _Pass(MeasuringSession):
     """A pass before the counted session: only the tests measured in the session's process, no
     xdist workers (pytest-benchmark switches itself off in them); at its end it writes what it
     found for each test, by pytest-benchmark's name for it, to ``role.out``."""
@@ -451,7 +567,7 @@ class LayoutPass(_Pass):
         return {b.fullname: list(b.stats.data) for b in ran if b.stats.data}
 
 
-class Counted(Session):
+class Counted(MeasuringSession):
     """The user's session run again under valgrind by a ``Launcher``."""
 
     profiles = PROFILE_HANDED_OVER  # read at full speed at the end (``_BeforeSaving``)
@@ -482,7 +598,7 @@ class Counted(Session):
         refused = super().may_save()
         if refused:
             return refused
-        if self.role.launcher is not None and callgrind.launcher_gone(self.role.launcher):
+        if self.role.launcher is not None and launcher_gone(self.role.launcher):
             return "the run that started this counted session is gone (killed)"
         if self.layouts.crashed:  # the launcher stops the run on it: nothing of it is written
             return self.layouts.crashed
@@ -515,7 +631,7 @@ class _BeforeSaving:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
         bs = getattr(session.config, "_benchmarksession", None)
-        if bs is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+        if bs is not None and exitstatus != Exit.INTERRUPTED:
             if self.role.layouts:
                 self._join(session.config, bs.benchmarks)
             if not self.interrupted:
@@ -525,7 +641,7 @@ class _BeforeSaving:
     def _join(self, config, benchmarks) -> None:
         try:
             while not all(map(_ended, self.role.layouts)):
-                if self.role.launcher is not None and callgrind.launcher_gone(self.role.launcher):
+                if self.role.launcher is not None and launcher_gone(self.role.launcher):
                     return  # killed: nothing of this session becomes a result (may_save)
                 time.sleep(self.POLL_S)
         except KeyboardInterrupt:  # forwarded by the launcher, which stops the passes too
@@ -550,7 +666,7 @@ class _BeforeSaving:
             nodeid = crash.crashed(_running(out)) if found is None else None
             if nodeid:
                 self.crashed = f"{nodeid} ended layout {n}'s counted pass"
-            if found is None or found["exitstatus"] != 0:  # its failed tests lack this layout
+            if found is None or found["exitstatus"] != Exit.OK:  # its failed tests lack this layout
                 how = "wrote no rounds" if found is None else f"exited {found['exitstatus']}"
                 self.notes.append(
                     f"layout {n}'s counted pass {how}: its tests were judged on the layouts that "

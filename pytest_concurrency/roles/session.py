@@ -1,6 +1,6 @@
 """The measuring session: a pytest session whose benchmarks the plugin measures and judges.
 
-``Session`` is the user's session when it measures in its own process (time, or counted in
+``MeasuringSession`` is the user's session when it measures in its own process (time, or counted in
 workers), and the base of the roles that are sessions too: the passes and the counted session
 (counting.py) and the sides of --concurrency-against (against.py). Its hooks, in pytest's order:
 configure (read the baseline now: a bad one must not cost a whole run first), session start
@@ -20,6 +20,7 @@ import pytest
 
 from .. import plain_tests, remeasure, session_end, sharding
 from ..backends import watchdog
+from ..exit_codes import Exit
 from ..measure import PROFILE_HERE, kernel
 from ..report import progress
 from ..settings import with_jobs
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 MARKER = "concurrency"
 
 
-class Session:
+class MeasuringSession:
     """The role of a session that measures: it holds the session's state, not module globals."""
 
     #: Whether users' tests get the memory pass here (a pass before a counted session runs only
@@ -69,31 +70,33 @@ class Session:
     def pytest_configure(self, config) -> None:
         if xdist_active(config) and self.settings.instrument.fresh_process:
             self.settings = lanes_instead_of_xdist(config, self.settings)
-        s = self.settings
-        if s.baseline is not None or s.save_baseline is not None:
+        settings = self.settings
+        if settings.baseline is not None or settings.save_baseline is not None:
             from ..gate import baseline
 
             try:  # read them now: a bad baseline must not cost a whole benchmark run first
-                if s.baseline is not None:
-                    self.baseline_doc = baseline.load(s.baseline)
-                    if s.shard is not None:
+                if settings.baseline is not None:
+                    self.baseline_doc = baseline.load(settings.baseline)
+                    if settings.shard is not None:
                         from ..gate import shards
 
                         self.baseline_doc, self.other_shards = shards.mine(
-                            self.baseline_doc, s.shard
+                            self.baseline_doc, settings.shard
                         )
-                if s.save_baseline is not None:
+                if settings.save_baseline is not None:
                     # a file the save would refuse to replace
-                    baseline.load_previous(s.save_baseline)
+                    baseline.load_previous(settings.save_baseline)
             except baseline.BaselineError as exc:
                 raise pytest.UsageError(str(exc)) from None
-        if (s.baseline or s.save_baseline) and s.instrument.machine_bound:
+        if (settings.baseline or settings.save_baseline) and settings.instrument.machine_bound:
             from ..gate import calibrate
 
             self.calibration = calibrate.measure()
-        if self.baseline_doc is not None and s.instrument.machine_bound:
+        if self.baseline_doc is not None and settings.instrument.machine_bound:
             # a regression must reproduce before it fails the build (exact counts repeat)
-            self.second_sessions = remeasure.SecondSessions(s, self.baseline_doc, self.calibration)
+            self.second_sessions = remeasure.SecondSessions(
+                settings, self.baseline_doc, self.calibration
+            )
         if xdist_active(config) and self.measures_benchmarks(config):
             # benchmarks in parallel would measure each other: the project's own -n (often in its
             # addopts) is set aside for this session, not refused
@@ -151,15 +154,15 @@ class Session:
         if total and progress.wanted(terminal, config.getoption("verbose")):
             capture = config.pluginmanager.getplugin("capturemanager")
             self.progress = progress.Progress(config.get_terminal_writer, capture, total)
-        s = self.settings
-        if total and s.jobs > 1 and s.instrument.fresh_process:
+        settings = self.settings
+        if total and settings.jobs > 1 and settings.instrument.fresh_process:
             from .. import cases
 
-            self.ahead = cases.measure_ahead(self.workers(), session.items, s)
+            self.ahead = cases.measure_ahead(self.workers(), session.items, settings)
         if self.watched and self.measures_here(session):
             from . import watcher
 
-            watcher.start(config, isolated=s.isolate)
+            watcher.start(config, isolated=settings.isolate)
 
     def measures_here(self, session) -> bool:
         """Whether a benchmark test runs in this process, where a test that ends it (``os._exit``,
@@ -168,15 +171,16 @@ class Session:
         test whose call is not forked. Isolated, a test with ``benchmark`` alone (no
         ``concurrency_backend``) still runs here, as does the body of a ``concurrency_benchmark``
         test (its workloads run in the workers)."""
-        s, config = self.settings, session.config
+        settings, config = self.settings, session.config
         bs = getattr(config, "_benchmarksession", None)
         return (
-            not s.instrument.fresh_process
+            not settings.instrument.fresh_process
             and bs is not None
             and not bs.disabled
             and not xdist_active(config)
             and any(
-                measures(item) and not plain_tests.runs_apart(item, s) for item in session.items
+                measures(item) and not plain_tests.runs_apart(item, settings)
+                for item in session.items
             )
         )
 
@@ -209,23 +213,26 @@ class Session:
     def pytest_pyfunc_call(self, pyfuncitem):
         """A user's plain test: isolated, its call runs in a child forked for it; in-process,
         under a watch for what no ``backend.run`` deadline covers."""
-        s = self.settings
-        if plain_tests.runs_apart(pyfuncitem, s):
-            return plain_tests.call_apart(pyfuncitem, s.instrument, s.timeout)
-        watched = plain_tests.call_watched(pyfuncitem, s.timeout)
+        settings = self.settings
+        if plain_tests.runs_apart(pyfuncitem, settings):
+            return plain_tests.call_apart(pyfuncitem, settings.instrument, settings.timeout)
+        watched = plain_tests.call_watched(pyfuncitem, settings.timeout)
         return watched if watched is not None else plain_tests.call_whole_body(pyfuncitem)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
-        s = self.settings
+        settings = self.settings
+        instrument = settings.instrument
         memory = marker_kwarg(item, "memory")
-        wanted = memory if memory is not None else s.memory_plain
+        wanted = memory if memory is not None else settings.memory_plain
         again = self.second_sessions is not None
-        plain_tests.before_call(item, s.instrument, wanted and self.memory_pass, again, s.paired)
+        plain_tests.before_call(
+            item, instrument, wanted and self.memory_pass, again, settings.paired
+        )
         self.before_call(item)  # after: a side's turns are not in the rounds' kernel figures
         outcome = yield
         calls = plain_tests.after_call(
-            item, s.instrument, outcome.excinfo is None, self.counted_elsewhere, self.profiles
+            item, instrument, outcome.excinfo is None, self.counted_elsewhere, self.profiles
         )
         plain_tests.control_figures(item)
         bench = getattr(item, "funcargs", {}).get("benchmark")
@@ -290,11 +297,11 @@ class Session:
         if bs is None or session.config.option.collectonly:
             return
         late = self.interrupted_at_the_end()
-        stopped = exitstatus == pytest.ExitCode.INTERRUPTED or self.stop.signum is not None
+        stopped = exitstatus == Exit.INTERRUPTED or self.stop.signum is not None
         if stopped or late:  # what it measured is not a result
             self.close(now=True)
             where = late or (f"in {self.running}" if self.running else "before the first test")
-            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            session.exitstatus = Exit.INTERRUPTED
             self.outcome = session_end.SessionOutcome(
                 [],
                 messages=[f"interrupted {where}: no baseline, report, verdict or rounds written"],
@@ -304,12 +311,12 @@ class Session:
         self.outcome = self.finish(session, bs)
         # 1 for a failure, 7 for a baseline to record again; and a gate that judged
         # nothing says so with its own status, even when pytest ran no test at all (5)
-        quiet = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+        quiet = (Exit.OK, Exit.NO_TESTS_COLLECTED)
         if self.outcome is not None and session.exitstatus in quiet:
             session.exitstatus = self.outcome.exit_status or session.exitstatus
         shard = sharding.of(session.config)
         if shard is not None and shard.empty and session.exitstatus in quiet:
-            session.exitstatus = pytest.ExitCode.OK  # its tests are all in other shards
+            session.exitstatus = Exit.OK  # its tests are all in other shards
         if self.settings.verdicts is not None and self.outcome is not None:
             session_end.write_verdicts(
                 session, bs, self.settings, self.outcome, self.positions, shard, self
@@ -399,7 +406,7 @@ def marker_kwarg(node, name: str):
     return marker.kwargs.get(name) if marker else None
 
 
-def lanes_instead_of_xdist(config, s):
+def lanes_instead_of_xdist(config, settings):
     """``-n N`` in a counted session: the cases are counted in N lanes of this session (as with
     ``--concurrency-jobs=N``) rather than in N xdist workers, where pytest-benchmark switches
     itself off. Each case is counted in a process forked for it either way, so the counts and
@@ -407,13 +414,13 @@ def lanes_instead_of_xdist(config, s):
     lanes = len(config.getoption("tx") or []) or 1
     no_xdist(config)
     if not (config.getoption("concurrency_jobs") or config.getini("concurrency_jobs")):
-        s = with_jobs(s, lanes)
+        settings = with_jobs(settings, lanes)
     print(
-        f"pytest-concurrency: -n {lanes} with --concurrency-measure={s.instrument.kind}: the cases "
-        f"are counted in {s.jobs} lanes of this session, not in xdist workers",
+        f"pytest-concurrency: -n {lanes} with --concurrency-measure={settings.instrument.kind}: the cases "
+        f"are counted in {settings.jobs} lanes of this session, not in xdist workers",
         flush=True,
     )
-    return s
+    return settings
 
 
 def no_xdist(config) -> None:

@@ -32,6 +32,7 @@ import signal
 import sys
 import traceback
 
+from ..exit_codes import Exit
 from ..measure import callgrind
 
 
@@ -181,13 +182,13 @@ def main(argv: list[str]) -> int:
             f"usage: python -m pytest_concurrency.runner.worker {FORK_EACH}|{PLAIN} SPEC",
             file=sys.stderr,
         )
-        return 2
+        return Exit.TOOL_USAGE
     if os.getpgid(0) == os.getpid():  # a group of its own, as isolate.py starts it: not a shell's
         signal.signal(signal.SIGTERM, _go_with_group(os.getpid()))
     fork_each, args = argv[0] == FORK_EACH, argv[1:]
     replies = _claim_stdout()
     serve(args[0], sys.stdin, replies, fork_each)
-    return 0
+    return Exit.OK
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""Every exit status the package's processes end with, or read from the processes it starts.
+
+A leaf: it imports nothing of the package, so that every layer may name a status.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Exit(enum.IntEnum):
+    __str__ = int.__repr__  # a status printed reads as its number, on 3.10 too
+
+    # pytest's own (pytest.ExitCode), which a session of ours exits with as pytest does
+    OK = 0  # tests passed and the gate passed; a tool did what it was asked
+    TESTS_FAILED = 1  # a test failed, or the gate found a regression, a leak or an error
+    INTERRUPTED = 2  # Ctrl-C, or a side's crash that the head's session named
+    INTERNAL_ERROR = 3  # pytest's internal error
+    USAGE_ERROR = 4  # a bad command line or option of a pytest session (ours included)
+    NO_TESTS_COLLECTED = 5  # pytest collected nothing
+    # (6, once a too noisy baseline's, is retired; pytest 9.2 exits 6 for --max-warnings)
+    RERECORD_BASELINE = 7  # the baseline's counts came from another measuring side: record it again
+    NOTHING_JUDGED = 8  # a gate was asked for (baseline, save, against) and judged nothing
+    # python -m pytest_concurrency (report, merge, bisect)
+    TOOL_USAGE = 2  # (the value of INTERRUPTED, as argparse exits) a bad command line or input file
+    MERGE_MISMATCH = 10  # shards from another version, Python, architecture (or machine, for time)
+    MERGE_COVERAGE = 11  # shards overlapping, missing or of different splits
+    NOTHING_CROSSED = 12  # bisect: the bad end is not regressed against the good end
+    END_BROKEN = 13  # bisect: an end does not build, install or collect
+
+
+#: pytest ended before the session's tests gave anything to read (interrupted, its own or a usage
+#: error, nothing collected)
+NOT_RUN = (Exit.INTERRUPTED, Exit.INTERNAL_ERROR, Exit.USAGE_ERROR, Exit.NO_TESTS_COLLECTED)
