@@ -340,8 +340,8 @@ def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
             _stop([proc for proc, _ in running])
             return None
         for code, (_, directory) in zip(codes, running):
-            # not pytest's own nor the gate's 7: valgrind may say why
-            if code < 0 or code > Exit.RERECORD_BASELINE:
+            # not pytest's own nor the gate's 7 and 8: valgrind may say why
+            if code < 0 or code > Exit.NOTHING_JUDGED:
                 callgrind.show_logs(directory)
         return codes
 
