@@ -108,11 +108,12 @@ def watch(request, backend, instrument, apart: bool) -> None:
         request.addfinalizer(request.node.stash[KERNEL].close)
 
 
-def call_apart(item, instrument, timeout: float | None) -> bool | None:
+def call_apart(item, instrument, timeout: float | None, second=None) -> bool | None:
     """The test's call, in a child forked for it (``runs_apart``; runner/forked.py): kernel figures
     read there (counters opened here would count this process), ``after_call`` done there (the
-    memory pass, the record's keys), so that here it has nothing left to add. In the child, None:
-    pytest's own hook calls the function."""
+    memory pass, the record's keys), and a suspect's second session (``second``: the session's
+    ``remeasure.SecondSessions``, or None), with the test's fixtures alive in the child, so that
+    here it has nothing left to add. In the child, None: pytest's own hook calls the function."""
     from .runner import forked
 
     if item.stash.get(APART, False):
@@ -124,9 +125,12 @@ def call_apart(item, instrument, timeout: float | None) -> bool | None:
         if instrument.machine_bound:
             item.stash[KERNEL] = driver.KernelPerRun(backend)
         reply = _call(item)
-        after_call(item, instrument, reply["outcome"] == "passed", lambda fullname: {})
+        passed = reply["outcome"] == "passed"
+        calls = after_call(item, instrument, passed, lambda fullname: {})
         control_figures(item)
         meta = getattr(bench, "stats", None)
+        if second is not None and passed and meta is not None:
+            reply["second"] = second.handed_over(item, bench, calls)
         reply["bench"] = {
             "mode": bench._mode,
             "has_error": bench.has_error,
@@ -151,6 +155,8 @@ def call_apart(item, instrument, timeout: float | None) -> bool | None:
         if CALLS in item.stash:
             del item.stash[CALLS]
     _apply(item, reply, silent, how, timeout)
+    if second is not None and reply and reply.get("second"):
+        second.taken_over(bench, reply["second"])
     return True
 
 

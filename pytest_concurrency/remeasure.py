@@ -29,6 +29,9 @@ from .measure.records import Record
 EVERY = "every"
 #: A second session of a user's test takes at most as long as its first one's rounds, or this.
 MIN_BUDGET_S = 1.0
+#: What a second session's record has of its own: the machine as it was then (no controls: none
+#: of the first session's either, they were other rounds')
+OWN = ("foreign_cpu", *control.KEYS)
 
 
 class SecondSessions:
@@ -53,8 +56,8 @@ class SecondSessions:
         suspect (every benchmark with ``--concurrency-remeasure=every``). ``calls``: a user's
         test's function as it handed it to pytest-benchmark, if it was kept."""
         found = records.from_session([bench.stats])
-        if not found:
-            return
+        if not found or found[0].key in self.taken or found[0].key in self.not_taken:
+            return  # (taken in the child its rounds ran in: ``taken_over``)
         rec = found[0]
         if self.settings.remeasure != EVERY and not self._suspect(rec):
             return
@@ -69,7 +72,7 @@ class SecondSessions:
                     bracket = item.stash.get(plain_tests.CONTROL, None)  # beside those rounds too
                     extra.update(bracket.figures(len(samples)) if bracket is not None else {})
                 else:
-                    raise RuntimeError("its rounds ran in a child of their own, which has ended")
+                    raise RuntimeError("its function was not kept (it did not pass)")
             except BaseException as exc:  # its first verdict stands: the conservative one
                 if isinstance(exc, KeyboardInterrupt):
                     raise
@@ -77,10 +80,34 @@ class SecondSessions:
             if rec.key in self.not_taken:
                 gc.collect()  # a coroutine never awaited, an unclosed socket: freed here
                 return
-        # the second session's own load and controls: the gate judges it by the machine as it
-        # was then (no controls: none of the first session's either, they were other rounds')
-        own = {k: extra.get(k) for k in ("foreign_cpu", *control.KEYS)}
+        own = {k: extra.get(k) for k in OWN}
         self.taken[rec.key] = dataclasses.replace(rec, samples=samples, extra={**rec.extra, **own})
+
+    def handed_over(self, item, bench, calls: driver.PlainCalls | None) -> dict | None:
+        """In the child an isolated test ran in (plain_tests.call_apart): its second session, if
+        it was suspect, taken there with its fixtures alive; what the session's process needs of
+        it (its rounds and their own figures, or why it could not be taken)."""
+        found = records.from_session([bench.stats])
+        if not found:
+            return None
+        key = found[0].key
+        self.after_rounds(None, item, bench, calls)
+        if key in self.taken:
+            rec = self.taken[key]
+            return {"samples": rec.samples, "own": {k: rec.extra.get(k) for k in OWN}}
+        return {"why": self.not_taken[key]} if key in self.not_taken else None
+
+    def taken_over(self, bench, sent: dict) -> None:
+        """In the session's process: the second session its child took (``handed_over``)."""
+        found = records.from_session([bench.stats])
+        if not found:
+            return
+        rec = found[0]
+        if "why" in sent:
+            self.not_taken[rec.key] = sent["why"]
+        else:
+            extra = {**rec.extra, **sent["own"]}
+            self.taken[rec.key] = dataclasses.replace(rec, samples=sent["samples"], extra=extra)
 
     def for_suspects(self, keys: list, recs: list[Record], messages: list) -> dict:
         """The second sessions of the session end's suspects ``keys``; a line for each suspect

@@ -73,6 +73,17 @@ def test_round_trip(benchmark, loop, server):
 
 def test_pure(benchmark, loop):
     benchmark(sum, range(200))
+
+
+def test_model(benchmark, concurrency_backend, server):
+    async def hop():
+        return 1
+
+    def call():
+        said("model-alive" if server["alive"] else "torn down")
+        return concurrency_backend.run(hop)
+
+    assert benchmark.pedantic(call, rounds=5) == 1
 """
 
 INI = """
@@ -81,8 +92,15 @@ filterwarnings =
     error
 """
 
-#: a high threshold: the A/A must pass on a loaded machine; the subject is the second session
-ARGS = ("--benchmark-only", "--concurrency-threshold=500", "-p", "no:cacheprovider")
+#: a high threshold: the A/A must pass on a loaded machine; the subject is the second session.
+#: One model for test_model (with --concurrency-isolate, its calls run in a child of their own)
+ARGS = (
+    "--benchmark-only",
+    "--concurrency-threshold=500",
+    "-p",
+    "no:cacheprovider",
+    "--concurrency-backends=asyncio",
+)
 
 
 @pytest.fixture
@@ -113,19 +131,22 @@ def test_a_second_session_is_taken_inside_the_test_and_adds_no_warning(suite, mo
     pytester, calls = suite
     base = pytester.path / "base.json"
     saved = pytester.runpytest_subprocess(*ARGS, *mode, f"--concurrency-save-baseline={base}")
-    saved.assert_outcomes(passed=2)
+    saved.assert_outcomes(passed=3)
     first = len(_phases(calls))
     judged = pytester.runpytest_subprocess(
         *ARGS, *mode, f"--concurrency-baseline={base}", "--concurrency-remeasure=every"
     )
     out = judged.stdout.str() + judged.stderr.str()
     assert judged.ret == 0, out
-    judged.assert_outcomes(passed=2, warnings=0)
+    judged.assert_outcomes(passed=3, warnings=0)
     assert "Traceback" not in out and "Exception" not in out, out  # none unraisable either
     phases = _phases(calls)
     assert "torn down" not in phases, phases
-    # the second session's rounds were taken: more calls than the first session made, all alive
+    # the second session's rounds were taken: more calls than the first session made, all alive;
+    # a model's test too (isolated: in the child its rounds ran in)
     assert len(phases) - first > first, (first, len(phases))
+    model = [phases[:first].count("model-alive"), phases[first:].count("model-alive")]
+    assert model[1] >= model[0] + 5, model  # its 5 rounds again (pedantic's rounds=5)
     assert "could not be" not in out and "first verdict stands" not in out
 
 
@@ -159,7 +180,7 @@ def test_a_counted_session_adds_no_warning_to_a_strict_suite(suite):
     judged = pytester.runpytest_subprocess(*ARGS, *counted, f"--concurrency-baseline={base}")
     out = judged.stdout.str() + judged.stderr.str()
     assert judged.ret == 0, out
-    judged.assert_outcomes(passed=2, warnings=0)
+    judged.assert_outcomes(passed=3, warnings=0)
     assert "Traceback" not in out and "Exception" not in out, out
     assert "torn down" not in _phases(calls)
     assert json.loads(base.read_text())["pytest_concurrency"]["measure"] == "instructions"

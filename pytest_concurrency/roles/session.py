@@ -215,7 +215,9 @@ class MeasuringSession:
         under a watch for what no ``backend.run`` deadline covers."""
         settings = self.settings
         if plain_tests.runs_apart(pyfuncitem, settings):
-            return plain_tests.call_apart(pyfuncitem, settings.instrument, settings.timeout)
+            return plain_tests.call_apart(
+                pyfuncitem, settings.instrument, settings.timeout, self.second_sessions
+            )
         watched = plain_tests.call_watched(pyfuncitem, settings.timeout)
         return watched if watched is not None else plain_tests.call_whole_body(pyfuncitem)
 
