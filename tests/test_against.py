@@ -579,7 +579,8 @@ def test_counted_against_the_base_starts_both_sides_in_one_shape(tmp_path, monke
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     site = tmp_path / "against-x" / "site"
     files = {side: tmp_path / "against-x" / f"{side}.json" for side in ("base", "head")}
-    launches = counted_against._launches(["-q", "tests"], files, site)
+    junit = {side: tmp_path / "against-x" / f"{side}-junit.xml" for side in files}
+    launches = counted_against._launches(["-q", "tests"], files, site, junit)
 
     def shape(argv, env):
         strings = sum(len(os.fsencode(a)) + 1 for a in argv)
@@ -593,6 +594,7 @@ def test_counted_against_the_base_starts_both_sides_in_one_shape(tmp_path, monke
     assert given["head"].base_dir == str(sides.same_length(site)) != str(site)
     for side, (line, env) in launches.items():
         assert f"--concurrency-save-baseline={files[side]}" in line
+        assert f"--junitxml={junit[side]}" in line  # the head's copied to the user's after
         assert env["PYTHONPATH"] == f"{given[side].base_dir}{os.pathsep}/elsewhere"
 
 

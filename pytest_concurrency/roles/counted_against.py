@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..backends import watchdog
 from ..exit_codes import Exit
-from ..gate import baseline
+from ..gate import atomic, baseline
 from ..measure import records
 from ..runner import sides
 from .argv import head_only_removed
@@ -44,11 +44,16 @@ def run(config, settings, spec, site: Path, directory: Path, root: Path, wrote) 
         flush=True,
     )
     started = time.monotonic()
-    launches = _launches(args, files, site)
+    # each side writes its tests' outcomes in the run's directory (both command lines of one
+    # shape); the head's become the user's --junitxml, as pytest alone would have written it
+    junit = {side: directory / f"{side}-junit.xml" for side in files} if _junit(config) else {}
+    launches = _launches(args, files, site, junit)
     try:
         base_code = _side(*launches["base"], root, directory)
         counted_base = time.monotonic() - started
         head_code = _side(*launches["head"], root, None)
+        if junit and junit["head"].exists():
+            atomic.write_text(_junit(config), junit["head"].read_text(encoding="utf-8"))
     except KeyboardInterrupt:
         print(f"\npytest-concurrency: {AGAINST_INTERRUPTED}", file=sys.stderr, flush=True)
         return Exit.INTERRUPTED
@@ -64,7 +69,13 @@ def _side_only(arg: str) -> bool:
     return arg.split("=", 1)[0] in _NOT_IN_A_SIDE
 
 
-def _launches(args: list, files: dict, site: Path) -> dict[str, tuple[list, dict]]:
+def _junit(config) -> str | None:
+    """Where the user asked for a JUnit XML file (``--junitxml``), as pytest resolves it."""
+    given = getattr(config.option, "xmlpath", None)
+    return os.path.normpath(os.path.abspath(os.path.expanduser(given))) if given else None
+
+
+def _launches(args: list, files: dict, site: Path, junit: dict) -> dict[str, tuple[list, dict]]:
     """Each side's command line and environment, of one shape: the base's install, or the head's
     empty stand-in as long (sides.same_length), in its role and first on ``PYTHONPATH`` (its
     children inherit both), and the environments padded to one size (sides.same_size). A count
@@ -77,6 +88,7 @@ def _launches(args: list, files: dict, site: Path) -> dict[str, tuple[list, dict
     launches = {}
     for side, role in roles.items():
         argv = [sys.executable, "-m", "pytest", *args, f"--concurrency-save-baseline={files[side]}"]
+        argv += [f"--junitxml={junit[side]}"] if junit else []
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [role.base_dir, env.get("PYTHONPATH")]))
         launches[side] = ([*argv, *role.argv()], env)
