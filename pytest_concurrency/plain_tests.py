@@ -399,6 +399,10 @@ def after_call(
     return calls
 
 
+#: A record's parameter holding its test's parametrization id, when a parameter is not a plain value
+CASE_ID = "id"
+
+
 def _label(item, instrument, counted_elsewhere: Callable[[str], dict], profile: str) -> None:
     """Give the test the keys the gate matches on (a ``concurrency_benchmark`` test has them):
     its model, its name and its parameters."""
@@ -406,11 +410,13 @@ def _label(item, instrument, counted_elsewhere: Callable[[str], dict], profile: 
     bench, backend = funcargs.get("benchmark"), funcargs.get("concurrency_backend")
     if bench is None or not measured_here(funcargs) or "backend" in bench.extra_info:
         return
+    given = getattr(getattr(item, "callspec", None), "params", {})
     params = {
         k: v
-        for k, v in getattr(getattr(item, "callspec", None), "params", {}).items()
+        for k, v in given.items()
         if k != "concurrency_backend" and isinstance(v, (str, int, float, bool))
     }
+    objects = len(params) < len(given) - ("concurrency_backend" in given)
     if backend is not None:
         model = {"backend": backend.name, "backend_version": backend.version}
         model["task_kind"] = backend.task_kind
@@ -418,6 +424,10 @@ def _label(item, instrument, counted_elsewhere: Callable[[str], dict], profile: 
     else:  # a suite's own benchmark: the model its parametrization names, if any
         model, params = models.of_parametrization(params, _callspec_id(item))
         name = item.nodeid.partition("[")[0]  # unique in the suite, as pytest names it
+    if objects:
+        # a parameter that is an object (an implementation, a class): its id tells the tests
+        # apart, or multidict's C and pure-Python tests were one benchmark, judged one by the other
+        params[CASE_ID] = _callspec_id(item)
     bench.extra_info.update(
         {
             "concurrency_schema": records.SCHEMA,

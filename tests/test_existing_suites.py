@@ -48,6 +48,23 @@ def test_whole_body_param(n):
 def test_benchmarks_own_marker(benchmark):
     benchmark(sum, range(10))
 
+class Fast:
+    def __str__(self):
+        return "c"
+
+class Slow:
+    def __str__(self):
+        return "py"
+
+# multidict's shape: an implementation (an object) as a parameter, its id its str()
+@pytest.fixture(params=[Fast(), Slow()], ids=str)
+def implementation(request):
+    return request.param
+
+@pytest.mark.parametrize("kind", ["cs"])
+def test_on_an_implementation(benchmark, implementation, kind):
+    benchmark.pedantic(sorted, args=(range(50 if str(implementation) == "c" else 5000),), rounds=5)
+
 def test_not_a_benchmark():
     pass
 """
@@ -82,13 +99,16 @@ def test_every_benchmark_of_an_unmodified_suite_is_in_the_baseline(pytester):
         ("test_suite.py::test_whole_body_param", '{"n": 10}', ""),
         ("test_suite.py::test_whole_body_param", '{"n": 20}', ""),
         ("test_suite.py::test_benchmarks_own_marker", "{}", ""),
+        # an object parameter: the test's id in its params, or the two were one benchmark
+        ("test_suite.py::test_on_an_implementation", '{"id": "c-cs", "kind": "cs"}', ""),
+        ("test_suite.py::test_on_an_implementation", '{"id": "py-cs", "kind": "cs"}', ""),
     }
     whole = [b for b in doc["benchmarks"] if "whole_body" in b["name"]]
     assert all(len(b["stats"]["data"]) >= 5 for b in whole)  # measured, not run once
     out = result.stdout.str()
     assert "test_suite.py::test_sum [n=10]" in out and "asyncio" in out
     assert " on \n" not in out and "fake" not in out
-    result.stdout.fnmatch_lines(["*baseline with 9 benchmarks written to base.json*"])
+    result.stdout.fnmatch_lines(["*baseline with 11 benchmarks written to base.json*"])
 
     again = pytester.runpytest_subprocess(
         "--benchmark-only", "-p", "no:cacheprovider", "--concurrency-baseline=base.json", "-v"
@@ -97,6 +117,7 @@ def test_every_benchmark_of_an_unmodified_suite_is_in_the_baseline(pytester):
     assert "Gate: " in text and "nothing to judge" not in text
     assert "test_suite.py::test_on_a_loop on asyncio" in text  # each judged, named naturally
     assert "test_suite.py::test_whole_body_param[n=20]" in text
+    assert "twice" not in text and "REGRESSED" not in text, text  # the py one judged by itself
 
 
 SYSCALLS = """
