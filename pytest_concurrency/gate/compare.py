@@ -1,4 +1,4 @@
-"""The regression gate: this run's records against a baseline document, one verdict each.
+"""The regression gate: this run's records against a baseline, one verdict each.
 
 Pure logic (no pytest): ``compare`` decides; ``report.tables`` says it. The statistics are
 in ``stats``; this module matches benchmarks, picks thresholds (widened by a benchmark's
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .. import measure
-from ..measure.records import Record, from_json, key_label, params_id
+from ..measure.records import Record, key_label, params_id
 from . import (
     calibrate,
     controlled,
@@ -135,15 +135,15 @@ class GateSettings:
 
 
 def compare(
-    baseline_doc: Mapping,
+    base: history.Baseline,
     current: Iterable[Record],
     current_meta: Mapping,
     settings: GateSettings | None = None,
 ) -> GateResult:
-    """Judge ``current`` against a baseline checked by ``baseline.load``."""
+    """Judge ``current`` against a baseline (``baseline.load``)."""
     settings = settings or GateSettings()
     current = list(current)
-    base_meta = baseline_doc.get("pytest_concurrency") or {}
+    base_meta = base.meta
     mismatch = _python_mismatch(base_meta, current_meta)
     refused = _measure_mismatch(base_meta, current_meta) or (
         mismatch if not settings.allow_cross_python else None
@@ -161,9 +161,7 @@ def compare(
     instrument = measure.get(current_meta.get("measure"))
     cal, normalize = None, False
     if instrument.machine_bound:
-        cal, normalize = _machine_speed(
-            baseline_doc, base_meta, current_meta, mismatch, settings, notes
-        )
+        cal, normalize = _machine_speed(base, current_meta, mismatch, settings, notes)
     else:
         notes.append(
             f"{instrument.kind} do not depend on the machine's speed or load: a baseline "
@@ -176,19 +174,17 @@ def compare(
             f"CPU count differs ({cpus[0]} in the baseline, {cpus[1]} now): threaded models may scale differently"
         )
 
-    base_sessions, twice = history.sessions(baseline_doc)
-    notes += [f"baseline has {label} twice; the first one is used" for label in twice]
-    held = history.count(baseline_doc)
+    base_sessions = base.sessions
+    notes += [f"baseline has {r.label} twice; the first one is used" for r in base.twice]
+    held = base.count
     if held < stats.MIN_SESSIONS_FOR_DRIFT:
         notes.append(
             f"the baseline holds {held} session(s): save {stats.MIN_SESSIONS_FOR_DRIFT - held} more "
             f"to the same file ({SAVE_FLAG}) and the gate also learns how far each benchmark "
             f"drifts between sessions"
         )
-    notes += [n for n in (session_quality.different_code(baseline_doc),) if n]
-    explained = {
-        r.key: r for r in from_json(baseline_doc)
-    }  # latest session: what explains a change
+    notes += [n for n in (session_quality.different_code(base.identities),) if n]
+    explained = base.latest  # what explains a change
     seen = set()
     verdicts = []
     for rec in current:
@@ -226,9 +222,9 @@ def compare(
         verdicts=verdicts,
         calibration_ratio=cal,
         notes=notes,
-        memory=memory_gate.judge(baseline_doc, current, settings.memory_threshold),
+        memory=memory_gate.judge(base, current, settings.memory_threshold),
         kernel=kernel_gate.judge(
-            baseline_doc, current, interference.busier(base_sessions, current, current_meta)
+            base, current, interference.busier(base_sessions, current, current_meta)
         ),
     )
     result.summary = _summary(result, settings, instrument)
@@ -236,22 +232,22 @@ def compare(
 
 
 def speed_changes(
-    previous_doc: Mapping,
+    previous: history.Baseline,
     current: Iterable[Record],
     current_meta: Mapping,
     settings: GateSettings | None = None,
 ) -> list[Verdict]:
-    """The benchmarks whose speed moved since ``previous_doc``."""
+    """The benchmarks whose speed moved since ``previous``."""
     return [
         v
-        for v in compare(previous_doc, current, current_meta, settings).verdicts
+        for v in compare(previous, current, current_meta, settings).verdicts
         if v.status in SPEED_CHANGED or v.within_sessions
     ]
 
 
 def add_session(
     doc: dict,
-    previous: Mapping | None,
+    previous: history.Baseline | None,
     current: Iterable[Record],
     settings: GateSettings | None = None,
     keep: int = history.DEFAULT_KEEP,
@@ -266,7 +262,7 @@ def add_session(
     session can never make the good ones be dropped."""
     messages, restart = [], []
     if previous is not None and keep > 1:
-        latest = {r.key: r for r in from_json(previous)}
+        latest = previous.latest
         by_key = {r.key: r for r in current}
         flags = {}
         for v in speed_changes(previous, current, doc[history.SECTION], settings):
@@ -386,16 +382,14 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, notes) -> tuple:
+def _machine_speed(base: history.Baseline, current_meta, mismatch, settings, notes) -> tuple:
     """(calibration ratio, whether to judge normalized by it), with the notes that say why.
 
     Normalize only for another machine: on the same one the calibration loop is as noisy as
     what it calibrates, so a slow reading would scale good benchmarks into false verdicts.
     """
-    cal = calibrate.ratio(
-        current_meta.get("calibration"), calibrate.typical(history.calibrations(baseline_doc))
-    )
-    other_machine = _machine(base_meta) != _machine(current_meta)
+    cal = calibrate.ratio(current_meta.get("calibration"), calibrate.typical(base.calibrations))
+    other_machine = _machine(base.meta) != _machine(current_meta)
     normalize = cal is not None and abs(cal - 1) > settings.machine_tolerance and other_machine
     if normalize and mismatch:
         # the loop's time then mixes machine and interpreter speed: normalizing would cancel
@@ -406,7 +400,7 @@ def _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, no
         )
     elif normalize:
         notes.append(
-            f"another machine ({_machine(current_meta)} now, {_machine(base_meta)} for the baseline) runs "
+            f"another machine ({_machine(current_meta)} now, {_machine(base.meta)} for the baseline) runs "
             f"the calibration loop {cal:.2f}x the baseline's time: changes are judged after scaling the "
             f"baseline by it (normalized)"
         )

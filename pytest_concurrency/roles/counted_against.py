@@ -23,7 +23,6 @@ from pathlib import Path
 from ..backends import watchdog
 from ..exit_codes import Exit
 from ..gate import baseline
-from ..measure import records
 from ..runner import sides
 from .argv import head_only_removed
 from .counting import INTERRUPT_GRACE_S
@@ -126,10 +125,9 @@ def _let_end(proc) -> None:
     proc.wait()
 
 
-def _sides_line(base_doc: dict, head_doc: dict) -> str:
+def _sides_line(base_meta: dict, head_meta: dict) -> str:
     """What each side imported that differs: the versions recorded with their counts."""
-    base = (base_doc.get("pytest_concurrency") or {}).get("under_test") or {}
-    head = (head_doc.get("pytest_concurrency") or {}).get("under_test") or {}
+    base, head = base_meta.get("under_test") or {}, head_meta.get("under_test") or {}
     moved = [
         f"{dist} {base.get(dist, '(not installed)')} (base) against "
         f"{head.get(dist, '(not installed: the working tree)')} (head)"
@@ -158,15 +156,14 @@ def _judge(settings, spec, files: dict, base_code: int, head_code: int, log: Pat
     if not files["head"].exists():
         return head_code or Exit.NOTHING_JUDGED  # the head's session said why
     try:
-        base_doc = baseline.load(files["base"])
-        head_doc = baseline.load(files["head"])
+        base, head_side = baseline.load(files["base"]), baseline.load(files["head"])
     except baseline.BaselineError as exc:
         print(f"pytest-concurrency: ERROR: {exc}")
         return Exit.TESTS_FAILED
-    head = records.from_json(head_doc)
-    result = gate.compare(base_doc, head, head_doc["pytest_concurrency"], gate_settings(settings))
+    head = list(head_side.records)
+    result = gate.compare(base, head, head_side.meta, gate_settings(settings))
     print(" counted against the base side ".center(80, "-"))
-    print(f"Sides: {_sides_line(base_doc, head_doc)}")
+    print(f"Sides: {_sides_line(base.meta, head_side.meta)}")
     print(terminal.render(head, result, every=True))
     if settings.report_md:
         from ..report import markdown
@@ -178,7 +175,7 @@ def _judge(settings, spec, files: dict, base_code: int, head_code: int, log: Pat
     # the head side saved only if every benchmark test passed (session_end)
     if settings.save_baseline:
         try:
-            for line in store(settings, head_doc, head, wrote):
+            for line in store(settings, dict(head_side.doc), head, wrote):
                 print(f"pytest-concurrency: {line}")
         except baseline.BaselineError as exc:
             print(f"pytest-concurrency: ERROR: {exc}")
