@@ -88,7 +88,14 @@ def finish(
     _judge(outcome, base, meta, settings, role)
     if settings.save_baseline and meta is not None and recs:
         refused = role.may_save() or _failed_benchmarks(role.failed_benchmarks())
-        _save(config, bs, settings, recs, meta, outcome, refused, role)
+        if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
+            outcome.errors.append(f"no baseline written to {settings.save_baseline}: {refused}")
+        else:  # this session as the baseline's latest, in front of the sessions already there
+            try:
+                doc = _session_document(config, bs, meta)
+                outcome.messages.extend(store(settings, doc, recs, role.wrote))
+            except baseline.BaselineError as exc:
+                outcome.errors.append(str(exc))
     _report(outcome, settings, role)
     return outcome
 
@@ -181,21 +188,6 @@ def judge_by(base: history.Baseline, meta: dict, settings):
         )
 
     return judge
-
-
-def _save(
-    config, bs, settings, recs: list, meta: dict, outcome: SessionOutcome, refused: str | None, role
-) -> None:
-    """Write this session as the baseline's latest, in front of the sessions already there."""
-    if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
-        outcome.errors.append(f"no baseline written to {settings.save_baseline}: {refused}")
-        return
-    try:
-        said = store(settings, _session_document(config, bs, meta), recs, role.wrote)
-    except baseline.BaselineError as exc:
-        outcome.errors.append(str(exc))
-        return
-    outcome.messages.extend(said)
 
 
 def store(settings, doc: dict, recs: list, wrote) -> list[str]:
@@ -299,12 +291,12 @@ def show(tr, outcome: SessionOutcome) -> None:
         )
 
 
-def write_verdicts(session, bs, settings, outcome: SessionOutcome, positions, shard, role) -> None:
+def write_verdicts(session, bs, settings, outcome: SessionOutcome, positions, role) -> None:
     """``--concurrency-verdicts``: this session's records, verdicts and exit status, once its exit
     status is known (a merge of shards renders them again: ``python -m pytest_concurrency merge``)."""
     if outcome.interrupted:
         return
-    gate_settings_ = gate_settings(settings)
+    gate_settings_, shard = gate_settings(settings), sharding.of(session.config)
     v = verdict_file.from_session(
         outcome.records,
         {(r.key): b.fullname for b in bs.benchmarks for r in records.from_session([b])},

@@ -115,6 +115,10 @@ class GateSettings:
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha {self.alpha!r} must be between 0 and 1, e.g. 0.01")
 
+    @property
+    def rigor(self) -> stats.Rigor:
+        return stats.Rigor(self.alpha, self.confidence, self.resamples, self.seed)
+
     def threshold_for(self, rec: Record, default: float | None = None) -> float:
         """The test's own, an override, the option's, else ``default`` or the measure's."""
         own = self.tests.get(rec.key, rec.extra.get("threshold"))
@@ -159,9 +163,9 @@ def compare(
         else []
     )
     instrument = measure.get(current_meta.get("measure"))
-    cal, normalize = None, False
+    speed = MachineSpeed()
     if instrument.machine_bound:
-        cal, normalize = _machine_speed(base, current_meta, mismatch, settings, notes)
+        speed = _machine_speed(base, current_meta, mismatch, settings, notes)
     else:
         notes.append(
             f"{instrument.kind} do not depend on the machine's speed or load: a baseline "
@@ -201,7 +205,7 @@ def compare(
                 )
             )
             continue
-        verdict = _judge(sessions, rec, base_meta, current_meta, cal, normalize, settings)
+        verdict = _judge(sessions, rec, base_meta, current_meta, speed, settings)
         if verdict.status == REGRESSED and rec.key in explained:
             why = measure.get(rec.measure).explain(explained[rec.key], rec)
             verdict.note = _join(verdict.note, why or "")
@@ -220,7 +224,7 @@ def compare(
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
     result = GateResult(
         verdicts=verdicts,
-        calibration_ratio=cal,
+        calibration_ratio=speed.ratio,
         notes=notes,
         memory=memory_gate.judge(base, current, settings.memory_threshold),
         kernel=kernel_gate.judge(
@@ -382,8 +386,17 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _machine_speed(base: history.Baseline, current_meta, mismatch, settings, notes) -> tuple:
-    """(calibration ratio, whether to judge normalized by it), with the notes that say why.
+@dataclass(frozen=True)
+class MachineSpeed:
+    """This machine's speed against the baseline's: the calibration ratio (None: none to compare,
+    or not timed), and whether changes are judged normalized by it."""
+
+    ratio: float | None = None
+    normalize: bool = False
+
+
+def _machine_speed(base: history.Baseline, current_meta, mismatch, settings, notes) -> MachineSpeed:
+    """The machine's speed, with the notes that say why it is used so.
 
     Normalize only for another machine: on the same one the calibration loop is as noisy as
     what it calibrates, so a slow reading would scale good benchmarks into false verdicts.
@@ -411,7 +424,7 @@ def _machine_speed(base: history.Baseline, current_meta, mismatch, settings, not
         )
     elif cal is None:
         notes.append("no comparable calibration on both sides: changes are raw")
-    return cal, normalize
+    return MachineSpeed(cal, normalize)
 
 
 def _machine(meta: Mapping):
@@ -442,19 +455,13 @@ def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
 
 
 def _judge(
-    sessions: list,
-    cur: Record,
-    base_meta,
-    cur_meta,
-    cal: float | None,
-    normalize: bool,
-    settings: GateSettings,
+    sessions: list, cur: Record, base_meta, cur_meta, speed: MachineSpeed, settings: GateSettings
 ) -> Verdict:
     instrument = measure.get(cur.measure)
     raw_cur, raw_sessions = cur, sessions
     divided = controlled.divide(sessions, cur) if instrument.machine_bound else None
     if isinstance(divided, controlled.Divided):  # judged on rounds over their controls
-        sessions, cur, cal, normalize = divided.sessions, divided.current, None, False
+        sessions, cur, speed = divided.sessions, divided.current, MachineSpeed()
     counted_in = min(
         len(cur.layouts), *(1 + len(s.layouts) for s in sessions)
     )  # layouts, the fewer side's
@@ -492,15 +499,15 @@ def _judge(
         verdict.note = "no usable raw samples on one side: nothing to compare"
         return verdict
     verdict.raw_change = raw_cur.median / _raw_center(raw_sessions, bad) - 1
-    if cal:
-        verdict.normalized_change = cur.median / (baseline_median * cal) - 1
+    if speed.ratio:
+        verdict.normalized_change = cur.median / (baseline_median * speed.ratio) - 1
     if isinstance(divided, controlled.Divided):
         verdict.normalized_change = cur.median / baseline_median - 1
         verdict.machine_speed = divided.machine_speed
     elif isinstance(divided, str):
         verdict.not_divided = divided
     # normalized: the baseline's samples as they would have run on this machine
-    factor = cal if normalize and cal else 1.0
+    factor = speed.ratio if speed.normalize and speed.ratio else 1.0
     reference = [x * factor for x in raw]
     medians = {i: stats.median(s.samples) for i, s in kept.items()}
     drift = stats.session_drift(list(medians.values()))
@@ -520,18 +527,10 @@ def _judge(
         paired = len(kept) == 1 and len(layouts) == len(cur.layouts)
         c = stats.decide_layouts(layouts, cur.layouts, judged_at, paired=paired)
     else:
-        c = stats.decide(
-            reference,
-            cur.samples,
-            judged_at,
-            settings.alpha,
-            settings.confidence,
-            settings.resamples,
-            settings.seed,
-        )
+        c = stats.decide(reference, cur.samples, judged_at, settings.rigor)
     verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
     verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
-    verdict.decided_by = "normalized" if normalize else "raw"
+    verdict.decided_by = "normalized" if speed.normalize else "raw"
     if isinstance(divided, controlled.Divided):
         verdict.decided_by = "control"
     if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:

@@ -32,22 +32,22 @@ from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 _NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
 
 
-def run(config, settings, spec, site: Path, directory: Path, root: Path, wrote) -> int:
+def run(config, settings, run: sides.Run, wrote) -> int:
     """Count the base side, then the head; judge the head's counts against the base's; with
     ``--concurrency-save-baseline``, the head's counts saved there as any counted session's are."""
     args = [a for a in head_only_removed(config.invocation_params.args) if not _side_only(a)]
-    files = {side: directory / f"{side}.json" for side in ("base", "head")}
+    files = {side: run.directory / f"{side}.json" for side in ("base", "head")}
     print(
-        f"pytest-concurrency: counting this code (head) against {spec} (base): the base side's run "
+        f"pytest-concurrency: counting this code (head) against {run.spec} (base): the base side's run "
         "first (its output in a log), then the head's",
         flush=True,
     )
     started = time.monotonic()
-    launches = _launches(args, files, site)
+    launches = _launches(args, files, run.site)
     try:
-        base_code = _side(*launches["base"], root, directory)
+        base_code = _side(*launches["base"], run.root, run.directory)
         counted_base = time.monotonic() - started
-        head_code = _side(*launches["head"], root, None)
+        head_code = _side(*launches["head"], run.root, None)
     except KeyboardInterrupt:
         print(f"\npytest-concurrency: {AGAINST_INTERRUPTED}", file=sys.stderr, flush=True)
         return Exit.INTERRUPTED
@@ -56,7 +56,7 @@ def run(config, settings, spec, site: Path, directory: Path, root: Path, wrote) 
         f"{time.monotonic() - started - counted_base:.0f} s",
         flush=True,
     )
-    return _judge(settings, spec, files, base_code, head_code, directory / "base-side.log", wrote)
+    return _judge(settings, run, files, base_code, head_code, wrote)
 
 
 def _side_only(arg: str) -> bool:
@@ -137,19 +137,20 @@ def _sides_line(base_meta: dict, head_meta: dict) -> str:
     return "; ".join(moved) or "the same versions on both sides (the base side's own code first)"
 
 
-def _judge(settings, spec, files: dict, base_code: int, head_code: int, log: Path, wrote) -> int:
+def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int, wrote) -> int:
     from ..gate import compare as gate
     from ..report import terminal
     from ..session_end import gate_settings, store
 
     if head_code in (Exit.INTERRUPTED, Exit.USAGE_ERROR):
         return head_code
+    log = run.directory / "base-side.log"
     if not files["base"].exists():
         tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
         said = [line for line in tail if line.startswith(("E   ", "ERROR"))] or tail[-1:]
         print(
             f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): against the base: the "
-            f"base side ({spec}) exited {base_code} and counted nothing: "
+            f"base side ({run.spec}) exited {base_code} and counted nothing: "
             f"{(said or ['no output'])[0].strip()}"
         )
         return Exit.NOTHING_JUDGED

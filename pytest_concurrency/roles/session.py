@@ -320,7 +320,7 @@ class MeasuringSession:
             session.exitstatus = Exit.OK  # its tests are all in other shards
         if self.settings.verdicts is not None and self.outcome is not None:
             session_end.write_verdicts(
-                session, bs, self.settings, self.outcome, self.positions, shard, self
+                session, bs, self.settings, self.outcome, self.positions, self
             )
 
     def finish(self, session, bs) -> session_end.SessionOutcome | None:
