@@ -175,6 +175,7 @@ def run(project: Path, args: list[str], factor: float, busy: int) -> tuple[float
 def judge(base_doc: dict, pb_base: dict, session_doc: dict) -> dict:
     """rule -> {benchmark label: verdict} for one session's JSON."""
     from pytest_concurrency.gate import baseline, compare
+    from pytest_concurrency.gate.history import Baseline
     from pytest_concurrency.measure.records import from_json
 
     meta = baseline.current_meta({}, None)
@@ -186,7 +187,9 @@ def judge(base_doc: dict, pb_base: dict, session_doc: dict) -> dict:
         "control 3%": (base_doc, recs, 0.03),
         "raw": (*bare, None),
     }.items():
-        result = compare.compare(doc, records, meta, compare.GateSettings(threshold=threshold))
+        result = compare.compare(
+            Baseline.of(doc), records, meta, compare.GateSettings(threshold=threshold)
+        )
         for v in result.verdicts:
             label = f"{v.key[0]}[{v.key[2]}]"
             out[rule][label] = {

@@ -45,6 +45,7 @@ import textwrap
 import time
 
 from pytest_concurrency.gate import compare as gate
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED
 from pytest_concurrency.measure.records import from_json
 
@@ -138,7 +139,7 @@ def _fixed_width(n: int) -> str:
 
 def judge(base_doc: dict, doc: dict, threshold: float | None):
     settings = gate.GateSettings(threshold=threshold)
-    return gate.compare(base_doc, from_json(doc), doc["pytest_concurrency"], settings)
+    return gate.compare(Baseline.of(base_doc), from_json(doc), doc["pytest_concurrency"], settings)
 
 
 def _reference_count(doc: dict, target: str) -> float:

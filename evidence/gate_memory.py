@@ -38,7 +38,7 @@ def judge_once(path: str, n: int, brute: bool) -> dict:
 
     rng = np.random.default_rng(n)
     doc = baseline.load(path)
-    meta = doc["pytest_concurrency"]
+    meta = doc.meta
     now = [
         Record("plain", {}, "asyncio", list(rng.lognormal(np.log(1.02e-5), 0.05, n)), extra=meta)
     ]
@@ -53,7 +53,7 @@ def judge_once(path: str, n: int, brute: bool) -> dict:
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     if brute:
-        base = np.asarray([s for s in doc["benchmarks"][0]["stats"]["data"]], dtype=float)
+        base = np.asarray([s for s in doc.doc["benchmarks"][0]["stats"]["data"]], dtype=float)
         cur = np.asarray(now[0].samples)
         r = np.random.default_rng(stats.DEFAULT_SEED)
         size = len(base)  # a save keeps at most baseline.KEPT_ROUNDS of the n

@@ -36,6 +36,7 @@ import time
 from pytest_concurrency import backends, measure, workloads
 from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import kernel as kernel_gate
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure import driver
 from pytest_concurrency.measure.plan import CasePlan
 from pytest_concurrency.measure.records import Record
@@ -148,7 +149,7 @@ def measure_once(spec: str, how: str | None) -> Record:
 
 
 def verdicts(base: Record, now: Record) -> dict:
-    doc = baseline.document_from_records([base], META)
+    doc = Baseline.of(baseline.document_from_records([base], META))
     return {v.figure: v for v in kernel_gate.judge(doc, [now]).verdicts}
 
 

@@ -54,6 +54,7 @@ from against_evidence import busy_loops  # beside this script
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import kernel as kernel_gate
 from pytest_concurrency.gate import paired as paired_gate
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import from_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: tests/data/
@@ -302,7 +303,8 @@ def _by_model(base: dict, now: dict) -> dict:
     """Per model, by figure: the kernel verdicts the plugin gives ``now`` against ``base`` (the
     whole gate, so that a busier machine is taken into account as in a real session)."""
     out: dict = {}
-    for v in gate.compare(base, from_json(now), now["pytest_concurrency"]).kernel.verdicts:
+    judged = gate.compare(Baseline.of(base), from_json(now), now["pytest_concurrency"])
+    for v in judged.kernel.verdicts:
         out.setdefault(model_of(v.key), {})[v.figure] = v
     return out
 

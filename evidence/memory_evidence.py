@@ -26,6 +26,7 @@ import tempfile
 
 from pytest_concurrency.gate import memory as memory_gate
 from pytest_concurrency.gate import verdicts as V
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import from_json, key_label
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: its benchmarks/
@@ -106,7 +107,7 @@ def main() -> int:
     comparisons = alarms = judged = 0
     largest: dict = {}  # metric -> (|change|, label, change)
     for a, b in itertools.permutations(range(len(docs)), 2):
-        result = memory_gate.judge(docs[a], from_json(docs[b]), threshold)
+        result = memory_gate.judge(Baseline.of(docs[a]), from_json(docs[b]), threshold)
         comparisons += 1
         for v in result.verdicts:
             judged += 1

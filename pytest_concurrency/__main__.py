@@ -22,6 +22,7 @@ from .backends.base import ConcurrencyError
 from .exit_codes import Exit
 from .gate import merge as merge_gate
 from .gate import verdicts as V
+from .gate.history import Baseline
 from .measure.records import Record, from_json
 from .report import tables
 from .report.plot import PlotError
@@ -31,9 +32,10 @@ class InputError(Exception):
     """An input file cannot be used; the message names the file and the problem."""
 
 
-def load_records(path: str) -> tuple[dict, list[Record]]:
-    """The file's document and records, read and checked as a session reads a baseline (the
-    same reading and the same shape of ``benchmarks``), whatever wrote it."""
+def load_records(path: str) -> tuple[dict, list[Record], Baseline | None]:
+    """The file's document, records and baseline (None: no ``pytest_concurrency`` section), read
+    and checked as a session reads a baseline (the same reading and the same shape of
+    ``benchmarks``), whatever wrote it."""
     from .gate import baseline, shape
 
     fix = "pass a file written by --benchmark-json, --benchmark-save or --concurrency-save-baseline"
@@ -43,22 +45,23 @@ def load_records(path: str) -> tuple[dict, list[Record]]:
         raise InputError(str(exc)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise InputError(f"{path}: not pytest-benchmark JSON (no 'benchmarks' list); {fix}")
+    base = None
     if baseline.SECTION in doc:  # a baseline: what the gate would refuse is refused here too
         try:
-            baseline.check(doc, path)
+            base = baseline.parse(doc, path)
         except baseline.BaselineError as exc:
             raise InputError(str(exc)) from None
     wrong = shape.benchmarks(doc)
     if wrong:
         raise InputError(f"{path}: {wrong}; {fix}")
-    recs = from_json(doc)
+    recs = list(base.records) if base else from_json(doc)
     if not recs:
         raise InputError(
             f"{path}: holds {len(doc['benchmarks'])} benchmarks but none from pytest-concurrency "
             "(their extra_info lacks 'backend' and 'workload'); was it written by a "
             "pytest-concurrency run?"
         )
-    return doc, recs
+    return doc, recs, base
 
 
 def changes_only(baseline: list[Record], current: list[Record], why: str) -> V.GateResult:
@@ -78,19 +81,20 @@ def changes_only(baseline: list[Record], current: list[Record], why: str) -> V.G
     return V.GateResult(out, summary=f"changes only, no verdicts: {why}")
 
 
-def compare(a_path: str, a_doc: dict, a_recs, b_doc: dict, b_recs, args) -> V.GateResult:
-    """The gate's verdicts when it can judge these files, else the changes with the reason."""
+def compare(a_path: str, a: tuple, b: tuple, args) -> V.GateResult:
+    """The gate's verdicts when it can judge these files (each as ``load_records`` read it), else
+    the changes with the reason."""
     from .gate import baseline
     from .gate import compare as gate
 
-    try:
-        baseline.check(a_doc, a_path)
+    (a_doc, a_recs, base), (_, b_recs, b_base) = a, b
+    try:  # a file without our section was not parsed: check says what it is
+        base = base or baseline.parse(a_doc, a_path)
     except baseline.BaselineError as exc:
         return changes_only(
             a_recs, b_recs, f"the first file is not a baseline the gate can use ({exc})"
         )
-    meta = b_doc.get(baseline.SECTION)
-    if not isinstance(meta, dict):
+    if b_base is None:  # (a file with our section was checked whole by load_records)
         return changes_only(
             a_recs,
             b_recs,
@@ -102,7 +106,7 @@ def compare(a_path: str, a_doc: dict, a_recs, b_doc: dict, b_recs, args) -> V.Ga
         allow_cross_python=args.allow_cross_python,
         memory_threshold=args.memory_threshold,
     )
-    return gate.compare(a_doc, b_recs, meta, settings)
+    return gate.compare(base, b_recs, b_base.meta, settings)
 
 
 def _percent(text: str) -> float:
@@ -231,13 +235,13 @@ def merge(args) -> int:
                 f"{out} is a shard's baseline, and merge writes its first file: name a new file "
                 "first, merge OUT.json SHARD.json..."
             )
-        docs = []
+        bases = []
         for path in inputs:
             try:
-                docs.append((path, baseline.load(path)))
+                bases.append((path, baseline.load(path)))
             except baseline.BaselineError as exc:
                 raise InputError(str(exc)) from None
-        doc = merge_gate.baselines(docs)
+        doc = merge_gate.baselines(bases)
         baseline.check(doc, out)
         baseline.save(out, doc)
     except merge_gate.MergeError as exc:
@@ -298,13 +302,12 @@ def report(args) -> int:
     if len(args.files) > 2:
         raise InputError(f"report takes one or two files, got {len(args.files)}: A.json [B.json]")
     loaded = [load_records(path) for path in args.files]
-    doc, recs = loaded[-1]
+    recs = loaded[-1][1]
     from .gate import memory as memory_gate
 
     gate = None
     if len(loaded) == 2:
-        (a_doc, a_recs) = loaded[0]
-        gate = compare(args.files[0], a_doc, a_recs, doc, recs, args)
+        gate = compare(args.files[0], loaded[0], loaded[1], args)
     memory = gate.memory if gate is not None else None
     if memory is None and memory_gate.has_figures(recs):  # leaks need no baseline
         memory = memory_gate.judge(None, recs, args.memory_threshold)

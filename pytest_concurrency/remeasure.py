@@ -20,7 +20,7 @@ import warnings
 
 from . import backends, cases, plain_tests
 from .backends import watchdog
-from .gate import baseline, stats
+from .gate import baseline, history, stats
 from .gate import compare as gate
 from .measure import control, driver, records
 from .measure.records import Record
@@ -37,7 +37,7 @@ OWN = ("foreign_cpu", *control.KEYS)
 class SecondSessions:
     """One session's second sessions: decided and taken test by test, handed to its end."""
 
-    def __init__(self, settings, baseline_doc: dict, calibration: dict | None):
+    def __init__(self, settings, base: history.Baseline, calibration: dict | None):
         from .session_end import judge_by  # (session_end does not import this module)
 
         # read at start-up, not in the first judged test's call: scipy (25 s there under load,
@@ -45,9 +45,8 @@ class SecondSessions:
         stats.load()
         self._meta = baseline.current_meta({}, calibration, settings.instrument)
         self.settings = settings
-        self._baseline_doc = baseline_doc
+        self._baseline = base
         self._judge_by = judge_by
-        self._entries: dict | None = None  # key -> its entries in each session, read once
         self.taken: dict[tuple, Record] = {}  # key -> the record of its second session
         self.not_taken: dict[tuple, str] = {}  # key -> why a wanted second session failed
 
@@ -124,33 +123,9 @@ class SecondSessions:
 
     def _suspect(self, rec: Record) -> bool:
         meta = {**self._meta, "backends": {rec.backend: rec.backend_version}}
-        judge = self._judge_by(self._of(rec.key), meta, self.settings)
+        # its own entries alone: the same verdict, not 10,000 others judged again (docs/security.md)
+        judge = self._judge_by(self._baseline.only({rec.key}), meta, self.settings)
         return rec.key in gate.suspects(judge([rec]))
-
-    def _of(self, key: tuple) -> dict:
-        """The baseline with only ``key``'s entries, in each of its sessions (every session kept,
-        in its order, with its calibration): the verdict on ``key`` reads nothing else, and a
-        baseline of 10,000 benchmarks is not walked again in each test (docs/security.md)."""
-        doc = self._baseline_doc
-        if not doc:
-            return doc
-        if self._entries is None:
-            self._entries = {}
-            for b in doc.get("benchmarks") or ():
-                for rec in records.from_json({"benchmarks": [b]}):
-                    self._entries.setdefault(rec.key, ([], {}))[0].append(b)
-            meta = doc.get(baseline.SECTION) or {}
-            for i, entry in enumerate(meta.get("history") or ()):
-                for b in entry.get("benchmarks") or ():
-                    k = (b["workload"], records.params_id(b["params"]), b["backend"])
-                    self._entries.setdefault(k, ([], {}))[1].setdefault(i, []).append(b)
-        latest, earlier = self._entries.get(key, ([], {}))
-        meta = doc[baseline.SECTION]
-        history = [
-            {**entry, "benchmarks": earlier.get(i, [])}
-            for i, entry in enumerate(meta.get("history") or ())
-        ]
-        return {**doc, "benchmarks": latest, baseline.SECTION: {**meta, "history": history}}
 
 
 def _case_again(role, rec: Record, settings) -> tuple[list, dict]:

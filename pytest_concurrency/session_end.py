@@ -51,7 +51,7 @@ class SessionOutcome:
 
 
 def finish(
-    config, bs, settings, baseline_doc: dict | None, calibration: dict | None, role
+    config, bs, settings, base: history.Baseline | None, calibration: dict | None, role
 ) -> SessionOutcome:
     """The session's end, in order: its records -> judged (against the baseline, or for leaks
     alone) -> saved as the baseline's latest session -> the reports. ``role``: the session's role
@@ -61,7 +61,7 @@ def finish(
     shard = sharding.of(config)
     if role.other_shards:
         outcome.messages.append(shards.left_out_line(role.other_shards, settings.shard))
-    if not recs and (settings.save_baseline or baseline_doc is not None):
+    if not recs and (settings.save_baseline or base is not None):
         if shard is None or not shard.empty:
             outcome.nothing_judged = role.nothing_judged()
             if settings.save_baseline:
@@ -70,7 +70,7 @@ def finish(
             return outcome
         # an empty shard: what the baseline holds of it is missing (its tests are gone)
         outcome.messages.append(shard.empty_line())
-        if baseline_doc is None:
+        if base is None:
             _report(outcome, settings, role)
             return outcome
     meta = None
@@ -85,10 +85,17 @@ def finish(
         )
         if shard is not None:
             meta["shard"] = {**shard.section(), "identity": shards.identity(meta["cpu_model"])}
-    _judge(outcome, baseline_doc, meta, settings, role)
+    _judge(outcome, base, meta, settings, role)
     if settings.save_baseline and meta is not None and recs:
         refused = role.may_save() or _failed_benchmarks(role.failed_benchmarks())
-        _save(config, bs, settings, recs, meta, outcome, refused, role)
+        if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
+            outcome.errors.append(f"no baseline written to {settings.save_baseline}: {refused}")
+        else:  # this session as the baseline's latest, in front of the sessions already there
+            try:
+                doc = _session_document(config, bs, meta)
+                outcome.messages.extend(store(settings, doc, recs, role.wrote))
+            except baseline.BaselineError as exc:
+                outcome.errors.append(str(exc))
     _report(outcome, settings, role)
     return outcome
 
@@ -106,15 +113,15 @@ def _failed_benchmarks(failed: list[str]) -> str | None:
     )
 
 
-def _judge(outcome: SessionOutcome, baseline_doc, meta, settings, role) -> None:
+def _judge(outcome: SessionOutcome, base, meta, settings, role) -> None:
     """Leaks fail without a baseline; with one, the gate's verdicts (a suspect's second session,
     taken inside its test, judged with it)."""
     recs = outcome.records
     if memory_gate.has_figures(recs):  # the gate below replaces it, unless it refuses
         outcome.memory = memory_gate.judge(None, recs, settings.memory_threshold)
-    if baseline_doc is None:
+    if base is None:
         return
-    judge = judge_by(baseline_doc, meta, settings)
+    judge = judge_by(base, meta, settings)
     result = judge(recs)
     second = role.second_sessions  # taken inside the tests (remeasure.py), or None
     reruns = second.for_suspects(gate.suspects(result), recs, outcome.messages) if second else {}
@@ -166,14 +173,14 @@ def paired_threshold(settings):
     return lambda rec: gate_settings_.threshold_for(rec, default=paired.default_threshold(rec))
 
 
-def judge_by(baseline_doc: dict, meta: dict, settings):
+def judge_by(base: history.Baseline, meta: dict, settings):
     """The gate over a run's records; native reference rows set aside unless gated (see gate.set_aside)."""
     from . import backends
 
     gate_settings_ = gate_settings(settings)
 
     def judge(recs: list):
-        result = gate.compare(baseline_doc, recs, meta, gate_settings_)
+        result = gate.compare(base, recs, meta, gate_settings_)
         return (
             result
             if settings.gate_native
@@ -181,21 +188,6 @@ def judge_by(baseline_doc: dict, meta: dict, settings):
         )
 
     return judge
-
-
-def _save(
-    config, bs, settings, recs: list, meta: dict, outcome: SessionOutcome, refused: str | None, role
-) -> None:
-    """Write this session as the baseline's latest, in front of the sessions already there."""
-    if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
-        outcome.errors.append(f"no baseline written to {settings.save_baseline}: {refused}")
-        return
-    try:
-        said = store(settings, _session_document(config, bs, meta), recs, role.wrote)
-    except baseline.BaselineError as exc:
-        outcome.errors.append(str(exc))
-        return
-    outcome.messages.extend(said)
 
 
 def store(settings, doc: dict, recs: list, wrote) -> list[str]:
@@ -299,12 +291,12 @@ def show(tr, outcome: SessionOutcome) -> None:
         )
 
 
-def write_verdicts(session, bs, settings, outcome: SessionOutcome, positions, shard, role) -> None:
+def write_verdicts(session, bs, settings, outcome: SessionOutcome, positions, role) -> None:
     """``--concurrency-verdicts``: this session's records, verdicts and exit status, once its exit
     status is known (a merge of shards renders them again: ``python -m pytest_concurrency merge``)."""
     if outcome.interrupted:
         return
-    gate_settings_ = gate_settings(settings)
+    gate_settings_, shard = gate_settings(settings), sharding.of(session.config)
     v = verdict_file.from_session(
         outcome.records,
         {(r.key): b.fullname for b in bs.benchmarks for r in records.from_session([b])},

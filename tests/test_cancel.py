@@ -98,38 +98,38 @@ def test_threads_are_not_cancelled_but_refused_with_the_reason():
 # -- the checks catch a wrong run ---------------------------------------------------------
 
 
-def _ignores(backend, wait, ready, gate, ran_past, cleaned, ident):
+def _ignores(backend, wait, ready, gate, left, ident):
     try:
         ready.put(ident)
         try:
             backend.sleep(3600) if wait == "sleep" else gate.get()
         except BaseException:
             pass
-        ran_past.put(ident)
+        left.ran_past.put(ident)
         return ident
     finally:
-        cleaned.put(ident)
+        left.cleaned.put(ident)
 
 
-async def _aignores(backend, wait, ready, gate, ran_past, cleaned, ident):
+async def _aignores(backend, wait, ready, gate, left, ident):
     try:
         await ready.put(ident)
         try:
             await (backend.sleep(3600) if wait == "sleep" else gate.get())
         except BaseException:
             pass
-        ran_past.put(ident)
+        left.ran_past.put(ident)
         return ident
     finally:
-        cleaned.put(ident)
+        left.cleaned.put(ident)
 
 
-def _no_cleanup(backend, wait, ready, gate, ran_past, cleaned, ident):
+def _no_cleanup(backend, wait, ready, gate, left, ident):
     ready.put(ident)
     backend.sleep(3600) if wait == "sleep" else gate.get()
 
 
-async def _ano_cleanup(backend, wait, ready, gate, ran_past, cleaned, ident):
+async def _ano_cleanup(backend, wait, ready, gate, left, ident):
     await ready.put(ident)
     await (backend.sleep(3600) if wait == "sleep" else gate.get())
 

@@ -56,7 +56,7 @@ def _save(path: Path, keep: int, tag: str, log: Path | None = None) -> list[str]
 
 def _tags(path: Path) -> list[str]:
     """The sessions in the file, newest first."""
-    doc = baseline.load(path)
+    doc = baseline.load(path).doc
     return [doc["commit_info"]["id"]] + [e["commit"] for e in doc[history.SECTION]["history"]]
 
 
@@ -173,11 +173,11 @@ def test_a_benchmark_that_measured_nothing_is_left_out_and_the_file_stays_readab
         f"{recs[1].label} measured 0 in every round: left out of the baseline, as no change can "
         "be judged against it"
     )
-    assert [b["extra_info"]["backend"] for b in baseline.load(path)["benchmarks"]] == ["a"]
+    assert [b["extra_info"]["backend"] for b in baseline.load(path).doc["benchmarks"]] == ["a"]
     doc["benchmarks"] = doc["benchmarks"][1:]
     with pytest.raises(baseline.BaselineError, match="every benchmark measured 0 in every round"):
         session_end.store(Settings(save_baseline=path), doc, recs[1:], lambda line: None)
-    assert [b["extra_info"]["backend"] for b in baseline.load(path)["benchmarks"]] == ["a"]
+    assert [b["extra_info"]["backend"] for b in baseline.load(path).doc["benchmarks"]] == ["a"]
 
 
 def test_a_lock_file_that_is_a_link_is_refused_with_one_line(tmp_path):

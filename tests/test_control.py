@@ -12,6 +12,7 @@ import pytest
 
 from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import IMPROVED, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import control
 from pytest_concurrency.measure.records import Record
@@ -50,13 +51,13 @@ def stored(*sessions: Record) -> dict:
     doc = None
     for rec in reversed(sessions):
         new = baseline.document_from_records([rec], META)
-        doc = gate.add_session(new, doc, [rec])[0] if doc else new
+        doc = gate.add_session(new, Baseline.of(doc), [rec])[0] if doc else new
     assert doc is not None
     return doc
 
 
 def verdict(doc: dict, rec: Record):
-    [v] = gate.compare(doc, [rec], META).verdicts
+    [v] = gate.compare(Baseline.of(doc), [rec], META).verdicts
     return v
 
 
@@ -76,7 +77,9 @@ def test_a_change_of_the_code_shows_on_a_faster_machine():
     v = verdict(doc, controlled(4, work=1.10, speed=0.7))
     assert v.raw_change < -0.2
     assert v.status == REGRESSED and v.change == pytest.approx(0.10, abs=0.02), v
-    raw = gate.compare(_without_controls(doc), [_bare(controlled(4, work=1.10, speed=0.7))], META)
+    raw = gate.compare(
+        Baseline.of(_without_controls(doc)), [_bare(controlled(4, work=1.10, speed=0.7))], META
+    )
     assert raw.verdicts[0].status == IMPROVED  # what the controls save the gate from
 
 

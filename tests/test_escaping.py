@@ -14,6 +14,7 @@ from pytest_concurrency import __main__ as cli
 from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import verdicts as V
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import escape, markdown, terminal
 
@@ -68,7 +69,7 @@ EVIL_KEY_MD = "\\*\\*All gates passed\\*\\*[n=&lt;/table>&lt;h1>] on &lt;img src
 def _result():
     doc = baseline.document_from_records([GOOD_BEFORE, EVIL], baseline.current_meta({}, None))
     doc = json.loads(json.dumps(doc))  # as it is read back from a file
-    return gate.compare(doc, [GOOD], doc["pytest_concurrency"], gate.GateSettings())
+    return gate.compare(Baseline.of(doc), [GOOD], doc["pytest_concurrency"], gate.GateSettings())
 
 
 def test_a_hostile_baseline_renders_inert_in_the_markdown_report():

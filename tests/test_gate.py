@@ -13,6 +13,7 @@ from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import baseline, history
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.compare import GateSettings
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import (
     IMPROVED,
     INCONCLUSIVE,
@@ -70,8 +71,8 @@ def meta(python=PY, ns=270.0, libraries=None, cpu="AMD EPYC 7B13", swing=None) -
 OTHER_CPU = "Intel Xeon E5-2680"
 
 
-def base_doc(seed: int = 1, **kw) -> dict:
-    return baseline.document_from_records(run(seed, **kw), meta())
+def baseline_of(seed: int = 1, **kw) -> Baseline:
+    return Baseline.of(baseline.document_from_records(run(seed, **kw), meta()))
 
 
 def shown(result) -> list[str]:
@@ -84,14 +85,14 @@ def statuses(result) -> dict:
 
 
 def test_a_a_passes():
-    result = gate.compare(base_doc(1), run(2), meta())
+    result = gate.compare(baseline_of(1), run(2), meta())
     assert not result.failed
     assert set(statuses(result).values()) == {UNCHANGED}
     assert "passed" in result.summary
 
 
 def test_slowdown_in_one_backend_regresses_only_that_backend():
-    result = gate.compare(base_doc(1), run(2, slower={"uvloop": 1.15}), meta())
+    result = gate.compare(baseline_of(1), run(2, slower={"uvloop": 1.15}), meta())
     assert result.failed
     regressed = result.by_status(REGRESSED)
     assert {v.key[2] for v in regressed} == {"uvloop"}
@@ -108,7 +109,9 @@ def test_slowdown_in_one_backend_regresses_only_that_backend():
 
 
 def test_same_slowdown_with_three_rounds_is_inconclusive_not_a_failure():
-    result = gate.compare(base_doc(1, rounds=3), run(2, rounds=3, slower={"uvloop": 1.15}), meta())
+    result = gate.compare(
+        baseline_of(1, rounds=3), run(2, rounds=3, slower={"uvloop": 1.15}), meta()
+    )
     assert not result.failed
     inconclusive = result.by_status(INCONCLUSIVE)
     assert {v.key[2] for v in inconclusive} == {"uvloop"}
@@ -116,7 +119,7 @@ def test_same_slowdown_with_three_rounds_is_inconclusive_not_a_failure():
 
 
 def test_faster_run_is_reported_as_stale_baseline():
-    result = gate.compare(base_doc(1), run(2, slower={"gevent": 0.8}), meta())
+    result = gate.compare(baseline_of(1), run(2, slower={"gevent": 0.8}), meta())
     assert not result.failed
     assert {v.key[2] for v in result.by_status(IMPROVED)} == {"gevent"}
     assert "baseline is stale" in result.summary
@@ -131,7 +134,7 @@ def test_faster_run_is_reported_as_stale_baseline():
 def test_new_and_missing_are_listed():
     current = [r for r in run(2) if r.backend != "threading"]
     current.append(Record("spawn", {"n": 10}, "gevent", [1e-3] * 20, backend_version="25.1.0"))
-    result = gate.compare(base_doc(1), current, meta())
+    result = gate.compare(baseline_of(1), current, meta())
     assert [v.key for v in result.by_status(NEW)] == [("spawn", "n=10", "gevent")]
     assert {v.key for v in result.by_status(MISSING)} == {
         (w, ",".join(f"{k}={p[k]}" for k in sorted(p)), "threading") for w, p in CASES
@@ -150,7 +153,7 @@ def test_new_and_missing_are_listed():
 
 def test_other_python_minor_is_refused_with_the_opt_in_flag():
     py310 = {"version": "3.10.13", "implementation": "CPython", "minor": "3.10"}
-    result = gate.compare(base_doc(1), run(2), meta(python=py310))
+    result = gate.compare(baseline_of(1), run(2), meta(python=py310))
     assert result.failed and not result.verdicts
     assert "3.10.13" in result.refused and "3.11.7" in result.refused
     assert gate.ALLOW_CROSS_PYTHON_FLAG in result.refused
@@ -160,13 +163,13 @@ def test_other_python_minor_is_refused_with_the_opt_in_flag():
 
 def test_other_implementation_is_refused():
     pypy = {"version": "3.11.7", "implementation": "PyPy", "minor": "3.11"}
-    assert gate.compare(base_doc(1), run(2), meta(python=pypy)).refused
+    assert gate.compare(baseline_of(1), run(2), meta(python=pypy)).refused
 
 
 def test_cross_python_when_allowed_compares_and_says_so():
     py310 = {"version": "3.10.13", "implementation": "CPython", "minor": "3.10"}
     result = gate.compare(
-        base_doc(1), run(2), meta(python=py310), GateSettings(allow_cross_python=True)
+        baseline_of(1), run(2), meta(python=py310), GateSettings(allow_cross_python=True)
     )
     assert result.refused is None and not result.failed
     assert any(gate.ALLOW_CROSS_PYTHON_FLAG in n for n in result.notes)
@@ -176,7 +179,7 @@ def test_cross_python_when_allowed_compares_and_says_so():
 def test_cross_python_is_never_normalized():
     py312 = {"version": "3.12.1", "implementation": "CPython", "minor": "3.12"}
     result = gate.compare(
-        base_doc(1),
+        baseline_of(1),
         run(2, speed=1.3),
         meta(python=py312, ns=351.0, cpu=OTHER_CPU),
         GateSettings(allow_cross_python=True),
@@ -191,12 +194,12 @@ def test_a_verdict_across_a_release_of_the_code_under_test_says_so():
     """A suite's own benchmarks measure its library: its release is in the baseline (under_test)."""
     base = baseline.document_from_records(run(1), {**meta(), "under_test": {"thelib": "1.2"}})
     cur_meta = {**meta(), "under_test": {"thelib": "1.3", "other": "2.0"}}
-    result = gate.compare(base, run(2, slower={"gevent": 1.3}), cur_meta)
+    result = gate.compare(Baseline.of(base), run(2, slower={"gevent": 1.3}), cur_meta)
     assert all(v.versions_changed.get("thelib") == ("1.2", "1.3") for v in result.verdicts)
     assert all("other" not in v.versions_changed for v in result.verdicts)  # new: nothing to say
     line = next(line for line in shown(result) if line.startswith("Regressions"))
     assert "versions changed: thelib 1.2 -> 1.3" in line
-    same = gate.compare(base, run(2), {**meta(), "under_test": {"thelib": "1.2"}})
+    same = gate.compare(Baseline.of(base), run(2), {**meta(), "under_test": {"thelib": "1.2"}})
     assert not any(v.versions_changed for v in same.verdicts)
 
 
@@ -213,7 +216,9 @@ def test_the_session_records_the_versions_of_what_it_imported():
 def test_versions_that_moved_are_named_per_benchmark():
     bumped = dict(BACKENDS, gevent="26.9.0")
     cur_meta = meta(libraries={"greenlet": "3.2.0", "gevent": "26.9.0"})
-    result = gate.compare(base_doc(1), run(2, versions=bumped, slower={"gevent": 1.15}), cur_meta)
+    result = gate.compare(
+        baseline_of(1), run(2, versions=bumped, slower={"gevent": 1.15}), cur_meta
+    )
     by_backend = {v.key[2]: v.versions_changed for v in result.verdicts if v.key[0] == "ring"}
     assert by_backend["gevent"] == {"gevent": ("25.1.0", "26.9.0"), "greenlet": ("3.1.1", "3.2.0")}
     assert by_backend["uvloop"] == {} and by_backend["threading"] == {}
@@ -247,7 +252,7 @@ ALL_SLOW = {("ring", "uvloop"), ("ring", "gevent"), ("switch", "uvloop"), ("swit
 )
 def test_threshold_overrides(overrides, expected):
     result = gate.compare(
-        base_doc(1),
+        baseline_of(1),
         run(2, slower={"uvloop": 1.12, "gevent": 1.12}),
         meta(),
         GateSettings(threshold=0.05, overrides=overrides),
@@ -259,13 +264,13 @@ def test_per_test_threshold_beats_everything():
     current = run(2, slower={"uvloop": 1.12})
     key = ("ring", "m=1000,n=50", "uvloop")
     settings = GateSettings(threshold=0.05, overrides={"ring:uvloop": 0.05}, tests={key: 0.30})
-    result = gate.compare(base_doc(1), current, meta(), settings)
+    result = gate.compare(baseline_of(1), current, meta(), settings)
     assert key not in {v.key for v in result.by_status(REGRESSED)}
     assert next(v for v in result.verdicts if v.key == key).threshold == 0.30
     for rec in current:  # the marker's threshold travels in the record's extra_info
         if rec.key == key:
             rec.extra["threshold"] = 0.30
-    result = gate.compare(base_doc(1), current, meta(), GateSettings(threshold=0.05))
+    result = gate.compare(baseline_of(1), current, meta(), GateSettings(threshold=0.05))
     assert [v.key for v in result.by_status(REGRESSED)] == [("switch", "n=1000", "uvloop")]
 
 
@@ -280,7 +285,7 @@ def test_bad_settings_are_refused():
 
 def test_slower_machine_is_judged_normalized():
     # the same code on a machine 30% slower: raw says regression, normalized says no
-    result = gate.compare(base_doc(1), run(2, speed=1.3), meta(ns=351.0, cpu=OTHER_CPU))
+    result = gate.compare(baseline_of(1), run(2, speed=1.3), meta(ns=351.0, cpu=OTHER_CPU))
     assert not result.failed
     assert result.calibration_ratio == pytest.approx(1.3)
     v = result.verdicts[0]
@@ -290,7 +295,9 @@ def test_slower_machine_is_judged_normalized():
 
 def test_slower_machine_still_catches_a_real_regression():
     result = gate.compare(
-        base_doc(1), run(2, speed=1.3, slower={"gevent": 1.15}), meta(ns=351.0, cpu=OTHER_CPU)
+        baseline_of(1),
+        run(2, speed=1.3, slower={"gevent": 1.15}),
+        meta(ns=351.0, cpu=OTHER_CPU),
     )
     assert {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
     line = next(
@@ -304,7 +311,7 @@ def test_slower_machine_still_catches_a_real_regression():
 def test_a_slow_calibration_reading_on_the_same_machine_never_normalizes():
     # the loop read 45% slow on the very machine of the baseline: scaling by it would call
     # every unchanged benchmark 30% "improved" and hide a real 15% regression
-    result = gate.compare(base_doc(1), run(2, slower={"gevent": 1.15}), meta(ns=392.0))
+    result = gate.compare(baseline_of(1), run(2, slower={"gevent": 1.15}), meta(ns=392.0))
     assert all(v.decided_by == "raw" for v in result.verdicts)
     assert not result.by_status(IMPROVED)
     assert {v.key[2] for v in result.by_status(REGRESSED)} == {"gevent"}
@@ -314,7 +321,7 @@ def test_a_slow_calibration_reading_on_the_same_machine_never_normalizes():
 def test_a_machine_whose_speed_swings_within_the_session_cannot_judge_small_changes():
     # the calibration at the session's start and end differed by 30%: a 15% change is unsure
     result = gate.compare(
-        base_doc(1), run(2, slower={"gevent": 1.15, "uvloop": 1.6}), meta(swing=0.30)
+        baseline_of(1), run(2, slower={"gevent": 1.15, "uvloop": 1.6}), meta(swing=0.30)
     )
     by_backend = {v.key[2]: v for v in result.verdicts if v.key[0] == "ring"}
     assert by_backend["gevent"].status == INCONCLUSIVE and "moved 30%" in by_backend["gevent"].note
@@ -325,7 +332,7 @@ def test_a_machine_whose_speed_swings_within_the_session_cannot_judge_small_chan
 
 
 def test_same_machine_within_tolerance_is_judged_raw():
-    result = gate.compare(base_doc(1), run(2, slower={"uvloop": 1.15}), meta(ns=275.0))
+    result = gate.compare(baseline_of(1), run(2, slower={"uvloop": 1.15}), meta(ns=275.0))
     v = result.by_status(REGRESSED)[0]
     assert v.decided_by == "raw"
     assert v.normalized_change == pytest.approx((1 + v.raw_change) / (275 / 270) - 1)
@@ -334,13 +341,13 @@ def test_same_machine_within_tolerance_is_judged_raw():
 def test_missing_calibration_falls_back_to_raw():
     cur = meta()
     cur["calibration"] = None
-    result = gate.compare(base_doc(1), run(2), cur)
+    result = gate.compare(baseline_of(1), run(2), cur)
     assert all(v.decided_by == "raw" for v in result.verdicts)
     assert any("raw" in n for n in result.notes)
 
 
 def test_a_burst_that_a_second_session_does_not_reproduce_is_not_a_regression():
-    doc = base_doc(1)
+    doc = baseline_of(1)
     burst = run(2, slower={"gevent": 1.3})  # every round of one session hit by interference
     first = gate.compare(doc, burst, meta())
     suspects = gate.suspects(first)
@@ -361,7 +368,7 @@ def test_a_burst_that_a_second_session_does_not_reproduce_is_not_a_regression():
 
 
 def test_a_real_slowdown_reproduces_and_still_fails():
-    doc = base_doc(1)
+    doc = baseline_of(1)
     slow = run(2, slower={"gevent": 1.15})
     first = gate.compare(doc, slow, meta())
     suspects = gate.suspects(first)
@@ -395,7 +402,9 @@ def sessions_doc(speeds, first_seed: int = 10, ns=None) -> dict:
         session_meta = meta(ns=ns[i] if ns else 270.0)
         recs = run(first_seed + i, speed=speed)
         doc = history.merge(
-            baseline.document_from_records(recs, session_meta), doc, keep=len(speeds)
+            baseline.document_from_records(recs, session_meta),
+            doc and Baseline.of(doc),
+            keep=len(speeds),
         )
     return doc
 
@@ -404,14 +413,14 @@ def test_one_unlucky_baseline_session_is_outvoted_by_the_others():
     # the latest session ran 9% fast (a quiet spell); the four before it ran at the usual speed
     lucky = sessions_doc([1.0, 1.0, 1.0, 1.0, 0.91])
     assert history.count(lucky) == 5
-    assert not gate.compare(lucky, run(2), meta()).failed
-    alone = baseline.document_from_records(run(14, speed=0.91), meta())
+    assert not gate.compare(Baseline.of(lucky), run(2), meta()).failed
+    alone = Baseline.of(baseline.document_from_records(run(14, speed=0.91), meta()))
     assert gate.compare(alone, run(2), meta()).failed  # what a single-session baseline says
 
 
 def test_drift_between_sessions_widens_that_benchmarks_threshold():
     drifting = sessions_doc([1.0, 1.12, 0.9, 1.08, 0.95])
-    result = gate.compare(drifting, run(2, slower={"gevent": 1.3}), meta())
+    result = gate.compare(Baseline.of(drifting), run(2, slower={"gevent": 1.3}), meta())
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
     # +30% is beyond the 7% set: the widened threshold may not call it "unchanged"
     assert v.status == INCONCLUSIVE and v.too_noisy and v.sessions == 5
@@ -440,13 +449,15 @@ def test_drift_between_sessions_widens_that_benchmarks_threshold():
         for line in shown(result)
     )
 
-    steady = gate.compare(sessions_doc([1.0] * 5), run(2, slower={"gevent": 1.3}), meta())
+    steady = gate.compare(
+        Baseline.of(sessions_doc([1.0] * 5)), run(2, slower={"gevent": 1.3}), meta()
+    )
     v = next(v for v in steady.verdicts if v.key[2] == "gevent")
     assert v.status == REGRESSED and v.threshold == pytest.approx(0.07) and v.drift < 0.02
 
 
 def test_fewer_than_three_sessions_learn_no_drift_and_say_how_to_get_it():
-    result = gate.compare(sessions_doc([1.0, 1.0]), run(2), meta())
+    result = gate.compare(Baseline.of(sessions_doc([1.0, 1.0])), run(2), meta())
     assert all(v.drift is None and v.sessions == 2 for v in result.verdicts)
     assert any("holds 2 session(s): save 1 more" in n for n in result.notes)
 
@@ -454,7 +465,7 @@ def test_fewer_than_three_sessions_learn_no_drift_and_say_how_to_get_it():
 def test_machine_speed_is_the_typical_sessions_not_the_latest():
     # the latest session's calibration was disturbed (400 ns); the other two say 270 ns
     doc = sessions_doc([1.0, 1.0, 1.0], ns=[270.0, 270.0, 400.0])
-    result = gate.compare(doc, run(2), meta(ns=270.0))
+    result = gate.compare(Baseline.of(doc), run(2), meta(ns=270.0))
     assert result.calibration_ratio == pytest.approx(1.0)
     assert all(v.decided_by == "raw" for v in result.verdicts) and not result.failed
 
@@ -472,7 +483,9 @@ def load_case(kind: str, then: float, now: float, cpus: int):
     doc = baseline.document_from_records(loaded(run(1), then, kind), meta())
     current = meta()
     current["cpu_count"] = cpus
-    return gate.compare(doc, loaded(run(2, slower={"gevent": 1.3}), now, kind), current)
+    return gate.compare(
+        Baseline.of(doc), loaded(run(2, slower={"gevent": 1.3}), now, kind), current
+    )
 
 
 def test_a_busier_machine_makes_thread_and_process_slowdowns_inconclusive():
@@ -511,7 +524,7 @@ def test_one_outlying_session_does_not_widen_the_threshold(now, status):
     # one session 60% slow with tight rounds: left out of the drift and the center, but a speed
     # this code ran at, so a session within it is no evidence of a change (sessions.py)
     result = gate.compare(
-        sessions_doc([1.0, 1.0, 1.6, 1.0, 1.0]), run(2, slower={"gevent": now}), meta()
+        Baseline.of(sessions_doc([1.0, 1.0, 1.6, 1.0, 1.0])), run(2, slower={"gevent": now}), meta()
     )
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
     assert v.status == status and v.threshold == pytest.approx(0.07)
@@ -537,7 +550,7 @@ def test_counts_of_a_waiting_workload_are_judged_beyond_their_floor(change, stat
         [_counted("io", 1e6, waits=True), _counted("ring", 1e6, waits=False)], counted_meta
     )
     now = [_counted("io", 1e6 * change, waits=True), _counted("ring", 1e6 * 1.05, waits=False)]
-    result = gate.compare(base, now, counted_meta)
+    result = gate.compare(Baseline.of(base), now, counted_meta)
     io, ring = sorted(result.verdicts, key=lambda v: v.key[0])
     assert io.status == status and io.threshold == pytest.approx(0.10)
     assert "this workload waits" in io.note
@@ -558,10 +571,11 @@ def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_
         [_in_layouts(1e6, 1.001e6, 1.028e6)], counted_meta
     )  # one landed badly
     assert baseline.check(base, "base.json") is None
-    (session,) = history.sessions(base)[0][_counted("ring", 1, False).key]
+    parsed = Baseline.of(base)
+    (session,) = parsed.sessions[_counted("ring", 1, False).key]
     assert [len(rounds) for rounds in session.layouts] == [3, 3]
     (same,) = gate.compare(
-        base,
+        parsed,
         [_in_layouts(1.028e6, 0.999e6, 1.0005e6)],
         counted_meta,
         gate.GateSettings(threshold=0.01),
@@ -572,18 +586,21 @@ def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_
     assert "layout by layout +2.80%, -0.20%, -2.68%: 2 of 3 layouts moved beyond 1%" in same.note
     assert "layouts disagree by 2.80%" in same.note
     (aa,) = gate.compare(  # the same counts in the same layouts, one of which landed badly
-        base, [_in_layouts(1e6, 1.001e6, 1.028e6)], counted_meta, gate.GateSettings(threshold=0.01)
+        parsed,
+        [_in_layouts(1e6, 1.001e6, 1.028e6)],
+        counted_meta,
+        gate.GateSettings(threshold=0.01),
     ).verdicts
     assert aa.status == UNCHANGED and aa.change == pytest.approx(0.0, abs=1e-9), aa
     (stepped,) = gate.compare(  # +1.5%, and one of the head's layouts stepped back by 2%
-        base,
+        parsed,
         [_in_layouts(1.015e6, 1.016e6, 1.028e6 * 1.015 * 0.98)],
         counted_meta,
         gate.GateSettings(threshold=0.01),
     ).verdicts
     assert stepped.status == REGRESSED and stepped.change == pytest.approx(0.015, abs=1e-3)
     (slower,) = gate.compare(
-        base,
+        parsed,
         [_in_layouts(1.02e6, 1.021e6, 1.05e6)],
         counted_meta,
         gate.GateSettings(threshold=0.01),
@@ -592,7 +609,7 @@ def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_
         1.021 / 1.001 - 1, abs=1e-4
     )
     result = gate.compare(
-        base, [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta
+        parsed, [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta
     )  # the default threshold
     (v,) = result.verdicts
     assert v.status == REGRESSED and v.threshold == pytest.approx(
@@ -600,24 +617,24 @@ def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_
     )  # three layouts a side: 1%, not 2%
     assert "(threshold 1%, instructions, exact)" in result.summary
     one = baseline.document_from_records([_counted("ring", 1.001e6, waits=False)], counted_meta)
-    result = gate.compare(one, [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta)
+    result = gate.compare(Baseline.of(one), [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta)
     assert [(v.status, v.threshold) for v in result.verdicts] == [(UNCHANGED, pytest.approx(0.02))]
     mixed = baseline.document_from_records(
         [_in_layouts(1e6, 1.001e6, 1.028e6), _counted("chain", 1e6, waits=False)], counted_meta
     )  # a workload case beside a plain test
     both = gate.compare(
-        mixed, [_in_layouts(1e6, 1e6, 1e6), _counted("chain", 1e6, waits=False)], counted_meta
+        Baseline.of(mixed),
+        [_in_layouts(1e6, 1e6, 1e6), _counted("chain", 1e6, waits=False)],
+        counted_meta,
     )
     assert "(thresholds 1%, 2%, instructions, exact)" in both.summary
     again, _ = gate.add_session(
         baseline.document_from_records([_in_layouts(1e6, 1e6, 1e6)], counted_meta),
-        base,
+        parsed,
         [_in_layouts(1e6, 1e6, 1e6)],
     )
-    assert [len(s.layouts) for s in history.sessions(again)[0][_counted("ring", 1, False).key]] == [
-        2,
-        2,
-    ]
+    kept = Baseline.of(again).sessions[_counted("ring", 1, False).key]
+    assert [len(s.layouts) for s in kept] == [2, 2]
 
 
 @pytest.mark.parametrize("layouts", [[[]], [[1.0, "x"]], {"a": [1.0]}, [[-1.0]]])
@@ -653,7 +670,7 @@ def saved(sessions, backend: str, keep: int = 5) -> tuple[dict, list[str]]:
     for i, (scale, sigma) in enumerate(sessions):
         recs = one(40 + i, backend, scale, sigma)
         doc, messages = gate.add_session(
-            baseline.document_from_records(recs, meta()), doc, recs, keep=keep
+            baseline.document_from_records(recs, meta()), doc and Baseline.of(doc), recs, keep=keep
         )
         said += messages
     return doc, said
@@ -665,9 +682,11 @@ def test_one_disturbed_session_of_three_never_hides_a_real_slowdown():
     doc = None  # stored as they were: no session dropped on saving
     for i, (scale, sigma) in enumerate([(1.0, 0.03), (1.5, 0.3), (1.0, 0.03)]):
         doc = history.merge(
-            baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()), doc, 5
+            baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()),
+            doc and Baseline.of(doc),
+            5,
         )
-    result = gate.compare(doc, one(99, "asyncio", 1.7), meta())
+    result = gate.compare(Baseline.of(doc), one(99, "asyncio", 1.7), meta())
     v = result.verdicts[0]
     assert v.status in (REGRESSED, INCONCLUSIVE), (v.status, v.threshold, v.note)
     assert v.status != UNCHANGED and v.change > 0.5
@@ -681,7 +700,7 @@ def test_one_disturbed_session_never_drops_the_good_ones():
     doc, said = saved([(1.0, 0.03), (1.0, 0.03), (1.72, 0.1)], "gevent")
     assert not any("were dropped" in m for m in said), said
     assert history.count(doc) == 3
-    result = gate.compare(doc, one(99, "gevent", 1.47), meta())
+    result = gate.compare(Baseline.of(doc), one(99, "gevent", 1.47), meta())
     v = result.verdicts[0]
     assert v.status in (REGRESSED, INCONCLUSIVE), (v.status, v.change, v.note)
     assert v.change > 0.3
@@ -694,20 +713,25 @@ def test_a_new_speed_confirmed_by_a_second_session_restarts_the_history():
         "were dropped" in m for m in said
     )
     recs = one(60, "gevent", 1.5)
-    doc, said = gate.add_session(baseline.document_from_records(recs, meta()), doc, recs)
+    doc, said = gate.add_session(
+        baseline.document_from_records(recs, meta()), Baseline.of(doc), recs
+    )
     assert any("confirmed by a second session" in m and "were dropped" in m for m in said), said
-    found, _ = history.sessions(doc)
-    assert len(found[recs[0].key]) == 1
-    assert statuses(gate.compare(doc, one(99, "gevent", 1.5), meta())) == {recs[0].key: UNCHANGED}
+    assert len(Baseline.of(doc).sessions[recs[0].key]) == 1
+    assert statuses(gate.compare(Baseline.of(doc), one(99, "gevent", 1.5), meta())) == {
+        recs[0].key: UNCHANGED
+    }
 
 
 def test_a_session_whose_rounds_spread_far_wider_is_left_out():
     doc = None
     for i, (scale, sigma) in enumerate([(1.0, 0.03), (1.3, 0.4)]):
         doc = history.merge(
-            baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()), doc, 5
+            baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()),
+            doc and Baseline.of(doc),
+            5,
         )
-    v = gate.compare(doc, one(99, "asyncio", 1.0), meta()).verdicts[0]
+    v = gate.compare(Baseline.of(doc), one(99, "asyncio", 1.0), meta()).verdicts[0]
     assert v.status == UNCHANGED and v.sessions == 1
     assert "left out disturbed baseline session 1 (its rounds spread" in v.note
 
@@ -718,9 +742,11 @@ def test_sessions_of_different_code_are_named():
         [{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": True}]
     ):
         doc = history.merge(
-            baseline.document_from_records(one(40 + i, "asyncio"), {**meta(), "code": code}), doc, 5
+            baseline.document_from_records(one(40 + i, "asyncio"), {**meta(), "code": code}),
+            doc and Baseline.of(doc),
+            5,
         )
-    notes = gate.compare(doc, one(99, "asyncio"), meta()).notes
+    notes = gate.compare(Baseline.of(doc), one(99, "asyncio"), meta()).notes
     assert (
         "baseline sessions measured different code: session 1: bbbbbbbbbb (dirty); gevent 25.1.0, "
         "greenlet 3.1.1 / session 2: aaaaaaaaaa; gevent 25.1.0, greenlet 3.1.1"
@@ -747,7 +773,9 @@ def test_a_session_records_its_code_identity(tmp_path):
 
 def test_a_faster_run_that_a_noisy_baseline_hides_is_inconclusive_but_never_fails():
     drifting = sessions_doc([1.0, 1.12, 0.9, 1.08, 0.95])
-    result = gate.compare(drifting, run(2, slower={"gevent": 0.85}), meta())  # 15% faster
+    result = gate.compare(
+        Baseline.of(drifting), run(2, slower={"gevent": 0.85}), meta()
+    )  # 15% faster
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
     assert v.status == INCONCLUSIVE and "baseline too noisy" in v.note
     assert not v.too_noisy and not result.too_noisy and not result.failed
@@ -774,11 +802,13 @@ def test_counts_that_changed_restart_at_once():
     doc = None
     for count in (1e6, 1e6, 1.3e6):
         recs = [_counted("ring", count, waits=False)]
-        doc, said = gate.add_session(baseline.document_from_records(recs, counted_meta), doc, recs)
+        doc, said = gate.add_session(
+            baseline.document_from_records(recs, counted_meta), doc and Baseline.of(doc), recs
+        )
     assert any(
         "changed speed (+30.0%): its earlier baseline sessions were dropped" in m for m in said
     ), said
-    assert len(history.sessions(doc)[0][recs[0].key]) == 1
+    assert len(Baseline.of(doc).sessions[recs[0].key]) == 1
 
 
 def test_a_wide_session_beside_ones_that_repeat_exactly_is_named_without_error():
@@ -823,7 +853,7 @@ def _counted_meta(**measuring) -> dict:
 def test_a_changed_measuring_side_asks_for_a_new_baseline_not_a_verdict(part, new, named):
     base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], _counted_meta())
     result = gate.compare(
-        base, [_counted("ring", 1.3e6, waits=False)], _counted_meta(**{part: new})
+        Baseline.of(base), [_counted("ring", 1.3e6, waits=False)], _counted_meta(**{part: new})
     )
     assert (
         result.rerecord
@@ -840,7 +870,7 @@ def test_the_same_measuring_side_judges_and_other_library_versions_do_not_ask_fo
         **_counted_meta(),
         "libraries": {"greenlet": "3.2.0", "gevent": "25.1.0"},
     }  # the user's upgrade
-    result = gate.compare(base, [_counted("ring", 1.3e6, waits=False)], now)
+    result = gate.compare(Baseline.of(base), [_counted("ring", 1.3e6, waits=False)], now)
     assert result.rerecord is None and list(statuses(result).values()) == [REGRESSED]
 
 
@@ -849,7 +879,9 @@ def test_a_counted_baseline_from_another_directory_judges_and_says_counts_follow
         [_counted("ring", 1e6, waits=False)], {**_counted_meta(), "directory": "/a/x"}
     )
     moved = gate.compare(
-        base, [_counted("ring", 1.3e6, waits=False)], {**_counted_meta(), "directory": "/b/longer"}
+        Baseline.of(base),
+        [_counted("ring", 1.3e6, waits=False)],
+        {**_counted_meta(), "directory": "/b/longer"},
     )
     assert moved.rerecord is None and list(statuses(moved).values()) == [
         REGRESSED
@@ -860,7 +892,9 @@ def test_a_counted_baseline_from_another_directory_judges_and_says_counts_follow
         and "record the baseline in the directory it is judged in" in said
     )
     same = gate.compare(
-        base, [_counted("ring", 1e6, waits=False)], {**_counted_meta(), "directory": "/a/x"}
+        Baseline.of(base),
+        [_counted("ring", 1e6, waits=False)],
+        {**_counted_meta(), "directory": "/a/x"},
     )
     assert not any("another directory" in n for n in same.notes)
     assert measure.get("instructions").session_meta()["directory"] == os.getcwd()
@@ -869,7 +903,7 @@ def test_a_counted_baseline_from_another_directory_judges_and_says_counts_follow
 def test_a_counted_baseline_that_does_not_say_what_measured_it_is_recorded_again():
     old = {k: v for k, v in _counted_meta().items() if k != "measuring"}
     base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], old)
-    result = gate.compare(base, [_counted("ring", 1e6, waits=False)], _counted_meta())
+    result = gate.compare(Baseline.of(base), [_counted("ring", 1e6, waits=False)], _counted_meta())
     assert "does not say what measured it" in result.rerecord
 
 
@@ -895,7 +929,7 @@ def test_new_and_missing_counted_benchmarks_read_in_instructions_not_seconds():
 
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}
     base = baseline.document_from_records([_counted("ring", 2e6, waits=False)], counted_meta)
-    result = gate.compare(base, [_counted("chain", 3e6, waits=False)], counted_meta)
+    result = gate.compare(Baseline.of(base), [_counted("chain", 3e6, waits=False)], counted_meta)
     lines = {v.status: tables.verdict_line(v) for v in result.verdicts}
     assert "2.00M instr" in lines[MISSING] and "3.00M instr" in lines[NEW], lines
 
@@ -910,10 +944,10 @@ def test_a_benchmarks_verdict_in_its_test_is_its_verdict_against_the_whole_basel
     doc = sessions_doc([1.0, 1.05, 0.95, 1.0], ns=[270.0, 280.0, 265.0, 275.0])
     twin = dict(doc["benchmarks"][0], stats=dict(doc["benchmarks"][0]["stats"], data=[1.0] * 20))
     doc["benchmarks"].append(twin)
-    judged = SecondSessions(Settings(), doc, None)
+    judged = SecondSessions(Settings(), Baseline.of(doc), None)
     for rec in run(3, slower={"gevent": 1.3}, speed=1.02):
-        whole = gate.compare(doc, [rec], meta())
-        alone = gate.compare(judged._of(rec.key), [rec], meta())
+        whole = gate.compare(Baseline.of(doc), [rec], meta())
+        alone = gate.compare(judged._baseline.only({rec.key}), [rec], meta())
         assert [v for v in whole.verdicts if v.key == rec.key] == alone.verdicts
         assert gate.suspects(whole) == gate.suspects(alone)
         assert (whole.calibration_ratio, whole.summary.split(",")[0]) == (

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_concurrency.gate import baseline, history
 from pytest_concurrency.gate.baseline import BaselineError
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import Record
 
 # version-independent (a baseline's sessions: arithmetic on records): tox runs it on one Python, in its once env
@@ -39,12 +40,12 @@ def session_doc(tag: float, backends=("asyncio", "gevent"), python=PY) -> dict:
 def stack(tags, keep: int) -> dict:
     doc = None
     for tag in tags:
-        doc = history.merge(session_doc(tag), doc, keep)
+        doc = history.merge(session_doc(tag), doc and Baseline.of(doc), keep)
     return doc
 
 
 def medians(doc, backend="asyncio") -> list:
-    found, _ = history.sessions(doc)
+    found = (doc if isinstance(doc, Baseline) else Baseline.of(doc)).sessions
     return [s.samples[0] for s in found[("ring", "n=10", backend)]]
 
 
@@ -62,7 +63,7 @@ def test_keep_one_replaces_the_baseline():
 
 def test_a_restarted_benchmark_keeps_only_the_new_session():
     doc = stack([1.0, 2.0], keep=5)
-    doc = history.merge(session_doc(3.0), doc, 5, restart=[("ring", "n=10", "gevent")])
+    doc = history.merge(session_doc(3.0), Baseline.of(doc), 5, restart=[("ring", "n=10", "gevent")])
     assert medians(doc, "gevent") == [3.0]
     assert medians(doc, "asyncio") == [3.0, 2.0, 1.0]
 
@@ -70,7 +71,7 @@ def test_a_restarted_benchmark_keeps_only_the_new_session():
 def test_an_earlier_session_left_without_benchmarks_is_dropped():
     doc = history.merge(
         session_doc(2.0),
-        session_doc(1.0, backends=("gevent",)),
+        Baseline.of(session_doc(1.0, backends=("gevent",))),
         5,
         restart=[("ring", "n=10", "gevent")],
     )
@@ -78,32 +79,32 @@ def test_an_earlier_session_left_without_benchmarks_is_dropped():
 
 
 def test_a_benchmark_only_in_earlier_sessions_is_still_known():
-    doc = history.merge(session_doc(2.0, backends=("asyncio",)), session_doc(1.0), 5)
+    doc = history.merge(session_doc(2.0, backends=("asyncio",)), Baseline.of(session_doc(1.0)), 5)
     assert medians(doc, "gevent") == [1.0]
 
 
 def test_sessions_keep_their_load_version_and_calibration():
     older = session_doc(1.0)
     older["pytest_concurrency"]["calibration"]["ns_per_iteration"] = 300.0
-    doc = history.merge(session_doc(2.0), older, 5)
-    found, _ = history.sessions(doc)
+    doc = history.merge(session_doc(2.0), Baseline.of(older), 5)
+    found = Baseline.of(doc).sessions
     first, second = found[("ring", "n=10", "asyncio")]
     assert first.foreign_cpu == second.foreign_cpu == 0.01
     assert first.backend_version == second.backend_version == "1.0"
-    assert [c["ns_per_iteration"] for c in history.calibrations(doc)] == [270.0, 300.0]
+    assert [c["ns_per_iteration"] for c in Baseline.of(doc).calibrations] == [270.0, 300.0]
 
 
 def test_another_python_cannot_sit_behind_this_one():
     other = session_doc(
         1.0, python={"version": "3.10.4", "implementation": "CPython", "minor": "3.10"}
     )
-    reason = history.incompatible(other, meta())
+    reason = history.incompatible(Baseline.of(other), meta())
     assert (
         "CPython 3.10.4" in reason
         and "CPython 3.11.7" in reason
         and "one baseline file per Python" in reason
     )
-    assert history.incompatible(session_doc(1.0), meta()) is None
+    assert history.incompatible(Baseline.of(session_doc(1.0)), meta()) is None
 
 
 def test_a_saved_history_reads_back(tmp_path):
@@ -154,7 +155,7 @@ def test_a_version_1_baseline_still_reads(tmp_path):
     doc["pytest_concurrency"]["schema_version"] = 1
     path = tmp_path / "old.json"
     path.write_text(json.dumps(doc))
-    assert history.count(baseline.load(path)) == 1
+    assert baseline.load(path).count == 1
 
 
 def test_a_save_starts_from_nothing_when_there_is_nothing(tmp_path):
@@ -180,10 +181,10 @@ def test_each_session_keeps_its_code_identity_and_disturbed_flag():
     first = session_doc(1.0)
     first["pytest_concurrency"]["code"] = {"commit": "a" * 40, "dirty": False}
     first["benchmarks"][0]["extra_info"]["disturbed"] = "+50% against the earlier sessions"
-    doc = history.merge(session_doc(2.0), first, 5)
+    doc = history.merge(session_doc(2.0), Baseline.of(first), 5)
     assert doc["pytest_concurrency"]["history"][0]["code"] == {"commit": "a" * 40, "dirty": False}
-    assert history.identities(doc)[1] == ({"commit": "a" * 40, "dirty": False}, {})
-    found, _ = history.sessions(doc)
+    assert Baseline.of(doc).identities[1] == ({"commit": "a" * 40, "dirty": False}, {})
+    found = Baseline.of(doc).sessions
     assert [s.disturbed for s in found[("ring", "n=10", "asyncio")]] == [
         "",
         "+50% against the earlier sessions",

@@ -13,6 +13,7 @@ from conftest import needs
 from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import kernel as kernel_gate
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import (
     IMPROVED,
     INCONCLUSIVE,
@@ -127,8 +128,12 @@ def _rec(
     return Record("ring", {"n": 10}, backend, [0.01] * 5, ops=100, unit="hop", extra=extra)
 
 
+def base_of(records: list[Record], meta: dict) -> Baseline:
+    return Baseline.of(baseline.document_from_records(records, meta))
+
+
 def _judge(base, now):
-    doc = baseline.document_from_records([base], META)
+    doc = base_of([base], META)
     return {(v.figure): v for v in kernel_gate.judge(doc, [now]).verdicts}
 
 
@@ -171,9 +176,7 @@ def test_a_figure_one_side_did_not_measure_is_not_measured_never_passed():
         got["syscalls"].status == NOT_MEASURED
         and "PYTEST_CONCURRENCY_NO_PERF" in got["syscalls"].note
     )
-    result = kernel_gate.judge(
-        baseline.document_from_records([_rec()], META), [_rec(source="getrusage")]
-    )
+    result = kernel_gate.judge(base_of([_rec()], META), [_rec(source="getrusage")])
     assert (
         not result.failed and result.not_measured and "not measured" in kernel_gate.summary(result)
     )
@@ -198,7 +201,7 @@ def test_a_plain_test_counted_under_valgrind_reads_not_measured_with_why_never_n
         unit="call",
         extra={"measure": "instructions"},
     )
-    result = kernel_gate.judge(baseline.document_from_records([then], META), [counted])
+    result = kernel_gate.judge(base_of([then], META), [counted])
     gated = [f.name for f in kernel_gate.FIGURES if f.gated]
     assert sorted(v.figure for v in result.verdicts) == sorted(gated)
     assert {v.status for v in result.verdicts} == {NOT_MEASURED} and not result.failed
@@ -213,7 +216,7 @@ def test_a_plain_test_counted_under_valgrind_reads_not_measured_with_why_never_n
 
 @pytest.mark.once
 def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
-    doc = baseline.document_from_records([_rec()], META)
+    doc = base_of([_rec()], META)
     result = gate.compare(doc, [_rec(syscalls=1.24 * 3.33)], META)
     assert result.failed and result.kernel.failed
     line = kernel_gate.line(result.kernel.by_status(REGRESSED)[0])
@@ -229,7 +232,7 @@ def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regr
         rec.extra.update(task_kind="thread", foreign_cpu=foreign_cpu)
         return rec
 
-    doc = baseline.document_from_records([threads(21.5, 0.02)], META)
+    doc = base_of([threads(21.5, 0.02)], META)
     busy = gate.compare(doc, [threads(21.5 * 1.6, 1.03)], META)  # a busy loop on the other core
     assert not busy.failed and busy.kernel.by_status(INCONCLUSIVE)[0].figure == "syscalls"
     assert "cannot be told from the load" in kernel_gate.line(busy.kernel.verdicts[0])
@@ -267,7 +270,7 @@ def test_preemptions_are_shown_never_judged_and_the_codes_own_waits_are():
         rec.extra.update(task_kind="light", foreign_cpu=foreign_cpu)
         return rec
 
-    doc = baseline.document_from_records([light(1.24, 0.5, 0.02, 0.05)], META)
+    doc = base_of([light(1.24, 0.5, 0.02, 0.05)], META)
 
     def statuses(rec):
         return {v.figure: v.status for v in gate.compare(doc, [rec], META).kernel.verdicts}
@@ -421,7 +424,7 @@ def test_a_users_plain_test_gets_kernel_figures_and_its_extra_syscalls_fail(pyte
 def test_threads_judged_on_a_stored_baseline_are_told_what_judges_them_tighter():
     threaded = _rec("threading")
     threaded.extra["task_kind"] = "thread"
-    result = kernel_gate.judge(baseline.document_from_records([threaded], META), [threaded])
+    result = kernel_gate.judge(base_of([threaded], META), [threaded])
     ((title, lines),) = kernel_report.sections(result)
     assert title == "Kernel" and lines[0] == "kernel passed: 4 unchanged"
     assert lines[1].startswith(
@@ -432,7 +435,7 @@ def test_threads_judged_on_a_stored_baseline_are_told_what_judges_them_tighter()
         and "at 8%, 25%" in lines[1]
         and lines[1].endswith(": 1 benchmark")
     )
-    light = kernel_gate.judge(baseline.document_from_records([_rec()], META), [_rec()])
+    light = kernel_gate.judge(base_of([_rec()], META), [_rec()])
     assert kernel_gate.loose_note(light) is None  # light tasks are held tightly either way
 
 

@@ -13,6 +13,7 @@ from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import memory as memory_gate
 from pytest_concurrency.gate import verdicts as V
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import Record, from_json
 from pytest_concurrency.report import markdown, terminal
 
@@ -44,6 +45,10 @@ def rec(workload="spawn", params=None, backend="gevent", **memory) -> Record:
 
 def doc_of(*records: Record) -> dict:
     return baseline.document_from_records(list(records), baseline.current_meta({}, None))
+
+
+def base_of(*records: Record) -> Baseline:
+    return Baseline.of(doc_of(*records))
 
 
 def test_a_leak_fails_without_a_baseline_and_says_how_much_per_task_per_round():
@@ -100,27 +105,29 @@ def test_retained_memory_below_the_floor_is_no_leak():
 
 
 def test_memory_per_task_beyond_the_threshold_regresses_with_the_issue_wording():
-    result = memory_gate.judge(doc_of(rec(kib_per_task=5.6)), [rec(kib_per_task=7.9)])
+    result = memory_gate.judge(base_of(rec(kib_per_task=5.6)), [rec(kib_per_task=7.9)])
     assert result.failed
     assert (
         memory_gate.line(result.verdicts[0])
         == "spawn[count=3000] on gevent: 5.6 -> 7.9 KiB per task (+41%)"
     )
     assert (
-        memory_gate.judge(doc_of(rec(kib_per_task=7.9)), [rec(kib_per_task=5.6)]).verdicts[0].status
+        memory_gate.judge(base_of(rec(kib_per_task=7.9)), [rec(kib_per_task=5.6)])
+        .verdicts[0]
+        .status
         == V.IMPROVED
     )
 
 
 def test_changes_within_the_threshold_or_the_floor_do_not_count():
-    within = memory_gate.judge(doc_of(rec(kib_per_task=5.6)), [rec(kib_per_task=6.0)])  # +7%
+    within = memory_gate.judge(base_of(rec(kib_per_task=5.6)), [rec(kib_per_task=6.0)])  # +7%
     assert [v.status for v in within.verdicts] == [V.UNCHANGED]
-    assert memory_gate.judge(doc_of(rec(kib_per_task=5.6)), [rec(kib_per_task=6.0)], 0.05).failed
+    assert memory_gate.judge(base_of(rec(kib_per_task=5.6)), [rec(kib_per_task=6.0)], 0.05).failed
     # +50%, but 32 KiB over the round's tasks: under the 64 KiB a round must add up to
     few = dict(params={"count": 16}, tasks_per_round=16)
-    tiny = memory_gate.judge(doc_of(rec(kib_per_task=4.0, **few)), [rec(kib_per_task=6.0, **few)])
+    tiny = memory_gate.judge(base_of(rec(kib_per_task=4.0, **few)), [rec(kib_per_task=6.0, **few)])
     assert [v.status for v in tiny.verdicts] == [V.UNCHANGED]
-    heap = memory_gate.judge(doc_of(rec(peak_traced_kib=100.0)), [rec(peak_traced_kib=150.0)])
+    heap = memory_gate.judge(base_of(rec(peak_traced_kib=100.0)), [rec(peak_traced_kib=150.0)])
     assert [v.status for v in heap.verdicts] == [V.UNCHANGED]  # +50% but 50 KiB < the 64 KiB floor
 
 
@@ -133,9 +140,7 @@ def test_a_baseline_without_memory_figures_still_loads_and_says_new():
         )
         for r in from_json(json.loads((DATA / "run_a.json").read_text()))
     ]
-    result = gate.compare(
-        old, current, old["pytest_concurrency"], gate.GateSettings(allow_cross_python=True)
-    )
+    result = gate.compare(old, current, old.meta, gate.GateSettings(allow_cross_python=True))
     assert not result.memory.failed
     by_metric = {
         m: {v.status for v in result.memory.verdicts if v.metric == m}
@@ -151,7 +156,7 @@ def test_a_baseline_without_memory_figures_still_loads_and_says_new():
 def test_the_gate_fails_on_memory_alone_and_every_report_has_the_section():
     base = doc_of(rec(kib_per_task=5.6))
     result = gate.compare(
-        base,
+        Baseline.of(base),
         [rec(kib_per_task=7.9)],
         base["pytest_concurrency"],
         gate.GateSettings(memory_threshold=0.2),
@@ -169,8 +174,8 @@ def test_memory_figures_of_earlier_sessions_count_through_the_median():
     sessions = None
     for value in (5.0, 5.6, 9.0):  # one odd session does not move the median
         doc = doc_of(rec(kib_per_task=value))
-        sessions = history.merge(doc, sessions, keep=5)
-    result = memory_gate.judge(sessions, [rec(kib_per_task=5.7)])
+        sessions = history.merge(doc, sessions and Baseline.of(sessions), keep=5)
+    result = memory_gate.judge(Baseline.of(sessions), [rec(kib_per_task=5.7)])
     assert [(v.status, v.baseline) for v in result.verdicts] == [(V.UNCHANGED, 5.6)]
 
 

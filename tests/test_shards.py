@@ -24,6 +24,7 @@ from pytest_concurrency import bisection
 from pytest_concurrency.__main__ import main as cli
 from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import merge, shards, verdict_file
+from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import (
     MISSING,
     NEW,
@@ -91,14 +92,13 @@ def test_a_shard_judges_only_its_part_of_the_baseline_and_its_history():
     )
     kept_total = 0
     for i in (1, 2, 3):
-        mine, left = shards.mine(doc, shards.Shard(i, 3))
-        names = {b["extra_info"]["workload"] for b in mine["benchmarks"]}
+        mine, left = shards.mine(Baseline.of(doc), shards.Shard(i, 3))
+        names = {r.workload for r in mine.records}
         assert names == {n for n in ids if shards.of(n, 3) == i} | (
             {"no-node-id"} if i == 1 else set()
         )
-        history = {
-            b["workload"] for e in mine["pytest_concurrency"]["history"] for b in e["benchmarks"]
-        }
+        assert {key[0] for key in mine.sessions} == names
+        history = {key[0] for key, sessions in mine.sessions.items() if len(sessions) == 2}
         assert history == names - {"no-node-id"}
         assert left == 21 - len(names)
         kept_total += len(names)

@@ -386,12 +386,16 @@ MAX_PADDING = 16
 MAX_DIGITS = 30
 
 
-def load(path) -> dict:
-    """Read and check a baseline; ``BaselineError`` says what is wrong and how to fix it."""
+def load(path) -> history.Baseline:
+    """Read, check and parse a baseline; ``BaselineError`` says what is wrong and how to fix it."""
     path = os.fspath(path)
-    doc = read(path)
+    return parse(read(path), path)
+
+
+def parse(doc: Any, path: str) -> history.Baseline:
+    """``doc``, checked, as the gate reads it: the one place a document becomes a baseline."""
     check(doc, path)
-    return doc
+    return history.Baseline.of(doc)
 
 
 def read(path, what: str = "baseline", remake: str | None = None) -> Any:
@@ -494,7 +498,7 @@ def _bounded_int(text: str) -> int | shape.NoNumber:
     return int(text)
 
 
-def load_previous(path) -> dict | None:
+def load_previous(path) -> history.Baseline | None:
     """The baseline a save adds its session to: ``None`` when ``path`` is absent or empty.
 
     Anything else that is not a readable baseline is refused, never overwritten: it may be
@@ -566,8 +570,3 @@ def check(doc: Any, path: str = "<baseline>") -> None:
             f"baseline {path!r} has benchmarks without raw samples ({shown}): the gate decides "
             f"on the samples, not on summary figures; {remake} (it always stores them)"
         )
-
-
-def meta(doc: Mapping) -> dict:
-    """The ``pytest_concurrency`` section of a checked baseline."""
-    return doc[SECTION]

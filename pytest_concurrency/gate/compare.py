@@ -1,4 +1,4 @@
-"""The regression gate: this run's records against a baseline document, one verdict each.
+"""The regression gate: this run's records against a baseline, one verdict each.
 
 Pure logic (no pytest): ``compare`` decides; ``report.tables`` says it. The statistics are
 in ``stats``; this module matches benchmarks, picks thresholds (widened by a benchmark's
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .. import measure
-from ..measure.records import Record, from_json, key_label, params_id
+from ..measure.records import Record, key_label, params_id
 from . import (
     calibrate,
     controlled,
@@ -115,6 +115,10 @@ class GateSettings:
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha {self.alpha!r} must be between 0 and 1, e.g. 0.01")
 
+    @property
+    def rigor(self) -> stats.Rigor:
+        return stats.Rigor(self.alpha, self.confidence, self.resamples, self.seed)
+
     def threshold_for(self, rec: Record, default: float | None = None) -> float:
         """The test's own, an override, the option's, else ``default`` or the measure's."""
         own = self.tests.get(rec.key, rec.extra.get("threshold"))
@@ -135,15 +139,15 @@ class GateSettings:
 
 
 def compare(
-    baseline_doc: Mapping,
+    base: history.Baseline,
     current: Iterable[Record],
     current_meta: Mapping,
     settings: GateSettings | None = None,
 ) -> GateResult:
-    """Judge ``current`` against a baseline checked by ``baseline.load``."""
+    """Judge ``current`` against a baseline (``baseline.load``)."""
     settings = settings or GateSettings()
     current = list(current)
-    base_meta = baseline_doc.get("pytest_concurrency") or {}
+    base_meta = base.meta
     mismatch = _python_mismatch(base_meta, current_meta)
     refused = _measure_mismatch(base_meta, current_meta) or (
         mismatch if not settings.allow_cross_python else None
@@ -159,11 +163,9 @@ def compare(
         else []
     )
     instrument = measure.get(current_meta.get("measure"))
-    cal, normalize = None, False
+    speed = MachineSpeed()
     if instrument.machine_bound:
-        cal, normalize = _machine_speed(
-            baseline_doc, base_meta, current_meta, mismatch, settings, notes
-        )
+        speed = _machine_speed(base, current_meta, mismatch, settings, notes)
     else:
         notes.append(
             f"{instrument.kind} do not depend on the machine's speed or load: a baseline "
@@ -176,19 +178,17 @@ def compare(
             f"CPU count differs ({cpus[0]} in the baseline, {cpus[1]} now): threaded models may scale differently"
         )
 
-    base_sessions, twice = history.sessions(baseline_doc)
-    notes += [f"baseline has {label} twice; the first one is used" for label in twice]
-    held = history.count(baseline_doc)
+    base_sessions = base.sessions
+    notes += [f"baseline has {r.label} twice; the first one is used" for r in base.twice]
+    held = base.count
     if held < stats.MIN_SESSIONS_FOR_DRIFT:
         notes.append(
             f"the baseline holds {held} session(s): save {stats.MIN_SESSIONS_FOR_DRIFT - held} more "
             f"to the same file ({SAVE_FLAG}) and the gate also learns how far each benchmark "
             f"drifts between sessions"
         )
-    notes += [n for n in (session_quality.different_code(baseline_doc),) if n]
-    explained = {
-        r.key: r for r in from_json(baseline_doc)
-    }  # latest session: what explains a change
+    notes += [n for n in (session_quality.different_code(base.identities),) if n]
+    explained = base.latest  # what explains a change
     seen = set()
     verdicts = []
     for rec in current:
@@ -205,7 +205,7 @@ def compare(
                 )
             )
             continue
-        verdict = _judge(sessions, rec, base_meta, current_meta, cal, normalize, settings)
+        verdict = _judge(sessions, rec, base_meta, current_meta, speed, settings)
         if verdict.status == REGRESSED and rec.key in explained:
             why = measure.get(rec.measure).explain(explained[rec.key], rec)
             verdict.note = _join(verdict.note, why or "")
@@ -224,11 +224,11 @@ def compare(
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
     result = GateResult(
         verdicts=verdicts,
-        calibration_ratio=cal,
+        calibration_ratio=speed.ratio,
         notes=notes,
-        memory=memory_gate.judge(baseline_doc, current, settings.memory_threshold),
+        memory=memory_gate.judge(base, current, settings.memory_threshold),
         kernel=kernel_gate.judge(
-            baseline_doc, current, interference.busier(base_sessions, current, current_meta)
+            base, current, interference.busier(base_sessions, current, current_meta)
         ),
     )
     result.summary = _summary(result, settings, instrument)
@@ -236,22 +236,22 @@ def compare(
 
 
 def speed_changes(
-    previous_doc: Mapping,
+    previous: history.Baseline,
     current: Iterable[Record],
     current_meta: Mapping,
     settings: GateSettings | None = None,
 ) -> list[Verdict]:
-    """The benchmarks whose speed moved since ``previous_doc``."""
+    """The benchmarks whose speed moved since ``previous``."""
     return [
         v
-        for v in compare(previous_doc, current, current_meta, settings).verdicts
+        for v in compare(previous, current, current_meta, settings).verdicts
         if v.status in SPEED_CHANGED or v.within_sessions
     ]
 
 
 def add_session(
     doc: dict,
-    previous: Mapping | None,
+    previous: history.Baseline | None,
     current: Iterable[Record],
     settings: GateSettings | None = None,
     keep: int = history.DEFAULT_KEEP,
@@ -266,7 +266,7 @@ def add_session(
     session can never make the good ones be dropped."""
     messages, restart = [], []
     if previous is not None and keep > 1:
-        latest = {r.key: r for r in from_json(previous)}
+        latest = previous.latest
         by_key = {r.key: r for r in current}
         flags = {}
         for v in speed_changes(previous, current, doc[history.SECTION], settings):
@@ -386,16 +386,23 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, notes) -> tuple:
-    """(calibration ratio, whether to judge normalized by it), with the notes that say why.
+@dataclass(frozen=True)
+class MachineSpeed:
+    """This machine's speed against the baseline's: the calibration ratio (None: none to compare,
+    or not timed), and whether changes are judged normalized by it."""
+
+    ratio: float | None = None
+    normalize: bool = False
+
+
+def _machine_speed(base: history.Baseline, current_meta, mismatch, settings, notes) -> MachineSpeed:
+    """The machine's speed, with the notes that say why it is used so.
 
     Normalize only for another machine: on the same one the calibration loop is as noisy as
     what it calibrates, so a slow reading would scale good benchmarks into false verdicts.
     """
-    cal = calibrate.ratio(
-        current_meta.get("calibration"), calibrate.typical(history.calibrations(baseline_doc))
-    )
-    other_machine = _machine(base_meta) != _machine(current_meta)
+    cal = calibrate.ratio(current_meta.get("calibration"), calibrate.typical(base.calibrations))
+    other_machine = _machine(base.meta) != _machine(current_meta)
     normalize = cal is not None and abs(cal - 1) > settings.machine_tolerance and other_machine
     if normalize and mismatch:
         # the loop's time then mixes machine and interpreter speed: normalizing would cancel
@@ -406,7 +413,7 @@ def _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, no
         )
     elif normalize:
         notes.append(
-            f"another machine ({_machine(current_meta)} now, {_machine(base_meta)} for the baseline) runs "
+            f"another machine ({_machine(current_meta)} now, {_machine(base.meta)} for the baseline) runs "
             f"the calibration loop {cal:.2f}x the baseline's time: changes are judged after scaling the "
             f"baseline by it (normalized)"
         )
@@ -417,7 +424,7 @@ def _machine_speed(baseline_doc, base_meta, current_meta, mismatch, settings, no
         )
     elif cal is None:
         notes.append("no comparable calibration on both sides: changes are raw")
-    return cal, normalize
+    return MachineSpeed(cal, normalize)
 
 
 def _machine(meta: Mapping):
@@ -448,19 +455,13 @@ def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
 
 
 def _judge(
-    sessions: list,
-    cur: Record,
-    base_meta,
-    cur_meta,
-    cal: float | None,
-    normalize: bool,
-    settings: GateSettings,
+    sessions: list, cur: Record, base_meta, cur_meta, speed: MachineSpeed, settings: GateSettings
 ) -> Verdict:
     instrument = measure.get(cur.measure)
     raw_cur, raw_sessions = cur, sessions
     divided = controlled.divide(sessions, cur) if instrument.machine_bound else None
     if isinstance(divided, controlled.Divided):  # judged on rounds over their controls
-        sessions, cur, cal, normalize = divided.sessions, divided.current, None, False
+        sessions, cur, speed = divided.sessions, divided.current, MachineSpeed()
     counted_in = min(
         len(cur.layouts), *(1 + len(s.layouts) for s in sessions)
     )  # layouts, the fewer side's
@@ -498,15 +499,15 @@ def _judge(
         verdict.note = "no usable raw samples on one side: nothing to compare"
         return verdict
     verdict.raw_change = raw_cur.median / _raw_center(raw_sessions, bad) - 1
-    if cal:
-        verdict.normalized_change = cur.median / (baseline_median * cal) - 1
+    if speed.ratio:
+        verdict.normalized_change = cur.median / (baseline_median * speed.ratio) - 1
     if isinstance(divided, controlled.Divided):
         verdict.normalized_change = cur.median / baseline_median - 1
         verdict.machine_speed = divided.machine_speed
     elif isinstance(divided, str):
         verdict.not_divided = divided
     # normalized: the baseline's samples as they would have run on this machine
-    factor = cal if normalize and cal else 1.0
+    factor = speed.ratio if speed.normalize and speed.ratio else 1.0
     reference = [x * factor for x in raw]
     medians = {i: stats.median(s.samples) for i, s in kept.items()}
     drift = stats.session_drift(list(medians.values()))
@@ -526,18 +527,10 @@ def _judge(
         paired = len(kept) == 1 and len(layouts) == len(cur.layouts)
         c = stats.decide_layouts(layouts, cur.layouts, judged_at, paired=paired)
     else:
-        c = stats.decide(
-            reference,
-            cur.samples,
-            judged_at,
-            settings.alpha,
-            settings.confidence,
-            settings.resamples,
-            settings.seed,
-        )
+        c = stats.decide(reference, cur.samples, judged_at, settings.rigor)
     verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
     verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
-    verdict.decided_by = "normalized" if normalize else "raw"
+    verdict.decided_by = "normalized" if speed.normalize else "raw"
     if isinstance(divided, controlled.Divided):
         verdict.decided_by = "control"
     if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:

@@ -28,8 +28,8 @@ is flagged ``disturbed`` and left out of the gate until then (see ``compare.add_
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from ..measure import control
 from ..measure.records import Record, from_json, params_id
@@ -48,72 +48,101 @@ class BaselineSession:
     foreign_cpu: float | None  # cores other processes kept busy (None: not recorded)
     backend_version: str = ""
     disturbed: str = ""  # why it was flagged disturbed when saved (see sessions.py), "" if not
-    layouts: list = field(
-        default_factory=list
-    )  # counted: its rounds in other layouts (measure/layouts.py)
+    layouts: list = field(default_factory=list)  # counted: in other layouts (measure/layouts.py)
     #: timed: the controls beside its rounds (measure/control.py): ``control_factor`` and the rest
     controls: dict = field(default_factory=dict)
+    memory: Mapping = field(default_factory=dict)  # its ``MEMORY_KEYS`` figures it has
+
+    @classmethod
+    def of(cls, samples: list, layouts: list, kept: Mapping, version: str, memory: Mapping):
+        """From what is kept beside its rounds: a record's ``extra_info``, a ``history`` entry's."""
+        disturbed = kept.get("disturbed") or ""
+        return cls(
+            samples, kept.get("foreign_cpu"), version, disturbed, layouts, _controls(kept), memory
+        )
 
 
-def sessions(doc: Mapping) -> tuple[dict, list[str]]:
-    """Each benchmark's sessions, latest first, and the labels the latest session has twice
-    (the first of those is used)."""
-    out: dict[tuple, list[BaselineSession]] = {}
-    twice = []
-    for rec in from_json(doc):
-        if rec.key in out:
-            twice.append(rec.label)
-            continue
-        out[rec.key] = [
-            BaselineSession(
-                rec.samples,
-                rec.extra.get("foreign_cpu"),
-                rec.backend_version,
-                rec.extra.get("disturbed") or "",
-                rec.layouts[1:],
-                _controls(rec.extra),
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline document as the gate reads it, parsed once (``baseline.load`` checked it): its
+    records, each benchmark's sessions, each session's calibration and code. ``doc`` stays as
+    read: a save adds its session in front of it and writes it back."""
+
+    doc: Mapping
+    records: tuple[Record, ...]  # the latest session's, in the file's order
+    sessions: Mapping[tuple, list[BaselineSession]]  # each benchmark's, latest first
+    twice: tuple[Record, ...]  # the latest session's second entries of a benchmark: left out
+    calibrations: tuple  # each session's machine-speed calibration, latest first (None: missing)
+    identities: tuple  # each session's (code, libraries): git commit and dirty flag, versions
+
+    @classmethod
+    def of(cls, doc: Mapping) -> Baseline:
+        meta = doc[SECTION]
+        entries = meta.get("history") or ()
+        records = from_json(doc)
+        out: dict[tuple, list[BaselineSession]] = {}
+        twice = []
+        for rec in records:
+            if rec.key in out:
+                twice.append(rec)
+                continue
+            session = BaselineSession.of(
+                rec.samples, rec.layouts[1:], rec.extra, rec.backend_version, _memory(rec.extra)
             )
-        ]
-    for entry in doc[SECTION].get("history") or ():
-        for b in entry["benchmarks"]:
-            key = (b["workload"], params_id(b["params"]), b["backend"])
-            out.setdefault(key, []).append(
-                BaselineSession(
-                    [float(x) for x in b["samples"]],
-                    b.get("foreign_cpu"),
-                    b.get("backend_version", ""),
-                    b.get("disturbed") or "",
-                    [[float(x) for x in rounds] for rounds in b.get("layouts") or ()],
-                    _controls(b),
+            out[rec.key] = [session]
+        for entry in entries:
+            for b in entry["benchmarks"]:
+                key = (b["workload"], params_id(b["params"]), b["backend"])
+                samples = [float(x) for x in b["samples"]]
+                layouts = [[float(x) for x in rounds] for rounds in b.get("layouts") or ()]
+                session = BaselineSession.of(
+                    samples, layouts, b, b.get("backend_version", ""), b.get("memory") or {}
                 )
-            )
-    return out, twice
+                out.setdefault(key, []).append(session)
+        sessions = [meta, *entries]
+        return cls(
+            doc,
+            tuple(records),
+            out,
+            tuple(twice),
+            tuple(s.get("calibration") for s in sessions),
+            tuple((s.get("code"), s.get("libraries")) for s in sessions),
+        )
+
+    @property
+    def meta(self) -> dict:
+        """The ``pytest_concurrency`` section: read beside this run's, key by key."""
+        return self.doc[SECTION]
+
+    @property
+    def latest(self) -> dict[tuple, Record]:
+        """The latest session's records by key (of a benchmark it holds twice, the last)."""
+        return {r.key: r for r in self.records}
+
+    @property
+    def count(self) -> int:
+        """Sessions held: the latest plus its history."""
+        return len(self.identities)
+
+    def only(self, keys: Container[tuple]) -> Baseline:
+        """Only ``keys``' benchmarks, in each session (every session kept, in its order, with its
+        calibration and code): what one benchmark is judged on in its test. ``doc`` stays whole:
+        such a part is judged, never saved."""
+        return replace(
+            self,
+            records=tuple(r for r in self.records if r.key in keys),
+            sessions={k: s for k, s in self.sessions.items() if k in keys},
+            twice=tuple(r for r in self.twice if r.key in keys),
+        )
 
 
-def calibrations(doc: Mapping) -> list:
-    """Every session's machine-speed calibration, latest first (``None`` where missing)."""
-    meta = doc[SECTION]
-    return [meta.get("calibration")] + [
-        entry.get("calibration") for entry in meta.get("history") or ()
-    ]
-
-
-def identities(doc: Mapping) -> list[tuple]:
-    """Every session's code identity, latest first: (``code``: git commit and dirty flag, or
-    ``None``; ``libraries``: the concurrency libraries' versions, or ``None``)."""
-    meta = doc[SECTION]
-    return [(meta.get("code"), meta.get("libraries"))] + [
-        (entry.get("code"), entry.get("libraries")) for entry in meta.get("history") or ()
-    ]
-
-
-def incompatible(previous: Mapping, meta: Mapping) -> str | None:
+def incompatible(previous: Baseline, meta: Mapping) -> str | None:
     """Why ``previous`` sessions cannot sit behind a session with ``meta``, if they cannot."""
-    b, c = previous[SECTION].get("python") or {}, meta.get("python") or {}
-    measured = previous[SECTION].get("measure") or "time", meta.get("measure") or "time"
+    b, c = previous.meta.get("python") or {}, meta.get("python") or {}
+    measured = previous.meta.get("measure") or "time", meta.get("measure") or "time"
     if measured[0] != measured[1]:
         return f"it holds sessions that measured {measured[0]} and this run measures {measured[1]}"
-    shards = _shard(previous[SECTION]), _shard(meta)
+    shards = _shard(previous.meta), _shard(meta)
     if shards[0] != shards[1]:
         return f"it holds sessions of {shards[0]} and this run is {shards[1]}"
     if (b.get("implementation"), b.get("minor")) != (c.get("implementation"), c.get("minor")):
@@ -131,14 +160,14 @@ def _shard(meta: Mapping) -> str:
     return "the whole suite"
 
 
-def merge(doc: dict, previous: Mapping | None, keep: int, restart: Iterable[tuple] = ()) -> dict:
+def merge(doc: dict, previous: Baseline | None, keep: int, restart: Iterable[tuple] = ()) -> dict:
     """``doc`` (this session's baseline document) with ``previous``'s sessions behind it.
 
     At most ``keep`` sessions in all; benchmarks in ``restart`` keep only this session.
     """
     earlier = []
     if previous is not None and keep > 1:
-        earlier = [_entry(previous)] + list(previous[SECTION].get("history") or ())
+        earlier = [_entry(previous)] + list(previous.meta.get("history") or ())
     drop = set(restart)
     kept = []
     for entry in earlier[: max(keep - 1, 0)]:
@@ -158,16 +187,16 @@ def count(doc: Mapping) -> int:
     return 1 + len(doc[SECTION].get("history") or ())
 
 
-def _entry(doc: Mapping) -> dict:
-    """A whole baseline document's latest session, in the compact form of ``history``."""
-    meta = doc[SECTION]
+def _entry(previous: Baseline) -> dict:
+    """A whole baseline's latest session, in the compact form of ``history``."""
+    doc, meta = previous.doc, previous.meta
     return {
         "datetime": doc.get("datetime", ""),
         "commit": (doc.get("commit_info") or {}).get("id"),
         "calibration": meta.get("calibration"),
         "code": meta.get("code"),
         "libraries": meta.get("libraries"),
-        "benchmarks": [_benchmark(rec) for rec in from_json(doc)],
+        "benchmarks": [_benchmark(rec) for rec in previous.records],
     }
 
 
@@ -181,9 +210,13 @@ def _benchmark(rec: Record) -> dict:
         "foreign_cpu": rec.extra.get("foreign_cpu"),
         **({"disturbed": rec.extra["disturbed"]} if rec.extra.get("disturbed") else {}),
         **({"layouts": rec.layouts[1:]} if len(rec.layouts) > 1 else {}),
-        "memory": {k: rec.extra[k] for k in MEMORY_KEYS if k in rec.extra},
+        "memory": _memory(rec.extra),
         **_controls(rec.extra),
     }
+
+
+def _memory(extra: Mapping) -> dict:
+    return {k: extra[k] for k in MEMORY_KEYS if k in extra}
 
 
 def _controls(extra: Mapping) -> dict:

@@ -22,7 +22,8 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..measure.records import Record, from_json
+from ..measure.records import Record
+from .history import Baseline
 from .verdicts import (
     IMPROVED,
     INCONCLUSIVE,
@@ -119,7 +120,7 @@ FIGURES = (
 
 
 def judge(
-    baseline_doc: Mapping, current: Iterable[Record], busier: Mapping | None = None
+    baseline: Baseline, current: Iterable[Record], busier: Mapping | None = None
 ) -> KernelResult:
     """Kernel verdicts for every record the baseline also has.
 
@@ -130,7 +131,7 @@ def judge(
     ``FIGURES``.
     """
     busier = busier or {}
-    base = {r.key: r for r in from_json(baseline_doc)}
+    base = baseline.latest
     verdicts = []
     loose = 0
     unmeasured: dict = {}  # why -> (the figures, the benchmarks): one line per reason in the report

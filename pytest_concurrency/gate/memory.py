@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..measure.memory import ROUND_FLOORS
-from ..measure.records import Record, from_json, key_label, params_id
+from ..measure.records import Record, key_label
 from . import history, stats
 from .verdicts import IMPROVED, LEAKED, NEW, REGRESSED, UNCHANGED, MemoryResult, MemoryVerdict
 
@@ -115,12 +115,12 @@ LEAKS = (
 
 
 def judge(
-    baseline_doc: Mapping | None, current: Iterable[Record], threshold: float | None = None
+    baseline: history.Baseline | None, current: Iterable[Record], threshold: float | None = None
 ) -> MemoryResult:
     """Memory verdicts for ``current``: leaks always, changes when there is a baseline."""
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
-    base = _baseline_values(baseline_doc) if baseline_doc is not None else None
-    known = {r.key for r in from_json(baseline_doc)} if baseline_doc is not None else set()
+    base = _baseline_values(baseline) if baseline is not None else None
+    known = baseline.latest if baseline is not None else {}
     result = MemoryResult([], threshold, [])
     for rec in current:
         if not _has_pass(rec):
@@ -264,18 +264,14 @@ def _value(extra: Mapping, metric: Metric | Leak) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _baseline_values(doc: Mapping) -> dict:
-    """(record key, metric key) -> the metric in each session of the baseline that has it."""
+def _baseline_values(baseline: history.Baseline) -> dict:
+    """(record key, metric key) -> the metric in each session of the baseline that has it (a
+    benchmark's second entry in the latest session too)."""
     out: dict = {}
-    entries = [(r.key, r.extra) for r in from_json(doc)]
-    for session in (doc.get(history.SECTION) or {}).get("history") or ():
-        entries += [
-            ((b["workload"], params_id(b["params"]), b["backend"]), b.get("memory") or {})
-            for b in session.get("benchmarks") or ()
-        ]
-    for key, extra in entries:
-        for metric in (*METRICS, *LEAKS):
-            value = _value(extra, metric)
+    entries = [(k, s.memory) for k, sessions in baseline.sessions.items() for s in sessions]
+    for key, figures in entries + [(r.key, r.extra) for r in baseline.twice]:
+        for metric in METRICS:
+            value = _value(figures, metric)
             if value is not None:
                 out.setdefault((key, metric.key), []).append(value)
     return out

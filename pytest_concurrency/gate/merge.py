@@ -139,19 +139,19 @@ def _no_overlap(keys_by_file: Sequence[tuple[str, list[tuple]]]) -> None:
 # -- baselines --------------------------------------------------------------------------------
 
 
-def baselines(docs: Sequence[tuple[str, dict]]) -> dict:
-    """One baseline from the shards' baselines (each checked by ``baseline.load``)."""
-    metas = [(path, doc[history.SECTION]) for path, doc in docs]
+def baselines(bases: Sequence[tuple[str, history.Baseline]]) -> dict:
+    """One baseline document from the shards' baselines (each read by ``baseline.load``)."""
+    metas = [(path, base.meta) for path, base in bases]
     sections = [(path, meta.get("shard")) for path, meta in metas]
     _covered(sections)
     for path, meta in metas:
-        if not isinstance((meta.get("shard") or {}).get("identity"), Mapping) and len(docs) > 1:
+        if not isinstance((meta.get("shard") or {}).get("identity"), Mapping) and len(bases) > 1:
             raise MergeError(
                 f"{path} does not say what measured it (saved without --concurrency-shard?): "
                 "save each shard with this version",
                 Exit.MERGE_MISMATCH,
             )
-    if len(docs) > 1:
+    if len(bases) > 1:
         _same_run([(p, m.get("measure") or "time", m["shard"]["identity"]) for p, m in metas])
     first_path, first = metas[0]
     for path, meta in metas[1:]:
@@ -168,11 +168,11 @@ def baselines(docs: Sequence[tuple[str, dict]]) -> dict:
                     f"{first.get(key)!r}): shards merge only from one run of one code",
                     Exit.MERGE_MISMATCH,
                 )
-    _no_overlap([(p, list(history.sessions(d)[0])) for p, d in docs])
+    _no_overlap([(p, list(base.sessions)) for p, base in bases])
     meta = {k: v for k, v in first.items() if k != "shard"}
     meta["backends"] = _union([m.get("backends") or {} for _, m in metas], "backends", metas)
     meta["under_test"] = _union([m.get("under_test") or {} for _, m in metas], "code", metas)
-    calibrations = [m.get("calibration") for _, m in metas if m.get("calibration")]
+    calibrations = [c for _, m in metas if (c := m.get("calibration"))]
     if calibrations:  # time: the machine's typical speed over the shards' sessions
         meta["calibration"] = sorted(calibrations, key=lambda c: c["ns_per_iteration"])[
             (len(calibrations) - 1) // 2
@@ -184,10 +184,11 @@ def baselines(docs: Sequence[tuple[str, dict]]) -> dict:
         )
         for i in range(depth)
     ]
+    docs = [base.doc for _, base in bases]
     return {
-        **docs[0][1],
-        "benchmarks": [b for _, doc in docs for b in doc["benchmarks"]],
-        "datetime": max(str(doc.get("datetime") or "") for _, doc in docs),
+        **docs[0],
+        "benchmarks": [b for doc in docs for b in doc["benchmarks"]],
+        "datetime": max(str(doc.get("datetime") or "") for doc in docs),
         history.SECTION: meta,
     }
 

@@ -137,9 +137,10 @@ def identity(code: Mapping | None, libraries: Mapping | None) -> str:
     return "; ".join(parts)
 
 
-def different_code(doc: Mapping) -> str | None:
-    """The note when the baseline's sessions recorded different code identities."""
-    ids = [identity(code, libs) for code, libs in history.identities(doc)]
+def different_code(identities: Sequence[tuple]) -> str | None:
+    """The note when the baseline's sessions recorded different code identities
+    (``history.Baseline.identities``)."""
+    ids = [identity(code, libs) for code, libs in identities]
     if len({i for i in ids if i}) <= 1:
         return None
     groups: list[list] = []  # [first, last, identity] of consecutive sessions alike

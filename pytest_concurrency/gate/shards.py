@@ -103,14 +103,15 @@ def home(bench: Mapping, count: int) -> int:
     return of(nodeid, count) if nodeid else 1
 
 
-def mine(doc: dict, shard: Shard) -> tuple[dict, int]:
-    """The baseline ``doc`` with only this shard's benchmarks, and how many were left out.
+def mine(base: history.Baseline, shard: Shard) -> tuple[history.Baseline, int]:
+    """The baseline with only this shard's benchmarks, and how many were left out.
 
     Its earlier sessions (``history``) keep a benchmark's entries where its latest session's
-    entry is this shard's; an entry only they hold has no node id and is shard 1's."""
+    entry is this shard's; an entry only they hold has no node id and is shard 1's. Chosen by
+    each entry's node id, which its record does not keep, then parsed."""
     if shard.count == 1:
-        return doc, 0
-    kept, left = [], 0
+        return base, 0
+    doc, kept, left = base.doc, [], 0
     placed: dict[tuple, int] = {}
     for bench in doc.get("benchmarks") or ():
         extra = bench.get("extra_info") or {}
@@ -131,7 +132,7 @@ def mine(doc: dict, shard: Shard) -> tuple[dict, int]:
         sessions.append({**entry, "benchmarks": benchmarks})
     if "history" in meta:
         meta["history"] = sessions
-    return {**doc, "benchmarks": kept, history.SECTION: meta}, left
+    return history.Baseline.of({**doc, "benchmarks": kept, history.SECTION: meta}), left
 
 
 def left_out_line(left: int, shard: Shard) -> str:

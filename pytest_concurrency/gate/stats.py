@@ -44,6 +44,20 @@ TRIM_FROM_SESSIONS = 4
 DRIFT_COVERAGE = 0.95
 
 
+@dataclass(frozen=True)
+class Rigor:
+    """How sure ``decide`` must be: the U test's level, and its interval's confidence,
+    resamples and seed."""
+
+    alpha: float = DEFAULT_ALPHA
+    confidence: float = DEFAULT_CONFIDENCE
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+
+
+DEFAULT_RIGOR = Rigor()
+
+
 def median(values: Sequence[float]) -> float:
     s = sorted(values)
     n = len(s)
@@ -375,17 +389,15 @@ def decide(
     baseline: Sequence[float],
     current: Sequence[float],
     threshold: float,
-    alpha: float = DEFAULT_ALPHA,
-    confidence: float = DEFAULT_CONFIDENCE,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    rigor: Rigor = DEFAULT_RIGOR,
 ) -> Comparison:
     """Judge ``current`` against ``baseline`` (seconds per round; lower is better)."""
     if not baseline or not current:
         raise ValueError("decide() needs samples on both sides")
+    alpha, confidence = rigor.alpha, rigor.confidence
     ratio = median(current) / median(baseline)
     p = mann_whitney_p(baseline, current)
-    ci = bootstrap_ratio_ci(baseline, current, confidence, resamples, seed)
+    ci = bootstrap_ratio_ci(baseline, current, confidence, rigor.resamples, rigor.seed)
     slower, faster = ratio > 1 + threshold, ratio < 1 - threshold
     if not (slower or faster):
         return Comparison(UNCHANGED, ratio, p, ci)

@@ -377,11 +377,13 @@ class WarmUntilStable:
         make_runner = benchmark._make_runner
         pedantic = benchmark.pedantic
 
-        def remembering_pedantic(
-            target, args=(), kwargs=None, setup=None, teardown=None, *rounds, **named
-        ):
-            self._around = (setup, teardown)
-            return pedantic(target, args, kwargs, setup, teardown, *rounds, **named)
+        def remembering_pedantic(*args, **kwargs):  # pedantic's own, read by its signature
+            try:
+                given = inspect.signature(pedantic).bind(*args, **kwargs).arguments
+            except TypeError:  # pedantic says what is wrong with them
+                given = {}
+            self._around = (given.get("setup"), given.get("teardown"))
+            return pedantic(*args, **kwargs)
 
         def warming(function, args, kwargs):
             runner = make_runner(function, args, kwargs)

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass, field
 
 from ..backends import toolchains, watchdog
 from ..measure import usage as machine
@@ -56,40 +57,49 @@ def measure(plan: CasePlan, on_round=None) -> tuple[list[float], dict]:
     language, workload, params, rounds = plan.model, plan.workload, plan.params, plan.rounds
     command = build.command(language)
     warmup = max(plan.warmup, toolchains.TOOLCHAINS[language].min_warmup)
-    samples: list[float] = []
-    outcomes: list = []
-    usages: list = []
-    busy: list[tuple[float, float, float]] = []
-    memory = None
+    said = _Said()
     with contextlib.closing(
         _messages(command + arguments(workload.name, params, rounds, warmup), plan.timeout)
     ) as lines:
         for message in lines:
-            _take(message, workload, params, samples, outcomes, usages, busy, on_round)
-            memory = message.get("memory", memory)
-    if len(samples) != rounds or len(usages) != 2:
+            _take(message, plan, said, on_round)
+    if len(said.samples) != rounds or len(said.usages) != 2:
         raise NativeFailure(
-            f"it reported {len(samples)} of {rounds} measured rounds and {len(usages)} of 2 usage lines"
+            f"it reported {len(said.samples)} of {rounds} measured rounds and {len(said.usages)} of 2 usage lines"
         )
-    return samples, {
-        **figures(samples, outcomes, WALLCLOCK, _around(usages, busy, rounds)),
-        **_memory_figures(memory, params),
+    return said.samples, {
+        **figures(said.samples, said.outcomes, WALLCLOCK, _around(said.usages, said.busy, rounds)),
+        **_memory_figures(said.memory, params),
     }
 
 
-def _take(message: dict, workload, params, samples, outcomes, usages, busy, on_round) -> None:
+@dataclass
+class _Said:
+    """What a child said: its measured rounds (seconds, checked outcomes), the usage it read around
+    them with how busy the machine was then here, and its memory figures."""
+
+    samples: list[float] = field(default_factory=list)
+    outcomes: list = field(default_factory=list)
+    usages: list = field(default_factory=list)
+    busy: list[tuple[float, float, float]] = field(default_factory=list)
+    memory: dict | None = None
+
+
+def _take(message: dict, plan: CasePlan, said: _Said, on_round) -> None:
     """One line of the child: a round (checked), or the usage read around the measured rounds."""
+    said.memory = message.get("memory", said.memory)
     if "round" in message:
-        outcome = checks.verify(workload, params, message["result"])
+        outcome = checks.verify(plan.workload, plan.params, message["result"])
         if not message["warmup"]:
-            samples.append(message["ns"] / 1e9)
-            outcomes.append(outcome)
+            said.samples.append(message["ns"] / 1e9)
+            said.outcomes.append(outcome)
         if on_round is not None:
             on_round()
     elif "usage" in message:
-        usages.append(message["usage"])
+        said.usages.append(message["usage"])
         own = machine.self_usage()  # this process reads and checks every round meanwhile
-        busy.append((machine.machine_busy_s(), time.perf_counter(), own.cpu_user_s + own.cpu_sys_s))
+        busy = machine.machine_busy_s(), time.perf_counter(), own.cpu_user_s + own.cpu_sys_s
+        said.busy.append(busy)
 
 
 def _around(usages: list[dict], busy: list[tuple], rounds: int) -> dict:

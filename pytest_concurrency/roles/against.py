@@ -102,11 +102,10 @@ def orchestrate(config, settings, wrote) -> int:
             sides.same_length(site).mkdir()  # the head's stand-in for it
         except sides.SideError as exc:
             raise pytest.UsageError(f"--concurrency-against={settings.against}: {exc}") from None
+        run = sides.Run(spec, site, Path(scratch.name), root)
         if not settings.instrument.machine_bound:  # counts need no turns: each side counted whole
-            return counted_against.run(
-                config, settings, spec, site, Path(scratch.name), root, wrote
-            )
-        return _run_sides(config, settings, spec, site, Path(scratch.name), root)
+            return counted_against.run(config, settings, run, wrote)
+        return _run_sides(config, settings, run)
     finally:
         if settings.against_keep:
             _keep(Path(scratch.name), settings.against_keep)
@@ -134,25 +133,24 @@ def _keep(directory: Path, keep: Path) -> None:
             shutil.copyfile(path, target)
 
 
-def _run_sides(config, settings, spec, site: Path, directory: Path, root: Path) -> int:
+def _run_sides(config, settings, run: sides.Run) -> int:
     args = list(config.invocation_params.args)
     print(
-        f"pytest-concurrency: this code (head) against {spec} (base), round for round in turns; "
+        f"pytest-concurrency: this code (head) against {run.spec} (base), round for round in turns; "
         "the head's session follows",
         flush=True,
     )
     # with pytest's cache plugin off (-p no:cacheprovider) a cache_dir option is unknown to the
     # sides' pytest: a project whose warnings are errors (yarl's) failed to start
     cached = config.pluginmanager.has_plugin("cacheprovider")
-    lines = command_lines(
-        args, True, _run_cache(directory / "1", cached), users_cache_dir(config) if cached else None
-    )
-    first = _run_pair(settings, site, directory / "1", root, lines)
+    cache = _run_cache(run.directory / "1", cached)
+    lines = command_lines(args, True, cache, users_cache_dir(config) if cached else None)
+    first = _run_pair(settings, run, 1, lines)
     try:
         again: list = []
         if first.codes[lockstep.B] not in HEAD_SAID_WHY:
-            again = _again(settings, site, directory, root, args, first, cached)
-        return _judge(settings, spec, site, first, again)
+            again = _again(settings, run, args, first, cached)
+        return _judge(settings, run, first, again)
     except KeyboardInterrupt:  # the head's session has ended, and said what it wrote
         print(
             "\npytest-concurrency: interrupted after the head's session: no verdict against the "
@@ -188,16 +186,12 @@ class _Pair:
 
 
 def _run_pair(
-    settings,
-    site: Path,
-    directory: Path,
-    root: Path,
-    lines: dict,
-    only: list | None = None,
+    settings, run: sides.Run, number: int, lines: dict, only: list | None = None
 ) -> _Pair:
     """Run the base's and the head's sessions in turns, with their pytest arguments ``lines``
-    (``command_lines``); ``only``: the node ids to run (a second pair, whose head's output goes to
-    a log too: the run's output is the first head's)."""
+    (``command_lines``), in the run's directory ``number``; ``only``: the node ids to run (a second
+    pair, whose head's output goes to a log too: the run's output is the first head's)."""
+    directory = run.directory / str(number)
     directory.mkdir(parents=True)
     pair = _Pair(directory)
     coordinator = lockstep.Coordinator(
@@ -211,13 +205,13 @@ def _run_pair(
         atomic.write_text(only_file, json.dumps(only))
     launches = {}
     for side, argv in lines.items():
-        path = site if side == lockstep.A else sides.same_length(site)
+        path = run.site if side == lockstep.A else sides.same_length(run.site)
         role = Role(
             SIDE,
             side=side,
             socket=coordinator.path,
             out=str(directory / f"side-{side}.json"),
-            base_dir=str(site),
+            base_dir=str(run.site),
             only=only_file,
             running=pair.running(side),
         )
@@ -244,7 +238,7 @@ def _run_pair(
                 # a session of its own: a Ctrl-C reaches it once, forwarded from here (_stop)
                 procs[side] = subprocess.Popen(
                     argv,
-                    cwd=str(root),
+                    cwd=str(run.root),
                     env=side_env,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -329,9 +323,7 @@ def command_lines(
     }
 
 
-def _again(
-    settings, site: Path, directory: Path, root: Path, args: list, first: _Pair, cached: bool
-) -> list:
+def _again(settings, run: sides.Run, args: list, first: _Pair, cached: bool) -> list:
     """Further pairs of sessions, one at a time, for the benchmarks whose time is not decided yet:
     two processes of the same code differ by a percent or two for their whole life, so a change
     must show in two pairs of sessions, and a pair is the unit of the verdict (gate/paired.py)."""
@@ -365,8 +357,8 @@ def _again(
             "measurement)",
             flush=True,
         )
-        lines = command_lines(args, False, _run_cache(directory / str(number), cached))
-        again.append(_run_pair(settings, site, directory / str(number), root, lines, only=only))
+        lines = command_lines(args, False, _run_cache(run.directory / str(number), cached))
+        again.append(_run_pair(settings, run, number, lines, only=only))
     return again
 
 
@@ -401,14 +393,14 @@ def _stop(procs: dict) -> None:
             proc.wait()
 
 
-def _judge(settings, spec, site: Path, first: _Pair, again: list) -> int:
+def _judge(settings, run: sides.Run, first: _Pair, again: list) -> int:
     from ..report import terminal
     from ..session_end import paired_threshold
 
     head_code = first.codes[lockstep.B]
     if head_code in HEAD_SAID_WHY:
         return head_code  # the head's session said why; there is nothing to judge
-    why = _nothing_judged(spec, first)
+    why = _nothing_judged(run.spec, first)
     if why is not None and head_code in (Exit.OK, Exit.RERECORD_BASELINE, Exit.NOTHING_JUDGED):
         print(
             f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): against the base: {why}"
@@ -424,7 +416,7 @@ def _judge(settings, spec, site: Path, first: _Pair, again: list) -> int:
             )
         if lockstep.A not in pair.docs:
             errors.append(
-                f"the base side ({spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds"
+                f"the base side ({run.spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds"
                 + _ended_in(pair, lockstep.A)
                 + "; its log:\n"
                 + _tail(pair.log)
@@ -437,7 +429,7 @@ def _judge(settings, spec, site: Path, first: _Pair, again: list) -> int:
             None,
         ):
             errors.append(
-                f"the base side ({spec}) exited {pair.codes[lockstep.A]}; its log:\n"
+                f"the base side ({run.spec}) exited {pair.codes[lockstep.A]}; its log:\n"
                 + _tail(pair.log)
             )
     result = None
@@ -446,7 +438,7 @@ def _judge(settings, spec, site: Path, first: _Pair, again: list) -> int:
             first.docs[lockstep.A].get("identity") or {},
             first.docs[lockstep.B].get("identity") or {},
         )
-        errors += sides.check(site, base_ids, head_ids)
+        errors += sides.check(run.site, base_ids, head_ids)
         further = [
             (p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2
         ]

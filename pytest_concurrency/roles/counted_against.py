@@ -23,7 +23,6 @@ from pathlib import Path
 from ..backends import watchdog
 from ..exit_codes import Exit
 from ..gate import atomic, baseline
-from ..measure import records
 from ..runner import sides
 from .argv import head_only_removed
 from .counting import INTERRUPT_GRACE_S
@@ -33,25 +32,25 @@ from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 _NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
 
 
-def run(config, settings, spec, site: Path, directory: Path, root: Path, wrote) -> int:
+def run(config, settings, run: sides.Run, wrote) -> int:
     """Count the base side, then the head; judge the head's counts against the base's; with
     ``--concurrency-save-baseline``, the head's counts saved there as any counted session's are."""
     args = [a for a in head_only_removed(config.invocation_params.args) if not _side_only(a)]
-    files = {side: directory / f"{side}.json" for side in ("base", "head")}
+    files = {side: run.directory / f"{side}.json" for side in ("base", "head")}
     print(
-        f"pytest-concurrency: counting this code (head) against {spec} (base): the base side's run "
+        f"pytest-concurrency: counting this code (head) against {run.spec} (base): the base side's run "
         "first (its output in a log), then the head's",
         flush=True,
     )
     started = time.monotonic()
     # each side writes its tests' outcomes in the run's directory (both command lines of one
     # shape); the head's become the user's --junitxml, as pytest alone would have written it
-    junit = {side: directory / f"{side}-junit.xml" for side in files} if _junit(config) else {}
-    launches = _launches(args, files, site, junit)
+    junit = {side: run.directory / f"{side}-junit.xml" for side in files} if _junit(config) else {}
+    launches = _launches(args, files, run.site, junit)
     try:
-        base_code = _side(*launches["base"], root, directory)
+        base_code = _side(*launches["base"], run.root, run.directory)
         counted_base = time.monotonic() - started
-        head_code = _side(*launches["head"], root, None)
+        head_code = _side(*launches["head"], run.root, None)
         if junit and junit["head"].exists():
             atomic.write_text(_junit(config), junit["head"].read_text(encoding="utf-8"))
     except KeyboardInterrupt:
@@ -62,7 +61,7 @@ def run(config, settings, spec, site: Path, directory: Path, root: Path, wrote) 
         f"{time.monotonic() - started - counted_base:.0f} s",
         flush=True,
     )
-    return _judge(settings, spec, files, base_code, head_code, directory / "base-side.log", wrote)
+    return _judge(settings, run, files, base_code, head_code, wrote)
 
 
 def _side_only(arg: str) -> bool:
@@ -138,10 +137,9 @@ def _let_end(proc) -> None:
     proc.wait()
 
 
-def _sides_line(base_doc: dict, head_doc: dict) -> str:
+def _sides_line(base_meta: dict, head_meta: dict) -> str:
     """What each side imported that differs: the versions recorded with their counts."""
-    base = (base_doc.get("pytest_concurrency") or {}).get("under_test") or {}
-    head = (head_doc.get("pytest_concurrency") or {}).get("under_test") or {}
+    base, head = base_meta.get("under_test") or {}, head_meta.get("under_test") or {}
     moved = [
         f"{dist} {base.get(dist, '(not installed)')} (base) against "
         f"{head.get(dist, '(not installed: the working tree)')} (head)"
@@ -151,34 +149,34 @@ def _sides_line(base_doc: dict, head_doc: dict) -> str:
     return "; ".join(moved) or "the same versions on both sides (the base side's own code first)"
 
 
-def _judge(settings, spec, files: dict, base_code: int, head_code: int, log: Path, wrote) -> int:
+def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int, wrote) -> int:
     from ..gate import compare as gate
     from ..report import terminal
     from ..session_end import gate_settings, store
 
     if head_code in (Exit.INTERRUPTED, Exit.USAGE_ERROR):
         return head_code
+    log = run.directory / "base-side.log"
     if not files["base"].exists():
         tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
         said = [line for line in tail if line.startswith(("E   ", "ERROR"))] or tail[-1:]
         print(
             f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): against the base: the "
-            f"base side ({spec}) exited {base_code} and counted nothing: "
+            f"base side ({run.spec}) exited {base_code} and counted nothing: "
             f"{(said or ['no output'])[0].strip()}"
         )
         return Exit.NOTHING_JUDGED
     if not files["head"].exists():
         return head_code or Exit.NOTHING_JUDGED  # the head's session said why
     try:
-        base_doc = baseline.load(files["base"])
-        head_doc = baseline.load(files["head"])
+        base, head_side = baseline.load(files["base"]), baseline.load(files["head"])
     except baseline.BaselineError as exc:
         print(f"pytest-concurrency: ERROR: {exc}")
         return Exit.TESTS_FAILED
-    head = records.from_json(head_doc)
-    result = gate.compare(base_doc, head, head_doc["pytest_concurrency"], gate_settings(settings))
+    head = list(head_side.records)
+    result = gate.compare(base, head, head_side.meta, gate_settings(settings))
     print(" counted against the base side ".center(80, "-"))
-    print(f"Sides: {_sides_line(base_doc, head_doc)}")
+    print(f"Sides: {_sides_line(base.meta, head_side.meta)}")
     print(terminal.render(head, result, every=True))
     if settings.report_md:
         from ..report import markdown
@@ -190,7 +188,7 @@ def _judge(settings, spec, files: dict, base_code: int, head_code: int, log: Pat
     # the head side saved only if every benchmark test passed (session_end)
     if settings.save_baseline:
         try:
-            for line in store(settings, head_doc, head, wrote):
+            for line in store(settings, dict(head_side.doc), head, wrote):
                 print(f"pytest-concurrency: {line}")
         except baseline.BaselineError as exc:
             print(f"pytest-concurrency: ERROR: {exc}")

@@ -27,6 +27,7 @@ from ..settings import with_jobs
 from .role import AT_START_UP
 
 if TYPE_CHECKING:
+    from ..gate.history import Baseline
     from ..runner import isolate
 
 MARKER = "concurrency"
@@ -46,7 +47,7 @@ class MeasuringSession:
         self.watched = watched  # the user's own process: a watcher names a test that ends it
         self.progress: progress.Progress | None = None
         self.running: str | None = None  # the test that started last: what a Ctrl-C interrupted
-        self.baseline_doc: dict | None = None  # --concurrency-baseline, read at start-up
+        self.baseline: Baseline | None = None  # --concurrency-baseline, read at start-up
         self.other_shards = 0  # the baseline's benchmarks left to other shards (gate/shards.py)
         self.positions: dict[str, int] = {}  # node id -> its place in the whole collection
         self.calibration: dict | None = None  # the machine's speed at start-up
@@ -76,12 +77,12 @@ class MeasuringSession:
 
             try:  # read them now: a bad baseline must not cost a whole benchmark run first
                 if settings.baseline is not None:
-                    self.baseline_doc = baseline.load(settings.baseline)
+                    self.baseline = baseline.load(settings.baseline)
                     if settings.shard is not None:
                         from ..gate import shards
 
-                        self.baseline_doc, self.other_shards = shards.mine(
-                            self.baseline_doc, settings.shard
+                        self.baseline, self.other_shards = shards.mine(
+                            self.baseline, settings.shard
                         )
                 if settings.save_baseline is not None:
                     # a file the save would refuse to replace
@@ -92,10 +93,10 @@ class MeasuringSession:
             from ..gate import calibrate
 
             self.calibration = calibrate.measure()
-        if self.baseline_doc is not None and settings.instrument.machine_bound:
+        if self.baseline is not None and settings.instrument.machine_bound:
             # a regression must reproduce before it fails the build (exact counts repeat)
             self.second_sessions = remeasure.SecondSessions(
-                settings, self.baseline_doc, self.calibration
+                settings, self.baseline, self.calibration
             )
         if xdist_active(config) and self.measures_benchmarks(config):
             # benchmarks in parallel would measure each other: the project's own -n (often in its
@@ -321,14 +322,14 @@ class MeasuringSession:
             session.exitstatus = Exit.OK  # its tests are all in other shards
         if self.settings.verdicts is not None and self.outcome is not None:
             session_end.write_verdicts(
-                session, bs, self.settings, self.outcome, self.positions, shard, self
+                session, bs, self.settings, self.outcome, self.positions, self
             )
 
     def finish(self, session, bs) -> session_end.SessionOutcome | None:
         """The session's end as a pipeline (session_end.py); a role that writes something else
         at its end (a pass, a side) does that instead or first."""
         return session_end.finish(
-            session.config, bs, self.settings, self.baseline_doc, self.calibration, self
+            session.config, bs, self.settings, self.baseline, self.calibration, self
         )
 
     def failed_benchmarks(self) -> list[str]:

@@ -190,6 +190,17 @@ def run_directory() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="against-", dir=scratch.directory())
 
 
+@dataclass(frozen=True)
+class Run:
+    """One run against the base side: ``spec``, installed in ``site``; the run's own ``directory``
+    (``run_directory``) and the user's ``root``, where both sides start."""
+
+    spec: Spec
+    site: Path
+    directory: Path
+    root: Path
+
+
 # -- in each side's process ------------------------------------------------------------------------
 
 

@@ -65,34 +65,45 @@ class ProcessMarks:
             return got
 
 
-def _marks(backend):
-    return ProcessMarks(backend) if backend.task_kind == "process" else Marks()
+class Traces:
+    """What a round's tasks leave, each mark a task id: ``ran_past`` (a task that woke was not
+    cancelled: never) and ``cleaned`` (each task's ``finally``, once). Made in the round, as the
+    two were, with no more work: a plain class, not a frozen one."""
+
+    ran_past: Marks | ProcessMarks
+    cleaned: Marks | ProcessMarks
+
+    def __init__(self, backend):
+        if backend.task_kind == "process":
+            self.ran_past, self.cleaned = ProcessMarks(backend), ProcessMarks(backend)
+        else:
+            self.ran_past, self.cleaned = Marks(), Marks()
 
 
-def _blocked(backend, wait, ready, gate, ran_past, cleaned, ident):
+def _blocked(backend, wait, ready, gate, left: Traces, ident):
     try:
         ready.put(ident)
         if wait == "get":
             gate.get()
         else:
             backend.sleep(LONG_SLEEP_S)
-        ran_past.put(ident)  # never reached: it was cancelled while blocked
+        left.ran_past.put(ident)  # never reached: it was cancelled while blocked
         return ident
     finally:
-        cleaned.put(ident)
+        left.cleaned.put(ident)
 
 
-async def _ablocked(backend, wait, ready, gate, ran_past, cleaned, ident):
+async def _ablocked(backend, wait, ready, gate, left: Traces, ident):
     try:
         await ready.put(ident)
         if wait == "get":
             await gate.get()
         else:
             await backend.sleep(LONG_SLEEP_S)
-        ran_past.put(ident)
+        left.ran_past.put(ident)
         return ident
     finally:
-        cleaned.put(ident)  # Marks: a plain call (a checkpoint here would be cancelled too)
+        left.cleaned.put(ident)  # Marks: a plain call (a checkpoint here would be cancelled too)
 
 
 class Cancel(TableWorkload):
@@ -128,12 +139,10 @@ class Cancel(TableWorkload):
 
     def run(self, backend, params) -> Outcome:
         self.check_params(params)
-        ran_past, cleaned = _marks(backend), _marks(backend)
+        left = Traces(backend)
         main = self.async_main if backend.family == "async" else self.sync_main
-        result = backend.run(
-            main, backend, params["tasks"], params["wait"], params["end"], ran_past, cleaned
-        )
-        return self.check(params, result, ran_past, cleaned)
+        result = backend.run(main, backend, params["tasks"], params["wait"], params["end"], left)
+        return self.check(params, result, left)
 
     def memory(self, backend, params) -> dict:
         """KiB per blocked task (see ``_live_memory``), measured on the ``cancel`` end."""
@@ -142,20 +151,17 @@ class Cancel(TableWorkload):
         count = params["tasks"]
 
         def grown_with(probe):
-            ran_past, cleaned = _marks(backend), _marks(backend)
-            result = backend.run(
-                main, backend, count, params["wait"], "cancel", ran_past, cleaned, probe
-            )
-            return self.check(dict(params, end="cancel"), result, ran_past, cleaned).extra["grown"]
+            left = Traces(backend)
+            result = backend.run(main, backend, count, params["wait"], "cancel", left, probe)
+            return self.check(dict(params, end="cancel"), result, left).extra["grown"]
 
         return per_live_task(grown_with, count)
 
-    def sync_main(self, backend, count, wait, end, ran_past, cleaned, memory=None):
+    def sync_main(self, backend, count, wait, end, left: Traces, memory=None):
         ready, gate = backend.channel(None), backend.channel(None)
         before = memory() if memory else 0
         tasks = [
-            backend.spawn(self.sync_task, backend, wait, ready, gate, ran_past, cleaned, i)
-            for i in range(count)
+            backend.spawn(self.sync_task, backend, wait, ready, gate, left, i) for i in range(count)
         ]
         alive = {ready.get() for _ in range(count)}
         grown = memory() - before if memory else None
@@ -170,11 +176,11 @@ class Cancel(TableWorkload):
             backend.sleep(0)
         return alive, ended, grown
 
-    async def async_main(self, backend, count, wait, end, ran_past, cleaned, memory=None):
+    async def async_main(self, backend, count, wait, end, left: Traces, memory=None):
         ready, gate = backend.channel(None), backend.channel(None)
         before = memory() if memory else 0
         tasks = [
-            backend.spawn(self.async_task, backend, wait, ready, gate, ran_past, cleaned, i)
+            backend.spawn(self.async_task, backend, wait, ready, gate, left, i)
             for i in range(count)
         ]
         alive = {await ready.get() for _ in range(count)}
@@ -203,7 +209,7 @@ class Cancel(TableWorkload):
         if params["end"] not in ENDS:
             raise ValueError(f"cancel: end {params['end']!r} unknown; use one of {', '.join(ENDS)}")
 
-    def check(self, params, result, ran_past, cleaned):
+    def check(self, params, result, left: Traces):
         alive, ended, grown = result
         count = params["tasks"]
         if alive != set(range(count)):
@@ -213,12 +219,12 @@ class Cancel(TableWorkload):
                 params,
                 f"{count - ended} of {count} cancelled tasks returned instead of ending cancelled",
             )
-        past = sorted(ran_past.drain(0))
+        past = sorted(left.ran_past.drain(0))
         if past:
             raise self.fail(
                 params, f"{len(past)} task(s) ran past their cancel point, first {past[:3]}"
             )
-        done = sorted(cleaned.drain(count))
+        done = sorted(left.cleaned.drain(count))
         if done != list(range(count)):
             missing = sorted(set(range(count)) - set(done))
             twice = len(done) - len(set(done))
