@@ -71,7 +71,7 @@ class SecondSessions:
                     bracket = item.stash.get(plain_tests.CONTROL, None)  # beside those rounds too
                     extra.update(bracket.figures(len(samples)) if bracket is not None else {})
                 else:
-                    raise RuntimeError("its function was not kept (it did not pass)")
+                    raise RuntimeError("its function and arguments were not kept for another call")
             except BaseException as exc:  # its first verdict stands: the conservative one
                 if isinstance(exc, KeyboardInterrupt):
                     raise
