@@ -54,7 +54,7 @@ from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED
 from pytest_concurrency.measure import driver
 from pytest_concurrency.measure.plan import CasePlan
-from pytest_concurrency.measure.records import Record, from_json
+from pytest_concurrency.measure.records import Record
 
 DEFAULT_BACKENDS = "threading,greenlet,gevent,asyncio,uvloop"
 DEFAULT_CASE = {"n": 20, "m": 200, "capacity": 10}
@@ -312,7 +312,7 @@ def child(job: dict) -> dict:
         settings,
         lambda spec: benchmark(spec, loaded[spec], workload, case, args, slow),
     )
-    pb = pytest_benchmark_flags(from_json(base_doc), recs, args.pytest_benchmark_rule)
+    pb = pytest_benchmark_flags(list(base_doc.records), recs, args.pytest_benchmark_rule)
     return {
         "gate": sorted(flagged),
         "gate_one_session": sorted(single),
