@@ -45,14 +45,15 @@ def run(config, settings, run: sides.Run, wrote) -> int:
     started = time.monotonic()
     # each side writes its tests' outcomes in the run's directory (both command lines of one
     # shape); the head's become the user's --junitxml, as pytest alone would have written it
-    junit = {side: run.directory / f"{side}-junit.xml" for side in files} if _junit(config) else {}
+    users_junit = _junit(config)
+    junit = {side: run.directory / f"{side}-junit.xml" for side in files} if users_junit else {}
     launches = _launches(args, files, run.site, junit)
     try:
         base_code = _side(*launches["base"], run.root, run.directory)
         counted_base = time.monotonic() - started
         head_code = _side(*launches["head"], run.root, None)
-        if junit and junit["head"].exists():
-            atomic.write_text(_junit(config), junit["head"].read_text(encoding="utf-8"))
+        if users_junit and junit["head"].exists():
+            atomic.write_text(users_junit, junit["head"].read_text(encoding="utf-8"))
     except KeyboardInterrupt:
         print(f"\npytest-concurrency: {AGAINST_INTERRUPTED}", file=sys.stderr, flush=True)
         return Exit.INTERRUPTED
