@@ -2,12 +2,14 @@
 
 One pipeline (``finish``), called by the session's role object (roles/session.py), so that the
 order of these steps, and what a failure in one of them does to the session, is in one place.
+The role hands it what it knows as values (``Ended``); the pipeline never calls the role back.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import sharding
 from .backends import watchdog
@@ -17,6 +19,23 @@ from .gate import compare as gate
 from .gate import memory as memory_gate
 from .gate.verdicts import GateResult, MemoryResult
 from .measure import records
+
+if TYPE_CHECKING:
+    from .remeasure import SecondSessions
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What the session's role knows at its end, handed to the pipeline as values."""
+
+    nothing_judged: str  # why no benchmark was recorded (said only when none was)
+    refused: str | None  # why this session must not write a baseline (interrupted, killed, ...)
+    failed: list[str]  # the benchmark tests that failed or errored, in the order they ran
+    other_shards: int = 0  # the baseline's benchmarks left to other shards (gate/shards.py)
+    second_sessions: SecondSessions | None = None  # taken inside the tests (remeasure.py)
+    #: the role's own list: each thing of the user's written, appended as it is written, so that
+    #: a Ctrl-C landing in the pipeline can say what had been (roles/session.py: ``interrupted``)
+    written: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -51,27 +70,26 @@ class SessionOutcome:
 
 
 def finish(
-    config, bs, settings, base: history.Baseline | None, calibration: dict | None, role
+    config, bs, settings, base: history.Baseline | None, calibration: dict | None, ended: Ended
 ) -> SessionOutcome:
     """The session's end, in order: its records -> judged (against the baseline, or for leaks
-    alone) -> saved as the baseline's latest session -> the reports. ``role``: the session's role
-    object (roles/), for the second sessions its tests took and whether it may save."""
+    alone) -> saved as the baseline's latest session -> the reports."""
     recs = records.from_session(bs.benchmarks)
     outcome = SessionOutcome(recs)
     shard = sharding.of(config)
-    if role.other_shards:
-        outcome.messages.append(shards.left_out_line(role.other_shards, settings.shard))
+    if ended.other_shards:
+        outcome.messages.append(shards.left_out_line(ended.other_shards, settings.shard))
     if not recs and (settings.save_baseline or base is not None):
         if shard is None or not shard.empty:
-            outcome.nothing_judged = role.nothing_judged()
+            outcome.nothing_judged = ended.nothing_judged
             if settings.save_baseline:
                 outcome.nothing_judged += f"; {settings.save_baseline} was left as it was"
-            _report(outcome, settings, role)
+            _report(outcome, settings, ended.written)
             return outcome
         # an empty shard: what the baseline holds of it is missing (its tests are gone)
         outcome.messages.append(shard.empty_line())
         if base is None:
-            _report(outcome, settings, role)
+            _report(outcome, settings, ended.written)
             return outcome
     meta = None
     if settings.save_baseline or settings.baseline:
@@ -85,18 +103,18 @@ def finish(
         )
         if shard is not None:
             meta["shard"] = {**shard.section(), "identity": shards.identity(meta["cpu_model"])}
-    _judge(outcome, base, meta, settings, role)
+    _judge(outcome, base, meta, settings, ended.second_sessions)
     if settings.save_baseline and meta is not None and recs:
-        refused = role.may_save() or _failed_benchmarks(role.failed_benchmarks())
+        refused = ended.refused or _failed_benchmarks(ended.failed)
         if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
             outcome.errors.append(f"no baseline written to {settings.save_baseline}: {refused}")
         else:  # this session as the baseline's latest, in front of the sessions already there
             try:
                 doc = _session_document(config, bs, meta)
-                outcome.messages.extend(store(settings, doc, recs, role.wrote))
+                outcome.messages.extend(store(settings, doc, recs, ended.written.append))
             except baseline.BaselineError as exc:
                 outcome.errors.append(str(exc))
-    _report(outcome, settings, role)
+    _report(outcome, settings, ended.written)
     return outcome
 
 
@@ -113,7 +131,7 @@ def _failed_benchmarks(failed: list[str]) -> str | None:
     )
 
 
-def _judge(outcome: SessionOutcome, base, meta, settings, role) -> None:
+def _judge(outcome: SessionOutcome, base, meta, settings, second: SecondSessions | None) -> None:
     """Leaks fail without a baseline; with one, the gate's verdicts (a suspect's second session,
     taken inside its test, judged with it)."""
     recs = outcome.records
@@ -123,7 +141,6 @@ def _judge(outcome: SessionOutcome, base, meta, settings, role) -> None:
         return
     judge = judge_by(base, meta, settings)
     result = judge(recs)
-    second = role.second_sessions  # taken inside the tests (remeasure.py), or None
     reruns = second.for_suspects(gate.suspects(result), recs, outcome.messages) if second else {}
     if reruns:
         recs = outcome.records = gate.faster_sessions(recs, reruns)
@@ -133,7 +150,7 @@ def _judge(outcome: SessionOutcome, base, meta, settings, role) -> None:
         outcome.memory = result.memory
 
 
-def _report(outcome: SessionOutcome, settings, role) -> None:
+def _report(outcome: SessionOutcome, settings, written: list[str]) -> None:
     if settings.report_md:
         from .report import markdown
 
@@ -141,7 +158,7 @@ def _report(outcome: SessionOutcome, settings, role) -> None:
         try:
             with watchdog.ctrl_c_after():
                 markdown.write(settings.report_md, text)
-                role.wrote(f"the markdown report was written to {settings.report_md}")
+                written.append(f"the markdown report was written to {settings.report_md}")
         except OSError as exc:  # a full disk: the session's one line, not a traceback
             why = (
                 str(exc)
@@ -161,7 +178,7 @@ def _report(outcome: SessionOutcome, settings, role) -> None:
         except plot.PlotError as exc:
             outcome.errors.append(str(exc))
         else:
-            role.wrote(f"{len(paths)} charts were written to {settings.plot_dir}")
+            written.append(f"{len(paths)} charts were written to {settings.plot_dir}")
             outcome.messages.append(f"{len(paths)} charts written to {settings.plot_dir}")
 
 
@@ -291,7 +308,9 @@ def show(tr, outcome: SessionOutcome) -> None:
         )
 
 
-def write_verdicts(session, bs, settings, outcome: SessionOutcome, positions, role) -> None:
+def write_verdicts(
+    session, bs, settings, outcome: SessionOutcome, positions, written: list[str]
+) -> None:
     """``--concurrency-verdicts``: this session's records, verdicts and exit status, once its exit
     status is known (a merge of shards renders them again: ``python -m pytest_concurrency merge``)."""
     if outcome.interrupted:
@@ -316,7 +335,7 @@ def write_verdicts(session, bs, settings, outcome: SessionOutcome, positions, ro
     try:
         with watchdog.ctrl_c_after():
             verdict_file.write(settings.verdicts, v)
-            role.wrote(f"the verdicts were written to {settings.verdicts}")
+            written.append(f"the verdicts were written to {settings.verdicts}")
     except OSError as exc:
         why = (
             str(exc)

@@ -624,3 +624,17 @@ def test_task_failing_just_after_main_returned_still_fails_run(spec):
 
     with pytest.raises(base.TaskFailed, match="boom-late"):
         b.run(main, b)
+
+
+def test_fork_server_preloads_the_workloads_and_keeps_what_was_asked(monkeypatch):
+    # a task process imported the workloads itself: its start measured this package's imports
+    from multiprocessing import forkserver
+
+    monkeypatch.setattr(forkserver._forkserver, "_preload_modules", ["__main__", "users_app"])
+    load("multiprocessing[forkserver]")
+    preloaded = forkserver._forkserver._preload_modules
+    assert preloaded[:2] == ["__main__", "users_app"]
+    assert {"pytest_concurrency.workloads", "pytest_concurrency.backends._multiprocessing"} <= set(
+        preloaded
+    )
+    assert len(preloaded) == len(set(preloaded))

@@ -276,7 +276,9 @@ def test_a_markdown_report_on_a_full_disk_is_the_sessions_error_not_a_traceback(
     monkeypatch.setattr(markdown, "write", full)
     outcome = session_end.SessionOutcome([])
     s = SimpleNamespace(report_md=tmp_path / "r.md", plot_dir=None)
-    session_end._report(outcome, s, SimpleNamespace(wrote=lambda line: None))
+    written: list[str] = []
+    session_end._report(outcome, s, written)
+    assert not written  # nothing to say was written after a Ctrl-C
     assert outcome.errors == [
         f"the markdown report {tmp_path / 'r.md'} was not written: No space left on device: free "
         f"space (or quota) on the file system of {str(tmp_path)!r}, or choose a path on another one"

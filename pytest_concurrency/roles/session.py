@@ -272,10 +272,6 @@ class MeasuringSession:
         if not self.started:  # in a plugin's configure or session start: pytest has no end for it
             print(f"\npytest-concurrency: {AT_START_UP}", file=sys.stderr, flush=True)
 
-    def wrote(self, what: str) -> None:
-        """The session's end wrote something of the user's ("the baseline was saved to b.json")."""
-        self.written.append(what)
-
     def interrupted(self) -> str:
         """What a Ctrl-C in this session's end (judging, saving, reporting: after pytest's own
         handling of one, which ends in ``pytest_sessionfinish``) interrupted, and what it had written."""
@@ -322,19 +318,23 @@ class MeasuringSession:
             session.exitstatus = Exit.OK  # its tests are all in other shards
         if self.settings.verdicts is not None and self.outcome is not None:
             session_end.write_verdicts(
-                session, bs, self.settings, self.outcome, self.positions, self
+                session, bs, self.settings, self.outcome, self.positions, self.written
             )
 
     def finish(self, session, bs) -> session_end.SessionOutcome | None:
-        """The session's end as a pipeline (session_end.py); a role that writes something else
-        at its end (a pass, a side) does that instead or first."""
-        return session_end.finish(
-            session.config, bs, self.settings, self.baseline, self.calibration, self
+        """The session's end as a pipeline (session_end.py), told what this role knows; a role
+        that writes something else at its end (a pass, a side) does that instead or first."""
+        ended = session_end.Ended(
+            nothing_judged=self.nothing_judged(),
+            refused=self.may_save(),
+            failed=list(self.tally.failed),
+            other_shards=self.other_shards,
+            second_sessions=self.second_sessions,
+            written=self.written,
         )
-
-    def failed_benchmarks(self) -> list[str]:
-        """The benchmark tests that failed or errored, in the order they ran."""
-        return list(self.tally.failed)
+        return session_end.finish(
+            session.config, bs, self.settings, self.baseline, self.calibration, ended
+        )
 
     def nothing_judged(self) -> str:
         """Why this session recorded no benchmark, in one line."""
