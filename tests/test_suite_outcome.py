@@ -100,6 +100,7 @@ ARGS = (
     "-p",
     "no:cacheprovider",
     "--concurrency-backends=asyncio",
+    "--benchmark-max-time=0.05",  # test_pure's rounds: how many is not the subject here
 )
 
 

@@ -443,9 +443,9 @@ def _measure_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
 
 
 def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
-    b, c = base_meta.get("python") or {}, current_meta.get("python") or {}
-    if (b.get("implementation"), b.get("minor")) == (c.get("implementation"), c.get("minor")):
+    if history.same_python(base_meta, current_meta):
         return None
+    b, c = base_meta.get("python") or {}, current_meta.get("python") or {}
     return (
         f"the baseline was recorded on {b.get('implementation')} {b.get('version')} and this run is "
         f"{c.get('implementation')} {c.get('version')}; timings differ between Python versions by "

@@ -145,12 +145,19 @@ def incompatible(previous: Baseline, meta: Mapping) -> str | None:
     shards = _shard(previous.meta), _shard(meta)
     if shards[0] != shards[1]:
         return f"it holds sessions of {shards[0]} and this run is {shards[1]}"
-    if (b.get("implementation"), b.get("minor")) != (c.get("implementation"), c.get("minor")):
+    if not same_python(previous.meta, meta):
         return (
             f"it holds sessions of {b.get('implementation')} {b.get('version')} and this run is "
             f"{c.get('implementation')} {c.get('version')} (keep one baseline file per Python)"
         )
     return None
+
+
+def same_python(meta: Mapping, other: Mapping) -> bool:
+    """Whether two sessions ran one Python (implementation and minor version): the only sessions
+    whose figures the gate compares, or a baseline keeps side by side, unless told otherwise."""
+    a, b = meta.get("python") or {}, other.get("python") or {}
+    return (a.get("implementation"), a.get("minor")) == (b.get("implementation"), b.get("minor"))
 
 
 def _shard(meta: Mapping) -> str:

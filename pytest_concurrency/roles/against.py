@@ -169,6 +169,7 @@ class _Pair:
         self.codes: dict = {}
         self.errors: list = []
         self.docs: dict = {}
+        self._records: dict = {}  # each side's, parsed once from its doc
         self.log = directory / "base-side.log"
 
     def running(self, side: str) -> str:
@@ -180,9 +181,10 @@ class _Pair:
             out = self.directory / f"side-{side}.json"
             if out.exists():
                 self.docs[side] = json.loads(out.read_text())
+                self._records[side] = records.from_json(self.docs[side])
 
     def records(self, side: str) -> list:
-        return records.from_json(self.docs.get(side) or {})
+        return self._records.get(side, [])
 
 
 def _run_pair(
