@@ -289,9 +289,8 @@ class Backend(base.SyncBackend):
             # readable = a result arrived or the child died (EOF): either way it ended
             for conn in wait(list(pending), remaining):
                 pending.pop(conn).settle()
-        # All at once, against one deadline: one after the other, each child's exit (its finally
-        # blocks, its queues' flush) was waited for before the next was told (abandon with 10
-        # tasks: about 1 s a round beside a busy loop).
+        # All at once, against one deadline: told one after the other, each child's exit (its
+        # finally blocks, its queues' flush) was waited for before the next one was told.
         left = list(pending.values())
         for task in left:
             task.process.terminate()  # Cancel in the task: its finally blocks run
