@@ -37,9 +37,9 @@ OWN = ("foreign_cpu", *control.KEYS)
 class SecondSessions:
     """One session's second sessions: decided and taken test by test, handed to its end."""
 
-    def __init__(self, settings, base: history.Baseline, calibration: dict | None):
-        from .session_end import judge_by  # (session_end does not import this module)
-
+    def __init__(self, settings, base: history.Baseline, calibration: dict | None, judge_by):
+        """``judge_by(base, meta, settings)``: the session end's gate (session_end.judge_by), so
+        that a second session is wanted by the verdict the end would give."""
         # read at start-up, not in the first judged test's call: scipy (25 s there under load,
         # past a suite's faulthandler_timeout), package metadata and git
         stats.load()

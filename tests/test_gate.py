@@ -938,13 +938,14 @@ def test_a_benchmarks_verdict_in_its_test_is_its_verdict_against_the_whole_basel
     """The in-test judge (remeasure.py) reads only the benchmark's own entries of each session:
     its verdict is the one the whole baseline gives (a second entry of a label, the first used,
     and sessions' calibrations included); a baseline of 10,000 others is not walked in each test."""
+    from pytest_concurrency import session_end
     from pytest_concurrency.remeasure import SecondSessions
     from pytest_concurrency.settings import Settings
 
     doc = sessions_doc([1.0, 1.05, 0.95, 1.0], ns=[270.0, 280.0, 265.0, 275.0])
     twin = dict(doc["benchmarks"][0], stats=dict(doc["benchmarks"][0]["stats"], data=[1.0] * 20))
     doc["benchmarks"].append(twin)
-    judged = SecondSessions(Settings(), Baseline.of(doc), None)
+    judged = SecondSessions(Settings(), Baseline.of(doc), None, session_end.judge_by)
     for rec in run(3, slower={"gevent": 1.3}, speed=1.02):
         whole = gate.compare(Baseline.of(doc), [rec], meta())
         alone = gate.compare(judged._baseline.only({rec.key}), [rec], meta())

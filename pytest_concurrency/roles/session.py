@@ -96,7 +96,7 @@ class MeasuringSession:
         if self.baseline is not None and settings.instrument.machine_bound:
             # a regression must reproduce before it fails the build (exact counts repeat)
             self.second_sessions = remeasure.SecondSessions(
-                settings, self.baseline, self.calibration
+                settings, self.baseline, self.calibration, session_end.judge_by
             )
         if xdist_active(config) and self.measures_benchmarks(config):
             # benchmarks in parallel would measure each other: the project's own -n (often in its
