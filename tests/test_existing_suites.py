@@ -77,6 +77,7 @@ def test_every_benchmark_of_an_unmodified_suite_is_in_the_baseline(pytester):
         "--strict-markers",
         "-p",
         "no:cacheprovider",
+        "--benchmark-max-time=0.05",  # 11 benchmarks, 1 s each by default: not the subject
         "--concurrency-save-baseline=base.json",
     )
     assert result.ret == 0, result.stdout.str()
@@ -110,8 +111,16 @@ def test_every_benchmark_of_an_unmodified_suite_is_in_the_baseline(pytester):
     assert " on \n" not in out and "fake" not in out
     result.stdout.fnmatch_lines(["*baseline with 11 benchmarks written to base.json*"])
 
+    # 100%: an A/A's noise on a loaded machine never reaches it; judged by the C test's rounds,
+    # the pure-Python one read +5669%
     again = pytester.runpytest_subprocess(
-        "--benchmark-only", "-p", "no:cacheprovider", "--concurrency-baseline=base.json", "-v"
+        "--benchmark-only",
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-max-time=0.05",
+        "--concurrency-threshold=100",
+        "--concurrency-baseline=base.json",
+        "-v",
     )
     text = again.stdout.str()
     assert "Gate: " in text and "nothing to judge" not in text
@@ -184,7 +193,10 @@ def test_a_pytest_codspeed_suite_runs_as_it_is_with_pytest_codspeed_installed(py
     (exit 8). Three real sessions, ~4 s."""
     pytest.importorskip("pytest_codspeed")
     pytester.makepyfile(test_codspeed_style=CODSPEED_SUITE)
+    # how many rounds is not the subject: pytest-benchmark's 1 s a test, and pytest-codspeed's
+    # warm-up and 3 s, made this test 40 s under xdist on a loaded machine
     args = ("--benchmark-only", "-p", "no:cacheprovider", "--strict-markers")
+    args += ("--benchmark-max-time=0.05",)
     saved = pytester.runpytest_subprocess(*args, "--concurrency-save-baseline=base.json")
     assert saved.ret == 0, saved.stdout.str()
     names = {
@@ -199,7 +211,8 @@ def test_a_pytest_codspeed_suite_runs_as_it_is_with_pytest_codspeed_installed(py
     assert "Gate: " in judged.stdout.str() and "nothing to judge" not in judged.stdout.str()
 
     enabled = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--codspeed", "--concurrency-baseline=base.json"
-    )  # (pytest-codspeed refuses --benchmark-only beside it)
+        "-p", "no:cacheprovider", "--codspeed", "--concurrency-baseline=base.json",
+        "--codspeed-warmup-time=0", "--codspeed-max-time=0.05",
+    )  # (pytest-codspeed refuses --benchmark-only beside it)  # fmt: skip
     assert enabled.ret == 8, enabled.stdout.str()
     assert "run them without --codspeed" in enabled.stdout.str()
