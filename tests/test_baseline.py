@@ -278,7 +278,7 @@ def test_a_markdown_report_on_a_full_disk_is_the_sessions_error_not_a_traceback(
     s = SimpleNamespace(report_md=tmp_path / "r.md", plot_dir=None)
     written: list[str] = []
     session_end._report(outcome, s, written)
-    assert not written  # nothing to say was written after a Ctrl-C
+    assert not written  # not written: a Ctrl-C now must not say the report was
     assert outcome.errors == [
         f"the markdown report {tmp_path / 'r.md'} was not written: No space left on device: free "
         f"space (or quota) on the file system of {str(tmp_path)!r}, or choose a path on another one"
