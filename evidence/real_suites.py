@@ -29,7 +29,8 @@ sessions, killed after).
 
 The differential check, per session against its plain session: every test's outcome
 (passed / failed / skipped / xfailed / error, from the junit XML) identical, the exit code
-identical apart from the gate's own verdict (1 with a ``FAILED: N regressed`` line, 7, 8), and
+identical apart from the gate's own verdict (1 with a ``FAILED: N regressed`` or ``against the
+base FAILED: ...`` line, 7, 8), and
 whether the output holds a ``Traceback``, an ``ExceptionGroup``, a frame of ``pytest_concurrency``
 or a ``Warning`` line the plain session had not. Every session is a line of
 ``evidence/real_suites/results.jsonl`` (``--out``); a markdown table is printed at the end.
@@ -303,7 +304,8 @@ def troubles(out: str, plain_out: str | None) -> dict:
 
 def gate_exit(code: int, verdict: str, regressed: list) -> bool:
     """The exit is the gate's own verdict (not pytest's)."""
-    return code in (7, 8) or (code == 1 and verdict.startswith("FAILED:") and bool(regressed))
+    failed = verdict.startswith(("FAILED:", "against the base FAILED:"))  # stored or paired gate
+    return code in (7, 8) or (code == 1 and failed and bool(regressed))
 
 
 def session(py: Path, run: Path, args: list, selection: list, name: str, logs: Path, env=None):
@@ -480,7 +482,7 @@ def unexpected(r: dict) -> str | None:
             SUITES[r["suite"]].slowed, n)]):  # fmt: skip
         return f"the slowdown regressed benchmarks it does not touch: {', '.join(wrong)}"
     if r["mode"] in ("count-aa", "count-against") and (
-        r["regressed"] or r["verdict"].startswith("FAILED")
+        r["regressed"] or "FAILED" in r["verdict"]
     ):  # (its exit is plain's when nothing failed: yarl's own coverage exits 1)
         return "counted A/A failed"
     if r["mode"].startswith("time") and r["regressed"]:
