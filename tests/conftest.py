@@ -62,6 +62,13 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    # tox's fast envs leave `serial` out and its slow env runs it alone: a serial test that is not
+    # also slow would run in no env at all
+    astray = [
+        i.nodeid for i in items if i.get_closest_marker("serial") and "slow" not in i.keywords
+    ]
+    if astray:
+        raise pytest.UsageError(f"marked serial but not slow (mark it slow too): {astray[0]}")
     if not config.pluginmanager.hasplugin("timeout"):
         return
     for item in items:

@@ -215,7 +215,9 @@ def test_a_change_that_needs_a_pair_against_it_set_aside_waits_for_the_last_pair
     with_it = (0.034, 0.014, 0.17, 0.049, 0.058)
     groups = [_rounds(30, 1.0, 1.0 + d, noise=0.005, seed=40 + i) for i, d in enumerate(with_it)]
     v = paired.judge_pair(key, *groups[0], 0.03, again=groups[1:])
-    assert v.status == REGRESSED and "set aside, unlike the others: pair 3 (+17" in v.note, paired.line(v)
+    assert v.status == REGRESSED and "set aside, unlike the others: pair 3 (+17" in v.note, (
+        paired.line(v)
+    )
 
 
 @pytest.mark.once
@@ -658,6 +660,7 @@ def project(pytester):
 
 
 # ~15 s: pip installs the base side (setuptools from the index), then two sessions of one test
+@pytest.mark.slow
 @pytest.mark.serial
 def test_a_slower_head_fails_against_a_path_and_each_side_imports_its_own_code(
     project, monkeypatch

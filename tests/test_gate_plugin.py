@@ -73,8 +73,10 @@ def suite(pytester):
     return pytester
 
 
-# Tests that judge wall time run alone (``serial``); the fast tier keeps one (A/A, then a
-# slowdown), the slow tier the rest of the gate's mechanics. The usage errors run anywhere.
+# Tests that judge wall time run alone (``serial``) in the slow tier: beside other work the gate
+# rightly calls a slowdown inconclusive, so a contributor's busy machine would fail them. The fast
+# tier saves and judges time on every Python in tests/test_suite_outcome.py (an A/A, a second
+# session in the test). The usage errors run anywhere.
 def run(suite, *args, backends="asyncio,threading,greenlet"):
     return suite.runpytest_subprocess(
         "--benchmark-only",
@@ -85,6 +87,7 @@ def run(suite, *args, backends="asyncio,threading,greenlet"):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.serial
 def test_aa_passes_and_slowdown_fails_naming_the_backend(suite, monkeypatch):
     base = suite.path / "base.json"
@@ -343,6 +346,7 @@ def test_closed(benchmark, resource):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.serial  # ~8 s: three tests of 15 rounds of 20-50 ms sleeps, two sessions
 def test_a_users_own_test_is_timed_again_before_its_regression_fails_the_build(
     pytester, monkeypatch
