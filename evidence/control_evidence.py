@@ -290,6 +290,8 @@ def main() -> int:
         conditions.append((spec, float(factor), int(busy or 0)))
     work = Path(tempfile.mkdtemp(prefix="control-evidence-"))
     print(f"the run's directory (its sessions' JSON): {work}", flush=True)
+    if args.smoke and args.out == RESULTS:  # a smoke run (the tests') is no evidence: kept apart
+        args.out = work / "results.jsonl"
     project = work / "project"
     project.mkdir()
     (project / "test_control.py").write_text(TESTS)

@@ -229,6 +229,7 @@ CASES = [
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("script, extra, expected", CASES)
 def test_evidence_script_smoke_run(tmp_path, script, extra, expected):
+    before = _recorded()
     run = subprocess.run(
         [sys.executable, str(EVIDENCE / script), "--smoke", *extra],
         cwd=tmp_path,
@@ -242,6 +243,13 @@ def test_evidence_script_smoke_run(tmp_path, script, extra, expected):
     assert run.returncode == 0, said
     missing = [e for e in expected if not re.search(e, run.stdout, re.M)]
     assert not missing, f"{script} --smoke did not print {missing}:\n{said}"
+    # a smoke run is no evidence: the recorded results are left as they were
+    assert _recorded() == before, f"{script} --smoke wrote into evidence/"
+
+
+def _recorded() -> dict:
+    """The size of every results file under evidence/ (what a run appends to)."""
+    return {p: p.stat().st_size for p in EVIDENCE.rglob("*.jsonl")}
 
 
 #: Scripts with no smoke run here, and why: run by hand (their README says how). Not counted as
