@@ -269,9 +269,10 @@ OPTIONS: tuple[Option, ...] = (
         default="suspects",
         choices=("suspects", "every"),
         metavar="WHICH",
-        help="against a stored time baseline, which benchmarks get a second session of rounds "
-        "inside their test, the faster session judged: suspects (a regression must reproduce "
-        "before it fails the build; default) or every (steadier, twice the rounds)",
+        help="against a stored time baseline, which benchmarks get a second session: their tests "
+        "run again in a fresh process, the faster session judged: suspects (a regression must "
+        "reproduce in two processes before it fails the build; default) or every (steadier, "
+        "twice the time)",
     ),
     Option(
         "allow_cross_python",

@@ -108,12 +108,11 @@ def watch(request, backend, instrument, apart: bool) -> None:
         request.addfinalizer(request.node.stash[KERNEL].close)
 
 
-def call_apart(item, instrument, timeout: float | None, second=None) -> bool | None:
+def call_apart(item, instrument, timeout: float | None) -> bool | None:
     """The test's call, in a child forked for it (``runs_apart``; runner/forked.py): kernel figures
     read there (counters opened here would count this process), ``after_call`` done there (the
-    memory pass, the record's keys), and a suspect's second session (``second``: the session's
-    ``remeasure.SecondSessions``, or None), with the test's fixtures alive in the child, so that
-    here it has nothing left to add. In the child, None: pytest's own hook calls the function."""
+    memory pass, the record's keys), so that here it has nothing left to add. In the child, None:
+    pytest's own hook calls the function."""
     from .runner import forked
 
     if item.stash.get(APART, False):
@@ -125,12 +124,9 @@ def call_apart(item, instrument, timeout: float | None, second=None) -> bool | N
         if instrument.machine_bound:
             item.stash[KERNEL] = driver.KernelPerRun(backend)
         reply = _call(item)
-        passed = reply["outcome"] == "passed"
-        calls = after_call(item, instrument, passed, lambda fullname: {})
+        after_call(item, instrument, reply["outcome"] == "passed", lambda fullname: {})
         control_figures(item)
         meta = getattr(bench, "stats", None)
-        if second is not None and passed and meta is not None:
-            reply["second"] = second.handed_over(item, bench, calls)
         reply["bench"] = {
             "mode": bench._mode,
             "has_error": bench.has_error,
@@ -155,8 +151,6 @@ def call_apart(item, instrument, timeout: float | None, second=None) -> bool | N
         if CALLS in item.stash:
             del item.stash[CALLS]
     _apply(item, reply, silent, how, timeout)
-    if second is not None and reply and reply.get("second"):
-        second.taken_over(bench, reply["second"])
     return True
 
 
@@ -352,12 +346,12 @@ def control_figures(item) -> None:
         bench.extra_info.update(bracket.figures(len(stats.stats.data)))
 
 
-def before_call(item, instrument, memory: bool, again: bool = False, paired: bool = False) -> None:
+def before_call(item, instrument, memory: bool, paired: bool = False) -> None:
     """Before the test runs (and before a side of --concurrency-against, ``paired``, makes its
     rounds take turns): read the kernel around its rounds, when it has no ``concurrency_backend``
     (``watch`` reads that one's ``run`` calls); time a control beside each round (any benchmark
     test, a workload case's included); remember what it measures, for the memory pass
-    (``memory``) or to time it ``again`` in its test (remeasure.py); and warm it up when counted."""
+    (``memory``); and warm it up when counted."""
     funcargs = getattr(item, "funcargs", {})
     # pytest-codspeed's fixture (--codspeed) passes for pytest-benchmark's by ``__class__``, not type
     if not measured_here(funcargs) or not issubclass(type(funcargs["benchmark"]), BenchmarkFixture):
@@ -367,12 +361,12 @@ def before_call(item, instrument, memory: bool, again: bool = False, paired: boo
     if instrument.machine_bound and KERNEL not in item.stash and getattr(bench, "enabled", False):
         item.stash[KERNEL] = driver.KernelPerRounds(bench, one_a_round=paired)
     # around the kernel's readings, its work set aside from theirs (the controls' system calls
-    # are not the test's), inside the runner a second session reuses (its rounds get controls too)
+    # are not the test's)
     kernel = item.stash.get(KERNEL, None)
     aside = kernel.aside if isinstance(kernel, driver.KernelPerRounds) else contextlib.nullcontext
     bracket_rounds(item, instrument, aside)
-    if memory or again:
-        item.stash[CALLS] = driver.PlainCalls(bench, memory)
+    if memory:
+        item.stash[CALLS] = driver.PlainCalls(bench)
     if instrument.exact:
         driver.WarmUntilStable(bench, instrument)
 
@@ -383,20 +377,17 @@ def after_call(
     passed: bool,
     counted_elsewhere: Callable[[str], dict],
     profile: str = PROFILE_HERE,
-) -> driver.PlainCalls | None:
+) -> None:
     """After the test ran: its record's keys, kernel figures and (if it passed) memory pass.
     ``counted_elsewhere(fullname)``: what passes before a counted session found for it (roles);
-    ``profile``: where its last round's profile is read (``Instrument.after_rounds``).
-    What it measured, if it passed and that was remembered (``before_call``)."""
+    ``profile``: where its last round's profile is read (``Instrument.after_rounds``)."""
     _label(item, instrument, counted_elsewhere, profile)
     if isinstance(item.stash.get(KERNEL, None), driver.KernelPerRounds):
         item.stash[KERNEL].close()  # (``watch`` closes a ``run`` call's at teardown)
     bench = getattr(item, "funcargs", {}).get("benchmark")
     calls = item.stash.get(CALLS, None)
-    if not passed or calls is None or bench is None or bench.stats is None:
-        return None
-    bench.extra_info.update(calls.memory_figures())
-    return calls
+    if passed and calls is not None and bench is not None and bench.stats is not None:
+        bench.extra_info.update(calls.memory_figures())
 
 
 #: A record's parameter holding its test's parametrization id, when a parameter is not a plain value

@@ -8,8 +8,8 @@ The role hands it what it knows as values (``Ended``); the pipeline never calls 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from . import sharding
 from .backends import watchdog
@@ -20,9 +20,6 @@ from .gate import memory as memory_gate
 from .gate.verdicts import GateResult, MemoryResult
 from .measure import records
 
-if TYPE_CHECKING:
-    from .remeasure import SecondSessions
-
 
 @dataclass(frozen=True)
 class Ended:
@@ -32,7 +29,9 @@ class Ended:
     refused: str | None  # why this session must not write a baseline (interrupted, killed, ...)
     failed: list[str]  # the benchmark tests that failed or errored, in the order they ran
     other_shards: int = 0  # the baseline's benchmarks left to other shards (gate/shards.py)
-    second_sessions: SecondSessions | None = None  # taken inside the tests (remeasure.py)
+    #: against a stored time baseline: the suspects' records measured again, in their tests run in
+    #: a fresh process (roles/remeasure.py, ``SecondSessions.for_suspects``)
+    measure_again: Callable[[list, list, dict, list], dict] | None = None
     #: the role's own list: each thing of the user's written, appended as it is written, so that
     #: a Ctrl-C landing in the pipeline can say what had been (roles/session.py: ``interrupted``)
     written: list[str] = field(default_factory=list)
@@ -103,7 +102,7 @@ def finish(
         )
         if shard is not None:
             meta["shard"] = {**shard.section(), "identity": shards.identity(meta["cpu_model"])}
-    _judge(outcome, base, meta, settings, ended.second_sessions)
+    _judge(outcome, base, meta, settings, ended.measure_again, records.node_ids(bs.benchmarks))
     if settings.save_baseline and meta is not None and recs:
         refused = ended.refused or _failed_benchmarks(ended.failed)
         if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
@@ -131,9 +130,9 @@ def _failed_benchmarks(failed: list[str]) -> str | None:
     )
 
 
-def _judge(outcome: SessionOutcome, base, meta, settings, second: SecondSessions | None) -> None:
+def _judge(outcome: SessionOutcome, base, meta, settings, again, node_ids: dict) -> None:
     """Leaks fail without a baseline; with one, the gate's verdicts (a suspect's second session,
-    taken inside its test, judged with it)."""
+    its test run again in a fresh process, judged with it)."""
     recs = outcome.records
     if memory_gate.has_figures(recs):  # the gate below replaces it, unless it refuses
         outcome.memory = memory_gate.judge(None, recs, settings.memory_threshold)
@@ -141,7 +140,7 @@ def _judge(outcome: SessionOutcome, base, meta, settings, second: SecondSessions
         return
     judge = judge_by(base, meta, settings)
     result = judge(recs)
-    reruns = second.for_suspects(gate.suspects(result), recs, outcome.messages) if second else {}
+    reruns = again(gate.suspects(result), recs, node_ids, outcome.messages) if again else {}
     if reruns:
         recs = outcome.records = gate.faster_sessions(recs, reruns)
         result = gate.reproduce(result, judge(recs), reruns)
@@ -318,7 +317,7 @@ def write_verdicts(
     gate_settings_, shard = gate_settings(settings), sharding.of(session.config)
     v = verdict_file.from_session(
         outcome.records,
-        {(r.key): b.fullname for b in bs.benchmarks for r in records.from_session([b])},
+        records.node_ids(bs.benchmarks),
         positions,
         gate=outcome.gate,
         memory=outcome.memory,

@@ -137,7 +137,6 @@ def test_the_top_level_holds_only_the_glue_and_the_exit_statuses():
         "options.py",
         "plain_tests.py",
         "plugin.py",
-        "remeasure.py",
         "session_end.py",
         "settings.py",
         "sharding.py",

@@ -32,11 +32,12 @@ def test_a_role_survives_the_command_line():
         Role(LAYOUT_PASS, out="/l1.json", launcher=7, layout=1),
         Role(SIDE, side="A", socket="/s", out="/o, with a comma", base_dir="/b", only="/only"),
         Role("head", base_dir="/run/nnnn"),
+        Role("again", out="/a/out.json", only="/a/only.json", running="/a/again.running"),
     ):
         (arg,) = role.argv()
         name, _, value = arg.partition("=")
         assert name == "--concurrency-role" and parse(value) == role
-    assert set(KINDS) == {PROBE, COUNTED, LAYOUT_PASS, SIDE, "kernel-pass", "base", "head"}
+    assert set(KINDS) == {PROBE, COUNTED, LAYOUT_PASS, SIDE, "kernel-pass", "base", "head", "again"}
 
 
 @pytest.mark.once

@@ -7,8 +7,8 @@ loopback server are fixtures, its benchmark calls ``loop.run_until_complete``, a
 every warning into an error. Each call of the benchmarked function is written to a file with
 whether its fixtures were alive, so that a call after teardown (the session's end timing a
 suspect again used to make six of them) fails the test that looks, not only the suite.
-``--concurrency-remeasure=every`` makes every benchmark's first verdict want a second session, as
-load does on a shared runner, without needing the load.
+``--concurrency-remeasure=every`` makes every benchmark's first verdict want a second session (its
+test run again in a fresh process), as load does on a shared runner, without needing the load.
 """
 
 import json
@@ -117,18 +117,21 @@ def _phases(calls) -> list[str]:
     return calls.read_text().split() if calls.exists() else []
 
 
-# ~6 s each: two sessions of two small benchmarks, the second with a second session of each. In
-# the session's process on every Python (how an event loop's teardown goes differs between them);
-# isolated and with the memory pass once.
+# ~8 s: two sessions of three small benchmarks, the second with a second session of each (a fresh
+# process). In the session's process on every Python (how an event loop's teardown goes differs
+# between them); isolated with the memory pass (one session for both) in the slow tier.
 @pytest.mark.parametrize(
     "mode",
     [
         pytest.param((), id="in-process"),
-        pytest.param(("--concurrency-isolate",), id="isolate", marks=pytest.mark.once),
-        pytest.param(("--concurrency-memory",), id="memory", marks=pytest.mark.once),
+        pytest.param(
+            ("--concurrency-isolate", "--concurrency-memory"),
+            id="isolate-memory",
+            marks=pytest.mark.slow,  # ~12 s: its memory pass, and a child per test, twice
+        ),
     ],
 )
-def test_a_second_session_is_taken_inside_the_test_and_adds_no_warning(suite, mode):
+def test_a_second_session_runs_the_tests_again_and_adds_no_warning(suite, mode):
     pytester, calls = suite
     base = pytester.path / "base.json"
     saved = pytester.runpytest_subprocess(*ARGS, *mode, f"--concurrency-save-baseline={base}")
@@ -143,8 +146,8 @@ def test_a_second_session_is_taken_inside_the_test_and_adds_no_warning(suite, mo
     assert "Traceback" not in out and "Exception" not in out, out  # none unraisable either
     phases = _phases(calls)
     assert "torn down" not in phases, phases
-    # the second session's rounds were taken: more calls than the first session made, all alive;
-    # a model's test too (isolated: in the child its rounds ran in)
+    # the second session's rounds were taken, in tests run again: more calls than the first
+    # session made, all alive; a model's test too (isolated: in the child its rounds ran in)
     assert len(phases) - first > first, (first, len(phases))
     model = [phases[:first].count("model-alive"), phases[first:].count("model-alive")]
     assert model[1] >= model[0] + 5, model  # its 5 rounds again (pedantic's rounds=5)
@@ -152,23 +155,29 @@ def test_a_second_session_is_taken_inside_the_test_and_adds_no_warning(suite, mo
 
 
 @pytest.mark.once
-def test_the_second_session_judged_is_the_faster_one_and_is_said(suite):
-    """In-process and cheap: the record handed to the session's end (for_suspects)."""
-    from pytest_concurrency import remeasure
-    from pytest_concurrency.measure.records import Record
+def test_a_suspect_not_measured_again_keeps_its_first_verdict_and_says_why(tmp_path):
+    """In-process and cheap: what ``for_suspects`` hands the session's end, when the fresh
+    process measured some of the suspects and not others."""
+    from types import SimpleNamespace
 
-    second = remeasure.SecondSessions.__new__(remeasure.SecondSessions)
-    second.taken, second.not_taken = {}, {("w", "", "asyncio"): "RuntimeError: no rounds ran"}
+    from pytest_concurrency.measure.records import Record
+    from pytest_concurrency.roles import remeasure
+
     rec = Record("w", {}, "asyncio", "", [1.0, 1.0, 1.0], {})
-    second.taken[("x", "", "asyncio")] = rec
+    second = remeasure.SecondSessions(None, SimpleNamespace(remeasure="suspects"))
+    second._run = lambda ids, found: found.update({rec.key: rec}) or ""
     messages: list[str] = []
+    keys = [rec.key, ("x", "", "asyncio"), ("y", "", "gevent")]
     found = second.for_suspects(
-        [("w", "", "asyncio"), ("x", "", "asyncio"), ("y", "", "gevent")], [rec], messages
+        keys, [], {rec.key: "t.py::w", ("x", "", "asyncio"): "t.py::x"}, messages
     )
-    assert found == {("x", "", "asyncio"): rec}
-    assert len(messages) == 2
-    assert "RuntimeError: no rounds ran" in messages[0] and "first verdict stands" in messages[0]
-    assert "did not look suspect when its test ran" in messages[1]
+    assert found == {rec.key: rec}
+    assert len(messages) == 2 and all("first verdict stands" in m for m in messages)
+    assert "recorded no rounds there" in messages[0] and "x on asyncio" in messages[0]
+    second._run = lambda ids, found: "the fresh process exited 4: no such option"
+    messages.clear()
+    assert second.for_suspects(keys[:1], [], {rec.key: "t.py::w"}, messages) == {}
+    assert "exited 4: no such option" in messages[0]
 
 
 @pytest.mark.slow  # ~60 s: two counted sessions under valgrind

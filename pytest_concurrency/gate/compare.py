@@ -376,8 +376,8 @@ def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Reco
             second.notes.append(f"{reruns[v.key].label}: {v.note}")
     second.notes.insert(
         0,
-        f"{len(reruns)} suspected regression(s) re-measured in a second session, "
-        f"{confirmed} reproduced",
+        f"{len(reruns)} suspected regression(s) re-measured in a second session (their tests run "
+        f"again in a fresh process), {confirmed} reproduced",
     )
     return second
 
@@ -560,10 +560,13 @@ def _judge(
         # the machine's speed, however it swung, divided out; a busy core beside it did not:
         # there, unchanged code read -30% to +20% over its controls, 8 A/As in 50 "regressed"
         # (docs/gates/time.md), so the load guard above stands for these verdicts too
-        said = controlled.the_machines(
-            verdict.raw_change, c.change, divided.machine_speed, verdict.threshold or threshold
-        )
+        at = verdict.threshold or threshold
+        said = controlled.the_machines(verdict.raw_change, c.change, divided.machine_speed, at)
         verdict.note = _join(verdict.note, said)
+        if verdict.status in SPEED_CHANGED:
+            machine = machine or controlled.disagree(
+                verdict.raw_change, c.change, divided.machine_speed, at
+            )
     elif instrument.machine_bound:
         machine = machine or interference.speed_swing(cur_meta, c, settings.machine_tolerance)
     if machine:

@@ -28,8 +28,8 @@ is flagged ``disturbed`` and left out of the gate until then (see ``compare.add_
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from ..measure import control
 from ..measure.records import Record, from_json, params_id
@@ -123,17 +123,6 @@ class Baseline:
     def count(self) -> int:
         """Sessions held: the latest plus its history."""
         return len(self.identities)
-
-    def only(self, keys: Container[tuple]) -> Baseline:
-        """Only ``keys``' benchmarks, in each session (every session kept, in its order, with its
-        calibration and code): what one benchmark is judged on in its test. ``doc`` stays whole:
-        such a part is judged, never saved."""
-        return replace(
-            self,
-            records=tuple(r for r in self.records if r.key in keys),
-            sessions={k: s for k, s in self.sessions.items() if k in keys},
-            twice=tuple(r for r in self.twice if r.key in keys),
-        )
 
 
 def incompatible(previous: Baseline, meta: Mapping) -> str | None:

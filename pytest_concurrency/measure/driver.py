@@ -264,30 +264,21 @@ class KernelPerRounds:
 
 class PlainCalls:
     """What a user's plain benchmark test measured: the function and its arguments, as the
-    ``benchmark`` fixture was handed them, and pytest-benchmark's own runner for them. So the
-    memory pass can call it again (``memory``), and a suspect can be timed again in its test, as a
-    workload case that seems to have regressed is (``again``)."""
+    ``benchmark`` fixture was handed them, so the memory pass can call it again."""
 
-    def __init__(self, benchmark, memory: bool):
-        self.memory = memory
+    def __init__(self, benchmark):
         self.last = None
-        self.runner = None
-        self.varied = False  # a pedantic setup handed out other arguments for a round
         make_runner = benchmark._make_runner
 
         def remembering(function, args, kwargs):
-            # pedantic makes a runner each round: with a setup, of the arguments it handed out
-            if self.last is not None and (args, kwargs or {}) != self.last[1:]:
-                self.varied = True
             self.last = (function, args, kwargs or {})
-            self.runner = make_runner(function, args, kwargs)
-            return self.runner
+            return make_runner(function, args, kwargs)
 
         benchmark._make_runner = remembering
 
     def memory_figures(self) -> dict:
         """The memory pass (memory.py) on the measured call, per round; ``{}`` if none ran."""
-        if self.last is None or not self.memory:
+        if self.last is None:
             return {}
         function, args, kwargs = self.last
         try:
@@ -298,32 +289,6 @@ class PlainCalls:
                     "all": f"calling it again for the memory pass raised {exc!r}"
                 }
             }
-
-    def again(self, rounds: int, iterations: int, budget_s: float) -> tuple[list, dict]:
-        """The same rounds again, timed by pytest-benchmark's runner (its timer, its GC setting):
-        seconds per iteration, and other processes' load meanwhile (``foreign_cpu``). Called
-        inside the test, while its fixtures are alive (remeasure.py); raises when it cannot be.
-
-        At most ``budget_s`` of rounds, ``MIN_ROUNDS_AGAIN`` at least: a machine busier than for
-        the first session makes each round slower, and the same count of them took a test 8 times
-        as long, past its suite's ``faulthandler_timeout``."""
-        if self.runner is None or self.varied:
-            raise RuntimeError(
-                "its setup hands out arguments for each round" if self.varied else "no rounds ran"
-            )
-        window = Window(None)
-        samples: list[float] = []
-        until = time.perf_counter() + budget_s
-        while len(samples) < rounds and (
-            len(samples) < MIN_ROUNDS_AGAIN or time.perf_counter() < until
-        ):
-            # the runner is the fixture's, controls beside it included (control.beside)
-            samples.append(self.runner(range(iterations)) / iterations)
-        return samples, window.close()[1]
-
-
-#: The fewest rounds a second session takes, whatever its time budget (``PlainCalls.again``).
-MIN_ROUNDS_AGAIN = 5
 
 
 def counter_precision(fixture_class, timer, fresh=None) -> float:

@@ -180,6 +180,29 @@ def from_session(benchmarks: Iterable[Any]) -> list[Record]:
     return out
 
 
+def document(benchmarks: Iterable[Any]) -> dict:
+    """The rounds of the benchmarks measured in this session, as a document ``from_json`` reads:
+    what a process the plugin started hands back to the one that started it."""
+    return {
+        "benchmarks": [
+            {
+                "name": b.name,
+                "fullname": b.fullname,
+                "group": b.group,
+                "extra_info": b.extra_info,
+                "stats": {"data": list(b.stats.data)},
+            }
+            for b in benchmarks
+            if not getattr(b, "has_error", False) and b.stats is not None and b.stats.data
+        ]
+    }
+
+
+def node_ids(benchmarks: Iterable[Any]) -> dict[tuple, str]:
+    """Each record's key -> the node id of the test that measured it."""
+    return {r.key: b.fullname for b in benchmarks for r in from_session([b])}
+
+
 def from_json(doc: Mapping[str, Any]) -> list[Record]:
     """Records in a parsed pytest-benchmark JSON document.
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from ..runner import lockstep, sides
-from . import against, counting
-from .role import AT_START_UP, BASE, HEAD, SIDE, Role, parse
+from . import again, against, counting
+from .role import AGAIN, AT_START_UP, BASE, HEAD, SIDE, Role, parse
 
 ROLE = pytest.StashKey["object"]()  # the role's object, registered with the plugin manager
 
@@ -39,6 +39,8 @@ def register(config, role: Role | None, settings) -> object:
         obj = against.Side(config, settings, role)
     elif role.kind == BASE:  # the user's session, on the base side's code
         obj = counting.user_session(config, settings, base_dir=role.base_dir)
+    elif role.kind == AGAIN:  # the suspects' tests run again (a stored time gate's)
+        obj = again.Again(config, settings, role)
     elif role.kind == HEAD:  # the user's session, counted against the base (the run's output)
         obj = counting.user_session(config, settings, base_dir=role.base_dir, watched=True)
     else:

@@ -36,10 +36,10 @@ from ..exit_codes import NOT_RUN, Exit
 from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
-from . import counting, crash
-from .argv import head_only_removed
+from . import crash
+from .argv import head_only_removed, own_coverage_data
 from .role import AGAINST_INTERRUPTED, SIDE, Role
-from .session import MeasuringSession
+from .session import MeasuringSession, only_these
 
 MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
 MIN_ROUND_S = 0.002  # a round's time, at least (pytest-benchmark's --benchmark-min-time)
@@ -225,7 +225,7 @@ def _run_pair(
             {
                 **env,
                 "PYTHONPATH": _prepend(path, env.get("PYTHONPATH")),
-                **(counting.own_coverage_data(str(directory), f"side-{side}") if own else {}),
+                **(own_coverage_data(str(directory), f"side-{side}") if own else {}),
             },
         )
     sides.same_size(launches)
@@ -540,12 +540,8 @@ class Side(MeasuringSession):
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         """In a later pair of sessions: only the tests it measures again (the same on both sides)."""
         super().pytest_collection_modifyitems(session, config, items)
-        if self.role.only is None:
-            return
-        with open(self.role.only, encoding="utf-8") as fh:
-            wanted = set(json.load(fh))
-        config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in wanted])
-        items[:] = [item for item in items if item.nodeid in wanted]
+        if self.role.only is not None:
+            only_these(self.role.only, config, items)
 
     def pytest_collection_finish(self, session) -> None:
         super().pytest_collection_finish(session)
@@ -580,17 +576,7 @@ class Side(MeasuringSession):
         """Write its rounds and what it imported, let the other side go on, then end as a session."""
         doc = {
             "identity": sides.identity(Path(self.base_dir), base_side=self.side == lockstep.A),
-            "benchmarks": [
-                {
-                    "name": b.name,
-                    "fullname": b.fullname,
-                    "group": b.group,
-                    "extra_info": b.extra_info,
-                    "stats": {"data": list(b.stats.data)},
-                }
-                for b in bs.benchmarks
-                if not getattr(b, "has_error", False) and b.stats.data
-            ],
+            **records.document(bs.benchmarks),
         }
         if not doc["benchmarks"]:
             doc["nothing_judged"] = self.nothing_judged()

@@ -1,6 +1,9 @@
-"""What of the user's command line a child pytest process gets: a side, a pass, a counted side."""
+"""What of the user's command line and environment a child pytest process gets: a side, a pass,
+a counted side, a second session."""
 
 from __future__ import annotations
+
+import os
 
 #: Options the base side must not act on: it writes no baseline, report or JSON of the user's.
 _HEAD_ONLY = {
@@ -34,3 +37,12 @@ def head_only_removed(args) -> list[str]:
             continue
         out.append(arg)
     return out
+
+
+def own_coverage_data(where: str, name: str) -> dict:
+    """The environment of a process the plugin starts beside the user's session: a suite whose
+    addopts turn coverage on (pytest-cov) traces it there too, so that its counts are the counted
+    session's, but writes its data in the run's own directory. In the project's, coverage's
+    parallel data files of processes running side by side were combined while one was writing
+    its own: aiohttp's counted session ended in an INTERNALERROR (exit 3, its verdict unsaid)."""
+    return {"COVERAGE_FILE": os.path.join(where, f"{name}.coverage")}

@@ -45,7 +45,7 @@ from ..exit_codes import Exit
 from ..gate import atomic
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from . import crash
-from .argv import head_only_removed
+from .argv import head_only_removed, own_coverage_data
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
 
@@ -381,15 +381,6 @@ def launcher_gone(launcher: int) -> bool:
     """Whether the process that started this counted session (pid ``launcher``) is no longer its
     parent: killed, so what this session measured must not become a result."""
     return os.getppid() != launcher
-
-
-def own_coverage_data(where: str, name: str) -> dict:
-    """The environment of a process the plugin starts beside the user's session: a suite whose
-    addopts turn coverage on (pytest-cov) traces it there too, so that its counts are the counted
-    session's, but writes its data in the run's own directory. In the project's, coverage's
-    parallel data files of processes running side by side were combined while one was writing
-    its own: aiohttp's counted session ended in an INTERNALERROR (exit 3, its verdict unsaid)."""
-    return {"COVERAGE_FILE": os.path.join(where, f"{name}.coverage")}
 
 
 def _held(out: str) -> int:

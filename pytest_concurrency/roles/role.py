@@ -23,7 +23,8 @@ BASE = "base"  # the user's session on the base side's code (counted against the
 #: the user's session on the head's code, counted against the base: the base's twin, with the
 #: base's install replaced by a stand-in of the same length (runner/sides.py: same_length)
 HEAD = "head"
-KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE, HEAD)
+AGAIN = "again"  # against a stored time baseline: the suspects' tests again, in a fresh process
+KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE, HEAD, AGAIN)
 
 #: What a Ctrl-C says when it landed before a process's session started (its options read, its
 #: probe, its plugins configured): nothing of the user's is written that early.
@@ -43,7 +44,7 @@ class Role:
     side: str | None = None  # side: "A" (base) or "B" (head)
     socket: str | None = None  # side: where the turns are served (runner/lockstep.py)
     base_dir: str | None = None  # a side, and what it starts: where the base's code is installed
-    only: str | None = None  # side, in a later pair: a file with the node ids it runs
+    only: str | None = None  # side in a later pair, again: a file with the node ids it runs
     running: str | None = None  # passes, counted: the file naming the test in progress (crash.py)
 
     def need(self, name: str) -> str:

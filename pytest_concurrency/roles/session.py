@@ -12,13 +12,14 @@ a straight pipeline: the records -> the gate -> the baseline saved -> the report
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pytest
 
-from .. import plain_tests, remeasure, session_end, sharding
+from .. import plain_tests, session_end, sharding
 from ..backends import watchdog
 from ..exit_codes import Exit
 from ..measure import PROFILE_HERE, kernel
@@ -29,6 +30,7 @@ from .role import AT_START_UP
 if TYPE_CHECKING:
     from ..gate.history import Baseline
     from ..runner import isolate
+    from .remeasure import SecondSessions
 
 MARKER = "concurrency"
 
@@ -56,8 +58,8 @@ class MeasuringSession:
         self.ahead = None  # the cases measured ahead in lanes, when counting in several
         self.session = None
         self.tally = Tally()  # what became of the benchmark tests: why nothing was judged
-        #: a suspect's second session, taken inside its test (against a stored time baseline)
-        self.second_sessions: remeasure.SecondSessions | None = None
+        #: the suspects' tests run again in a fresh process (against a stored time baseline)
+        self.second_sessions: SecondSessions | None = None
         self.written: list[str] = []  # what the session's end wrote: what a Ctrl-C after it left
         self.started = False  # every plugin's session start done: a Ctrl-C ends in sessionfinish
         # the first Ctrl-C (or SIGTERM) from then on: the session is interrupted, whatever exit
@@ -94,10 +96,10 @@ class MeasuringSession:
 
             self.calibration = calibrate.measure()
         if self.baseline is not None and settings.instrument.machine_bound:
+            from .remeasure import SecondSessions
+
             # a regression must reproduce before it fails the build (exact counts repeat)
-            self.second_sessions = remeasure.SecondSessions(
-                settings, self.baseline, self.calibration, session_end.judge_by
-            )
+            self.second_sessions = SecondSessions(config, settings)
         if xdist_active(config) and self.measures_benchmarks(config):
             # benchmarks in parallel would measure each other: the project's own -n (often in its
             # addopts) is set aside for this session, not refused
@@ -216,9 +218,7 @@ class MeasuringSession:
         under a watch for what no ``backend.run`` deadline covers."""
         settings = self.settings
         if plain_tests.runs_apart(pyfuncitem, settings):
-            return plain_tests.call_apart(
-                pyfuncitem, settings.instrument, settings.timeout, self.second_sessions
-            )
+            return plain_tests.call_apart(pyfuncitem, settings.instrument, settings.timeout)
         watched = plain_tests.call_watched(pyfuncitem, settings.timeout)
         return watched if watched is not None else plain_tests.call_whole_body(pyfuncitem)
 
@@ -228,13 +228,10 @@ class MeasuringSession:
         instrument = settings.instrument
         memory = marker_kwarg(item, "memory")
         wanted = memory if memory is not None else settings.memory_plain
-        again = self.second_sessions is not None
-        plain_tests.before_call(
-            item, instrument, wanted and self.memory_pass, again, settings.paired
-        )
+        plain_tests.before_call(item, instrument, wanted and self.memory_pass, settings.paired)
         self.before_call(item)  # after: a side's turns are not in the rounds' kernel figures
         outcome = yield
-        calls = plain_tests.after_call(
+        plain_tests.after_call(
             item, instrument, outcome.excinfo is None, self.counted_elsewhere, self.profiles
         )
         plain_tests.control_figures(item)
@@ -247,10 +244,6 @@ class MeasuringSession:
             bench.extra_info["threshold"] = parse_percent(threshold, origin)
         if bench is not None:
             self.after_call(item, bench)
-        second = self.second_sessions
-        if second is not None and outcome.excinfo is None and getattr(bench, "stats", None):
-            # before teardown: a second session of its rounds has the fixtures its first one had
-            second.after_rounds(self, item, bench, calls)
 
     def before_call(self, item) -> None:
         """A role's own work before a test's call (a side takes turns)."""
@@ -329,7 +322,7 @@ class MeasuringSession:
             refused=self.may_save(),
             failed=list(self.tally.failed),
             other_shards=self.other_shards,
-            second_sessions=self.second_sessions,
+            measure_again=self.second_sessions.for_suspects if self.second_sessions else None,
             written=self.written,
         )
         return session_end.finish(
@@ -436,6 +429,15 @@ def xdist_active(config) -> bool:
         bool(getattr(config.option, "numprocesses", None))
         or getattr(config.option, "dist", "no") != "no"
     )
+
+
+def only_these(path: str, config, items: list) -> None:
+    """A session the plugin started for some of the user's tests: only the node ids in the JSON
+    file ``path`` stay collected (the rest deselected, as -k would)."""
+    with open(path, encoding="utf-8") as fh:
+        wanted = set(json.load(fh))
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in wanted])
+    items[:] = [item for item in items if item.nodeid in wanted]
 
 
 def measures(item) -> bool:

@@ -1,0 +1,37 @@
+"""The fresh process a stored time gate's suspects are measured again in (roles/remeasure.py)."""
+
+from __future__ import annotations
+
+import json
+
+from ..measure import records
+from . import crash
+from .role import Role
+from .session import MeasuringSession, only_these
+
+
+class Again(MeasuringSession):
+    """The fresh process: only the suspects' tests (``role.only``), measured as the session's own
+    were; at its end it writes their rounds to ``role.out`` and judges nothing (no baseline is
+    on its command line)."""
+
+    def __init__(self, config, settings, role: Role):
+        super().__init__(config, settings)
+        self.role = role
+        self.in_progress = crash.Running(role.running)  # a test that ends it is named
+
+    def pytest_runtest_logstart(self, nodeid, location) -> None:
+        self.in_progress.start(nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        self.in_progress.done()
+
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        super().pytest_collection_modifyitems(session, config, items)
+        only_these(self.role.need("only"), config, items)
+
+    def finish(self, session, bs):
+        from ..gate import atomic
+
+        atomic.write_text(self.role.need("out"), json.dumps(records.document(bs.benchmarks)))
+        return None

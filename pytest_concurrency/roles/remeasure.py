@@ -1,0 +1,122 @@
+"""A stored time gate's suspects measured again: their tests run once more in a fresh pytest process.
+
+A regression against a stored time baseline must reproduce before it fails the build
+(``gate.compare.faster_sessions``). So, at the session's end, the tests of its suspects (a
+regression, or a change the machine's state left undecided) run again in a pytest process of their
+own (roles/again.py: ``Again``, told its role on its command line), through pytest's own protocol: their fixtures
+(event loops, servers, temporary directories, monkeypatches) are set up for them again and torn
+down after, and no benchmarked function is called outside its test.
+
+Why a fresh process, not more rounds inside the test: two processes of the same code differ for
+their whole life (hash seed, address layout, what was allocated where). Rounds taken again in the
+same process repeat its offset: on real suites here, unchanged yarl and zeroconf read +8% to +18%
+in one process and reproduced it in that process's second session (docs/evidence/real-suites.md).
+A change of the code shows in two processes; a process's offset does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from ..backends import scratch, watchdog
+from ..exit_codes import Exit
+from ..measure import records
+from ..measure.records import Record
+from . import crash
+from .argv import head_only_removed, own_coverage_data
+from .role import AGAIN, Role
+
+#: ``--concurrency-remeasure=every``: every benchmark's test runs again in the fresh process.
+EVERY = "every"
+#: The fresh process's exit statuses that still hand back rounds (a test that failed there has
+#: none: its first verdict stands).
+_MEASURED = (Exit.OK, Exit.TESTS_FAILED)
+
+
+class SecondSessions:
+    """In the session's process: the suspects' tests run again in a fresh one (``for_suspects``)."""
+
+    def __init__(self, config, settings):
+        self.config = config
+        self.settings = settings
+
+    def for_suspects(
+        self, suspects: list, recs: list[Record], node_ids: dict, messages: list
+    ) -> dict:
+        """The records of the suspects' tests (every benchmark's, ``--concurrency-remeasure=every``;
+        node ids by key: ``node_ids``) measured in a fresh process; a line for each one it did not
+        measure (its first verdict stands)."""
+        keys = [r.key for r in recs] if self.settings.remeasure == EVERY else suspects
+        if not keys:
+            return {}
+        wanted = sorted({node_ids[k] for k in keys if k in node_ids})
+        found: dict = {}
+        why = "its test has no node id" if not wanted else self._run(wanted, found)
+        for key in keys:
+            if key not in found:
+                reason = why or "its test recorded no rounds there (failed, skipped or deselected)"
+                messages.append(
+                    f"{records.key_label(key)} was not measured a second time ({reason}); "
+                    "its first verdict stands"
+                )
+        return {key: found[key] for key in keys if key in found}
+
+    def _run(self, node_ids: list, found: dict) -> str:
+        """Run the tests ``node_ids`` in a fresh pytest process; their records into ``found``, by
+        key. Why none came back, or ``""``."""
+        config = self.config
+        them = f"{len(node_ids)} test{'s' * (len(node_ids) != 1)}"
+        print(
+            f"\npytest-concurrency: {them} measured again in a fresh process: a regression must "
+            "show in two processes (two processes of the same code differ for their whole life)",
+            file=sys.stderr,
+            flush=True,
+        )
+        with tempfile.TemporaryDirectory(
+            prefix="again-", dir=scratch.directory(), ignore_cleanup_errors=True
+        ) as where:
+            only, out, log = (
+                os.path.join(where, name) for name in ("only.json", "out.json", "log")
+            )
+            with open(only, "w", encoding="utf-8") as fh:
+                json.dump(node_ids, fh)
+            argv = head_only_removed(config.invocation_params.args)
+            if config.pluginmanager.has_plugin(
+                "cacheprovider"
+            ):  # the user's cache (--lf) stays theirs
+                argv += ["-o", f"cache_dir={os.path.join(where, 'cache')}"]
+            role = Role(AGAIN, out=out, only=only, running=crash.path(where, "again"))
+            # each round has its own deadline (--concurrency-timeout); this bounds what has none
+            budget = (self.settings.timeout or 120.0) * (len(node_ids) + 1)
+            with open(log, "wb") as output:
+                try:
+                    code = subprocess.run(
+                        [sys.executable, "-m", "pytest", *argv, *role.argv()],
+                        cwd=str(config.invocation_params.dir),
+                        env={**os.environ, **own_coverage_data(where, "again")},
+                        stdin=subprocess.DEVNULL,
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=watchdog.with_parent(),  # a kill -9 of this one ends it too
+                        timeout=budget,
+                    ).returncode
+                except subprocess.TimeoutExpired:  # run() has killed it
+                    return f"the fresh process did not end within {budget:.0f} s and was stopped"
+            ended = crash.crashed(crash.path(where, "again"))
+            if ended is not None:
+                return f"{ended} ended the fresh process ({crash.how(code)})"
+            try:
+                with open(out, encoding="utf-8") as fh:
+                    doc = json.load(fh)
+            except (OSError, ValueError):
+                doc = None
+            if code not in _MEASURED or not isinstance(doc, dict):
+                with open(log, encoding="utf-8", errors="replace") as fh:
+                    tail = " | ".join(line.strip() for line in fh.read().splitlines()[-5:])
+                return f"the fresh process exited {code}: {tail}"
+        found.update((rec.key, rec) for rec in records.from_json(doc))
+        return ""
