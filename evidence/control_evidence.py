@@ -29,7 +29,8 @@ benchmark. Results append to ``evidence/control/results.jsonl`` (one line a sess
     python3 evidence/control_evidence.py --sessions 10 --conditions 1.0@0,1.05@0
     python3 evidence/control_evidence.py --smoke
     python3 evidence/control_evidence.py --judge-only DIR     # judge a run's sessions again (its
-                                                              # directory, printed at its start)
+                                                              # directory, printed at its start),
+                                                              # also with a second process (TWICE)
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ RESULTS = HERE / "control" / "results.jsonl"
 #: control: the gate as it is; control 3%: the same at a 3% threshold; raw: the gate on the
 #: records without their controls; pb: pytest-benchmark's mean:5%
 RULES = ("control", "control 3%", "raw", "pb")
+#: ``--judge-only``: the two control rules again, a suspect's second session being the next session
+#: of its condition (another process, as the plugin's second session is: its tests run again)
+TWICE = ("control, 2 processes", "control 3%, 2 processes")
 MODELS = "asyncio,gevent,threading"  # the ring's
 SMOKE = {"sessions": 1, "baseline_sessions": 1, "conditions": "1.0@0,1.10@1"}
 
@@ -172,8 +176,9 @@ def run(project: Path, args: list[str], factor: float, busy: int) -> tuple[float
     return took, done.stdout + done.stderr, done.returncode, os.getloadavg()[0]
 
 
-def judge(base_doc: dict, pb_base: dict, session_doc: dict) -> dict:
-    """rule -> {benchmark label: verdict} for one session's JSON."""
+def judge(base_doc: dict, pb_base: dict, session_doc: dict, second_doc: dict | None = None) -> dict:
+    """rule -> {benchmark label: verdict} for one session's JSON (``second_doc``: another
+    session's, for the ``TWICE`` rules)."""
     from pytest_concurrency.gate import baseline, compare
     from pytest_concurrency.gate.history import Baseline
     from pytest_concurrency.measure.records import from_json
@@ -187,19 +192,17 @@ def judge(base_doc: dict, pb_base: dict, session_doc: dict) -> dict:
         "control 3%": (base_doc, recs, 0.03),
         "raw": (*bare, None),
     }.items():
-        result = compare.compare(
-            Baseline.of(doc), records, meta, compare.GateSettings(threshold=threshold)
-        )
-        for v in result.verdicts:
-            label = f"{v.key[0]}[{v.key[2]}]"
-            out[rule][label] = {
-                "status": v.status,
-                "change": v.change,
-                "raw": v.raw_change,
-                "by": v.decided_by,
-                "why_raw": v.not_divided,
-                "interference": bool(v.interference),
-            }
+        settings = compare.GateSettings(threshold=threshold)
+        result = compare.compare(Baseline.of(doc), records, meta, settings)
+        out[rule] = _verdicts(result)
+        if second_doc is not None and rule != "raw":
+            suspects = set(compare.suspects(result))
+            reruns = {r.key: r for r in from_json(second_doc) if r.key in suspects}
+            if reruns:
+                again = compare.faster_sessions(records, reruns)
+                second = compare.compare(Baseline.of(doc), again, meta, settings)
+                result = compare.reproduce(result, second, reruns)
+            out[f"{rule}, 2 processes"] = _verdicts(result)
     base_means = {b["fullname"]: b["stats"]["mean"] for b in pb_base["benchmarks"]}
     for b in session_doc["benchmarks"]:
         then = base_means.get(b["fullname"])
@@ -214,6 +217,20 @@ def judge(base_doc: dict, pb_base: dict, session_doc: dict) -> dict:
     ]
     out["control_cost"] = max(cost) if cost else None
     return out
+
+
+def _verdicts(result) -> dict:
+    return {
+        f"{v.key[0]}[{v.key[2]}]": {
+            "status": v.status,
+            "change": v.change,
+            "raw": v.raw_change,
+            "by": v.decided_by,
+            "why_raw": v.not_divided,
+            "interference": bool(v.interference),
+        }
+        for v in result.verdicts
+    }
 
 
 def _without_controls(doc: dict) -> dict:
@@ -240,7 +257,7 @@ def summary(lines: list[dict]) -> str:
         factor = float(cond.split("@")[0])
         want = "unchanged" if factor == 1.0 else "regressed"
         out.append(f"{cond} ({len(runs)} sessions; a session fails when any benchmark regressed)")
-        for rule in RULES:
+        for rule in [r for r in (*RULES, *TWICE) if r in runs[0]]:
             failed = sum(any(v["status"] == "regressed" for v in r[rule].values()) for r in runs)
             per = collections.Counter(
                 label for r in runs for label, v in r[rule].items() if v["status"] == "regressed"
@@ -260,12 +277,18 @@ def judge_again(work: Path) -> int:
     """The summary of a run's sessions judged again (the script's run directory, kept in /tmp)."""
     base_doc = json.loads((work / "baseline.json").read_text())
     pb_doc = json.loads((work / "pb-base.json").read_text())
-    lines = []
+    sessions = collections.defaultdict(list)  # condition -> its sessions' files, in order
     for path in sorted(work.glob("s*-*.json"), key=lambda p: int(p.name[1:].split("-")[0])):
-        condition = path.stem.split("-", 1)[1]
-        lines.append(
-            {"condition": condition, **judge(base_doc, pb_doc, json.loads(path.read_text()))}
-        )
+        sessions[path.stem.split("-", 1)[1]].append(path)
+    lines = []
+    for condition, paths in sessions.items():
+        for i, path in enumerate(paths):
+            # a suspect's second session: the next session of its condition (the last one's, the
+            # one before), another process of the same code
+            other = paths[i + 1] if i + 1 < len(paths) else paths[i - 1] if i else None
+            second = json.loads(other.read_text()) if other else None
+            judged = judge(base_doc, pb_doc, json.loads(path.read_text()), second)
+            lines.append({"condition": condition, **judged})
     print(summary(lines))
     return 0
 

@@ -15,13 +15,14 @@ A session is one of these modes, each beside the plain pytest-benchmark session
 (``-p no:concurrency``) of the same selection in the same condition:
 
   time-save / time-aa         a stored time baseline saved, then judged A/A (the same code)
-  time-aa-every               that A/A with ``--concurrency-remeasure=every``: every benchmark
-                              takes its second session of rounds inside its test
+  time-aa-every               that A/A with ``--concurrency-remeasure=every``: every benchmark's
+                              test runs again in a fresh process (its second session)
   count-save / count-aa       ``--concurrency-measure=instructions``: saved, then A/A
   time-against / count-against  ``--concurrency-against=DIST==PREVIOUS`` (if the suite has one)
   slowdown                    a copy of the release with one hot function slowed
                               (``existing_suites.slowed_copy``), first on PYTHONPATH, counted
                               against the stored counted baseline: it must fail naming them
+  time-slowdown               the same slowed copy timed against the stored time baseline
 
 Conditions: ``quiet`` (nothing added; the machine may be shared: ``/proc/loadavg`` is recorded
 before and after every session) and ``busy`` (one ``yes > /dev/null`` started beside the
@@ -201,6 +202,7 @@ MODES = (
     "time-against",
     "count-against",
     "slowdown",
+    "time-slowdown",
 )
 #: each suite's sessions of the issue's matrix, in order: three saves then three A/As (the
 #: third with every benchmark's second session), a counted save and A/A, both against its
@@ -357,6 +359,7 @@ def plan(suite: RealSuite, work: Path, mode: str) -> tuple:
         "time-against": ([against], timed, None),
         "count-against": ([*COUNT, against], counted, None),
         "slowdown": ([*COUNT, f"--concurrency-baseline={count_base}"], counted, "slowed"),
+        "time-slowdown": ([f"--concurrency-baseline={time_base}"], timed, "slowed"),
     }[mode]
 
 
@@ -371,7 +374,7 @@ def run_suite(suite: RealSuite, args, work: Path, logs: Path, condition: str, ou
     for mode in args.modes.split(","):
         if mode in ("time-against", "count-against") and not suite.previous:
             continue
-        if mode == "slowdown" and suite.slowdown is None:
+        if mode.endswith("slowdown") and suite.slowdown is None:
             continue
         extra, selection, env = plan(suite, work, mode)
         if env == "slowed":
@@ -476,16 +479,17 @@ def unexpected(r: dict) -> str | None:
         return "outcome or exit changed"
     if any(r.get(k) for k in TROUBLES) or r["new_warning_lines"]:
         return "traceback, thread dump, plugin frame or new warning in the output"
-    if r["mode"] == "slowdown" and (r["exit"] != 1 or not r["regressed"]):
+    slowed = r["mode"].endswith("slowdown")  # counted, or timed
+    if slowed and (r["exit"] != 1 or not r["regressed"]):
         return "slowdown not caught"
-    if r["mode"] == "slowdown" and (wrong := [n for n in r["regressed"] if not re.search(
+    if slowed and (wrong := [n for n in r["regressed"] if not re.search(
             SUITES[r["suite"]].slowed, n)]):  # fmt: skip
         return f"the slowdown regressed benchmarks it does not touch: {', '.join(wrong)}"
     if r["mode"] in ("count-aa", "count-against") and (
         r["regressed"] or "FAILED" in r["verdict"]
     ):  # (its exit is plain's when nothing failed: yarl's own coverage exits 1)
         return "counted A/A failed"
-    if r["mode"].startswith("time") and r["regressed"]:
+    if r["mode"].startswith("time") and not slowed and r["regressed"]:
         return "time A/A read a regression (noise under load?)"
     return None
 

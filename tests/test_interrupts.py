@@ -348,6 +348,71 @@ def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(p
     assert _ours(marker) == [], "a layout pass outlived the interrupted launcher"
 
 
+#: A test that waits in the second process its suspect is measured again in (the first process
+#: to run it makes the file ``FIRST``; a later one says it started, then waits for its Ctrl-C).
+WAITS_WHEN_AGAIN = """
+import os, time
+
+
+def test_w(benchmark):
+    try:
+        os.close(os.open(os.environ["FIRST"], os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        with open(os.environ["AGAIN_STARTED"], "w") as fh:
+            fh.write(str(os.getpid()))
+        time.sleep(120)
+    benchmark(sum, range(10))
+"""
+
+
+@pytest.mark.once
+def test_ctrl_c_while_suspects_run_again_writes_nothing_and_ends_their_process(pytester):
+    """~6 s: a save, then a judged session stopped in its second process."""
+    pytester.makepyfile(test_w=WAITS_WHEN_AGAIN)
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only"]
+    args.append("--benchmark-max-time=0.05")
+    env = {
+        **os.environ,
+        "FIRST": str(pytester.path / "first"),
+        "AGAIN_STARTED": str(pytester.path / "again"),
+    }
+    saved = subprocess.run(
+        [*args, "--concurrency-save-baseline=b.json"], cwd=pytester.path, env=env, timeout=120
+    )
+    assert saved.returncode == 0
+    (pytester.path / "first").unlink()
+    judged = subprocess.Popen(
+        [
+            *args,
+            "--concurrency-baseline=b.json",
+            "--concurrency-remeasure=every",
+            "--concurrency-report-md=r.md",
+        ],
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # as in a terminal: a background job ignores it
+    try:
+        deadline = time.monotonic() + 120
+        while not (pytester.path / "again").exists():
+            assert time.monotonic() < deadline and judged.poll() is None, judged.stdout.read()
+            time.sleep(0.1)
+        again = int((pytester.path / "again").read_text())
+        judged.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches the session
+        out, _ = judged.communicate(timeout=60)
+    finally:
+        if judged.poll() is None:
+            judged.kill()
+    assert judged.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "interrupted at the session's end: no baseline, report, verdict or rounds written" in out
+    assert "Traceback" not in out and not (pytester.path / "r.md").exists()
+    with pytest.raises(ProcessLookupError):  # the second process ended with the session
+        os.kill(again, 0)
+
+
 # -- Ctrl-C at every moment of a session: one line, pytest's status 2, no traceback ------------------
 
 #: A conftest that sends this process a Ctrl-C at one moment of its session (PATCHED: a function of

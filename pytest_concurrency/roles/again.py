@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ..measure import records
 from . import crash
 from .role import Role
-from .session import MeasuringSession, only_these
+from .session import MeasuringSession, no_xdist, only_these
 
 
 class Again(MeasuringSession):
@@ -25,6 +27,11 @@ class Again(MeasuringSession):
 
     def pytest_runtest_logfinish(self, nodeid, location) -> None:
         self.in_progress.done()
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist's own pytest_configure starts its workers
+    def pytest_configure(self, config) -> None:
+        no_xdist(config)  # its tests measured here (in xdist's workers pytest-benchmark is off)
+        super().pytest_configure(config)
 
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         super().pytest_collection_modifyitems(session, config, items)

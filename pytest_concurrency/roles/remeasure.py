@@ -79,23 +79,16 @@ class SecondSessions:
         with tempfile.TemporaryDirectory(
             prefix="again-", dir=scratch.directory(), ignore_cleanup_errors=True
         ) as where:
-            only, out, log = (
-                os.path.join(where, name) for name in ("only.json", "out.json", "log")
-            )
+            only, out, log = (os.path.join(where, n) for n in ("only.json", "out.json", "log"))
             with open(only, "w", encoding="utf-8") as fh:
                 json.dump(node_ids, fh)
-            argv = head_only_removed(config.invocation_params.args)
-            if config.pluginmanager.has_plugin(
-                "cacheprovider"
-            ):  # the user's cache (--lf) stays theirs
-                argv += ["-o", f"cache_dir={os.path.join(where, 'cache')}"]
             role = Role(AGAIN, out=out, only=only, running=crash.path(where, "again"))
             # each round has its own deadline (--concurrency-timeout); this bounds what has none
             budget = (self.settings.timeout or 120.0) * (len(node_ids) + 1)
             with open(log, "wb") as output:
                 try:
                     code = subprocess.run(
-                        [sys.executable, "-m", "pytest", *argv, *role.argv()],
+                        [sys.executable, "-m", "pytest", *self._argv(where), *role.argv()],
                         cwd=str(config.invocation_params.dir),
                         env={**os.environ, **own_coverage_data(where, "again")},
                         stdin=subprocess.DEVNULL,
@@ -120,3 +113,16 @@ class SecondSessions:
                 return f"the fresh process exited {code}: {tail}"
         found.update((rec.key, rec) for rec in records.from_json(doc))
         return ""
+
+    def _argv(self, where: str) -> list[str]:
+        """The user's command line, less what only their session writes, with its temporary
+        directories in ``where``: a --basetemp of the user's would be emptied, pytest's numbered
+        ones would rotate the user's last three out, and its cache would be the user's --lf."""
+        config = self.config
+        argv = [
+            *head_only_removed(config.invocation_params.args),
+            f"--basetemp={os.path.join(where, 'tmp')}",
+        ]
+        if config.pluginmanager.has_plugin("cacheprovider"):
+            argv += ["-o", f"cache_dir={os.path.join(where, 'cache')}"]
+        return argv
