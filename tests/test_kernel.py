@@ -226,6 +226,20 @@ def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
 
 
 @pytest.mark.once
+def test_a_kernel_regression_must_show_in_the_second_process_too():
+    """A rise one process made (its heap, its neighbours) is gone in the fresh one: the figure
+    judged is the lesser of the two sessions'; the code's own rise shows in both."""
+    doc = base_of([_rec()], META)
+    first = _rec(syscalls=1.24 * 3.33)
+    result = gate.compare(doc, [first], META)
+    assert gate.suspects(result) == [first.key]  # its test runs again, in a fresh process
+    for again, status in ((_rec(), UNCHANGED), (_rec(syscalls=1.24 * 3.2), REGRESSED)):
+        both = gate.faster_sessions([first], {first.key: again})
+        judged = {v.figure: v for v in gate.compare(doc, both, META).kernel.verdicts}
+        assert judged["syscalls"].status == status, judged["syscalls"]
+
+
+@pytest.mark.once
 def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regressed():
     def threads(syscalls, foreign_cpu):
         rec = _rec("threading", syscalls=syscalls, vcsw=4.0)

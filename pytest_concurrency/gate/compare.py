@@ -14,6 +14,7 @@ regression is explained by the functions whose counts grew.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -332,26 +333,37 @@ def set_aside(
 
 
 def suspects(result: GateResult) -> list[tuple]:
-    """Keys a second session must judge: the regressions, which must reproduce before they
-    fail the build, and the changes the machine's state left undecided. Exact measures are
-    not re-measured: a second session would repeat the same counts."""
+    """Keys a second session must judge: the regressions (of time or of a kernel figure), which
+    must reproduce before they fail the build, and the changes the machine's state left
+    undecided. Exact measures are not re-measured: a second session would repeat the counts."""
+    kernel = result.kernel.by_status(REGRESSED) if result.kernel is not None else []
+    regressed = {v.key for v in kernel}
     return [
         v.key
         for v in result.verdicts
-        if (v.status == REGRESSED or v.interference) and not measure.get(v.measure).exact
+        if (v.status == REGRESSED or v.interference or v.key in regressed)
+        and not measure.get(v.measure).exact
     ]
 
 
 def faster_sessions(current: Iterable[Record], reruns: Mapping[tuple, Record]) -> list[Record]:
-    """Each re-measured benchmark, as the faster of its two sessions.
+    """Each re-measured benchmark, as the faster of its two sessions, with the lesser of their
+    kernel figures (``kernel.lesser``).
 
     Interference on a shared machine only ever slows code down, and comes in bursts that
     can cover every round of one benchmark: the faster session is the one nearer the
     code's own speed, and a real slowdown shows in both.
     """
-    return [
-        reruns[r.key] if r.key in reruns and reruns[r.key].median < r.median else r for r in current
-    ]
+    out = []
+    for r in current:
+        again = reruns.get(r.key)
+        if again is None:
+            out.append(r)
+            continue
+        faster, other = (again, r) if again.median < r.median else (r, again)
+        lesser = kernel_gate.lesser(faster.extra, other.extra)
+        out.append(dataclasses.replace(faster, extra={**faster.extra, **lesser}))
+    return out
 
 
 def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Record]) -> GateResult:
