@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ..gate import atomic
 from ..measure import records
 from . import crash
 from .role import Role
@@ -38,7 +39,5 @@ class Again(MeasuringSession):
         only_these(self.role.need("only"), config, items)
 
     def finish(self, session, bs):
-        from ..gate import atomic
-
         atomic.write_text(self.role.need("out"), json.dumps(records.document(bs.benchmarks)))
         return None

@@ -2,10 +2,10 @@
 
 A regression against a stored time baseline must reproduce before it fails the build
 (``gate.compare.faster_sessions``). So, at the session's end, the tests of its suspects (a
-regression, or a change the machine's state left undecided) run again in a pytest process of their
-own (roles/again.py: ``Again``, told its role on its command line), through pytest's own protocol: their fixtures
-(event loops, servers, temporary directories, monkeypatches) are set up for them again and torn
-down after, and no benchmarked function is called outside its test.
+regression, or a change the machine's state left undecided) run again in a pytest process of
+their own (roles/again.py: ``Again``, told its role on its command line), through pytest's own
+protocol: their fixtures (event loops, servers, temporary directories, monkeypatches) are set up
+for them again and torn down after, and no benchmarked function is called outside its test.
 
 Why a fresh process, not more rounds inside the test: two processes of the same code differ for
 their whole life (hash seed, address layout, what was allocated where). Rounds taken again in the
