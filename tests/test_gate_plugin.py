@@ -13,7 +13,22 @@ import json
 
 import pytest
 
-NAP = '''
+#: In a test project: whether this is the first process to call it with ``path`` (it makes the file).
+FIRST_PROCESS = """
+import os
+
+
+def first_process(path):
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL))
+        return True
+    except FileExistsError:
+        return False
+"""
+
+NAP = (
+    FIRST_PROCESS
+    + '''
 import os
 from pytest_concurrency.workloads import Outcome
 
@@ -59,15 +74,8 @@ class Nap:
 
 
 NAP = Nap()
-
-
-def first_process(path):
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL))
-        return True
-    except FileExistsError:
-        return False
 '''
+)
 
 TEST = """
 import pytest
@@ -319,19 +327,13 @@ def test_a_busier_machine_makes_a_threading_slowdown_inconclusive(suite, monkeyp
     )
 
 
-PLAIN = """
+PLAIN = (
+    FIRST_PROCESS
+    + """
 import os, time
 import pytest
 
 SLOW = 2.5 if os.environ.get("SLOW") else 1.0
-
-
-def first_process(path):
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL))
-        return True
-    except FileExistsError:
-        return False
 
 
 # slow in the first process that imports it only: an offset of that process, not of the code
@@ -364,6 +366,7 @@ def test_closed(benchmark, resource):
         nap(20 * SLOW)
     benchmark.pedantic(once, rounds=15)
 """
+)
 
 
 @pytest.mark.slow
