@@ -113,7 +113,8 @@ SUITES = {
         covers="asyncio client/server on the loop fixture (aiohttp.pytest_plugin), "
         "filterwarnings = error, xdist + coverage + doctests in addopts, timeout = 120",
         slowdown=existing_suites.SUITES["aiohttp"],
-        slowed=r"^test_one_hundred_simple_(get|post)_requests",  # the handler makes a Response
+        # the client's handler makes a Response; the web response tests make one themselves
+        slowed=r"^test_(one_hundred_simple_(get|post)_requests|simple_web_response|web_response_with)",
     ),
     "yarl": RealSuite(
         dist="yarl",

@@ -146,3 +146,22 @@ def test_plugin_py_is_wiring():
         "pytest_configure",
         "pytest_generate_tests",
     ]
+
+
+@pytest.mark.once
+def test_a_process_started_apart_keeps_the_users_selection_and_writes_nothing_of_theirs():
+    from types import SimpleNamespace
+
+    from pytest_concurrency.roles.argv import apart
+
+    config = SimpleNamespace(
+        invocation_params=SimpleNamespace(
+            args=("-k", "ring", "--basetemp", "/mine", "--concurrency-baseline=b.json", "-x")
+        ),
+        pluginmanager=SimpleNamespace(has_plugin=lambda name: name == "cacheprovider"),
+    )
+    argv = apart(config, "/run", "again")
+    assert argv[:5] == ["-k", "ring", "--basetemp", "/mine", "-x"]  # the user's, as given
+    assert not any(a.startswith("--concurrency-baseline") for a in argv)
+    # the last --basetemp wins: the user's is never emptied by a process beside their session
+    assert argv[5:] == ["--basetemp=/run/again-tmp", "-o", "cache_dir=/run/again-cache"]

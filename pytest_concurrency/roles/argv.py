@@ -39,6 +39,20 @@ def head_only_removed(args) -> list[str]:
     return out
 
 
+def apart(config, where: str, name: str) -> list[str]:
+    """The user's command line for a pytest process the plugin starts beside or after the user's
+    session (a counted run's pass, a suspect's second process): less what only the user's session
+    writes, and with its temporary directories and cache in ``where``: a --basetemp of the user's
+    is emptied by every session that uses it (a pass beside the counted session would empty the
+    counted session's), pytest's numbered ones would rotate the user's last three out, and the
+    cache (--lf) is the user's session's to write."""
+    argv = [*head_only_removed(config.invocation_params.args)]
+    argv.append(f"--basetemp={os.path.join(where, name + '-tmp')}")
+    if config.pluginmanager.has_plugin("cacheprovider"):
+        argv += ["-o", f"cache_dir={os.path.join(where, name + '-cache')}"]
+    return argv
+
+
 def own_coverage_data(where: str, name: str) -> dict:
     """The environment of a process the plugin starts beside the user's session: a suite whose
     addopts turn coverage on (pytest-cov) traces it there too, so that its counts are the counted

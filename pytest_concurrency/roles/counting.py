@@ -45,7 +45,7 @@ from ..exit_codes import Exit
 from ..gate import atomic
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from . import crash
-from .argv import head_only_removed, own_coverage_data
+from .argv import apart, own_coverage_data
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
 
@@ -185,13 +185,6 @@ class Launcher:
                 print(exc.args[0], file=sys.stderr, flush=True)
                 return Exit.TESTS_FAILED
 
-    def _argv(self, where: str, name: str) -> list[str]:
-        argv = head_only_removed(self.config.invocation_params.args)
-        if self.config.pluginmanager.has_plugin("cacheprovider"):
-            # the user's cache (--lf) is the counted session's to write
-            argv += ["-o", f"cache_dir={os.path.join(where, name + '-cache')}"]
-        return argv
-
     def _kernel(self, where: str) -> str | None:
         out = os.path.join(where, "kernel.json")
         try:  # pytest-benchmark's option, as given (a string by default)
@@ -202,7 +195,7 @@ class Launcher:
             sys.executable,
             "-m",
             "pytest",
-            *self._argv(where, "kernel"),
+            *apart(self.config, where, "kernel"),
             "--concurrency-measure=time",
             f"--benchmark-max-time={min(given, KERNEL_MAX_TIME_S)}",
             *Role(
@@ -258,7 +251,7 @@ class Launcher:
                 base_dir=self.base_dir,
                 running=_running(out),
             )
-            argv = [*layouts.pytest_argv(n), *self._argv(where, f"layout{n}"), *role.argv()]
+            argv = [*layouts.pytest_argv(n), *apart(self.config, where, f"layout{n}"), *role.argv()]
             env = own_coverage_data(where, f"layout{n}")
             passes.append((out, Command(argv, env, _log(out), (_held(out),))))
         if passes:

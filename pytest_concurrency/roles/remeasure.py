@@ -27,7 +27,7 @@ from ..exit_codes import Exit
 from ..measure import records
 from ..measure.records import Record
 from . import crash
-from .argv import head_only_removed, own_coverage_data
+from .argv import apart, own_coverage_data
 from .role import AGAIN, Role
 
 #: ``--concurrency-remeasure=every``: every benchmark's test runs again in the fresh process.
@@ -88,7 +88,13 @@ class SecondSessions:
             with open(log, "wb") as output:
                 try:
                     code = subprocess.run(
-                        [sys.executable, "-m", "pytest", *self._argv(where), *role.argv()],
+                        [
+                            sys.executable,
+                            "-m",
+                            "pytest",
+                            *apart(config, where, "again"),
+                            *role.argv(),
+                        ],
                         cwd=str(config.invocation_params.dir),
                         env={**os.environ, **own_coverage_data(where, "again")},
                         stdin=subprocess.DEVNULL,
@@ -113,16 +119,3 @@ class SecondSessions:
                 return f"the fresh process exited {code}: {tail}"
         found.update((rec.key, rec) for rec in records.from_json(doc))
         return ""
-
-    def _argv(self, where: str) -> list[str]:
-        """The user's command line, less what only their session writes, with its temporary
-        directories in ``where``: a --basetemp of the user's would be emptied, pytest's numbered
-        ones would rotate the user's last three out, and its cache would be the user's --lf."""
-        config = self.config
-        argv = [
-            *head_only_removed(config.invocation_params.args),
-            f"--basetemp={os.path.join(where, 'tmp')}",
-        ]
-        if config.pluginmanager.has_plugin("cacheprovider"):
-            argv += ["-o", f"cache_dir={os.path.join(where, 'cache')}"]
-        return argv
