@@ -518,6 +518,41 @@ def run_all(args, work: Path, out) -> list:
     return rows
 
 
+def thresholds(path: Path) -> str:
+    """The thresholds a stored time baseline gives its benchmarks (the default, widened by how far
+    each one's median moves between sessions, over its controls where it has them): from its own
+    sessions alone, and shrunk toward its suite's typical drift as the gate does."""
+    from pytest_concurrency import measure
+    from pytest_concurrency.gate import controlled, history, stats
+
+    base = history.Baseline.of(json.loads(path.read_text()))
+    drifts = []
+    for rec in base.records:
+        sessions = base.sessions[rec.key]
+        over = controlled.divide(sessions, rec)
+        sessions = over.sessions if isinstance(over, controlled.Divided) else sessions
+        drift = stats.session_drift([stats.median(s.samples) for s in sessions if s.samples])
+        drifts += [drift] if drift else []
+    if not drifts:
+        return "no benchmark has the sessions to drift"
+    typical, floor = stats.typical_drift(drifts), measure.get("time").default_threshold
+
+    def quartiles(toward: float | None) -> str:
+        found = []
+        for drift in drifts:
+            shrunk, dof = stats.moderated(drift, toward)
+            found.append(max(floor, stats.drift_allowance(shrunk, drift[1], dof)))
+        found.sort()
+        at = [found[round(q * (len(found) - 1))] for q in (0, 0.25, 0.5, 0.75, 1)]
+        return "/".join(f"{t:.0%}" for t in at) + f" ({found.count(floor)} at {floor:.0%})"
+
+    said = f"{typical:.1%}" if typical is not None else f"none (under {stats.TYPICAL_FROM})"
+    return (
+        f"{len(drifts)} benchmarks, typical drift {said}; thresholds min/q1/median/q3/max: "
+        f"own sessions {quartiles(None)}, shrunk toward the suite's {quartiles(typical)}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -540,6 +575,12 @@ def main() -> int:
     parser.add_argument(
         "--table", metavar="JSONL", help="print the table of a results file; run nothing"
     )
+    parser.add_argument(
+        "--thresholds",
+        metavar="DIR",
+        help="the thresholds the time baselines saved in a work directory give their benchmarks; "
+        "run nothing",
+    )
     if parser.parse_known_args()[0].smoke:
         parser.set_defaults(**SMOKE)
     args = parser.parse_args()
@@ -549,6 +590,10 @@ def main() -> int:
         order = list(dict.fromkeys(r["suite"] for r in found))  # suite by suite, as they came
         for r in sorted(found, key=lambda r: order.index(r["suite"])):
             print(line(r))
+        return 0
+    if args.thresholds:
+        for path in sorted(Path(args.thresholds).glob("*-time.json")):
+            print(f"{path.name}: {thresholds(path)}")
         return 0
     if "count" in args.modes or "slowdown" in args.modes:
         if shutil.which("valgrind") is None:

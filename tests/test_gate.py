@@ -396,12 +396,13 @@ def test_the_least_disturbed_calibration_counts():
 # -- baselines of several sessions (history.py) -------------------------------------------
 
 
-def sessions_doc(speeds, first_seed: int = 10, ns=None) -> dict:
-    """A baseline saved once per entry of ``speeds`` (oldest first), as repeated saves do."""
+def sessions_doc(speeds, first_seed: int = 10, ns=None, slower=None) -> dict:
+    """A baseline saved once per entry of ``speeds`` (oldest first), as repeated saves do;
+    ``slower``: each session's backends slower than the others (run's ``slower``)."""
     doc = None
     for i, speed in enumerate(speeds):
         session_meta = meta(ns=ns[i] if ns else 270.0)
-        recs = run(first_seed + i, speed=speed)
+        recs = run(first_seed + i, speed=speed, slower=slower[i] if slower else None)
         doc = history.merge(
             baseline.document_from_records(recs, session_meta),
             doc and Baseline.of(doc),
@@ -419,17 +420,19 @@ def test_one_unlucky_baseline_session_is_outvoted_by_the_others():
     assert gate.compare(alone, run(2), meta()).failed  # what a single-session baseline says
 
 
-def test_drift_between_sessions_widens_that_benchmarks_threshold():
+def test_drift_between_sessions_widens_the_threshold():
+    # every benchmark drifts alike from session to session: the suite's sessions drift
     drifting = sessions_doc([1.0, 1.12, 0.9, 1.08, 0.95])
-    result = gate.compare(Baseline.of(drifting), run(2, slower={"gevent": 1.3}), meta())
+    result = gate.compare(Baseline.of(drifting), run(2, slower={"gevent": 1.2}), meta())
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
-    # +30% is beyond the 7% set: the widened threshold may not call it "unchanged"
+    # +20% is beyond the 7% set: the widened threshold may not call it "unchanged"
     assert v.status == INCONCLUSIVE and v.too_noisy and v.sessions == 5
-    assert 0.05 < v.drift < 0.15 and v.threshold > 0.3 and v.base_threshold == pytest.approx(0.07)
+    assert 0.05 < v.drift < 0.15 and v.threshold > 0.2 and v.base_threshold == pytest.approx(0.07)
     assert v.note.startswith(
-        f"baseline too noisy (threshold widened to +{v.threshold:.0%} by session"
+        f"baseline too noisy (threshold widened to +{v.threshold:.0%} by the drift of this "
+        "suite's sessions): time cannot tell a change this size on this machine; counting "
+        "instructions can"
     )
-    assert "re-record the baseline" in v.note
     assert "median drifts" in v.note and "between the baseline's 5 sessions" in v.note
     assert not result.failed and result.too_noisy == [
         v for v in result.verdicts if v.key[2] == "gevent"
@@ -455,6 +458,32 @@ def test_drift_between_sessions_widens_that_benchmarks_threshold():
     )
     v = next(v for v in steady.verdicts if v.key[2] == "gevent")
     assert v.status == REGRESSED and v.threshold == pytest.approx(0.07) and v.drift < 0.02
+
+
+def test_one_benchmark_drifting_alone_names_its_sessions_and_asks_for_a_new_baseline():
+    alone = [{"gevent": f} for f in (1.0, 1.25, 0.8, 1.2, 0.85)]
+    drifting = sessions_doc([1.0] * 5, slower=alone)
+    result = gate.compare(Baseline.of(drifting), run(2, slower={"gevent": 1.2}), meta())
+    v = next(v for v in result.verdicts if v.key[2] == "gevent")
+    assert v.status == INCONCLUSIVE and v.too_noisy and v.threshold > 0.2
+    assert "widened to" in v.note and "by session" in v.note and "re-record the baseline" in v.note
+    steady = next(v for v in result.verdicts if v.key[2] == "uvloop")
+    assert steady.status == UNCHANGED and not steady.widened_by
+
+
+def test_a_benchmark_whose_few_sessions_agreed_by_luck_is_judged_at_its_suites_drift():
+    # three sessions each: two backends' benchmarks drift about 6% between sessions, gevent's
+    # sessions happen to agree; +10% on gevent is within what this suite's sessions drift
+    speeds = [{"uvloop": u, "threading": t} for u, t in ((1.0, 1.0), (1.06, 0.94), (0.95, 1.05))]
+    base = Baseline.of(sessions_doc([1.0] * 3, slower=speeds))
+    now = run(2, slower={"gevent": 1.1})
+    v = next(v for v in gate.compare(base, now, meta()).verdicts if v.key[2] == "gevent")
+    assert v.status == INCONCLUSIVE and v.too_noisy and v.drift < 0.02
+    assert v.widened_by == gate.SUITE_DRIFT and "typical benchmark" in v.note
+    # alone (too few benchmarks to say what is typical), its own lucky sessions decide
+    gevent_only = [r for r in now if r.backend == "gevent"]
+    alone = gate.compare(base, gevent_only, meta()).by_status(REGRESSED)
+    assert {v.key for v in alone} == {r.key for r in gevent_only}
 
 
 def test_fewer_than_three_sessions_learn_no_drift_and_say_how_to_get_it():

@@ -162,6 +162,24 @@ def test_drift_allowance_shrinks_as_sessions_accumulate():
     assert stats.drift_allowance(0.0, 5) == 0.0
 
 
+def test_a_suites_typical_drift_is_its_benchmarks_median_corrected_for_their_few_sessions():
+    assert stats.typical_drift([(0.05, 3)] * (stats.TYPICAL_FROM - 1)) is None
+    # three sessions (2 degrees of freedom) read a variance at its median 0.69 of the true one
+    typical = stats.typical_drift([(0.01, 3), (0.04, 3), (0.05, 3), (0.06, 3), (0.2, 3)])
+    assert typical == pytest.approx(0.05 / (1 - 1 / 9) ** 1.5)
+
+
+def test_a_benchmarks_drift_is_shrunk_toward_its_suites_and_rests_on_more_freedom():
+    assert stats.moderated((0.01, 3), None) == (0.01, 2)
+    lucky, dof = stats.moderated((0.01, 3), 0.05)
+    assert dof == 2 + stats.TYPICAL_WEIGHT and 0.01 < lucky < 0.05
+    unlucky, _ = stats.moderated((0.15, 3), 0.05)
+    assert 0.05 < unlucky < 0.15
+    # the lucky one's allowance grows past a 7% threshold, the unlucky one's shrinks
+    assert stats.drift_allowance(0.01, 3) < 0.07 < stats.drift_allowance(lucky, 3, dof)
+    assert stats.drift_allowance(unlucky, 3, dof) < stats.drift_allowance(0.15, 3) / 2
+
+
 # -- exact samples: one outlying round set aside ---------------------------------------------
 
 STEADY = [2_013_937] * 4

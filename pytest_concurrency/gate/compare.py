@@ -65,6 +65,8 @@ _RUNS_ON = {
     "anyio[uvloop]": ("uvloop",),
 }
 SPEED_CHANGED = (REGRESSED, IMPROVED)  # verdicts that say the code's speed moved
+#: what widened a threshold when the suite's typical drift did, more than the benchmark's own
+SUITE_DRIFT = "the drift of this suite's sessions"
 _ORDER = {
     REGRESSED: 0,
     IMPROVED: 1,
@@ -190,6 +192,9 @@ def compare(
         )
     notes += [n for n in (session_quality.different_code(base.identities),) if n]
     explained = base.latest  # what explains a change
+    divided = {rec.key: _over_controls(base_sessions.get(rec.key), rec) for rec in current}
+    typical = _typical_drifts(base_sessions, current, divided)
+    judging = _Judging(base_meta, current_meta, speed, settings, typical)
     seen = set()
     verdicts = []
     for rec in current:
@@ -206,7 +211,7 @@ def compare(
                 )
             )
             continue
-        verdict = _judge(sessions, rec, base_meta, current_meta, speed, settings)
+        verdict = _judge(sessions, rec, divided[rec.key], judging)
         if verdict.status == REGRESSED and rec.key in explained:
             why = measure.get(rec.measure).explain(explained[rec.key], rec)
             verdict.note = _join(verdict.note, why or "")
@@ -466,12 +471,54 @@ def _python_mismatch(base_meta: Mapping, current_meta: Mapping) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class _Judging:
+    """What every benchmark of one comparison is judged with."""
+
+    base_meta: Mapping
+    cur_meta: Mapping
+    speed: MachineSpeed
+    settings: GateSettings
+    #: the typical drift between sessions of the benchmarks judged over their controls (True)
+    #: and of the other timed ones (False); ``None``: too few to say
+    typical: Mapping[bool, float | None]
+
+
+def _over_controls(sessions: list | None, rec: Record) -> controlled.Divided | str | None:
+    """A timed benchmark's sessions and rounds divided by their controls, or why they cannot be;
+    ``None``: not timed, or not in the baseline."""
+    if sessions is None or not measure.get(rec.measure).machine_bound:
+        return None
+    return controlled.divide(sessions, rec)
+
+
+def _typical_drifts(base_sessions: Mapping, current: list, divided: Mapping) -> dict:
+    """``_Judging.typical``: the drifts of this run's timed benchmarks, each as it is judged."""
+    drifts: dict[bool, list] = {True: [], False: []}
+    for rec in current:
+        over = divided[rec.key]
+        if over is None:
+            continue
+        judged = isinstance(over, controlled.Divided)
+        sessions = over.sessions if judged else base_sessions[rec.key]
+        drift = stats.session_drift([stats.median(s.samples) for s in sessions if s.samples])
+        if drift is not None:
+            drifts[judged].append(drift)
+    return {judged: stats.typical_drift(found) for judged, found in drifts.items()}
+
+
 def _judge(
-    sessions: list, cur: Record, base_meta, cur_meta, speed: MachineSpeed, settings: GateSettings
+    sessions: list, cur: Record, divided: controlled.Divided | str | None, judging: _Judging
 ) -> Verdict:
+    """``divided``: ``_over_controls``'s."""
+    base_meta, cur_meta, speed, settings = (
+        judging.base_meta,
+        judging.cur_meta,
+        judging.speed,
+        judging.settings,
+    )
     instrument = measure.get(cur.measure)
     raw_cur, raw_sessions = cur, sessions
-    divided = controlled.divide(sessions, cur) if instrument.machine_bound else None
     if isinstance(divided, controlled.Divided):  # judged on rounds over their controls
         sessions, cur, speed = divided.sessions, divided.current, MachineSpeed()
     counted_in = min(
@@ -526,11 +573,17 @@ def _judge(
     judged_at = threshold  # the threshold the comparison uses: the one set, or widened by drift
     if drift is not None:
         verdict.drift, used = drift
-        allowance = stats.drift_allowance(verdict.drift, used)
+        typical = judging.typical.get(isinstance(divided, controlled.Divided))
+        shrunk, dof = stats.moderated(drift, typical)
+        allowance = stats.drift_allowance(shrunk, used, dof)
         if allowance > threshold:
             judged_at = allowance
-            verdict.threshold, verdict.widened_by = allowance, session_quality.widened_by(medians)
+            suite = typical is not None and typical > verdict.drift
+            verdict.threshold = allowance
+            verdict.widened_by = SUITE_DRIFT if suite else session_quality.widened_by(medians)
             drifts = f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"
+            if typical is not None:
+                drifts += f", this suite's typical benchmark {typical:.1%}"
             widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
             verdict.note = _join(verdict.note, widening)
     if instrument.exact:
@@ -549,9 +602,15 @@ def _judge(
         # never "unchanged" beyond the threshold set; and only a slowdown it may hide is worth a
         # note of its own in the summary; neither fails the build (unchanged code often drifts so)
         verdict.status, verdict.too_noisy = INCONCLUSIVE, c.change > 0
+        fix = (
+            "time cannot tell a change this size on this machine; counting instructions can "
+            "(--concurrency-measure=instructions)"
+            if verdict.widened_by == SUITE_DRIFT
+            else "re-record the baseline"
+        )
         verdict.note = _join(
             f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
-            f"{verdict.widened_by}): re-record the baseline",
+            f"{verdict.widened_by}): {fix}",
             verdict.note.replace(widening, drifts),
         )
     spanned = instrument.machine_bound and session_quality.within_their_span(

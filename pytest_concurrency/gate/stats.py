@@ -42,6 +42,14 @@ TRIM_FROM_SESSIONS = 4
 #: Coverage of the drift's prediction interval. Looser than the U test's alpha on purpose: a
 #: regression must also reproduce in a second session, so noise has to land beyond it twice.
 DRIFT_COVERAGE = 0.95
+#: A benchmark's own sessions (2-4 degrees of freedom) are a poor estimate of its drift alone:
+#: of yarl's 87 timed benchmarks here, three sessions each, some read 1% and others 15% from
+#: the same noise (median 3.8%), so a lucky-tight benchmark failed A/As at +12% and an unlucky
+#: one hid +40%. Each is shrunk toward its suite's typical drift, which counts as this many
+#: degrees of freedom (moderated variance, as in Smyth's limma, 2004).
+TYPICAL_WEIGHT = 4
+#: Fewest benchmarks, judged alike, whose drifts make a typical one.
+TYPICAL_FROM = 5
 
 
 @dataclass(frozen=True)
@@ -164,16 +172,40 @@ def session_drift(medians: Sequence[float]) -> tuple[float, int] | None:
     return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)), len(logs)
 
 
-def drift_allowance(drift: float, sessions: int, coverage: float = DRIFT_COVERAGE) -> float:
+def typical_drift(drifts: Sequence[tuple[float, int]]) -> float | None:
+    """The drift of a typical benchmark among ``drifts`` (``session_drift``'s), or ``None`` below
+    ``TYPICAL_FROM``: the median of their variances, over the median that a variance of so few
+    degrees of freedom reads of the true one (Wilson-Hilferty; 0.69 for two)."""
+    if len(drifts) < TYPICAL_FROM:
+        return None
+    dof = median([used - 1 for _, used in drifts])
+    reads = (1 - 2 / (9 * dof)) ** 3
+    return math.sqrt(median([d * d for d, _ in drifts]) / reads)
+
+
+def moderated(drift: tuple[float, int], typical: float | None) -> tuple[float, int]:
+    """A benchmark's drift (``session_drift``'s) shrunk toward ``typical``, and the degrees of
+    freedom the two rest on together."""
+    own, dof = drift[0], drift[1] - 1
+    if typical is None:
+        return own, dof
+    weight = TYPICAL_WEIGHT
+    return math.sqrt((weight * typical**2 + dof * own**2) / (weight + dof)), weight + dof
+
+
+def drift_allowance(
+    drift: float, sessions: int, dof: int | None = None, coverage: float = DRIFT_COVERAGE
+) -> float:
     """The change one more session of unchanged code stays within, at ``coverage``.
 
     The two-sided prediction interval for a new session's log median, from ``sessions``
-    earlier ones (Student's t with sessions-1 degrees of freedom: with few sessions the
-    drift itself is uncertain, and the interval says so by being wide).
+    earlier ones (Student's t with ``dof`` degrees of freedom, sessions-1 unless the drift is
+    ``moderated``: with few the drift itself is uncertain, and the interval says so by being
+    wide).
     """
     from scipy.stats import t
 
-    factor = float(t.ppf(1 - (1 - coverage) / 2, sessions - 1))
+    factor = float(t.ppf(1 - (1 - coverage) / 2, sessions - 1 if dof is None else dof))
     return math.exp(factor * drift * math.sqrt(1 + 1 / sessions)) - 1
 
 
