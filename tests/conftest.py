@@ -69,6 +69,14 @@ def pytest_collection_modifyitems(config, items):
     ]
     if astray:
         raise pytest.UsageError(f"marked serial but not slow (mark it slow too): {astray[0]}")
+    # the fast tier runs every test that is not slow already: essential says "of the slow tier"
+    astray = [
+        i.nodeid for i in items if i.get_closest_marker("essential") and "slow" not in i.keywords
+    ]
+    if astray:
+        raise pytest.UsageError(
+            f"marked essential but not slow (the fast tier runs it): {astray[0]}"
+        )
     if not config.pluginmanager.hasplugin("timeout"):
         return
     for item in items:

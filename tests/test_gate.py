@@ -486,6 +486,21 @@ def test_a_benchmark_whose_few_sessions_agreed_by_luck_is_judged_at_its_suites_d
     assert {v.key for v in alone} == {r.key for r in gevent_only}
 
 
+def test_a_benchmark_left_with_two_sessions_is_judged_at_its_suites_drift_too():
+    # gevent's third session ran 40% slow (a neighbour): it is left out, two sessions remain,
+    # too few for a drift of their own; the suite's says how far a session lands
+    speeds = [{"uvloop": u, "threading": t} for u, t in ((1.0, 1.0), (1.06, 0.94), (0.95, 1.05))]
+    speeds[2]["gevent"] = 1.4
+    base = Baseline.of(sessions_doc([1.0] * 3, slower=speeds))
+    now = run(2, slower={"gevent": 1.1})
+    v = next(v for v in gate.compare(base, now, meta()).verdicts if v.key[2] == "gevent")
+    assert "left out disturbed baseline session" in v.note and v.sessions == 2
+    assert v.status == INCONCLUSIVE and v.widened_by == gate.SUITE_DRIFT, v.note
+    # alone, two sessions learn no drift (what decides then is the span of its three sessions)
+    alone = gate.compare(base, [r for r in now if r.backend == "gevent"], meta())
+    assert [v.drift for v in alone.verdicts if v.key[2] == "gevent"] == [None, None]
+
+
 def test_fewer_than_three_sessions_learn_no_drift_and_say_how_to_get_it():
     result = gate.compare(Baseline.of(sessions_doc([1.0, 1.0])), run(2), meta())
     assert all(v.drift is None and v.sessions == 2 for v in result.verdicts)

@@ -108,6 +108,7 @@ def run(suite, *args, backends="asyncio,threading,greenlet"):
 
 @pytest.mark.slow
 @pytest.mark.serial
+@pytest.mark.essential
 def test_aa_passes_and_slowdown_fails_naming_the_backend(suite, monkeypatch):
     base = suite.path / "base.json"
     run(suite, f"--concurrency-save-baseline={base}").assert_outcomes(passed=3)

@@ -137,6 +137,7 @@ def test_a_counted_session_records_counts_and_judges_them(suite):
 
 
 @pytest.mark.slow
+@pytest.mark.essential
 @needs_valgrind
 def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(suite, monkeypatch):
     base = suite.path / "base.json"

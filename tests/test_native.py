@@ -162,6 +162,7 @@ def test_a_build_is_cached_per_source_and_toolchain_and_appears_whole(monkeypatc
 
 
 @pytest.mark.slow
+@pytest.mark.essential
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_every_seed_workload_runs_checked_and_labelled(pytester, language):
     needs(language)

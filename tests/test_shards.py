@@ -334,6 +334,7 @@ def _statuses(path):
 
 
 @pytest.mark.slow
+@pytest.mark.essential
 def test_shards_judge_their_part_and_merge_into_the_unsharded_runs_verdicts(pytester, capsys):
     """Cost: 6 real sessions, 2 saving (~1-2 s each) and 3 judging (5-10 s each: the machine's
     speed is calibrated at their start and end), about 30 s at rest and 60 s under load."""

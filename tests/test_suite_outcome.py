@@ -127,7 +127,8 @@ def _phases(calls) -> list[str]:
         pytest.param(
             ("--concurrency-isolate", "--concurrency-memory"),
             id="isolate-memory",
-            marks=pytest.mark.slow,  # ~12 s: its memory pass, and a child per test, twice
+            # ~12 s: its memory pass, and a child per test, twice
+            marks=[pytest.mark.slow, pytest.mark.essential],
         ),
     ],
 )
@@ -181,6 +182,7 @@ def test_a_suspect_not_measured_again_keeps_its_first_verdict_and_says_why(tmp_p
 
 
 @pytest.mark.slow  # ~60 s: two counted sessions under valgrind
+@pytest.mark.essential
 def test_a_counted_session_adds_no_warning_to_a_strict_suite(suite):
     pytester, calls = suite
     base = pytester.path / "base.json"
@@ -215,6 +217,7 @@ def test_library(benchmark, loop):
 
 
 @pytest.mark.slow  # the base side installed, two sessions of 3 benchmarks: ~40 s timed, ~100 s counted
+@pytest.mark.essential
 @pytest.mark.parametrize("measure", ["time", "instructions"])
 def test_against_the_base_adds_no_warning_to_a_strict_suite(suite, measure):
     pytester, calls = suite

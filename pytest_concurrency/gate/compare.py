@@ -569,11 +569,14 @@ def _judge(
     factor = speed.ratio if speed.normalize and speed.ratio else 1.0
     reference = [x * factor for x in raw]
     medians = {i: stats.median(s.samples) for i, s in kept.items()}
-    drift = stats.session_drift(list(medians.values()))
+    # a suite's typical drift also speaks for a benchmark left with two sessions (one disturbed)
+    typical = judging.typical.get(isinstance(divided, controlled.Divided))
+    drift = stats.session_drift(
+        list(medians.values()), 2 if typical is not None else stats.MIN_SESSIONS_FOR_DRIFT
+    )
     judged_at = threshold  # the threshold the comparison uses: the one set, or widened by drift
     if drift is not None:
         verdict.drift, used = drift
-        typical = judging.typical.get(isinstance(divided, controlled.Divided))
         shrunk, dof = stats.moderated(drift, typical)
         allowance = stats.drift_allowance(shrunk, used, dof)
         if allowance > threshold:

@@ -158,11 +158,14 @@ def resampled_medians(samples: Sequence[float], resamples: int, rng):
     return (at_low + x[np.clip(np.ceil(n * high).astype(np.int64) - 1, 0, n - 1)]) / 2
 
 
-def session_drift(medians: Sequence[float]) -> tuple[float, int] | None:
+def session_drift(
+    medians: Sequence[float], fewest: int = MIN_SESSIONS_FOR_DRIFT
+) -> tuple[float, int] | None:
     """How much a benchmark's median moves from session to session, and how many sessions
     that rests on: the standard deviation of the log medians (0.03 ~ 3%), after leaving out
-    the farthest one from ``TRIM_FROM_SESSIONS`` on; ``None`` below ``MIN_SESSIONS_FOR_DRIFT``."""
-    if len(medians) < MIN_SESSIONS_FOR_DRIFT or min(medians) <= 0:
+    the farthest one from ``TRIM_FROM_SESSIONS`` on; ``None`` below ``fewest`` (2 where a
+    suite's typical drift is there to be ``moderated`` by it)."""
+    if len(medians) < max(2, fewest) or min(medians) <= 0:
         return None
     logs = [math.log(m) for m in medians]
     if len(logs) >= TRIM_FROM_SESSIONS:
