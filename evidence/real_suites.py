@@ -9,7 +9,9 @@ installed from its wheel. Unlike ``existing_suites.py`` nothing is overridden: *
 addopts=``; the projects' addopts (coverage, doctest modules, xdist's ``--numprocesses``,
 ``-m``, ``--strict-markers``) and ``filterwarnings = error`` stay on, and their plugins are
 installed in the suite's venv. The only arguments added to a session are ``--benchmark-only``,
-``--junitxml`` (to read each test's outcome), ``-p no:cacheprovider`` and the plugin's options.
+``--junitxml`` (to read each test's outcome), ``--benchmark-json`` (``--benchmark-save-data`` too
+in the judged timed modes: their rounds, to judge again offline), ``-p no:cacheprovider`` and
+the plugin's options.
 
 A session is one of these modes, each beside the plain pytest-benchmark session
 (``-p no:concurrency``) of the same selection in the same condition:
@@ -316,7 +318,7 @@ def session(py: Path, run: Path, args: list, selection: list, name: str, logs: P
     junit.unlink(missing_ok=True)
     cmd = [
         str(py), "-m", "pytest", "--benchmark-only", "-p", "no:cacheprovider",
-        f"--junitxml={junit}", *args, *selection,
+        f"--junitxml={junit}", f"--benchmark-json={logs / name}.json", *args, *selection,
     ]  # fmt: skip
     before = loadavg()
     started = time.perf_counter()
@@ -347,11 +349,13 @@ def plan(suite: RealSuite, work: Path, mode: str) -> tuple:
     count_base = work / f"{suite.dist}-count.json"
     against = f"--concurrency-against={suite.dist}=={suite.previous}"
     timed, counted = suite.select, suite.count_select
+    # the judged timed sessions' first rounds kept (LOGS/NAME.json), to judge them again offline
+    kept = "--benchmark-save-data"
     return {
         "time-save": ([f"--concurrency-save-baseline={time_base}"], timed, None),
-        "time-aa": ([f"--concurrency-baseline={time_base}"], timed, None),
+        "time-aa": ([f"--concurrency-baseline={time_base}", kept], timed, None),
         "time-aa-every": (
-            [f"--concurrency-baseline={time_base}", "--concurrency-remeasure=every"],
+            [f"--concurrency-baseline={time_base}", "--concurrency-remeasure=every", kept],
             timed,
             None,
         ),
