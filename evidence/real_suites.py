@@ -557,6 +557,34 @@ def thresholds(path: Path) -> str:
     )
 
 
+def judge_again(work: Path, condition: str) -> str:
+    """Each suite's stored time A/As of ``condition`` in a work directory judged again offline by
+    today's gate, with and without its rules (control_evidence.py's: over the controls, at 3%,
+    raw, and pytest-benchmark's mean:5% against the plain session), each suspect's second process
+    being the next A/A's rounds (the last one's, the one before). The meta is this machine's now
+    (the sessions' own is not in their JSON): the calibration reads the same on both sides."""
+    import control_evidence
+
+    lines = []
+    for suite in SUITES.values():
+        base = work / f"{suite.dist}-time.json"
+        logs = work / "logs"
+        aas = sorted(
+            logs.glob(f"{suite.dist}-{condition}-time-aa*.json"), key=lambda p: p.stat().st_mtime
+        )
+        plain = logs / f"{suite.dist}-{condition}-plain-0.json"
+        if not base.exists() or not aas or not plain.exists():
+            continue
+        base_doc, pb_doc = json.loads(base.read_text()), json.loads(plain.read_text())
+        for i, path in enumerate(aas):
+            other = aas[i + 1] if i + 1 < len(aas) else aas[i - 1] if i else None
+            second = json.loads(other.read_text()) if other else None
+            doc = json.loads(path.read_text())
+            judged = control_evidence.judge(base_doc, pb_doc, doc, second)
+            lines.append({"condition": f"1.0@0 ({suite.dist}, {condition})", **judged})
+    return control_evidence.summary(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -585,6 +613,12 @@ def main() -> int:
         help="the thresholds the time baselines saved in a work directory give their benchmarks; "
         "run nothing",
     )
+    parser.add_argument(
+        "--judge-again",
+        metavar="DIR",
+        help="judge the stored time A/As of a work directory again offline (--conditions: the "
+        "first one); run nothing",
+    )
     if parser.parse_known_args()[0].smoke:
         parser.set_defaults(**SMOKE)
     args = parser.parse_args()
@@ -594,6 +628,9 @@ def main() -> int:
         order = list(dict.fromkeys(r["suite"] for r in found))  # suite by suite, as they came
         for r in sorted(found, key=lambda r: order.index(r["suite"])):
             print(line(r))
+        return 0
+    if args.judge_again:
+        print(judge_again(Path(args.judge_again), args.conditions.split(",")[0]))
         return 0
     if args.thresholds:
         for path in sorted(Path(args.thresholds).glob("*-time.json")):
