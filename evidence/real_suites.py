@@ -525,7 +525,8 @@ def run_all(args, work: Path, out) -> list:
 def thresholds(path: Path) -> str:
     """The thresholds a stored time baseline gives its benchmarks (the default, widened by how far
     each one's median moves between sessions, over its controls where it has them): from its own
-    sessions alone, and shrunk toward its suite's typical drift as the gate does."""
+    sessions alone, and as the gate sets them (``stats.allowance``: shrunk toward its suite's typical
+    drift, never below its own)."""
     from pytest_concurrency import measure
     from pytest_concurrency.gate import controlled, history, stats
 
@@ -542,18 +543,14 @@ def thresholds(path: Path) -> str:
     typical, floor = stats.typical_drift(drifts), measure.get("time").default_threshold
 
     def quartiles(toward: float | None) -> str:
-        found = []
-        for drift in drifts:
-            shrunk, dof = stats.moderated(drift, toward)
-            found.append(max(floor, stats.drift_allowance(shrunk, drift[1], dof)))
-        found.sort()
+        found = sorted(max(floor, stats.allowance(drift, toward)[0]) for drift in drifts)
         at = [found[round(q * (len(found) - 1))] for q in (0, 0.25, 0.5, 0.75, 1)]
         return "/".join(f"{t:.0%}" for t in at) + f" ({found.count(floor)} at {floor:.0%})"
 
     said = f"{typical:.1%}" if typical is not None else f"none (under {stats.TYPICAL_FROM})"
     return (
         f"{len(drifts)} benchmarks, typical drift {said}; thresholds min/q1/median/q3/max: "
-        f"own sessions {quartiles(None)}, shrunk toward the suite's {quartiles(typical)}"
+        f"own sessions {quartiles(None)}, the gate's {quartiles(typical)}"
     )
 
 

@@ -420,19 +420,17 @@ def test_one_unlucky_baseline_session_is_outvoted_by_the_others():
     assert gate.compare(alone, run(2), meta()).failed  # what a single-session baseline says
 
 
-def test_drift_between_sessions_widens_the_threshold():
-    # every benchmark drifts alike from session to session: the suite's sessions drift
+def test_drift_between_sessions_widens_that_benchmarks_threshold():
     drifting = sessions_doc([1.0, 1.12, 0.9, 1.08, 0.95])
-    result = gate.compare(Baseline.of(drifting), run(2, slower={"gevent": 1.2}), meta())
+    result = gate.compare(Baseline.of(drifting), run(2, slower={"gevent": 1.3}), meta())
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
-    # +20% is beyond the 7% set: the widened threshold may not call it "unchanged"
+    # +30% is beyond the 7% set: the widened threshold may not call it "unchanged"
     assert v.status == INCONCLUSIVE and v.too_noisy and v.sessions == 5
-    assert 0.05 < v.drift < 0.15 and v.threshold > 0.2 and v.base_threshold == pytest.approx(0.07)
+    assert 0.05 < v.drift < 0.15 and v.threshold > 0.3 and v.base_threshold == pytest.approx(0.07)
     assert v.note.startswith(
-        f"baseline too noisy (threshold widened to +{v.threshold:.0%} by the drift of this "
-        "suite's sessions): time cannot tell a change this size on this machine; counting "
-        "instructions can"
+        f"baseline too noisy (threshold widened to +{v.threshold:.0%} by session"
     )
+    assert "re-record the baseline" in v.note
     assert "median drifts" in v.note and "between the baseline's 5 sessions" in v.note
     assert not result.failed and result.too_noisy == [
         v for v in result.verdicts if v.key[2] == "gevent"

@@ -180,6 +180,17 @@ def test_a_benchmarks_drift_is_shrunk_toward_its_suites_and_rests_on_more_freedo
     assert stats.drift_allowance(unlucky, 3, dof) < stats.drift_allowance(0.15, 3) / 2
 
 
+def test_the_gate_allows_the_wider_of_a_benchmarks_own_drift_and_its_suites():
+    lucky, by_suite = stats.allowance((0.01, 3), 0.05)
+    assert by_suite and lucky > stats.drift_allowance(0.01, 3)
+    noisy, by_suite = stats.allowance((0.15, 3), 0.05)
+    assert not by_suite and noisy == stats.drift_allowance(0.15, 3)
+    # two sessions learn no drift of their own: the suite's speaks for them
+    two, by_suite = stats.allowance((0.01, 2), 0.05)
+    assert by_suite and 0.05 < two < stats.drift_allowance(0.01, 2)
+    assert stats.allowance((0.01, 3), None) == (stats.drift_allowance(0.01, 3), False)
+
+
 # -- exact samples: one outlying round set aside ---------------------------------------------
 
 STEADY = [2_013_937] * 4

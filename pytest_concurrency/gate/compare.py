@@ -576,12 +576,10 @@ def _judge(
     )
     judged_at = threshold  # the threshold the comparison uses: the one set, or widened by drift
     if drift is not None:
-        verdict.drift, used = drift
-        shrunk, dof = stats.moderated(drift, typical)
-        allowance = stats.drift_allowance(shrunk, used, dof)
+        verdict.drift = drift[0]
+        allowance, suite = stats.allowance(drift, typical)
         if allowance > threshold:
             judged_at = allowance
-            suite = typical is not None and typical > verdict.drift
             verdict.threshold = allowance
             verdict.widened_by = SUITE_DRIFT if suite else session_quality.widened_by(medians)
             drifts = f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"

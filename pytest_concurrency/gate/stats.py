@@ -44,9 +44,9 @@ TRIM_FROM_SESSIONS = 4
 DRIFT_COVERAGE = 0.95
 #: A benchmark's own sessions (2-4 degrees of freedom) are a poor estimate of its drift alone:
 #: of yarl's 87 timed benchmarks here, three sessions each, some read 1% and others 15% from
-#: the same noise (median 3.8%), so a lucky-tight benchmark failed A/As at +12% and an unlucky
-#: one hid +40%. Each is shrunk toward its suite's typical drift, which counts as this many
-#: degrees of freedom (moderated variance, as in Smyth's limma, 2004).
+#: the same noise (median 3.8%), so a lucky-tight benchmark failed A/As at +12%. Each is shrunk
+#: toward its suite's typical drift, which counts as this many degrees of freedom (moderated
+#: variance, as in Smyth's limma, 2004); never below what its own sessions allow (``allowance``).
 TYPICAL_WEIGHT = 4
 #: Fewest benchmarks, judged alike, whose drifts make a typical one.
 TYPICAL_FROM = 5
@@ -194,6 +194,20 @@ def moderated(drift: tuple[float, int], typical: float | None) -> tuple[float, i
         return own, dof
     weight = TYPICAL_WEIGHT
     return math.sqrt((weight * typical**2 + dof * own**2) / (weight + dof)), weight + dof
+
+
+def allowance(drift: tuple[float, int], typical: float | None) -> tuple[float, bool]:
+    """The change one more session of unchanged code stays within (``drift_allowance``), from a
+    benchmark's drift (``session_drift``'s) and its suite's ``typical`` one, and whether the
+    suite's was the wider. The wider of the two: shrinking the drift of a benchmark whose sessions
+    agreed by luck keeps it from failing a build on its suite's noise, but shrinking a noisy one
+    toward quieter neighbours failed unchanged asyncio in 2 more A/As of 50 (judged raw)."""
+    own = drift_allowance(*drift) if drift[1] >= MIN_SESSIONS_FOR_DRIFT else 0.0
+    if typical is None:
+        return own, False
+    shrunk, dof = moderated(drift, typical)
+    suite = drift_allowance(shrunk, drift[1], dof)
+    return max(own, suite), suite > own
 
 
 def drift_allowance(
