@@ -951,6 +951,7 @@ def test_exits(benchmark):
 # ~15 s: pip installs the base side, then two sessions that end in their first test. Nothing is
 # timed or judged (no round runs), so it runs beside other tests; the mechanics do not depend on
 # the Python version
+@pytest.mark.slow
 @pytest.mark.once
 def test_a_test_that_ends_a_sides_process_is_named(pytester):
     """A side's session that a test ended (``os._exit``, a segfault) said only "ended (exit 3)

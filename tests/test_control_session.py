@@ -59,6 +59,8 @@ ARGS = (
 )
 
 
+@pytest.mark.slow
+@pytest.mark.essential
 def test_every_timed_round_carries_its_controls_and_the_next_session_is_judged_over_them(pytester):
     pytester.makepyfile(test_suite=SUITE)
     base = pytester.path / "base.json"

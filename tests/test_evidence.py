@@ -41,6 +41,7 @@ CASES = [
         [],
         [r"^\| 100 \| .* \| \+0 MiB", r"^\| 5,000 \| .* \| (unchanged|regressed) "],
         id="gate_memory",
+        marks=pytest.mark.slow,  # 11 s in the fast tier's run
     ),
     # ~1 s: one A/A and one yield trial of the ring on threading, in this process
     pytest.param(
@@ -55,6 +56,7 @@ CASES = [
         [],
         [r"^benchmarks compared: 2$", r"isolated/in-process median ratio: median [\d.]+"],
         id="compare_modes",
+        marks=pytest.mark.slow,  # 10 s in the fast tier's run
     ),
     # ~8 s: one session of tests/data/plain_leaks.py on asyncio; exits 1 on a miss or false alarm
     pytest.param(

@@ -70,6 +70,8 @@ def test_not_a_benchmark():
 """
 
 
+@pytest.mark.slow
+@pytest.mark.essential
 def test_every_benchmark_of_an_unmodified_suite_is_in_the_baseline(pytester):
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest_subprocess(
@@ -143,6 +145,7 @@ def test_pid(benchmark):
 """
 
 
+@pytest.mark.slow
 def test_a_suite_s_own_test_has_kernel_figures_and_the_kernel_gate_judges_them(
     pytester, monkeypatch
 ):
@@ -186,6 +189,8 @@ def test_typed(benchmark: BenchmarkFixture):
 """
 
 
+@pytest.mark.slow
+@pytest.mark.essential
 def test_a_pytest_codspeed_suite_runs_as_it_is_with_pytest_codspeed_installed(pytester):
     """pytest-codspeed installed and not enabled: its ``benchmark`` marker and its fixture's type
     are the suite's, pytest-benchmark measures, and every test is judged; with ``--codspeed``

@@ -115,9 +115,10 @@ def counted(suite, *args, backends="greenlet,asyncio"):
 
 
 @needs_valgrind
-def test_a_counted_session_records_counts_and_judges_them(suite):
-    # The fast tier's counted session end to end, on one model (~15 s here): the slow tier's
-    # test below adds a second model, two jobs and an injected slowdown.
+def test_a_counted_session_records_counts(suite):
+    # The fast tier's counted session on every Python, one model (~8 s here): a counted session
+    # judged against its baseline, with a second model, two jobs and an injected slowdown, is the
+    # slow tier's test below (essential: .ci/run runs it).
     base = suite.path / "base.json"
     first = counted(suite, f"--concurrency-save-baseline={base}", backends="greenlet")
     first.assert_outcomes(passed=1)
@@ -130,10 +131,6 @@ def test_a_counted_session_records_counts_and_judges_them(suite):
         x > 1e5 and x == int(x) for x in samples
     )  # instructions, not seconds
     assert bench["extra_info"]["profile"] and "retained_b_per_task_round" in bench["extra_info"]
-
-    same = counted(suite, f"--concurrency-baseline={base}", backends="greenlet")
-    assert same.ret == 0, same.stdout.str()
-    same.stdout.fnmatch_lines(["*Gate: 0 regressions*"])
 
 
 @pytest.mark.slow

@@ -365,6 +365,8 @@ def test_w(benchmark):
 """
 
 
+@pytest.mark.slow
+@pytest.mark.essential
 @pytest.mark.once
 def test_ctrl_c_while_suspects_run_again_writes_nothing_and_ends_their_process(pytester):
     """~6 s: a save, then a judged session stopped in its second process."""
@@ -474,6 +476,7 @@ def pytest_configure(config):
             "pytest-concurrency: interrupted after the baseline was saved to b.json\n",
             True,
             id="after-the-save",  # an ~80-line traceback, and exit -2
+            marks=pytest.mark.slow,  # 14 s: a save first
         ),
     ],
 )

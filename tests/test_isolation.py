@@ -153,6 +153,7 @@ def test_worker_crash_reports_exit_status_and_stderr(pytester):
     )
 
 
+@pytest.mark.slow
 def test_isolated_records_match_in_process_records(pytester, tmp_path):
     pytester.makepyfile(test_cases=CASES_TEST.format(workloads=["ring", "spawn"]))
     docs = {}
@@ -371,7 +372,12 @@ def _report():
 # multiprocessing[fork] ring stalled for the whole 120 s timeout in the worker; cause not found yet.
 @pytest.mark.once
 @pytest.mark.parametrize(
-    "isolate", [pytest.param(True, marks=pytest.mark.slow), False], ids=["isolated", "in-process"]
+    "isolate",
+    [
+        pytest.param(True, marks=pytest.mark.slow),
+        pytest.param(False, marks=[pytest.mark.slow, pytest.mark.essential]),  # 26-30 s
+    ],
+    ids=["isolated", "in-process"],
 )
 def test_no_leaked_threads_processes_sockets_or_fds(pytester, tmp_path, isolate, monkeypatch):
     tag = uuid.uuid4().hex

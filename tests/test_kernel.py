@@ -364,6 +364,7 @@ def test_hops(concurrency_case, concurrency_benchmark):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.once  # the time gate is held off (900%): the kernel figures are counts, load or not
 @needs_syscalls
 def test_one_extra_syscall_per_hop_fails_a_real_session_on_its_kernel_figures(
@@ -404,6 +405,8 @@ def test_my_ping_pong(benchmark, concurrency_backend):
 )
 
 
+@pytest.mark.slow
+@pytest.mark.essential
 @pytest.mark.once  # as above
 @needs_syscalls
 def test_a_users_plain_test_gets_kernel_figures_and_its_extra_syscalls_fail(pytester, monkeypatch):

@@ -34,12 +34,17 @@ def _leaks(text: str) -> set:
     return found
 
 
-# The fast tier: one model (gevent: a greenlet left alive is its own kind of leak); every model in
-# the slow tier (three took 51 s of the fast tier's run here, load 5: over its 10 s a test, issue 49).
+# One model (gevent: a greenlet left alive is its own kind of leak), and every model: both in the
+# slow tier (the one model took 14 s of the fast tier's run, every model 51 s: over its 10 s a
+# test, issue 49); the fast tier's memory pass is tests/test_memory_pass.py's.
 @pytest.mark.parametrize(
     "models",
     [
-        pytest.param([m for m in MODELS if m == "gevent"] or MODELS[:1], id="one-model"),
+        pytest.param(
+            [m for m in MODELS if m == "gevent"] or MODELS[:1],
+            id="one-model",
+            marks=pytest.mark.slow,
+        ),
         pytest.param(MODELS, id="every-model", marks=pytest.mark.slow),
     ],
 )
@@ -78,6 +83,7 @@ def test_each_kind_of_leak_in_a_users_test_fails_on_every_model_and_names_where(
     assert not {f for f in found if f[0] in ("c", "list") and f[2].startswith("resident")}, text
 
 
+@pytest.mark.slow
 @pytest.mark.once
 def test_without_asking_a_users_test_has_no_memory_pass_and_a_gate_says_so(pytester):
     pytester.makepyfile(test_plain_leaks=PLAIN_LEAKS)

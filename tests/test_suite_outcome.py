@@ -117,9 +117,10 @@ def _phases(calls) -> list[str]:
     return calls.read_text().split() if calls.exists() else []
 
 
-# ~8 s: two sessions of three small benchmarks, the second with a second session of each (a fresh
-# process). In the session's process on every Python (how an event loop's teardown goes differs
-# between them); isolated with the memory pass (one session for both) in the slow tier.
+# ~8 s alone (16 s in the fast tier's parallel run): two sessions of three small benchmarks, the
+# second with a second session of each (a fresh process). In the session's process on every Python:
+# the fast tier's one real session of the time gate (how an event loop's teardown goes differs
+# between Pythons); isolated with the memory pass (one session for both) in the slow tier.
 @pytest.mark.parametrize(
     "mode",
     [
