@@ -346,46 +346,48 @@ class Finding:
     skipped_between: int = 0
 
 
-def search(s: Search, each: bool = False) -> list[Finding]:
+def search(task: Search, each: bool = False) -> list[Finding]:
     """The first crossing of every benchmark a step found regressed; ``each``: the bad end is
     counted too (one run more), so that every benchmark regressed there is located, not only
     those that crossed first."""
-    n = len(s.points) - 1
-    if s.run(0).status != "saved":
+    n = len(task.points) - 1
+    if task.run(0).status != "saved":
         raise BisectError(
-            f"the good end {s.points[0].name} did not build or collect: {s.steps[0].why}",
+            f"the good end {task.points[0].name} did not build or collect: {task.steps[0].why}",
             Exit.END_BROKEN,
         )
     if each:
-        s.run(n)
+        task.run(n)
     # n + 1 stands for "beyond the bad end": the bad end is a point like the others, so that N
     # points and "nothing crossed" take log2(N + 1) steps, whichever point the culprit is
-    lo, hi = s.first_crossing(0, n + 1, bool)
-    if hi == n + 1 and s.steps.get(n, Step(n, "skipped", why="not counted")).status == "skipped":
+    lo, hi = task.first_crossing(0, n + 1, bool)
+    if hi == n + 1 and task.steps.get(n, Step(n, "skipped", why="not counted")).status == "skipped":
         raise BisectError(
-            f"the bad end {s.points[n].name} did not build or collect: {s.steps.get(n, Step(n, '')).why}",
+            f"the bad end {task.points[n].name} did not build or collect: {task.steps.get(n, Step(n, '')).why}",
             Exit.END_BROKEN,
         )
-    keys = sorted({k for st in s.steps.values() for k in st.regressed})
+    keys = sorted({k for st in task.steps.values() for k in st.regressed})
     if not keys:
         raise BisectError(
-            f"nothing crossed the threshold from {s.points[0].name} to {s.points[n].name}: the bad end "
+            f"nothing crossed the threshold from {task.points[0].name} to {task.points[n].name}: the bad end "
             f"counts as the good end does (is the good end already slow? give an earlier --good)",
             Exit.NOTHING_CROSSED,
         )
     found = []
     for key in keys:
-        first = min(i for i, st in s.steps.items() if key in st.regressed)
+        first = min(i for i, st in task.steps.items() if key in st.regressed)
         last = max(
             i
-            for i, st in s.steps.items()
+            for i, st in task.steps.items()
             if i < first and st.status != "skipped" and key not in st.regressed
         )
-        last, first = s.first_crossing(last, first, _holds(key))
+        last, first = task.first_crossing(last, first, _holds(key))
         skipped = sum(
-            1 for i in range(last + 1, first) if s.steps.get(i) and s.steps[i].status == "skipped"
+            1
+            for i in range(last + 1, first)
+            if task.steps.get(i) and task.steps[i].status == "skipped"
         )
-        found.append(Finding(key, last, first, s.steps[first].regressed[key], skipped))
+        found.append(Finding(key, last, first, task.steps[first].regressed[key], skipped))
     return found
 
 
@@ -462,59 +464,61 @@ def _run(history, args) -> int:
         flush=True,
     )
     work = tempfile.mkdtemp(prefix="pytest-concurrency-bisect-")
-    s = Search(
+    task = Search(
         history, list(args.pytest_args), args.measure, work, lambda line: print(line, flush=True)
     )
     try:
         history.open(work)
         try:
-            found = search(s, args.each)
+            found = search(task, args.each)
         except BisectError as exc:
-            _write_json(args.json, s, [], str(exc))
+            _write_json(args.json, task, [], str(exc))
             raise
     finally:
         history.close()
         shutil.rmtree(work, ignore_errors=True)
-    runs = sum(1 for st in s.steps.values() if st.status != "skipped")
+    runs = sum(1 for st in task.steps.values() if st.status != "skipped")
     for f in found:
-        first, last = s.points[f.first_bad], s.points[f.last_good]
+        first, last = task.points[f.first_bad], task.points[f.last_good]
         where = f"{first.name}" + (f" ({first.title})" if first.title else "")
         gap = f", {f.skipped_between} skipped between" if f.skipped_between else ""
         print(f"{f.benchmark}: first crossed at {where}, after {last.name}{gap}")
         print(f"  {f.line}")
-    skipped = [s.points[i].name for i, st in sorted(s.steps.items()) if st.status == "skipped"]
+    skipped = [
+        task.points[i].name for i, st in sorted(task.steps.items()) if st.status == "skipped"
+    ]
     print(
         f"bisect: {len(found)} benchmark(s) located in {runs} counted runs"
         + (f"; skipped: {', '.join(skipped)}" if skipped else "")
     )
-    _write_json(args.json, s, found, "")
+    _write_json(args.json, task, found, "")
     return Exit.OK
 
 
-def _write_json(path: str | None, s: Search, found: list[Finding], error: str) -> None:
+def _write_json(path: str | None, task: Search, found: list[Finding], error: str) -> None:
     if not path:
         return
     from .gate import atomic
 
     doc = {
-        "points": [p.name for p in s.points],
+        "points": [p.name for p in task.points],
         "steps": [
             {
-                "point": s.points[i].name,
+                "point": task.points[i].name,
                 "status": st.status,
                 "regressed": st.regressed,
                 "changes": st.changes,
                 "why": st.why,
                 "seconds": round(st.seconds, 1),
             }
-            for i, st in s.steps.items()  # in the order they ran
+            for i, st in task.steps.items()  # in the order they ran
         ],
-        "runs": sum(1 for st in s.steps.values() if st.status != "skipped"),
+        "runs": sum(1 for st in task.steps.values() if st.status != "skipped"),
         "found": [
             {
                 "benchmark": f.benchmark,
-                "first_bad": s.points[f.first_bad].name,
-                "last_good": s.points[f.last_good].name,
+                "first_bad": task.points[f.first_bad].name,
+                "last_good": task.points[f.last_good].name,
                 "line": f.line,
             }
             for f in found
