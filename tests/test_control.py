@@ -76,6 +76,8 @@ def test_a_change_of_the_code_shows_over_its_controls_and_raw_alike():
     v = verdict(doc, controlled(4, work=1.10, speed=1.05))
     assert v.decided_by == "control" and v.status == REGRESSED, v
     assert v.change == pytest.approx(0.10, abs=0.02) and v.raw_change > 0.10
+    summary = gate.compare(Baseline.of(doc), [controlled(4, work=1.10)], META).summary
+    assert "alpha 0.01, over their controls)" in summary, summary
 
 
 def test_a_change_raw_time_does_not_show_is_not_called_a_regression():

@@ -475,9 +475,12 @@ def test_a_benchmark_whose_few_sessions_agreed_by_luck_is_judged_at_its_suites_d
     speeds = [{"uvloop": u, "threading": t} for u, t in ((1.0, 1.0), (1.06, 0.94), (0.95, 1.05))]
     base = Baseline.of(sessions_doc([1.0] * 3, slower=speeds))
     now = run(2, slower={"gevent": 1.1})
-    v = next(v for v in gate.compare(base, now, meta()).verdicts if v.key[2] == "gevent")
+    result = gate.compare(base, now, meta())
+    v = next(v for v in result.verdicts if v.key[2] == "gevent")
     assert v.status == INCONCLUSIVE and v.too_noisy and v.drift < 0.02
     assert v.widened_by == gate.SUITE_DRIFT and "typical benchmark" in v.note
+    assert "inconclusive within what this suite's sessions drift" in result.summary
+    assert "re-record" not in result.summary and "alpha 0.01, raw)" in result.summary
     # alone (too few benchmarks to say what is typical), its own lucky sessions decide
     gevent_only = [r for r in now if r.backend == "gevent"]
     alone = gate.compare(base, gevent_only, meta()).by_status(REGRESSED)

@@ -676,6 +676,15 @@ def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_met
     return out
 
 
+def _scale(decided_by: set) -> str:
+    """How the verdicts' changes were read, said once for the summary."""
+    if "normalized" in decided_by:
+        return "normalized"
+    if "control" in decided_by:
+        return "over their controls" + (", some raw" if "raw" in decided_by else "")
+    return "raw"
+
+
 def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
     counts = [
         f"{len(result.by_status(s))} {s}"
@@ -683,7 +692,7 @@ def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
     ]
     if result.by_status(REFERENCE):
         counts.append(f"{len(result.by_status(REFERENCE))} native reference (not gated)")
-    scale = "normalized" if any(v.decided_by == "normalized" for v in result.verdicts) else "raw"
+    scale = _scale({v.decided_by for v in result.verdicts if v.decided_by})
     used = sorted({v.base_threshold for v in result.verdicts if v.base_threshold is not None})
     thresholds = ([settings.threshold] if settings.threshold else used) or [
         instrument.default_threshold
@@ -699,8 +708,15 @@ def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
     )
     if result.by_status(IMPROVED):
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
-    if result.too_noisy:
-        text += f"; {len(result.too_noisy)} inconclusive as the baseline is too noisy: re-record it"
+    suite = [v for v in result.too_noisy if v.widened_by == SUITE_DRIFT]
+    if len(suite) < len(result.too_noisy):
+        noisy = len(result.too_noisy) - len(suite)
+        text += f"; {noisy} inconclusive as the baseline is too noisy: re-record it"
+    if suite:
+        text += (
+            f"; {len(suite)} inconclusive within what this suite's sessions drift: time cannot tell, "
+            "instructions can"
+        )
     if result.memory is not None:
         text += f"; {memory_gate.summary(result.memory)}"
     if result.kernel is not None and result.kernel.verdicts:
