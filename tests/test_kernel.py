@@ -468,7 +468,6 @@ def test_not_in_layout_two(benchmark, concurrency_backend):
 
 
 @pytest.mark.slow  # a counted session of two plain tests, their kernel pass and two layout passes: 148 s here, loaded
-@pytest.mark.essential
 @needs_syscalls
 @needs("valgrind", callgrind.unavailable_reason())
 def test_a_users_plain_test_counted_gets_kernel_figures_and_other_layouts_from_passes(pytester):

@@ -182,8 +182,9 @@ def test_a_suspect_not_measured_again_keeps_its_first_verdict_and_says_why(tmp_p
     assert "exited 4: no such option" in messages[0]
 
 
-@pytest.mark.slow  # ~60 s: two counted sessions under valgrind
-@pytest.mark.essential
+# ~60 s alone (130 s loaded): two counted sessions under valgrind; not essential, as counted
+# against the base below runs counted sessions of the same strict suite
+@pytest.mark.slow
 def test_a_counted_session_adds_no_warning_to_a_strict_suite(suite):
     pytester, calls = suite
     base = pytester.path / "base.json"
