@@ -569,7 +569,9 @@ def judge_again(work: Path, condition: str) -> str:
         aas = sorted(
             logs.glob(f"{suite.dist}-{condition}-time-aa*.json"), key=lambda p: p.stat().st_mtime
         )
-        plain = logs / f"{suite.dist}-{condition}-plain-0.json"
+        # the plain session of the timed selection (-n0 where pytest-benchmark refused xdist)
+        plain = logs / f"{suite.dist}-{condition}-plain-0-n0.json"
+        plain = plain if plain.exists() else logs / f"{suite.dist}-{condition}-plain-0.json"
         if not base.exists() or not aas or not plain.exists():
             continue
         base_doc, pb_doc = json.loads(base.read_text()), json.loads(plain.read_text())
