@@ -502,6 +502,23 @@ def test_a_benchmark_left_with_two_sessions_is_judged_at_its_suites_drift_too():
     assert [v.drift for v in alone.verdicts if v.key[2] == "gevent"] == [None, None]
 
 
+def test_a_benchmark_left_with_one_session_is_judged_at_its_suites_drift():
+    # yarl's test_url_build_access_raw_path: two of its three sessions left out as disturbed, an
+    # A/A judged on the third at 7% read +13.4% in two processes and failed the build
+    speeds = [{"uvloop": u, "threading": t} for u, t in ((1.0, 1.0), (1.06, 0.94), (0.95, 1.05))]
+    doc = sessions_doc([1.0] * 3, slower=speeds)
+    for entry in doc["pytest_concurrency"]["history"]:  # the two earlier sessions, flagged so
+        for b in entry["benchmarks"]:
+            if b["backend"] == "gevent":
+                b["disturbed"] = "flagged when saved"
+    now = run(2, slower={"gevent": 1.1})
+    v = next(
+        v for v in gate.compare(Baseline.of(doc), now, meta()).verdicts if v.key[2] == "gevent"
+    )
+    assert v.sessions == 1 and v.drift is None and v.widened_by == gate.SUITE_DRIFT, v.note
+    assert v.status == INCONCLUSIVE and "one baseline session left" in v.note and v.threshold > 0.1
+
+
 def test_fewer_than_three_sessions_learn_no_drift_and_say_how_to_get_it():
     result = gate.compare(Baseline.of(sessions_doc([1.0, 1.0])), run(2), meta())
     assert all(v.drift is None and v.sessions == 2 for v in result.verdicts)

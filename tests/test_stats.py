@@ -185,9 +185,12 @@ def test_the_gate_allows_the_wider_of_a_benchmarks_own_drift_and_its_suites():
     assert by_suite and lucky > stats.drift_allowance(0.01, 3)
     noisy, by_suite = stats.allowance((0.15, 3), 0.05)
     assert not by_suite and noisy == stats.drift_allowance(0.15, 3)
-    # two sessions learn no drift of their own: the suite's speaks for them
+    # two sessions learn no drift of their own: the suite's speaks for them; and for one
     two, by_suite = stats.allowance((0.01, 2), 0.05)
     assert by_suite and 0.05 < two < stats.drift_allowance(0.01, 2)
+    assert stats.session_drift([1.0]) is None and stats.session_drift([1.0], 1) == (0.0, 1)
+    one, by_suite = stats.allowance(stats.session_drift([1.0], 1), 0.05)
+    assert by_suite and one > two
     assert stats.allowance((0.01, 3), None) == (stats.drift_allowance(0.01, 3), False)
 
 

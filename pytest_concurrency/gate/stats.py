@@ -163,10 +163,13 @@ def session_drift(
 ) -> tuple[float, int] | None:
     """How much a benchmark's median moves from session to session, and how many sessions
     that rests on: the standard deviation of the log medians (0.03 ~ 3%), after leaving out
-    the farthest one from ``TRIM_FROM_SESSIONS`` on; ``None`` below ``fewest`` (2 where a
-    suite's typical drift is there to be ``moderated`` by it)."""
-    if len(medians) < max(2, fewest) or min(medians) <= 0:
+    the farthest one from ``TRIM_FROM_SESSIONS`` on; ``None`` below ``fewest`` (1 where a
+    suite's typical drift is there to be ``moderated`` by it: one session has no spread of its
+    own, 0 on no degrees of freedom, and the suite's alone speaks for it)."""
+    if len(medians) < max(1, fewest) or min(medians) <= 0:
         return None
+    if len(medians) == 1:
+        return 0.0, 1
     logs = [math.log(m) for m in medians]
     if len(logs) >= TRIM_FROM_SESSIONS:
         center = median(logs)
