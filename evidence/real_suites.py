@@ -11,7 +11,8 @@ addopts=``; the projects' addopts (coverage, doctest modules, xdist's ``--numpro
 installed in the suite's venv. The only arguments added to a session are ``--benchmark-only``,
 ``--junitxml`` (to read each test's outcome), ``--benchmark-json`` (``--benchmark-save-data`` too
 in the judged timed modes: their rounds, to judge again offline), ``-p no:cacheprovider`` and
-the plugin's options.
+the plugin's options. The run directory is a git repository of one commit (the sdist's tree), as a
+project's CI checkout is: each session records that commit as its code's identity.
 
 A session is one of these modes, each beside the plain pytest-benchmark session
 (``-p no:concurrency``) of the same selection in the same condition:
@@ -249,6 +250,10 @@ def prepare(suite: RealSuite, work: Path, log) -> tuple[Path, Path]:
             run,
             ignore=lambda d, names: suite.source_dirs if Path(d) == sdists / name else [],
         )
+    if not (run / ".git").exists():  # a checkout, as in a project's CI: its sessions' code identity
+        env = {**os.environ, "GIT_AUTHOR_NAME": "e", "GIT_AUTHOR_EMAIL": "e@e", "GIT_COMMITTER_NAME": "e", "GIT_COMMITTER_EMAIL": "e@e"}  # fmt: skip
+        for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", name]):
+            subprocess.run(["git", "-C", str(run), *cmd], check=True, env=env, stdout=log)
     return py, run
 
 
