@@ -559,12 +559,33 @@ def thresholds(path: Path) -> str:
     )
 
 
-def judge_again(work: Path, condition: str) -> str:
+def rebuilt(work: Path, suite: RealSuite, condition: str) -> dict | None:
+    """The suite's stored time baseline saved again from its three saves' JSON by today's save
+    rule (``gate.add_session``), each session's code one clean commit, as in a git checkout."""
+    from pytest_concurrency.gate import compare
+    from pytest_concurrency.gate.history import SECTION, Baseline
+    from pytest_concurrency.measure.records import from_json
+
+    meta = dict(json.loads((work / f"{suite.dist}-time.json").read_text())[SECTION])
+    meta.pop("history", None)
+    meta["code"] = {"commit": "0" * 40, "dirty": False}
+    doc = None
+    for name in ("time-save", "time-save-2", "time-save-3"):
+        path = work / "logs" / f"{suite.dist}-{condition}-{name}.json"
+        if not path.exists():
+            return None
+        saved = {**json.loads(path.read_text()), SECTION: dict(meta)}
+        doc, _ = compare.add_session(saved, doc and Baseline.of(doc), from_json(saved))
+    return doc
+
+
+def judge_again(work: Path, condition: str, rebuild: bool = False) -> str:
     """Each suite's stored time A/As of ``condition`` in a work directory judged again offline by
     today's gate, with and without its rules (control_evidence.py's: over the controls, at 3%,
     raw, and pytest-benchmark's mean:5% against the plain session), each suspect's second process
     being the next A/A's rounds (the last one's, the one before). The meta is this machine's now
-    (the sessions' own is not in their JSON): the calibration reads the same on both sides."""
+    (the sessions' own is not in their JSON): the calibration reads the same on both sides.
+    ``rebuild``: against the baseline saved again by today's save rule (``rebuilt``)."""
     import control_evidence
 
     lines = []
@@ -579,13 +600,17 @@ def judge_again(work: Path, condition: str) -> str:
         plain = plain if plain.exists() else logs / f"{suite.dist}-{condition}-plain-0.json"
         if not base.exists() or not aas or not plain.exists():
             continue
-        base_doc, pb_doc = json.loads(base.read_text()), json.loads(plain.read_text())
+        base_doc = rebuilt(work, suite, condition) if rebuild else json.loads(base.read_text())
+        pb_doc = json.loads(plain.read_text())
+        if base_doc is None:
+            continue
         for i, path in enumerate(aas):
             other = aas[i + 1] if i + 1 < len(aas) else aas[i - 1] if i else None
             second = json.loads(other.read_text()) if other else None
             doc = json.loads(path.read_text())
             judged = control_evidence.judge(base_doc, pb_doc, doc, second)
-            lines.append({"condition": f"1.0@0 ({suite.dist}, {condition})", **judged})
+            how = ", baseline saved again" if rebuild else ""
+            lines.append({"condition": f"1.0@0 ({suite.dist}, {condition}{how})", **judged})
     return control_evidence.summary(lines)
 
 
@@ -623,6 +648,12 @@ def main() -> int:
         help="judge the stored time A/As of a work directory again offline (--conditions: the "
         "first one); run nothing",
     )
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="with --judge-again: against each time baseline saved again from its saves' JSON by "
+        "today's save rule, the code one clean commit",
+    )
     if parser.parse_known_args()[0].smoke:
         parser.set_defaults(**SMOKE)
     args = parser.parse_args()
@@ -634,7 +665,7 @@ def main() -> int:
             print(line(r))
         return 0
     if args.judge_again:
-        print(judge_again(Path(args.judge_again), args.conditions.split(",")[0]))
+        print(judge_again(Path(args.judge_again), args.conditions.split(",")[0], args.rebuild))
         return 0
     if args.thresholds:
         for path in sorted(Path(args.thresholds).glob("*-time.json")):
