@@ -46,6 +46,9 @@ or a ``Warning`` line the plain session had not. Every session is a line of
         --modes time-save,time-aa
     python3 evidence/real_suites.py                  # the whole matrix (hours on 2 cores)
     python3 evidence/real_suites.py --table evidence/real_suites/results.jsonl   # its table
+    python3 evidence/real_suites.py --judge-again DIR --conditions quiet [--rebuild]
+                                                     # a work dir's time A/As judged again offline
+    python3 evidence/real_suites.py --thresholds DIR # the thresholds its time baselines give
 
 It needs PyPI (sdists, wheels, the previous releases) and valgrind for the counted modes.
 """
@@ -251,7 +254,11 @@ def prepare(suite: RealSuite, work: Path, log) -> tuple[Path, Path]:
             ignore=lambda d, names: suite.source_dirs if Path(d) == sdists / name else [],
         )
     if not (run / ".git").exists():  # a checkout, as in a project's CI: its sessions' code identity
-        env = {**os.environ, "GIT_AUTHOR_NAME": "e", "GIT_AUTHOR_EMAIL": "e@e", "GIT_COMMITTER_NAME": "e", "GIT_COMMITTER_EMAIL": "e@e"}  # fmt: skip
+        who = {"NAME": "evidence", "EMAIL": "evidence@localhost"}
+        env = {
+            **os.environ,
+            **{f"GIT_{r}_{k}": v for r in ("AUTHOR", "COMMITTER") for k, v in who.items()},
+        }
         for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", name]):
             subprocess.run(["git", "-C", str(run), *cmd], check=True, env=env, stdout=log)
     return py, run
@@ -531,7 +538,9 @@ def thresholds(path: Path) -> str:
     """The thresholds a stored time baseline gives its benchmarks (the default, widened by how far
     each one's median moves between sessions, over its controls where it has them): from its own
     sessions alone, and as the gate sets them (``stats.allowance``: shrunk toward its suite's typical
-    drift, never below its own)."""
+    drift, never below its own). An approximation: every session counts here, where the gate
+    leaves a benchmark's disturbed ones out of its own drift (and widens one left with one or two
+    by its suite's)."""
     from pytest_concurrency import measure
     from pytest_concurrency.gate import controlled, history, stats
 
