@@ -200,7 +200,7 @@ def judge_by(base: history.Baseline, meta: dict, settings):
         return (
             result
             if settings.gate_native
-            else gate.set_aside(result, backends.is_native, gate_settings_, meta.get("measure"))
+            else gate.set_aside(result, backends.is_native, gate_settings_, settings.instrument)
         )
 
     return judge

@@ -343,7 +343,7 @@ def test_the_gate_sets_native_rows_aside():
         ],
         threshold=0.10,
     )
-    set_aside(result, backends.is_native, GateSettings(), "time")
+    set_aside(result, backends.is_native, GateSettings(), measure.get("time"))
     go, asyncio = result.verdicts
     assert (go.status, asyncio.status) == (verdicts.REFERENCE, verdicts.UNCHANGED)
     assert "--concurrency-gate-native" in go.note and not result.failed

@@ -192,9 +192,11 @@ def compare(
         )
     notes += [n for n in (session_quality.different_code(base.identities),) if n]
     explained = base.latest  # what explains a change
-    divided = {rec.key: _over_controls(base_sessions.get(rec.key), rec) for rec in current}
+    divided = {
+        rec.key: _over_controls(base_sessions.get(rec.key), rec, instrument) for rec in current
+    }
     typical = _typical_drifts(base_sessions, current, divided)
-    judging = _Judging(base_meta, current_meta, speed, settings, typical)
+    judging = _Judging(base_meta, current_meta, instrument, speed, settings, typical)
     seen = set()
     verdicts = []
     for rec in current:
@@ -213,7 +215,7 @@ def compare(
             continue
         verdict = _judge(sessions, rec, divided[rec.key], judging)
         if verdict.status == REGRESSED and rec.key in explained:
-            why = measure.get(rec.measure).explain(explained[rec.key], rec)
+            why = instrument.explain(explained[rec.key], rec)
             verdict.note = _join(verdict.note, why or "")
         verdicts.append(verdict)
     for key, sessions in base_sessions.items():
@@ -275,13 +277,13 @@ def add_session(
     in three saves of one release), and the earlier sessions stay to say so."""
     messages, restart = [], []
     same_code = previous is not None and _same_code(previous, doc[history.SECTION])
+    exact = measure.get(doc[history.SECTION].get("measure")).exact  # counts are never disturbed
     if previous is not None and keep > 1:
         latest = previous.latest
         by_key = {r.key: r for r in current}
         flags = {}
         for v in speed_changes(previous, current, doc[history.SECTION], settings):
             before = latest.get(v.key)
-            exact = measure.get(v.measure).exact  # counts do not get disturbed: the code changed
             if exact or (
                 not same_code
                 and before is not None
@@ -335,7 +337,7 @@ GATE_NATIVE_FLAG = "--concurrency-gate-native"
 
 
 def set_aside(
-    result: GateResult, is_reference, settings: GateSettings, measure_kind: str | None
+    result: GateResult, is_reference, settings: GateSettings, instrument: measure.Instrument
 ) -> GateResult:
     """Reference rows (``is_reference(backend)``: the native programs) keep their comparison but
     not their verdict: they show how far Python is from the floor, they are not the code under
@@ -354,7 +356,7 @@ def set_aside(
                 f"native reference rows' memory is shown, not judged ({GATE_NATIVE_FLAG} judges it)"
             )
     if not result.refused:
-        result.summary = _summary(result, settings, measure.get(measure_kind))
+        result.summary = _summary(result, settings, instrument)
     return result
 
 
@@ -498,6 +500,7 @@ class _Judging:
 
     base_meta: Mapping
     cur_meta: Mapping
+    instrument: measure.Instrument  # this run's, which the baseline's must be (else refused)
     speed: MachineSpeed
     settings: GateSettings
     #: the typical drift between sessions of the benchmarks judged over their controls (True)
@@ -505,10 +508,12 @@ class _Judging:
     typical: Mapping[bool, float | None]
 
 
-def _over_controls(sessions: list | None, rec: Record) -> controlled.Divided | str | None:
+def _over_controls(
+    sessions: list | None, rec: Record, instrument: measure.Instrument
+) -> controlled.Divided | str | None:
     """A timed benchmark's sessions and rounds divided by their controls, or why they cannot be;
     ``None``: not timed, or not in the baseline."""
-    if sessions is None or not measure.get(rec.measure).machine_bound:
+    if sessions is None or not instrument.machine_bound:
         return None
     return controlled.divide(sessions, rec)
 
@@ -532,13 +537,13 @@ def _judge(
     sessions: list, cur: Record, divided: controlled.Divided | str | None, judging: _Judging
 ) -> Verdict:
     """``divided``: ``_over_controls``'s."""
-    base_meta, cur_meta, speed, settings = (
+    base_meta, cur_meta, instrument, speed, settings = (
         judging.base_meta,
         judging.cur_meta,
+        judging.instrument,
         judging.speed,
         judging.settings,
     )
-    instrument = measure.get(cur.measure)
     raw_cur, raw_sessions = cur, sessions
     if isinstance(divided, controlled.Divided):  # judged on rounds over their controls
         sessions, cur, speed = divided.sessions, divided.current, MachineSpeed()
