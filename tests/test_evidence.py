@@ -181,6 +181,15 @@ CASES = [
         id="against_evidence_counted",
         marks=[pytest.mark.slow, needs_valgrind],
     ),
+    # <1 s: the recorded quiet control run read again, the processes a side each benchmark needs
+    pytest.param(
+        "control_processes.py",
+        [],
+        [
+            r"^\| test_ring\[asyncio\] \| 50 \+ 50 \| [+-][\d.]+% \| [\d.]+% \| [+-][\d.]+% \| \d+ \|$"
+        ],
+        id="control_processes",
+    ),
     # ~20 s: a 1-session stored baseline, then one A/A session judged by the plugin and one by
     # pytest-benchmark's rule (threading), a busy loop beside each
     pytest.param(
