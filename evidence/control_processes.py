@@ -12,8 +12,13 @@ processes, a one-sided test at ``--alpha`` that catches the change with ``--powe
 processes a side. The baseline's own offset (a side of few processes lands off the code's
 centre) is part of why: with ``k`` on the current side alone it would stay.
 
+The same question tried on the sessions themselves: ``--draws`` times, ``k`` unchanged sessions
+drawn as the baseline and ``k`` others (unchanged, or slowed) as the current side, judged by
+Welch's one-sided test on their log changes at ``--alpha`` and a mean change beyond
+``--threshold``: how often an A/A fails and how often the slowdown is caught.
+
     python3 evidence/control_processes.py evidence/control/results-second-process.jsonl
-    python3 evidence/control_processes.py --smoke   # the same, the recorded quiet run (a second)
+    python3 evidence/control_processes.py --smoke   # the recorded quiet run, 20 draws (seconds)
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import collections
 import json
 import math
+import random
 import statistics
 from pathlib import Path
 
@@ -37,12 +43,16 @@ def spread(changes: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, nargs="?", default=RECORDED)
-    parser.add_argument("--smoke", action="store_true", help="read the recorded quiet run")
+    parser.add_argument("--smoke", action="store_true", help="the recorded quiet run, 20 draws")
     parser.add_argument("--unchanged", default="1.0@0", help="the A/A condition's name")
     parser.add_argument("--changed", default="1.05@0", help="the slowed condition's name")
     parser.add_argument("--alpha", type=float, default=0.01, help="false alarms a comparison")
     parser.add_argument("--power", type=float, default=0.9, help="changes caught")
+    parser.add_argument("--threshold", type=float, default=0.03, help="the least change failed")
+    parser.add_argument("--draws", type=int, default=2000, help="resamplings for each k")
     args = parser.parse_args()
+    if args.smoke:
+        args.draws = 20
     changes: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     for line in args.results.read_text().splitlines():
         row = json.loads(line)
@@ -66,6 +76,33 @@ def main() -> None:
             f"| {bench} | {len(same)} + {len(moved)} | {statistics.median(same):+.1%} | "
             f"{sd:.1%} | {shift:+.1%} | {math.ceil(k) if k < math.inf else 'never'} |"
         )
+    print(f"\n| benchmark | k a side | A/A failed | slowdown caught |  (of {args.draws} draws)")
+    print("|---|---|---|---|")
+    for bench, same in sorted(changes[args.unchanged].items()):
+        moved = changes[args.changed].get(bench)
+        for k in (2, 5, 10, 15) if moved else ():
+            failed, caught = drawn(same, moved, k, args)
+            print(f"| {bench} | {k} | {failed:.1%} | {caught:.1%} |")
+
+
+def drawn(same: list[float], moved: list[float], k: int, args) -> tuple[float, float]:
+    """How often ``k`` processes a side fail an A/A, and catch the slowdown."""
+    from scipy import stats
+
+    rng = random.Random(52)
+    same_logs, moved_logs = [math.log1p(c) for c in same], [math.log1p(c) for c in moved]
+
+    def fails(base: list[float], now: list[float]) -> bool:
+        beyond = statistics.fmean(now) - statistics.fmean(base) > math.log1p(args.threshold)
+        test = stats.ttest_ind(now, base, equal_var=False, alternative="greater")
+        return beyond and test.pvalue < args.alpha
+
+    failed = caught = 0
+    for _ in range(args.draws):
+        drawn_ = rng.sample(same_logs, 2 * k)
+        failed += fails(drawn_[:k], drawn_[k:])
+        caught += fails(drawn_[:k], rng.sample(moved_logs, k))
+    return failed / args.draws, caught / args.draws
 
 
 if __name__ == "__main__":

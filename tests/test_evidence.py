@@ -181,7 +181,7 @@ CASES = [
         id="against_evidence_counted",
         marks=[pytest.mark.slow, needs_valgrind],
     ),
-    # <1 s: the recorded quiet control run read again, the processes a side each benchmark needs
+    # ~3 s: the recorded quiet control run read again, the processes a side each benchmark needs
     pytest.param(
         "control_processes.py",
         [],
