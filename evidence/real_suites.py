@@ -48,7 +48,8 @@ or a ``Warning`` line the plain session had not. Every session is a line of
     python3 evidence/real_suites.py --table evidence/real_suites/results.jsonl   # its table
     python3 evidence/real_suites.py --judge-again DIR --conditions quiet [--rebuild]
                                                      # a work dir's time A/As judged again offline
-    python3 evidence/real_suites.py --thresholds DIR # the thresholds its time baselines give
+    python3 evidence/real_suites.py --thresholds DIR --conditions quiet
+                                                     # the thresholds its first time A/As were judged at
 
 It needs PyPI (sdists, wheels, the previous releases) and valgrind for the counted modes.
 """
@@ -534,38 +535,37 @@ def run_all(args, work: Path, out) -> list:
     return rows
 
 
-def thresholds(path: Path) -> str:
-    """The thresholds a stored time baseline gives its benchmarks (the default, widened by how far
-    each one's median moves between sessions, over its controls where it has them): from its own
-    sessions alone, and as the gate sets them (``stats.allowance``: shrunk toward its suite's typical
-    drift, never below its own). An approximation: every session counts here, where the gate
-    leaves a benchmark's disturbed ones out of its own drift (and widens one left with one or two
-    by its suite's)."""
-    from pytest_concurrency import measure
-    from pytest_concurrency.gate import controlled, history, stats
+def thresholds(work: Path, condition: str) -> list[str]:
+    """The thresholds the gate judged each suite's first stored time A/A of ``condition`` at, in a
+    work directory: the default, or widened by how far each benchmark drifts between the
+    baseline's sessions (shrunk toward its suite's typical drift: ``stats.allowance``), read from
+    the gate's own verdicts (``compare``, this machine's meta as ``judge_again``'s)."""
+    from pytest_concurrency.gate import baseline, compare, history
+    from pytest_concurrency.measure.records import from_json
 
-    base = history.Baseline.of(json.loads(path.read_text()))
-    drifts = []
-    for rec in base.records:
-        sessions = base.sessions[rec.key]
-        over = controlled.divide(sessions, rec)
-        sessions = over.sessions if isinstance(over, controlled.Divided) else sessions
-        drift = stats.session_drift([stats.median(s.samples) for s in sessions if s.samples])
-        drifts += [drift] if drift else []
-    if not drifts:
-        return "no benchmark has the sessions to drift"
-    typical, floor = stats.typical_drift(drifts), measure.get("time").default_threshold
-
-    def quartiles(toward: float | None) -> str:
-        found = sorted(max(floor, stats.allowance(drift, toward)[0]) for drift in drifts)
-        at = [found[round(q * (len(found) - 1))] for q in (0, 0.25, 0.5, 0.75, 1)]
-        return "/".join(f"{t:.0%}" for t in at) + f" ({found.count(floor)} at {floor:.0%})"
-
-    said = f"{typical:.1%}" if typical is not None else f"none (under {stats.TYPICAL_FROM})"
-    return (
-        f"{len(drifts)} benchmarks, typical drift {said}; thresholds min/q1/median/q3/max: "
-        f"own sessions {quartiles(None)}, the gate's {quartiles(typical)}"
-    )
+    lines = []
+    for suite in SUITES.values():
+        base = work / f"{suite.dist}-time.json"
+        first = work / "logs" / f"{suite.dist}-{condition}-time-aa.json"
+        if not base.exists() or not first.exists():
+            continue
+        result = compare.compare(
+            history.Baseline.of(json.loads(base.read_text())),
+            from_json(json.loads(first.read_text())),
+            baseline.current_meta({}, None),
+        )
+        judged = [v for v in result.verdicts if v.threshold is not None]
+        if not judged:
+            continue
+        at = sorted(v.threshold for v in judged)
+        quartiles = "/".join(f"{at[round(q * (len(at) - 1))]:.0%}" for q in (0, 0.25, 0.5, 0.75, 1))
+        by_suite = sum(v.widened_by == compare.SUITE_DRIFT for v in judged)
+        by_own = sum(bool(v.widened_by) for v in judged) - by_suite
+        lines.append(
+            f"{suite.dist}: {len(judged)} benchmarks judged at min/q1/median/q3/max {quartiles}; "
+            f"widened by their own drift {by_own}, by the suite's {by_suite}"
+        )
+    return lines
 
 
 def rebuilt(work: Path, suite: RealSuite, condition: str) -> dict | None:
@@ -648,8 +648,8 @@ def main() -> int:
     parser.add_argument(
         "--thresholds",
         metavar="DIR",
-        help="the thresholds the time baselines saved in a work directory give their benchmarks; "
-        "run nothing",
+        help="the thresholds the gate judged a work directory's first stored time A/A at "
+        "(--conditions: the first one); run nothing",
     )
     parser.add_argument(
         "--judge-again",
@@ -677,8 +677,7 @@ def main() -> int:
         print(judge_again(Path(args.judge_again), args.conditions.split(",")[0], args.rebuild))
         return 0
     if args.thresholds:
-        for path in sorted(Path(args.thresholds).glob("*-time.json")):
-            print(f"{path.name}: {thresholds(path)}")
+        print("\n".join(thresholds(Path(args.thresholds), args.conditions.split(",")[0])))
         return 0
     if "count" in args.modes or "slowdown" in args.modes:
         if shutil.which("valgrind") is None:
