@@ -138,12 +138,11 @@ def _judge(outcome: SessionOutcome, base, meta, settings, again, node_ids: dict)
         outcome.memory = memory_gate.judge(None, recs, settings.memory_threshold)
     if base is None:
         return
-    judge = judge_by(base, meta, settings)
-    result = judge(recs)
+    result = _compared(base, recs, meta, settings)
     reruns = again(gate.suspects(result), recs, node_ids, outcome.messages) if again else {}
     if reruns:
         recs = outcome.records = gate.faster_sessions(recs, reruns)
-        result = gate.reproduce(result, judge(recs), reruns)
+        result = gate.reproduce(result, _compared(base, recs, meta, settings), reruns)
     outcome.gate = result
     if result.memory is not None:  # else refused: the leaks found above still stand
         outcome.memory = result.memory
@@ -181,29 +180,14 @@ def _report(outcome: SessionOutcome, settings, written: list[str]) -> None:
             outcome.messages.append(f"{len(paths)} charts written to {settings.plot_dir}")
 
 
-def paired_threshold(settings):
-    """A benchmark's threshold against the base side: as the gate's, but paired's own defaults."""
-    from .gate import paired
-
-    gate_settings_ = gate_settings(settings)
-    return lambda rec: gate_settings_.threshold_for(rec, default=paired.default_threshold(rec))
-
-
-def judge_by(base: history.Baseline, meta: dict, settings):
+def _compared(base: history.Baseline, recs: list, meta: dict, settings) -> GateResult:
     """The gate over a run's records; native reference rows set aside unless gated (see gate.set_aside)."""
     from . import backends
 
-    gate_settings_ = gate_settings(settings)
-
-    def judge(recs: list):
-        result = gate.compare(base, recs, meta, gate_settings_)
-        return (
-            result
-            if settings.gate_native
-            else gate.set_aside(result, backends.is_native, gate_settings_, settings.instrument)
-        )
-
-    return judge
+    result = gate.compare(base, recs, meta, settings.gate)
+    if settings.gate_native:
+        return result
+    return gate.set_aside(result, backends.is_native, settings.gate, settings.instrument)
 
 
 def store(settings, doc: dict, recs: list, wrote) -> list[str]:
@@ -220,9 +204,7 @@ def store(settings, doc: dict, recs: list, wrote) -> list[str]:
             if reason:
                 said.append(f"{settings.save_baseline}: earlier sessions dropped: {reason}")
                 previous = None
-        doc, kept = gate.add_session(
-            doc, previous, recs, gate_settings(settings), settings.baseline_sessions
-        )
+        doc, kept = gate.add_session(doc, previous, recs, settings.gate, settings.baseline_sessions)
         said.extend(kept)
         with watchdog.ctrl_c_after():  # saved, and known to be, or neither
             baseline.save(settings.save_baseline, doc)
@@ -277,17 +259,6 @@ def _session_document(config, bs, meta: dict) -> dict:
     return doc
 
 
-def gate_settings(settings) -> gate.GateSettings:
-    # A test's own @pytest.mark.concurrency(threshold=...) travels in its record (extra "threshold").
-    return gate.GateSettings(
-        threshold=settings.threshold,
-        overrides=settings.thresholds,
-        allow_cross_python=settings.allow_cross_python,
-        machine_tolerance=settings.machine_tolerance,
-        memory_threshold=settings.memory_threshold,
-    )
-
-
 def show(tr, outcome: SessionOutcome) -> None:
     from .report import escape, terminal
 
@@ -314,7 +285,7 @@ def write_verdicts(
     status is known (a merge of shards renders them again: ``python -m pytest_concurrency merge``)."""
     if outcome.interrupted:
         return
-    gate_settings_, shard = gate_settings(settings), sharding.of(session.config)
+    shard = sharding.of(session.config)
     v = verdict_file.from_session(
         outcome.records,
         records.node_ids(bs.benchmarks),
@@ -327,7 +298,7 @@ def write_verdicts(
         nothing_judged=outcome.nothing_judged,
         measure=settings.instrument.kind,
         threshold=settings.threshold,
-        alpha=gate_settings_.alpha,
+        alpha=settings.gate.alpha,
         identity=shards.identity(),
         shard=shard.section() if shard is not None else None,
     )

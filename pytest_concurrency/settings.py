@@ -21,6 +21,7 @@ from typing import Any
 
 from . import backends, measure, options
 from .gate import atomic, shards
+from .gate.compare import GateSettings
 from .gate.shards import Shard
 from .measure import Instrument
 
@@ -66,6 +67,18 @@ class Settings:
     @property
     def instrument(self) -> Instrument:
         return measure.get(self.measure)
+
+    @property
+    def gate(self) -> GateSettings:
+        """What the gate judges with. A test's own ``@pytest.mark.concurrency(threshold=...)``
+        travels in its record (extra ``threshold``)."""
+        return GateSettings(
+            threshold=self.threshold,
+            overrides=self.thresholds,
+            allow_cross_python=self.allow_cross_python,
+            machine_tolerance=self.machine_tolerance,
+            memory_threshold=self.memory_threshold,
+        )
 
 
 def with_jobs(settings: Settings, jobs: int) -> Settings:

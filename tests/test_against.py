@@ -237,18 +237,17 @@ def test_kernel_figures_need_their_change_in_both_halves_of_a_pair():
 
 @pytest.mark.once
 def test_threads_and_processes_are_judged_against_the_base_at_a_wider_default_and_a_users_threshold_wins():
-    from pytest_concurrency import session_end
     from pytest_concurrency.settings import Settings
 
     def rec(backend, kind):
         return Record("w", {}, backend, [1.0], extra={"task_kind": kind})
 
-    default = session_end.paired_threshold(Settings())
+    default = paired.thresholds(Settings().gate)
     assert [
         default(rec(b, k))
         for b, k in (("gevent", "light"), ("threading", "thread"), ("multiprocessing", "process"))
     ] == [0.03, 0.05, 0.05]
-    own = session_end.paired_threshold(Settings(threshold=0.02, thresholds={"gevent": 0.04}))
+    own = paired.thresholds(Settings(threshold=0.02, thresholds={"gevent": 0.04}).gate)
     assert [own(rec("threading", "thread")), own(rec("gevent", "light"))] == [0.02, 0.04]
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import collections
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..measure.records import Record, key_label
@@ -113,6 +113,12 @@ class PairedResult:
 
     def by_status(self, status: str) -> list:
         return [v for v in self.verdicts if v.status == status]
+
+
+def thresholds(settings) -> Callable[[Record], float]:
+    """Each benchmark's threshold against the base side (``settings``: a ``GateSettings``): as
+    the stored gate's, but with this gate's defaults."""
+    return lambda rec: settings.threshold_for(rec, default=default_threshold(rec))
 
 
 def default_threshold(rec: Record) -> float:

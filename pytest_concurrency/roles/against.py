@@ -329,12 +329,10 @@ def _again(settings, run: sides.Run, args: list, first: _Pair, cached: bool) -> 
     """Further pairs of sessions, one at a time, for the benchmarks whose time is not decided yet:
     two processes of the same code differ by a percent or two for their whole life, so a change
     must show in two pairs of sessions, and a pair is the unit of the verdict (gate/paired.py)."""
-    from ..session_end import paired_threshold
-
     if len(first.docs) < 2:
         return []
     again: list = []
-    threshold = paired_threshold(settings)
+    threshold = paired.thresholds(settings.gate)
     for number in range(2, paired.MAX_SESSIONS + 1):
         done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
         result = paired.judge(
@@ -397,7 +395,6 @@ def _stop(procs: dict) -> None:
 
 def _judge(settings, run: sides.Run, first: _Pair, again: list) -> int:
     from ..report import terminal
-    from ..session_end import paired_threshold
 
     head_code = first.codes[lockstep.B]
     if head_code in HEAD_SAID_WHY:
@@ -444,7 +441,7 @@ def _judge(settings, run: sides.Run, first: _Pair, again: list) -> int:
         further = [
             (p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2
         ]
-        threshold = paired_threshold(settings)
+        threshold = paired.thresholds(settings.gate)
         result = paired.judge(
             first.records(lockstep.A), first.records(lockstep.B), threshold, again=further
         )

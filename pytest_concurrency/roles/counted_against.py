@@ -153,7 +153,7 @@ def _sides_line(base_meta: dict, head_meta: dict) -> str:
 def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int, wrote) -> int:
     from ..gate import compare as gate
     from ..report import terminal
-    from ..session_end import gate_settings, store
+    from ..session_end import store
 
     if head_code in (Exit.INTERRUPTED, Exit.USAGE_ERROR):
         return head_code
@@ -175,7 +175,7 @@ def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int
         print(f"pytest-concurrency: ERROR: {exc}")
         return Exit.TESTS_FAILED
     head = list(head_side.records)
-    result = gate.compare(base, head, head_side.meta, gate_settings(settings))
+    result = gate.compare(base, head, head_side.meta, settings.gate)
     print(" counted against the base side ".center(80, "-"))
     print(f"Sides: {_sides_line(base.meta, head_side.meta)}")
     print(terminal.render(head, result, every=True))
