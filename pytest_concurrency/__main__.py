@@ -23,7 +23,7 @@ from .exit_codes import Exit
 from .gate import merge as merge_gate
 from .gate import verdicts as V
 from .gate.history import Baseline
-from .measure.records import Record, from_json
+from .measure.records import Document, Record
 from .report import tables
 from .report.plot import PlotError
 
@@ -54,7 +54,7 @@ def load_records(path: str) -> tuple[dict, list[Record], Baseline | None]:
     wrong = shape.benchmarks(doc)
     if wrong:
         raise InputError(f"{path}: {wrong}; {fix}")
-    recs = list(base.records) if base else from_json(doc)
+    recs = list((base or Document.of(doc)).records)
     if not recs:
         raise InputError(
             f"{path}: holds {len(doc['benchmarks'])} benchmarks but none from pytest-concurrency "

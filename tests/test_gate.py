@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import random
+from importlib import metadata
 
 import pytest
 
@@ -211,6 +212,21 @@ def test_the_session_records_the_versions_of_what_it_imported():
     assert (
         baseline.under_test_versions()["gevent"] == baseline.library_versions(["gevent"])["gevent"]
     )
+
+
+def test_a_projects_egg_info_in_the_run_directory_is_not_taken_for_the_imported_copy(
+    tmp_path, monkeypatch
+):
+    # an sdist's tree: its egg-info, first on sys.path, names an older version than the one imported
+    import gevent
+
+    info = tmp_path / "gevent.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: gevent\nVersion: 0.0.1\n")
+    (info / "top_level.txt").write_text("gevent\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert metadata.version("gevent") == "0.0.1"  # what a lookup by name finds
+    assert baseline.under_test_versions()["gevent"] == gevent.__version__ != "0.0.1"
 
 
 def test_versions_that_moved_are_named_per_benchmark():

@@ -110,11 +110,25 @@ def under_test_versions() -> dict:
         for dist in owners.get(name, ()):
             if dist.lower() in HARNESS or dist.lower().startswith("pytest"):
                 continue
-            try:
-                out[dist] = metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                pass
+            version = _imported_version(dist, sys.modules.get(name))
+            if version is not None:
+                out[dist] = version
     return dict(sorted(out.items()))
+
+
+def _imported_version(dist: str, module) -> str | None:
+    """The version of the copy of ``dist`` the session imported ``module`` from: a project's
+    ``*.egg-info`` in the run's directory is found by name before the installed copy, so with
+    several of one name, the one whose path entry holds the module wins."""
+    found = list(metadata.distributions(name=dist))
+    file = getattr(module, "__file__", None)
+    if len(found) > 1 and file:
+        where = os.path.realpath(os.path.dirname(file))
+        for d in found:
+            root = os.path.realpath(str(d.locate_file("")))
+            if where == root or os.path.dirname(where) == root:  # a module, or a package's
+                return d.version
+    return found[0].version if found else None
 
 
 def code_identity(cwd=None, timeout: float = 5.0) -> dict:

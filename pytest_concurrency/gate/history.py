@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..measure import control
-from ..measure.records import Record, from_json, params_id
+from ..measure.records import Document, Record, params_id
 
 SECTION = "pytest_concurrency"
 DEFAULT_KEEP = 5
@@ -79,7 +79,7 @@ class Baseline:
     def of(cls, doc: Mapping) -> Baseline:
         meta = doc[SECTION]
         entries = meta.get("history") or ()
-        records = from_json(doc)
+        records = Document.of(doc).records
         out: dict[tuple, list[BaselineSession]] = {}
         twice = []
         for rec in records:

@@ -204,23 +204,42 @@ def node_ids(benchmarks: Iterable[Any]) -> dict[tuple, str]:
 
 
 def from_json(doc: Mapping[str, Any]) -> list[Record]:
-    """Records in a parsed pytest-benchmark JSON document.
+    """Records in a parsed pytest-benchmark JSON document (``Document`` keeps their tests too).
 
     Benchmarks saved without raw samples (no ``--benchmark-save-data``) keep an empty
     ``samples`` list: the gate refuses them with an explanation rather than guessing.
     """
-    out = []
-    for bench in doc.get("benchmarks", []):
-        stats = bench.get("stats") or {}
-        rec = _from_parts(
-            bench.get("name", ""),
-            bench.get("group"),
-            bench.get("extra_info") or {},
-            stats.get("data") or [],
-        )
-        if rec is not None:
-            out.append(rec)
-    return out
+    return list(Document.of(doc).records)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A pytest-benchmark JSON document parsed once, in this one place: the document as read,
+    its records, and the node id of the test behind each record."""
+
+    doc: Mapping[str, Any]
+    records: tuple[Record, ...]
+    node_ids: tuple[str, ...]  # ``records[i]``'s test ("fullname"; "" when the file lacks it)
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> Document:
+        recs, ids = [], []
+        for bench in doc.get("benchmarks", []):
+            stats = bench.get("stats") or {}
+            rec = _from_parts(
+                bench.get("name", ""),
+                bench.get("group"),
+                bench.get("extra_info") or {},
+                stats.get("data") or [],
+            )
+            if rec is not None:
+                recs.append(rec)
+                ids.append(str(bench.get("fullname") or ""))
+        return cls(doc, tuple(recs), tuple(ids))
+
+    def tests_of(self, keys) -> list[str]:
+        """The node ids of the tests that measured the benchmarks ``keys``, sorted."""
+        return sorted({i for r, i in zip(self.records, self.node_ids) if i and r.key in keys})
 
 
 def load_json_file(path) -> dict:

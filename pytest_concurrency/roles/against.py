@@ -169,7 +169,7 @@ class _Pair:
         self.codes: dict = {}
         self.errors: list = []
         self.docs: dict = {}
-        self._records: dict = {}  # each side's, parsed once from its doc
+        self._parsed: dict = {}  # each side's doc, parsed once (records.Document)
         self.log = directory / "base-side.log"
 
     def running(self, side: str) -> str:
@@ -181,10 +181,16 @@ class _Pair:
             out = self.directory / f"side-{side}.json"
             if out.exists():
                 self.docs[side] = json.loads(out.read_text())
-                self._records[side] = records.from_json(self.docs[side])
+                self._parsed[side] = records.Document.of(self.docs[side])
 
     def records(self, side: str) -> list:
-        return self._records.get(side, [])
+        parsed = self._parsed.get(side)
+        return list(parsed.records) if parsed else []
+
+    def tests_of(self, side: str, keys) -> list[str]:
+        """The node ids of ``side``'s tests that measured the benchmarks ``keys``."""
+        parsed = self._parsed.get(side)
+        return parsed.tests_of(keys) if parsed else []
 
 
 def _run_pair(
@@ -339,14 +345,7 @@ def _again(settings, run: sides.Run, args: list, first: _Pair, cached: bool) -> 
             first.records(lockstep.A), first.records(lockstep.B), threshold, again=done
         )
         keys = set(paired.undecided(result))
-        only = sorted(
-            {
-                b["fullname"]
-                for b in first.docs[lockstep.B].get("benchmarks") or ()
-                if b.get("fullname")
-                and {r.key for r in records.from_json({"benchmarks": [b]})} & keys
-            }
-        )
+        only = first.tests_of(lockstep.B, keys)
         if not only:
             break
         them = f"{len(only)} test{'s' if len(only) > 1 else ''}"

@@ -117,5 +117,5 @@ class SecondSessions:
                 with open(log, encoding="utf-8", errors="replace") as fh:
                     tail = " | ".join(line.strip() for line in fh.read().splitlines()[-5:])
                 return f"the fresh process exited {code}: {tail}"
-        found.update((rec.key, rec) for rec in records.from_json(doc))
+        found.update((rec.key, rec) for rec in records.Document.of(doc).records)
         return ""
