@@ -59,7 +59,7 @@ from pytest_concurrency.measure.records import Record
 DEFAULT_BACKENDS = "threading,greenlet,gevent,asyncio,uvloop"
 DEFAULT_CASE = {"n": 20, "m": 200, "capacity": 10}
 SLOWDOWNS = {"slow 10%": 0.10, "slow 5%": 0.05}
-TIME = measure.get("time")  # the instrument of the plugin's default mode (wall time)
+TIME = measure.instrument("time")  # the instrument of the plugin's default mode (wall time)
 #: --smoke: the smallest run that still records a baseline, calibrates the slowdown and judges
 #: every condition once, each session in a process of its own
 SMOKE = {

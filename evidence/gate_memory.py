@@ -71,7 +71,7 @@ def save_baseline(path: str, n: int) -> None:
     from pytest_concurrency.measure.records import Record
 
     rng = np.random.default_rng(n + 1)
-    meta = baseline.current_meta({"asyncio": "3"}, None, measure.get("time"))
+    meta = baseline.current_meta({"asyncio": "3"}, None, measure.instrument("time"))
     samples = list(rng.lognormal(np.log(1e-5), 0.05, n))
     rec = Record("plain", {}, "asyncio", samples, extra={**meta, "measure": "time"})
     baseline.save(path, baseline.document_from_records([rec], meta))

@@ -138,7 +138,7 @@ def measure_once(spec: str, how: str | None) -> Record:
             t.start()
     try:
         subject = Injected(backend, how, lock) if how else backend
-        plan = CasePlan(spec, workloads.get("ring"), params, 5, 1, measure.get("time"))
+        plan = CasePlan(spec, workloads.get("ring"), params, 5, 1, measure.instrument("time"))
         samples, extra = driver.run_rounds(subject, plan, with_memory=False)
     finally:
         stop.set()

@@ -444,7 +444,7 @@ def main(args) -> int:
             raise BisectError("give --good REV --bad REV, or --versions 'PKG==A..PKG==B'")
         if not args.versions and not (args.good and args.bad):
             raise BisectError("give both --good REV and --bad REV")
-        reason = measure.get(args.measure).unavailable_reason()
+        reason = measure.instrument(args.measure).unavailable_reason()
         if reason:
             raise BisectError(f"--measure {args.measure}: {reason}")
         history = (

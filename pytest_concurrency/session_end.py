@@ -8,30 +8,33 @@ The role hands it what it knows as values (``Ended``); the pipeline never calls 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import sharding
+from . import backends, sharding
 from .backends import watchdog
 from .exit_codes import Exit
-from .gate import atomic, baseline, calibrate, history, shards, verdict_file
-from .gate import compare as gate
-from .gate import memory as memory_gate
+from .gate import atomic, baseline, calibrate, history, save, shards, verdict_file
+from .gate.judge import MeasureAgain, judge
 from .gate.verdicts import GateResult, MemoryResult
-from .measure import records
+from .measure.records import Record
 
 
 @dataclass(frozen=True)
 class Ended:
     """What the session's role knows at its end, handed to the pipeline as values."""
 
+    records: list[Record]  # the benchmarks measured (records.from_session)
+    node_ids: dict  # each record's key -> the node id of its test
+    #: pytest-benchmark's own JSON of the session, raw rounds included (``None``: no save asked)
+    document: dict | None
     nothing_judged: str  # why no benchmark was recorded (said only when none was)
     refused: str | None  # why this session must not write a baseline (interrupted, killed, ...)
     failed: list[str]  # the benchmark tests that failed or errored, in the order they ran
+    shard: sharding.Selector | None = None  # this process's, when the run is a shard
     other_shards: int = 0  # the baseline's benchmarks left to other shards (gate/shards.py)
     #: against a stored time baseline: the suspects' records measured again, in their tests run in
     #: a fresh process (roles/remeasure.py, ``SecondSessions.for_suspects``)
-    measure_again: Callable[[list, list, dict, list], dict] | None = None
+    measure_again: MeasureAgain | None = None
     #: the role's own list: each thing of the user's written, appended as it is written, so that
     #: a Ctrl-C landing in the pipeline can say what had been (roles/session.py: ``interrupted``)
     written: list[str] = field(default_factory=list)
@@ -46,6 +49,7 @@ class SessionOutcome:
     errors: list = field(default_factory=list)  # each one fails the session
     nothing_judged: str | None = None  # why a gate that was asked for judged nothing
     interrupted: bool = False  # its one message says where
+    node_ids: dict = field(default_factory=dict)  # each record's key -> its test's node id
 
     @property
     def failed(self) -> bool:
@@ -69,13 +73,13 @@ class SessionOutcome:
 
 
 def finish(
-    config, bs, settings, base: history.Baseline | None, calibration: dict | None, ended: Ended
+    settings, base: history.Baseline | None, calibration: dict | None, ended: Ended
 ) -> SessionOutcome:
     """The session's end, in order: its records -> judged (against the baseline, or for leaks
     alone) -> saved as the baseline's latest session -> the reports."""
-    recs = records.from_session(bs.benchmarks)
-    outcome = SessionOutcome(recs)
-    shard = sharding.of(config)
+    recs = ended.records
+    outcome = SessionOutcome(recs, node_ids=ended.node_ids)
+    shard = ended.shard
     if ended.other_shards:
         outcome.messages.append(shards.left_out_line(ended.other_shards, settings.shard))
     if not recs and (settings.save_baseline or base is not None):
@@ -102,50 +106,31 @@ def finish(
         )
         if shard is not None:
             meta["shard"] = {**shard.section(), "identity": shards.identity(meta["cpu_model"])}
-    _judge(outcome, base, meta, settings, ended.measure_again, records.node_ids(bs.benchmarks))
-    if settings.save_baseline and meta is not None and recs:
-        refused = ended.refused or _failed_benchmarks(ended.failed)
+    reference = None if settings.gate_native else backends.is_native
+    judged = judge(base, recs, meta, settings.gate, reference, ended.measure_again)
+    outcome.records, outcome.gate, outcome.memory = judged.records, judged.gate, judged.memory
+    outcome.messages.extend(judged.messages)
+    if ended.document is not None and meta is not None and recs:  # a save was asked
+        refused = ended.refused or save.refusal(ended.failed)
         if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
             outcome.errors.append(f"no baseline written to {settings.save_baseline}: {refused}")
         else:  # this session as the baseline's latest, in front of the sessions already there
+            # history is added to the copy, not to this run's meta
+            doc = {**ended.document, "pytest_concurrency": dict(meta)}
             try:
-                doc = _session_document(config, bs, meta)
-                outcome.messages.extend(store(settings, doc, recs, ended.written.append))
+                said = save.store(
+                    settings.save_baseline,
+                    doc,
+                    recs,
+                    settings.gate,
+                    settings.baseline_sessions,
+                    ended.written.append,
+                )
+                outcome.messages.extend(said)
             except baseline.BaselineError as exc:
                 outcome.errors.append(str(exc))
     _report(outcome, settings, ended.written)
     return outcome
-
-
-def _failed_benchmarks(failed: list[str]) -> str | None:
-    """Why a session whose benchmark tests failed saves no baseline: without their rounds it would
-    drop their entries (or keep a session that measured something else)."""
-    if not failed:
-        return None
-    named = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
-    return (
-        f"{len(failed)} benchmark test{'s' * (len(failed) != 1)} failed ({named}), and a "
-        "baseline without their rounds would lose them; the file is left as it was: fix them, or "
-        "deselect them (-k, --deselect) to save the others"
-    )
-
-
-def _judge(outcome: SessionOutcome, base, meta, settings, again, node_ids: dict) -> None:
-    """Leaks fail without a baseline; with one, the gate's verdicts (a suspect's second session,
-    its test run again in a fresh process, judged with it)."""
-    recs = outcome.records
-    if memory_gate.has_figures(recs):  # the gate below replaces it, unless it refuses
-        outcome.memory = memory_gate.judge(None, recs, settings.memory_threshold)
-    if base is None:
-        return
-    result = _compared(base, recs, meta, settings)
-    reruns = again(gate.suspects(result), recs, node_ids, outcome.messages) if again else {}
-    if reruns:
-        recs = outcome.records = gate.faster_sessions(recs, reruns)
-        result = gate.reproduce(result, _compared(base, recs, meta, settings), reruns)
-    outcome.gate = result
-    if result.memory is not None:  # else refused: the leaks found above still stand
-        outcome.memory = result.memory
 
 
 def _report(outcome: SessionOutcome, settings, written: list[str]) -> None:
@@ -180,85 +165,6 @@ def _report(outcome: SessionOutcome, settings, written: list[str]) -> None:
             outcome.messages.append(f"{len(paths)} charts written to {settings.plot_dir}")
 
 
-def _compared(base: history.Baseline, recs: list, meta: dict, settings) -> GateResult:
-    """The gate over a run's records; native reference rows set aside unless gated (see gate.set_aside)."""
-    from . import backends
-
-    result = gate.compare(base, recs, meta, settings.gate)
-    if settings.gate_native:
-        return result
-    return gate.set_aside(result, backends.is_native, settings.gate, settings.instrument)
-
-
-def store(settings, doc: dict, recs: list, wrote) -> list[str]:
-    """Write one session's document ``doc`` (its records ``recs``) to ``--concurrency-save-baseline``
-    in front of the sessions already there; what the save did (messages). ``wrote(line)`` is told
-    once the file is written: a Ctrl-C after that says so. A ``BaselineError``: nothing written."""
-    said: list[str] = []
-    doc, recs = _judgeable(settings, doc, recs, said)
-    with baseline.locked(settings.save_baseline, lambda: _waiting(settings.save_baseline)):
-        # the file as it is now, not as at start-up: another session may have saved to it since
-        previous = baseline.load_previous(settings.save_baseline)
-        if previous is not None:
-            reason = history.incompatible(previous, doc[history.SECTION])
-            if reason:
-                said.append(f"{settings.save_baseline}: earlier sessions dropped: {reason}")
-                previous = None
-        doc, kept = gate.add_session(doc, previous, recs, settings.gate, settings.baseline_sessions)
-        said.extend(kept)
-        with watchdog.ctrl_c_after():  # saved, and known to be, or neither
-            baseline.save(settings.save_baseline, doc)
-            wrote(f"the baseline was saved to {settings.save_baseline}")
-    said.append(
-        f"baseline with {len(recs)} benchmarks written to {settings.save_baseline} "
-        f"({history.count(doc)} session(s), at most {settings.baseline_sessions} kept)"
-    )
-    return said
-
-
-def _judgeable(settings, doc: dict, recs: list, said: list) -> tuple[dict, list]:
-    """``doc`` and ``recs`` without the benchmarks that measured 0 in every round (a test that
-    counts nothing): a baseline holding one is refused when read, as no change can be judged
-    against it, and the next session could then neither judge nor save."""
-    nothing = [r.label for r in recs if r.samples and not any(r.samples)]
-    if not nothing:
-        return doc, recs
-    kept = [b for b in doc["benchmarks"] if any((b.get("stats") or {}).get("data") or [1])]
-    if not kept:
-        raise baseline.BaselineError(
-            f"no baseline written to {settings.save_baseline}: every benchmark measured 0 in every "
-            "round, and no change can be judged against that"
-        )
-    named = ", ".join(nothing[:3]) + (f" and {len(nothing) - 3} more" if len(nothing) > 3 else "")
-    said.append(
-        f"{named} measured 0 in every round: left out of the baseline, as no change can be "
-        "judged against it"
-    )
-    return {**doc, "benchmarks": kept}, [r for r in recs if any(r.samples) or not r.samples]
-
-
-def _waiting(path) -> None:
-    # said as it happens: a session that seems to hang at its end says why
-    print(
-        f"\npytest-concurrency: waiting for another session's save to {path} to end",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
-def _session_document(config, bs, meta: dict) -> dict:
-    """pytest-benchmark's own JSON for this run, with raw samples, plus our section."""
-    doc = config.hook.pytest_benchmark_generate_json(
-        config=config,
-        benchmarks=bs.benchmarks,
-        include_data=True,
-        machine_info=bs.get_machine_info(),
-        commit_info=config.hook.pytest_benchmark_generate_commit_info(config=config),
-    )
-    doc["pytest_concurrency"] = dict(meta)  # history is added to the copy, not to this run's meta
-    return doc
-
-
 def show(tr, outcome: SessionOutcome) -> None:
     from .report import escape, terminal
 
@@ -279,7 +185,7 @@ def show(tr, outcome: SessionOutcome) -> None:
 
 
 def write_verdicts(
-    session, bs, settings, outcome: SessionOutcome, positions, written: list[str]
+    session, settings, outcome: SessionOutcome, positions, written: list[str]
 ) -> None:
     """``--concurrency-verdicts``: this session's records, verdicts and exit status, once its exit
     status is known (a merge of shards renders them again: ``python -m pytest_concurrency merge``)."""
@@ -288,7 +194,7 @@ def write_verdicts(
     shard = sharding.of(session.config)
     v = verdict_file.from_session(
         outcome.records,
-        records.node_ids(bs.benchmarks),
+        outcome.node_ids,
         positions,
         gate=outcome.gate,
         memory=outcome.memory,

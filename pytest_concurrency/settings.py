@@ -66,7 +66,7 @@ class Settings:
 
     @property
     def instrument(self) -> Instrument:
-        return measure.get(self.measure)
+        return measure.instrument(self.measure)
 
     @property
     def gate(self) -> GateSettings:
@@ -112,7 +112,7 @@ def from_config(config, *, paired: bool = False) -> Settings:
         origins[o.field] = origin
         values[o.field] = PARSERS[o.kind](raw, origin, o)
     values["backends_chosen"] = "backends" in origins
-    instrument = measure.get(values["measure"])
+    instrument = measure.instrument(values["measure"])
     if values["timeout"] is None:
         values["timeout"] = instrument.default_timeout
     values["jobs"] = _jobs(values["jobs"], origins.get("jobs", "--concurrency-jobs"), instrument)
@@ -191,7 +191,7 @@ def parse_choice(text: str, origin: str, choices: Iterable[str], noun: str) -> s
 def parse_measure(text: str, origin: str) -> str:
     """An instrument's name; one this machine cannot use (valgrind missing) is an error too."""
     parse_choice(text, origin, measure.names(), "measure")
-    reason = measure.get(text).unavailable_reason()
+    reason = measure.instrument(text).unavailable_reason()
     if reason:
         raise SettingsError(f"{origin}: {reason}")
     return text

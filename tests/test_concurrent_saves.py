@@ -1,6 +1,6 @@
 """Sessions saving to one baseline at once: one at a time, each added to the file as it is then.
 
-In-process-fast: forked processes call the save itself (``session_end.store``) with small
+In-process-fast: forked processes call the save itself (``gate.save.store``) with small
 documents; the real sessions are left to evidence/nothing_lost.py (``saves`` cases).
 """
 
@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_concurrency import session_end
-from pytest_concurrency.gate import atomic, baseline, history
+from pytest_concurrency.gate import atomic, baseline, history, save
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.settings import Settings
 
@@ -51,7 +50,7 @@ def _save(path: Path, keep: int, tag: str, log: Path | None = None) -> list[str]
                 fh.write(tag + "\n")
 
     doc, recs = _session(tag)
-    return session_end.store(Settings(save_baseline=path, baseline_sessions=keep), doc, recs, wrote)
+    return save.store(path, doc, recs, Settings().gate, keep, wrote)
 
 
 def _tags(path: Path) -> list[str]:
@@ -168,7 +167,9 @@ def test_a_benchmark_that_measured_nothing_is_left_out_and_the_file_stays_readab
     doc, recs = _session("zeros")
     doc["benchmarks"][1]["stats"]["data"] = [0.0] * 5
     recs[1] = Record("ring", {"n": 10}, "b", [0.0] * 5, backend_version="1.0")
-    said = session_end.store(Settings(save_baseline=path), doc, recs, lambda line: None)
+    said = save.store(
+        path, doc, recs, Settings().gate, Settings().baseline_sessions, lambda line: None
+    )
     assert said[0] == (
         f"{recs[1].label} measured 0 in every round: left out of the baseline, as no change can "
         "be judged against it"
@@ -176,7 +177,9 @@ def test_a_benchmark_that_measured_nothing_is_left_out_and_the_file_stays_readab
     assert [b["extra_info"]["backend"] for b in baseline.load(path).doc["benchmarks"]] == ["a"]
     doc["benchmarks"] = doc["benchmarks"][1:]
     with pytest.raises(baseline.BaselineError, match="every benchmark measured 0 in every round"):
-        session_end.store(Settings(save_baseline=path), doc, recs[1:], lambda line: None)
+        save.store(
+            path, doc, recs[1:], Settings().gate, Settings().baseline_sessions, lambda line: None
+        )
     assert [b["extra_info"]["backend"] for b in baseline.load(path).doc["benchmarks"]] == ["a"]
 
 

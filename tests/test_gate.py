@@ -634,7 +634,7 @@ def test_counts_of_a_waiting_workload_are_judged_beyond_their_floor(change, stat
     assert io.status == status and io.threshold == pytest.approx(0.10)
     assert "this workload waits" in io.note
     assert ring.status == REGRESSED and ring.threshold == pytest.approx(
-        measure.get("instructions").default_threshold
+        measure.instrument("instructions").default_threshold
     )
 
 
@@ -996,7 +996,7 @@ def test_a_counted_baseline_from_another_directory_judges_and_says_counts_follow
         {**_counted_meta(), "directory": "/a/x"},
     )
     assert not any("another directory" in n for n in same.notes)
-    assert measure.get("instructions").session_meta()["directory"] == os.getcwd()
+    assert measure.instrument("instructions").session_meta()["directory"] == os.getcwd()
 
 
 def test_a_counted_baseline_that_does_not_say_what_measured_it_is_recorded_again():
@@ -1010,7 +1010,7 @@ def test_the_measuring_side_hashes_the_code_a_measured_process_runs():
     side = measure.measuring_side()
     assert len(side["code"]) == 16 and side["python_build"].startswith(platform.python_version())
     assert measure.measuring_side() == side  # stable
-    assert measure.get("instructions").session_meta()["measuring"]["code"] == side["code"]
+    assert measure.instrument("instructions").session_meta()["measuring"]["code"] == side["code"]
 
 
 def test_the_session_exits_seven_when_the_baseline_must_be_recorded_again():

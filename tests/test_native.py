@@ -22,7 +22,7 @@ from conftest import need
 from pytest_concurrency import backends, measure
 from pytest_concurrency.backends import toolchains
 from pytest_concurrency.gate import verdicts
-from pytest_concurrency.gate.compare import GateSettings, set_aside
+from pytest_concurrency.gate.compare import GateSettings, set_aside, summary
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.native import CORRUPT_ENV, build, checks
 from pytest_concurrency.report import tables
@@ -91,9 +91,9 @@ def test_native_rows_are_named_not_default():
 
 
 def test_instructions_leave_native_rows_out_with_the_reason():
-    reason = backends.load("go").unsupported_measure(measure.get("instructions"))
+    reason = backends.load("go").unsupported_measure(measure.instrument("instructions"))
     assert reason and "outside" in reason and "time" in reason
-    assert backends.load("go").unsupported_measure(measure.get("time")) is None
+    assert backends.load("go").unsupported_measure(measure.instrument("time")) is None
 
 
 def test_a_missing_toolchain_skips_the_row_with_the_install_hint(pytester, monkeypatch, tmp_path):
@@ -343,7 +343,8 @@ def test_the_gate_sets_native_rows_aside():
         ],
         threshold=0.10,
     )
-    set_aside(result, backends.is_native, GateSettings(), measure.get("time"))
+    set_aside(result, backends.is_native)
+    result.summary = summary(result, GateSettings(), measure.instrument("time"))
     go, asyncio = result.verdicts
     assert (go.status, asyncio.status) == (verdicts.REFERENCE, verdicts.UNCHANGED)
     assert "--concurrency-gate-native" in go.note and not result.failed

@@ -168,18 +168,16 @@ def test_a_suspect_not_measured_again_keeps_its_first_verdict_and_says_why(tmp_p
     rec = Record("w", {}, "asyncio", "", [1.0, 1.0, 1.0], {})
     second = remeasure.SecondSessions(None, SimpleNamespace(remeasure="suspects"))
     second._run = lambda ids, found: found.update({rec.key: rec}) or ""
-    messages: list[str] = []
     keys = [rec.key, ("x", "", "asyncio"), ("y", "", "gevent")]
-    found = second.for_suspects(
-        keys, [], {rec.key: "t.py::w", ("x", "", "asyncio"): "t.py::x"}, messages
+    found, messages = second.for_suspects(
+        keys, [], {rec.key: "t.py::w", ("x", "", "asyncio"): "t.py::x"}
     )
     assert found == {rec.key: rec}
     assert len(messages) == 2 and all("first verdict stands" in m for m in messages)
     assert "recorded no rounds there" in messages[0] and "x on asyncio" in messages[0]
     second._run = lambda ids, found: "the fresh process exited 4: no such option"
-    messages.clear()
-    assert second.for_suspects(keys[:1], [], {rec.key: "t.py::w"}, messages) == {}
-    assert "exited 4: no such option" in messages[0]
+    found, messages = second.for_suspects(keys[:1], [], {rec.key: "t.py::w"})
+    assert found == {} and "exited 4: no such option" in messages[0]
 
 
 # ~60 s alone (130 s loaded): two counted sessions under valgrind; not essential, as counted

@@ -49,7 +49,7 @@ def _payload(case, instrument, fork=True):
 def test_fork_server_answers_in_children_and_outlives_a_case_that_dies(tmp_path, monkeypatch):
     (tmp_path / "dying.py").write_text(DYING)
     monkeypatch.syspath_prepend(str(tmp_path))
-    wallclock = measure.get("time")
+    wallclock = measure.instrument("time")
     worker = isolate.Worker("greenlet", fork_each=True)
     try:
         first = worker.request(_payload(RING, wallclock), round_timeout=60)
@@ -136,7 +136,7 @@ def test_lanes_keep_to_a_model_and_help_at_the_end():
 
 def test_pool_keeps_fork_servers_apart_from_plain_workers():
     pool = isolate.WorkerPool()
-    wallclock = measure.get("time")
+    wallclock = measure.instrument("time")
     try:
         plain = pool.run("greenlet", _payload(SWITCH, wallclock, fork=False), timeout=60)
         forked = pool.run("greenlet", _payload(SWITCH, wallclock, fork=True), timeout=60)
@@ -165,7 +165,7 @@ def test_a_counted_case_repeats_whatever_the_server_ran_before(tmp_path, backend
         [sys.executable, "-m", "pytest_concurrency.runner.worker", "--fork-each", backend],
         str(tmp_path),
     )
-    counted = measure.get("instructions")
+    counted = measure.instrument("instructions")
     server = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
     )

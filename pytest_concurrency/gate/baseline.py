@@ -160,7 +160,7 @@ def current_meta(
 
     ``backend_versions``: spec -> ``Backend.version`` for the backends that ran;
     ``calibration``: ``calibrate.measure()`` taken in this run (``None`` if skipped);
-    ``instrument``: the session's (``measure.get``; ``None``: time). ``code`` is this run's
+    ``instrument``: the session's (``measure.instrument``; ``None``: time). ``code`` is this run's
     ``code_identity`` (with ``libraries``, what tells the baseline's sessions' code apart).
     """
     return {

@@ -6,7 +6,7 @@ between-session drift when its baseline has enough sessions, see ``history``), c
 machine speed, refuses comparisons that would mislead, leaves undecided (and re-measures)
 the changes that a busier machine explains, and names the library versions that moved.
 
-Each record's instrument (``measure.get(record.measure)``) says how to judge it: samples
+Each record's instrument (``measure.instrument(record.measure)``) says how to judge it: samples
 that move with the machine (time) by statistics, with calibration and the load guard;
 exact ones (instruction counts) by their size alone, once the rounds agree, and a
 regression is explained by the functions whose counts grew.
@@ -15,7 +15,7 @@ regression is explained by the functions whose counts grew.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .. import measure
@@ -138,7 +138,7 @@ class GateSettings:
             return max(found)
         if self.threshold is not None:
             return self.threshold
-        return default if default is not None else measure.get(rec.measure).default_threshold
+        return default if default is not None else measure.instrument(rec.measure).default_threshold
 
 
 def compare(
@@ -146,8 +146,10 @@ def compare(
     current: Iterable[Record],
     current_meta: Mapping,
     settings: GateSettings | None = None,
+    reference: Callable[[str], bool] | None = None,
 ) -> GateResult:
-    """Judge ``current`` against a baseline (``baseline.load``)."""
+    """Judge ``current`` against a baseline (``baseline.load``); ``reference(backend)``: a row
+    shown beside the others but not gated (``set_aside``)."""
     settings = settings or GateSettings()
     current = list(current)
     base_meta = base.meta
@@ -165,7 +167,7 @@ def compare(
         if mismatch
         else []
     )
-    instrument = measure.get(current_meta.get("measure"))
+    instrument = measure.instrument(current_meta.get("measure"))
     speed = MachineSpeed()
     if instrument.machine_bound:
         speed = _machine_speed(base, current_meta, mismatch, settings, notes)
@@ -239,7 +241,9 @@ def compare(
             base, current, interference.busier(base_sessions, current, current_meta)
         ),
     )
-    result.summary = _summary(result, settings, instrument)
+    if reference is not None:
+        set_aside(result, reference)
+    result.summary = summary(result, settings, instrument)
     return result
 
 
@@ -277,7 +281,9 @@ def add_session(
     in three saves of one release), and the earlier sessions stay to say so."""
     messages, restart = [], []
     same_code = previous is not None and _same_code(previous, doc[history.SECTION])
-    exact = measure.get(doc[history.SECTION].get("measure")).exact  # counts are never disturbed
+    exact = measure.instrument(
+        doc[history.SECTION].get("measure")
+    ).exact  # counts are never disturbed
     if previous is not None and keep > 1:
         latest = previous.latest
         by_key = {r.key: r for r in current}
@@ -336,9 +342,7 @@ def _same_code(previous: history.Baseline, meta: Mapping) -> bool:
 GATE_NATIVE_FLAG = "--concurrency-gate-native"
 
 
-def set_aside(
-    result: GateResult, is_reference, settings: GateSettings, instrument: measure.Instrument
-) -> GateResult:
+def set_aside(result: GateResult, is_reference: Callable[[str], bool]) -> None:
     """Reference rows (``is_reference(backend)``: the native programs) keep their comparison but
     not their verdict: they show how far Python is from the floor, they are not the code under
     test. Their status becomes ``REFERENCE``, so they neither fail the build nor get re-measured."""
@@ -355,9 +359,6 @@ def set_aside(
             result.memory.notes.append(
                 f"native reference rows' memory is shown, not judged ({GATE_NATIVE_FLAG} judges it)"
             )
-    if not result.refused:
-        result.summary = _summary(result, settings, instrument)
-    return result
 
 
 def suspects(result: GateResult) -> list[tuple]:
@@ -370,7 +371,7 @@ def suspects(result: GateResult) -> list[tuple]:
         v.key
         for v in result.verdicts
         if (v.status == REGRESSED or v.interference or v.key in regressed)
-        and not measure.get(v.measure).exact
+        and not measure.instrument(v.measure).exact
     ]
 
 
@@ -716,7 +717,7 @@ def _scale(decided_by: set) -> str:
     return "raw"
 
 
-def _summary(result: GateResult, settings: GateSettings, instrument) -> str:
+def summary(result: GateResult, settings: GateSettings, instrument) -> str:
     counts = [
         f"{len(result.by_status(s))} {s}"
         for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)

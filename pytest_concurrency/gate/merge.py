@@ -52,7 +52,7 @@ def _same_run(files: Sequence[tuple[str, str, Mapping]]) -> None:
                 f"{path} measured {measured} and {first_path} {kind}: merge shards of one run",
                 Exit.MERGE_MISMATCH,
             )
-        keys = TIME_MUST_MATCH if measure.get(kind).machine_bound else COUNTS_MUST_MATCH
+        keys = TIME_MUST_MATCH if measure.instrument(kind).machine_bound else COUNTS_MUST_MATCH
         for key in keys:
             if ident.get(key) != first.get(key):
                 why = (
@@ -324,7 +324,7 @@ def _gate(gates: list[GateResult], first: Verdicts, by_position) -> GateResult:
         result.summary = f"re-record the baseline: {result.rerecord}"
     else:  # the gate's own summary, of the whole suite's verdicts
         settings = gate_compare.GateSettings(threshold=first.threshold, alpha=first.alpha)
-        result.summary = gate_compare._summary(result, settings, measure.get(first.measure))
+        result.summary = gate_compare.summary(result, settings, measure.instrument(first.measure))
     return result
 
 

@@ -43,7 +43,7 @@ class Verdict:
     interference: str = (
         ""  # why the machine, not the code, may explain the change (then inconclusive)
     )
-    measure: str = "time"  # the instrument behind both sides (measure.get(...))
+    measure: str = "time"  # the instrument behind both sides (measure.instrument(...))
     base_threshold: float | None = None  # the threshold before the baseline's drift widened it
     widened_by: str = ""  # the baseline sessions whose spread widened it ("session 2 (+50%)")
     too_noisy: bool = False  # inconclusive only because the widened threshold hid the change

@@ -155,7 +155,7 @@ def names() -> list[str]:
     return list(_MODULES)
 
 
-def get(kind: str | None) -> Instrument:
+def instrument(kind: str | None) -> Instrument:
     """The instrument by its ``kind`` (``None``: time, as records made before instruments)."""
     import importlib
 

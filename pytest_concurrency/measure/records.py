@@ -124,7 +124,7 @@ class Record:
 
     @property
     def measure(self) -> str:
-        """The instrument that measured it (``measure.get``); older records were timed."""
+        """The instrument that measured it (``measure.instrument``); older records were timed."""
         return str(self.extra.get("measure") or "time")
 
     @property

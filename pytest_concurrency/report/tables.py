@@ -94,12 +94,12 @@ def round_median(rec: Record) -> float:
 
 def counted(rec: Record) -> bool:
     """Whether the record's samples are counts (instructions), not seconds."""
-    return measure.get(rec.measure).unit != "s"
+    return measure.instrument(rec.measure).unit != "s"
 
 
 def fmt_amount(value: float | None, kind: str) -> str:
     """A sample-sized figure in the unit of the measure ``kind``: ``12.3 ms``, ``1.23M instr``."""
-    unit = measure.get(kind).unit
+    unit = measure.instrument(kind).unit
     if unit == "s":
         return fmt_time(value)
     return NA if value is None or not math.isfinite(value) else f"{fmt_count(value)} {unit}"
@@ -353,7 +353,7 @@ def measure_notes(records: Iterable[Record]) -> list[str]:
     ``instructions on gevent, uvloop leave out kernel work (syscalls, IO), waits ...``."""
     by_line: dict[tuple[str, str], list[str]] = {}
     for rec in records:
-        text = measure.get(rec.measure).leaves_out(str(rec.metric("task_kind") or "light"))
+        text = measure.instrument(rec.measure).leaves_out(str(rec.metric("task_kind") or "light"))
         names = by_line.setdefault((rec.measure, text), []) if text else []
         name = rec.backend or "tests that name no model"
         if text and name not in names:

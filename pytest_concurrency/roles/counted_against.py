@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..backends import watchdog
 from ..exit_codes import Exit
-from ..gate import atomic, baseline
+from ..gate import atomic, baseline, save
 from ..runner import sides
 from .argv import head_only_removed
 from .counting import INTERRUPT_GRACE_S
@@ -153,7 +153,6 @@ def _sides_line(base_meta: dict, head_meta: dict) -> str:
 def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int, wrote) -> int:
     from ..gate import compare as gate
     from ..report import terminal
-    from ..session_end import store
 
     if head_code in (Exit.INTERRUPTED, Exit.USAGE_ERROR):
         return head_code
@@ -189,7 +188,9 @@ def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int
     # the head side saved only if every benchmark test passed (session_end)
     if settings.save_baseline:
         try:
-            for line in store(settings, dict(head_side.doc), head, wrote):
+            keep = settings.baseline_sessions
+            doc = dict(head_side.doc)
+            for line in save.store(settings.save_baseline, doc, head, settings.gate, keep, wrote):
                 print(f"pytest-concurrency: {line}")
         except baseline.BaselineError as exc:
             print(f"pytest-concurrency: ERROR: {exc}")

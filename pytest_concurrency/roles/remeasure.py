@@ -45,25 +45,25 @@ class SecondSessions:
         self.settings = settings
 
     def for_suspects(
-        self, suspects: list, recs: list[Record], node_ids: dict, messages: list
-    ) -> dict:
+        self, suspects: list, recs: list[Record], node_ids: dict
+    ) -> tuple[dict, list[str]]:
         """The records of the suspects' tests (every benchmark's, ``--concurrency-remeasure=every``;
-        node ids by key: ``node_ids``) measured in a fresh process; a line for each one it did not
-        measure (its first verdict stands)."""
+        node ids by key: ``node_ids``) measured in a fresh process, and a line for each one it did
+        not measure (its first verdict stands)."""
         keys = [r.key for r in recs] if self.settings.remeasure == EVERY else suspects
         if not keys:
-            return {}
+            return {}, []
         wanted = sorted({node_ids[k] for k in keys if k in node_ids})
         found: dict = {}
         why = "its test has no node id" if not wanted else self._run(wanted, found)
-        for key in keys:
-            if key not in found:
-                reason = why or "its test recorded no rounds there (failed, skipped or deselected)"
-                messages.append(
-                    f"{records.key_label(key)} was not measured a second time ({reason}); "
-                    "its first verdict stands"
-                )
-        return {key: found[key] for key in keys if key in found}
+        reason = why or "its test recorded no rounds there (failed, skipped or deselected)"
+        said = [
+            f"{records.key_label(key)} was not measured a second time ({reason}); "
+            "its first verdict stands"
+            for key in keys
+            if key not in found
+        ]
+        return {key: found[key] for key in keys if key in found}, said
 
     def _run(self, node_ids: list, found: dict) -> str:
         """Run the tests ``node_ids`` in a fresh pytest process; their records into ``found``, by

@@ -12,6 +12,7 @@ a straight pipeline: the records -> the gate -> the baseline saved -> the report
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import pytest
 from .. import plain_tests, session_end, sharding
 from ..backends import watchdog
 from ..exit_codes import Exit
-from ..measure import PROFILE_HERE, kernel
+from ..measure import PROFILE_HERE, kernel, records
 from ..report import progress
 from ..settings import with_jobs
 from .role import AT_START_UP
@@ -311,23 +312,32 @@ class MeasuringSession:
             session.exitstatus = Exit.OK  # its tests are all in other shards
         if self.settings.verdicts is not None and self.outcome is not None:
             session_end.write_verdicts(
-                session, bs, self.settings, self.outcome, self.positions, self.written
+                session, self.settings, self.outcome, self.positions, self.written
             )
 
     def finish(self, session, bs) -> session_end.SessionOutcome | None:
         """The session's end as a pipeline (session_end.py), told what this role knows; a role
         that writes something else at its end (a pass, a side) does that instead or first."""
+        recs = records.from_session(bs.benchmarks)
+        node_ids = records.node_ids(bs.benchmarks)
+        again = self.second_sessions
         ended = session_end.Ended(
+            records=recs,
+            node_ids=node_ids,
+            document=_document(session.config, bs)
+            if self.settings.save_baseline and recs
+            else None,
             nothing_judged=self.nothing_judged(),
             refused=self.may_save(),
             failed=list(self.tally.failed),
+            shard=sharding.of(session.config),
             other_shards=self.other_shards,
-            measure_again=self.second_sessions.for_suspects if self.second_sessions else None,
+            measure_again=functools.partial(again.for_suspects, node_ids=node_ids)
+            if again
+            else None,
             written=self.written,
         )
-        return session_end.finish(
-            session.config, bs, self.settings, self.baseline, self.calibration, ended
-        )
+        return session_end.finish(self.settings, self.baseline, self.calibration, ended)
 
     def nothing_judged(self) -> str:
         """Why this session recorded no benchmark, in one line."""
@@ -492,3 +502,14 @@ def nothing_saved_by_pytest_benchmark(config) -> None:
     bs = getattr(config, "_benchmarksession", None)
     if bs is not None:
         bs.save = bs.autosave = bs.json = None
+
+
+def _document(config, bs) -> dict:
+    """pytest-benchmark's own JSON of this session, raw rounds included: a saved baseline's body."""
+    return config.hook.pytest_benchmark_generate_json(
+        config=config,
+        benchmarks=bs.benchmarks,
+        include_data=True,
+        machine_info=bs.get_machine_info(),
+        commit_info=config.hook.pytest_benchmark_generate_commit_info(config=config),
+    )

@@ -190,7 +190,7 @@ class WorkerPool:
         """A case's reply, finished in this process (``Instrument.received``), with its memory
         pass and kernel figures run in a plain worker when the instrument wants them apart
         (``memory_apart``)."""
-        instrument = measure.get(payload.get("measure"))
+        instrument = measure.instrument(payload.get("measure"))
         apart = instrument.memory_apart and payload.get("with_memory")
         reply = self.run(
             spec,
@@ -240,7 +240,7 @@ class WorkerPool:
                 worker = idle.pop()
                 if worker.proc.poll() is None:
                     return worker
-            worker = Worker(*kind, measure.get(measure_kind))
+            worker = Worker(*kind, measure.instrument(measure_kind))
             self._all.append(worker)
             return worker
 

@@ -68,7 +68,7 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
                 extra = driver.memory_figures(workload, backend, params)
                 extra.update(driver.kernel_figures_apart(workload, backend, params))
                 return {"ok": True, "extra": extra}
-            instrument = measure.get(request.get("measure"))
+            instrument = measure.instrument(request.get("measure"))
             plan = CasePlan(
                 spec, workload, params, request["rounds"], request["warmup"], instrument
             )

@@ -1,0 +1,53 @@
+"""The judge step at a session's end, one call from the pipeline (session_end.finish): the
+session's records against the baseline, or for leaks alone without one; a suspect measured again
+(its test run in a fresh process) judged on the faster of its two sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..measure.records import Record
+from . import compare, history
+from . import memory as memory_gate
+from .verdicts import GateResult, MemoryResult
+
+#: the suspects' keys and the session's records -> each suspect's record measured again, and a
+#: line for each one that was not
+MeasureAgain = Callable[[list, list[Record]], tuple[Mapping[tuple, Record], list[str]]]
+
+
+@dataclass(frozen=True)
+class Judged:
+    records: list[Record]  # the session's, a suspect's as the faster of its two sessions
+    gate: GateResult | None  # None: no baseline
+    memory: MemoryResult | None  # the gate's, or leaks alone when it has none
+    messages: list[str]  # the second session's, shown after the tables
+
+
+def judge(
+    base: history.Baseline | None,
+    records: list[Record],
+    meta: Mapping | None,
+    settings: compare.GateSettings,
+    reference: Callable[[str], bool] | None = None,
+    again: MeasureAgain | None = None,
+) -> Judged:
+    """Leaks fail without a baseline; with one, the gate's verdicts. ``reference(backend)``: a row
+    shown beside the others, not gated; ``again``: a suspect's second session."""
+    leaks = (
+        memory_gate.judge(None, records, settings.memory_threshold)
+        if memory_gate.has_figures(records)
+        else None
+    )
+    if base is None or meta is None:
+        return Judged(records, None, leaks, [])
+    result = compare.compare(base, records, meta, settings, reference)
+    reruns, said = again(compare.suspects(result), records) if again else ({}, [])
+    if reruns:
+        records = compare.faster_sessions(records, reruns)
+        second = compare.compare(base, records, meta, settings, reference)
+        result = compare.reproduce(result, second, reruns)
+    # a refused comparison judges no memory: the leaks found above still stand
+    memory = result.memory if result.memory is not None else leaks
+    return Judged(records, result, memory, said)
