@@ -106,7 +106,11 @@ def compare(a_path: str, a: tuple, b: tuple, args) -> V.GateResult:
         allow_cross_python=args.allow_cross_python,
         memory_threshold=args.memory_threshold,
     )
-    return gate.compare(base, b_recs, b_base.meta, settings)
+    from .backends import is_native
+
+    return gate.compare(
+        base, b_recs, b_base.meta, settings, None if args.gate_native else is_native
+    )
 
 
 def _percent(text: str) -> float:
@@ -180,6 +184,12 @@ def parser() -> argparse.ArgumentParser:
         "--allow-cross-python",
         action="store_true",
         help="compare runs from different Python minor versions anyway",
+    )
+    r.add_argument(
+        "--gate-native",
+        action="store_true",
+        help="gate the native reference rows (Go, Rust, Kotlin) too, as "
+        "--concurrency-gate-native does in a session (default: shown, not gated)",
     )
     m = sub.add_parser(
         "merge",

@@ -171,3 +171,26 @@ def test_matrix_has_a_line_per_case_and_bolds_the_fastest(capsys):
     cells = [c.strip() for c in line.strip("|").split("|")][1:]
     assert cells[backends.index(fastest.backend)] == f"**{tables.per_op_text(fastest)}**"
     assert sum(c.startswith("**") for c in cells) == 1
+
+
+def _as_go(path: str, out: Path) -> str:
+    """``path`` with only its ring [m=1000,n=100] row, labelled as the Go reference program's."""
+    doc = json.loads(Path(path).read_text())
+    doc["benchmarks"] = [
+        {**b, "extra_info": {**b["extra_info"], "backend": "go"}}
+        for b in doc["benchmarks"]
+        if b["extra_info"]["backend"] == "gevent"
+        and b["extra_info"]["params"] == {"m": 1000, "n": 100}
+    ]
+    out.write_text(json.dumps(doc))
+    return str(out)
+
+
+def test_a_native_row_is_shown_not_gated_as_in_the_session_unless_asked(tmp_path, capsys):
+    # the same 20% slowdown that fails as gevent's (test_compares_two_files): a native reference
+    # row passes as the live gate would judge it (--concurrency-gate-native: --gate-native)
+    a, b = _as_go(A, tmp_path / "a.json"), _as_go(B, tmp_path / "b.json")
+    assert main(["report", a, b, "--width", "100"]) == 0
+    assert "native reference, not gated" in capsys.readouterr().out
+    assert main(["report", a, b, "--width", "100", "--gate-native"]) == 1
+    assert "REGRESSED" in capsys.readouterr().out

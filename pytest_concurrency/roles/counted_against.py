@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import backends
 from ..backends import watchdog
 from ..exit_codes import Exit
 from ..gate import atomic, baseline, save
@@ -174,7 +175,8 @@ def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int
         print(f"pytest-concurrency: ERROR: {exc}")
         return Exit.TESTS_FAILED
     head = list(head_side.records)
-    result = gate.compare(base, head, head_side.meta, settings.gate)
+    reference = None if settings.gate_native else backends.is_native
+    result = gate.compare(base, head, head_side.meta, settings.gate, reference)
     print(" counted against the base side ".center(80, "-"))
     print(f"Sides: {_sides_line(base.meta, head_side.meta)}")
     print(terminal.render(head, result, every=True))
