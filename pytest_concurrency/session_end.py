@@ -25,11 +25,12 @@ class Ended:
 
     records: list[Record]  # the benchmarks measured (records.from_session)
     node_ids: dict  # each record's key -> the node id of its test
-    #: pytest-benchmark's own JSON of the session, raw rounds included (``None``: no save asked)
+    #: pytest-benchmark's own JSON of the session, raw rounds included: made when a save is asked
+    #: and nothing refuses it (``refused``)
     document: dict | None
     nothing_judged: str  # why no benchmark was recorded (said only when none was)
-    refused: str | None  # why this session must not write a baseline (interrupted, killed, ...)
-    failed: list[str]  # the benchmark tests that failed or errored, in the order they ran
+    #: why this session must not write a baseline (interrupted, killed, a benchmark test failed)
+    refused: str | None
     shard: sharding.Selector | None = None  # this process's, when the run is a shard
     other_shards: int = 0  # the baseline's benchmarks left to other shards (gate/shards.py)
     #: against a stored time baseline: the suspects' records measured again, in their tests run in
@@ -110,11 +111,12 @@ def finish(
     judged = judge(base, recs, meta, settings.gate, reference, ended.measure_again)
     outcome.records, outcome.gate, outcome.memory = judged.records, judged.gate, judged.memory
     outcome.messages.extend(judged.messages)
-    if ended.document is not None and meta is not None and recs:  # a save was asked
-        refused = ended.refused or save.refusal(ended.failed)
-        if refused:  # a failed benchmark, or killed by the user: not what the baseline should hold
-            outcome.errors.append(f"no baseline written to {settings.save_baseline}: {refused}")
-        else:  # this session as the baseline's latest, in front of the sessions already there
+    if settings.save_baseline and meta is not None and recs:
+        if ended.refused:  # a failed benchmark, or killed by the user: not what a baseline holds
+            outcome.errors.append(
+                f"no baseline written to {settings.save_baseline}: {ended.refused}"
+            )
+        elif ended.document is not None:  # the latest session, in front of those already there
             # history is added to the copy, not to this run's meta
             doc = {**ended.document, "pytest_concurrency": dict(meta)}
             try:

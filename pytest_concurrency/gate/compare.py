@@ -281,9 +281,8 @@ def add_session(
     in three saves of one release), and the earlier sessions stay to say so."""
     messages, restart = [], []
     same_code = previous is not None and _same_code(previous, doc[history.SECTION])
-    exact = measure.instrument(
-        doc[history.SECTION].get("measure")
-    ).exact  # counts are never disturbed
+    # counts are never disturbed
+    exact = measure.instrument(doc[history.SECTION].get("measure")).exact
     if previous is not None and keep > 1:
         latest = previous.latest
         by_key = {r.key: r for r in current}

@@ -214,10 +214,9 @@ def from_json(doc: Mapping[str, Any]) -> list[Record]:
 
 @dataclass(frozen=True)
 class Document:
-    """A pytest-benchmark JSON document parsed once, in this one place: the document as read,
-    its records, and the node id of the test behind each record."""
+    """A pytest-benchmark JSON document parsed once, in this one place: its records, and the
+    node id of the test behind each record."""
 
-    doc: Mapping[str, Any]
     records: tuple[Record, ...]
     node_ids: tuple[str, ...]  # ``records[i]``'s test ("fullname"; "" when the file lacks it)
 
@@ -235,7 +234,7 @@ class Document:
             if rec is not None:
                 recs.append(rec)
                 ids.append(str(bench.get("fullname") or ""))
-        return cls(doc, tuple(recs), tuple(ids))
+        return cls(tuple(recs), tuple(ids))
 
     def tests_of(self, keys) -> list[str]:
         """The node ids of the tests that measured the benchmarks ``keys``, sorted."""

@@ -23,6 +23,7 @@ import pytest
 from .. import plain_tests, session_end, sharding
 from ..backends import watchdog
 from ..exit_codes import Exit
+from ..gate import save
 from ..measure import PROFILE_HERE, kernel, records
 from ..report import progress
 from ..settings import with_jobs
@@ -321,15 +322,14 @@ class MeasuringSession:
         recs = records.from_session(bs.benchmarks)
         node_ids = records.node_ids(bs.benchmarks)
         again = self.second_sessions
+        refused = self.may_save() or save.refusal(list(self.tally.failed))
+        saving = self.settings.save_baseline and recs and not refused
         ended = session_end.Ended(
             records=recs,
             node_ids=node_ids,
-            document=_document(session.config, bs)
-            if self.settings.save_baseline and recs
-            else None,
+            document=_document(session.config, bs) if saving else None,
             nothing_judged=self.nothing_judged(),
-            refused=self.may_save(),
-            failed=list(self.tally.failed),
+            refused=refused,
             shard=sharding.of(session.config),
             other_shards=self.other_shards,
             measure_again=functools.partial(again.for_suspects, node_ids=node_ids)
