@@ -22,6 +22,7 @@ from .backends.base import ConcurrencyError
 from .exit_codes import Exit
 from .gate import merge as merge_gate
 from .gate import verdicts as V
+from .gate.compare import DEFAULT_MACHINE_TOLERANCE
 from .gate.history import Baseline
 from .measure.records import Document, Record
 from .report import tables
@@ -103,7 +104,9 @@ def compare(a_path: str, a: tuple, b: tuple, args) -> V.GateResult:
         )
     settings = gate.GateSettings(
         threshold=args.threshold,
+        overrides=dict(args.threshold_for),
         allow_cross_python=args.allow_cross_python,
+        machine_tolerance=args.machine_tolerance,
         memory_threshold=args.memory_threshold,
     )
     from .backends import is_native
@@ -122,6 +125,17 @@ def _percent(text: str) -> float:
         raise argparse.ArgumentTypeError(
             str(exc).partition(": ")[2]
         ) from None  # argparse names the option
+
+
+def _threshold_for(text: str) -> tuple[str, float]:
+    """``KEY=PCT``, as a line of the ``concurrency_thresholds`` ini option reads."""
+    from .settings import SettingsError, parse_thresholds
+
+    try:
+        ((key, value),) = parse_thresholds([text], "--threshold-for").items()
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+    return key, value
 
 
 def _width(text: str) -> int:
@@ -172,6 +186,24 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         metavar="PCT",
         help="practical threshold for verdicts, e.g. 10 (default: the gate's)",
+    )
+    r.add_argument(
+        "--threshold-for",
+        type=_threshold_for,
+        action="append",
+        default=[],
+        metavar="KEY=PCT",
+        help="a threshold for a backend, a workload or workload:backend, e.g. gevent=15 (again "
+        "for more): the session's concurrency_thresholds ini lines",
+    )
+    r.add_argument(
+        "--machine-tolerance",
+        type=_percent,
+        default=DEFAULT_MACHINE_TOLERANCE,
+        metavar="PCT",
+        help="normalize times by the machine-speed calibration only beyond this difference, as "
+        "--concurrency-machine-tolerance (default: "
+        f"{DEFAULT_MACHINE_TOLERANCE * 100:.0f})",
     )
     r.add_argument(
         "--memory-threshold",

@@ -194,3 +194,14 @@ def test_a_native_row_is_shown_not_gated_as_in_the_session_unless_asked(tmp_path
     assert "native reference, not gated" in capsys.readouterr().out
     assert main(["report", a, b, "--width", "100", "--gate-native"]) == 1
     assert "REGRESSED" in capsys.readouterr().out
+
+
+def test_a_threshold_for_one_backend_is_the_sessions_own(capsys):
+    # gevent's +20% fails at the gate's threshold (test_compares_two_files); the ini line
+    # ``gevent = 25`` the session would read lets it pass, and only gevent's
+    assert main(["report", A, B, "--width", "100", "--threshold-for", "gevent=25"]) == 0
+    line = _row(capsys.readouterr().out, "ring [m=1000,n=100]", "gevent")
+    assert "REGRESSED" not in line and "+20.0%" in line
+    with pytest.raises(SystemExit):
+        main(["report", A, B, "--threshold-for", "gevent"])
+    assert "should read KEY = PCT" in capsys.readouterr().err
