@@ -384,6 +384,28 @@ def test_a_burst_that_a_second_session_does_not_reproduce_is_not_a_regression():
     )
 
 
+def test_benchmarks_measured_again_only_because_every_one_is_are_not_called_suspects():
+    # --concurrency-remeasure=every: the unchanged ones had nothing to reproduce, and their
+    # verdicts must not say a second session "did not confirm" them
+    doc = baseline_of(1)
+    burst = run(2, slower={"gevent": 1.3})
+    first = gate.compare(doc, burst, meta())
+    suspects = set(gate.suspects(first))
+    every = {r.key: r for r in run(3)}
+    assert suspects and set(every) - suspects
+    result = gate.reproduce(
+        first, gate.compare(doc, gate.faster_sessions(burst, every), meta()), every
+    )
+    for v in result.verdicts:
+        assert ("not reproduced" in (v.note or "")) == (v.key in suspects), (v.key, v.note)
+    assert (
+        f"{len(suspects)} suspected regression(s) re-measured in a second session (their tests "
+        f"run again in a fresh process), 0 reproduced; {len(every) - len(suspects)} other "
+        "benchmark(s) measured again too (--concurrency-remeasure=every), each judged on the "
+        "faster of its two sessions" in result.notes
+    )
+
+
 def test_a_real_slowdown_reproduces_and_still_fails():
     doc = baseline_of(1)
     slow = run(2, slower={"gevent": 1.15})

@@ -395,11 +395,13 @@ def faster_sessions(current: Iterable[Record], reruns: Mapping[tuple, Record]) -
 
 
 def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Record]) -> GateResult:
-    """``second`` (judged on ``faster_sessions``), saying which suspects were reproduced."""
+    """``second`` (judged on ``faster_sessions``), saying which suspects were reproduced (the
+    others measured again, ``--concurrency-remeasure=every``, had nothing to reproduce)."""
     before = {v.key: v for v in first.verdicts}
+    suspected = set(suspects(first)) & set(reruns)
     confirmed = 0
     for v in second.verdicts:
-        if v.key not in reruns:
+        if v.key not in suspected:
             continue
         old = before[v.key]
         if v.status == REGRESSED:
@@ -414,10 +416,17 @@ def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Reco
                 f"(p={old.p_value:.2g}), a second one did not confirm it",
             )
             second.notes.append(f"{reruns[v.key].label}: {v.note}")
+    others = len(reruns) - len(suspected)
     second.notes.insert(
         0,
-        f"{len(reruns)} suspected regression(s) re-measured in a second session (their tests run "
-        f"again in a fresh process), {confirmed} reproduced",
+        f"{len(suspected)} suspected regression(s) re-measured in a second session (their tests "
+        f"run again in a fresh process), {confirmed} reproduced"
+        + (
+            f"; {others} other benchmark(s) measured again too (--concurrency-remeasure=every), "
+            "each judged on the faster of its two sessions"
+            if others
+            else ""
+        ),
     )
     return second
 
