@@ -404,6 +404,16 @@ def test_benchmarks_measured_again_only_because_every_one_is_are_not_called_susp
         "benchmark(s) measured again too (--concurrency-remeasure=every), each judged on the "
         "faster of its two sessions" in result.notes
     )
+    steady = run(2)  # no suspect at all: the summary says only what was measured again
+    first = gate.compare(doc, steady, meta())
+    assert not gate.suspects(first)
+    result = gate.reproduce(
+        first, gate.compare(doc, gate.faster_sessions(steady, every), meta()), every
+    )
+    assert result.notes[0] == (
+        f"{len(every)} benchmark(s) measured again too (--concurrency-remeasure=every), each "
+        "judged on the faster of its two sessions"
+    )
 
 
 def test_a_real_slowdown_reproduces_and_still_fails():

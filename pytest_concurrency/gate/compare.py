@@ -417,17 +417,18 @@ def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Reco
             )
             second.notes.append(f"{reruns[v.key].label}: {v.note}")
     others = len(reruns) - len(suspected)
-    second.notes.insert(
-        0,
-        f"{len(suspected)} suspected regression(s) re-measured in a second session (their tests "
-        f"run again in a fresh process), {confirmed} reproduced"
-        + (
-            f"; {others} other benchmark(s) measured again too (--concurrency-remeasure=every), "
-            "each judged on the faster of its two sessions"
-            if others
-            else ""
-        ),
-    )
+    said = []
+    if suspected:
+        said.append(
+            f"{len(suspected)} suspected regression(s) re-measured in a second session (their "
+            f"tests run again in a fresh process), {confirmed} reproduced"
+        )
+    if others:  # --concurrency-remeasure=every
+        said.append(
+            f"{others} {'other ' if suspected else ''}benchmark(s) measured again too "
+            "(--concurrency-remeasure=every), each judged on the faster of its two sessions"
+        )
+    second.notes.insert(0, "; ".join(said))
     return second
 
 
