@@ -401,7 +401,7 @@ def test_benchmarks_measured_again_only_because_every_one_is_are_not_called_susp
     assert (
         f"{len(suspects)} suspected regression(s) re-measured in a second session (their tests "
         f"run again in a fresh process), 0 reproduced; {len(every) - len(suspects)} other "
-        "benchmark(s) measured again too (--concurrency-remeasure=every), each judged on the "
+        "benchmark(s) measured again (--concurrency-remeasure=every), each judged on the "
         "faster of its two sessions" in result.notes
     )
     steady = run(2)  # no suspect at all: the summary says only what was measured again
@@ -411,7 +411,7 @@ def test_benchmarks_measured_again_only_because_every_one_is_are_not_called_susp
         first, gate.compare(doc, gate.faster_sessions(steady, every), meta()), every
     )
     assert result.notes[0] == (
-        f"{len(every)} benchmark(s) measured again too (--concurrency-remeasure=every), each "
+        f"{len(every)} benchmark(s) measured again (--concurrency-remeasure=every), each "
         "judged on the faster of its two sessions"
     )
 

@@ -425,7 +425,7 @@ def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Reco
         )
     if others:  # --concurrency-remeasure=every
         said.append(
-            f"{others} {'other ' if suspected else ''}benchmark(s) measured again too "
+            f"{others} {'other ' if suspected else ''}benchmark(s) measured again "
             "(--concurrency-remeasure=every), each judged on the faster of its two sessions"
         )
     second.notes.insert(0, "; ".join(said))
