@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 
@@ -249,7 +250,127 @@ def parser() -> argparse.ArgumentParser:
     from . import bisection
 
     bisection.add_parser(sub)
+    _history_parser(sub)
     return p
+
+
+def _history_parser(sub) -> None:
+    h = sub.add_parser(
+        "history",
+        help="draw the runs kept with --concurrency-history as a static site, or import files",
+        description="history DIR --html SITE: the runs kept in DIR (--concurrency-history) as a "
+        "static site, viewable offline: every benchmark's latest figure, verdict and trend, a page "
+        "per case with a chart per measure, the regressions newest first. Runs are put in the order "
+        "of the branch's commits when --repo is a git repository (default: the current "
+        "directory), else of their dates. history DIR --pr-summary --site-url URL: markdown for a "
+        "pull request's summary linking to the site's pages. history import DIR FILE...: "
+        "baselines (--concurrency-save-baseline: each kept session a run) and verdict files "
+        f"(--concurrency-verdicts, of the commit --commit names) added to DIR. Exit status: "
+        f"{Exit.OK} done, {Exit.TOOL_USAGE} usage error or unreadable file.",
+    )
+    h.add_argument("paths", nargs="+", metavar="DIR", help="DIR, or: import DIR FILE...")
+    h.add_argument("--html", metavar="SITE", help="write the site into the folder SITE")
+    h.add_argument(
+        "--repo",
+        metavar="PATH",
+        default=".",
+        help="the git repository whose branch orders the runs (default: the current directory)",
+    )
+    h.add_argument(
+        "--branch", help="the branch whose commits order the runs (default: the most runs')"
+    )
+    h.add_argument(
+        "--repo-url",
+        metavar="URL",
+        help="link each commit to URL/commit/SHA, e.g. https://github.com/OWNER/REPO",
+    )
+    h.add_argument(
+        "--pr-summary",
+        action="store_true",
+        help="print markdown for a pull request's summary (needs --site-url)",
+    )
+    h.add_argument("--site-url", metavar="URL", help="where the site is published")
+    h.add_argument(
+        "--commit",
+        metavar="SHA",
+        help="import: the commit the verdict files measured; --pr-summary: the commit whose "
+        "runs to summarise (default: the newest run's)",
+    )
+    h.add_argument("--output", metavar="PATH", help="--pr-summary: write the markdown to PATH")
+
+
+def _http_url(text: str | None, option: str) -> str | None:
+    if text is not None and not re.match(r"https?://[^\s\"'<>]+$", text):
+        raise InputError(f"{option}={text!r}: give an http:// or https:// address")
+    return text
+
+
+def history(args) -> int:
+    """``history``: a folder of runs drawn, summarised, or added to."""
+    from .report import runlog, site, trend
+
+    try:
+        if args.paths[0] == "import":
+            if len(args.paths) < 3:
+                raise InputError("history import DIR FILE...: give the folder and the files")
+            return _import(args.paths[1], args.paths[2:], args.commit, args.branch)
+        if len(args.paths) != 1:
+            raise InputError("history DIR --html SITE: give one folder (or: history import ...)")
+        if not args.html and not args.pr_summary:
+            raise InputError("history DIR: say what to make: --html SITE, --pr-summary, or both")
+        runs = runlog.read_folder(args.paths[0])
+        if args.html:
+            repo_url = _http_url(args.repo_url, "--repo-url")
+            ordered = trend.order(runs, args.repo, args.branch)
+            paths = site.Site(ordered, repo_url).write(args.html)
+            print(
+                f"{len(paths)} pages of {len(ordered.runs)} runs written to {args.html} "
+                f"({ordered.how})"
+            )
+        if args.pr_summary:
+            url = _http_url(args.site_url, "--site-url")
+            if url is None:
+                raise InputError("--pr-summary needs --site-url URL: where the site is published")
+            text = site.pr_summary(runs, url, args.commit)
+            if args.output:
+                from .gate import atomic
+
+                atomic.write_text(args.output, text)
+                print(f"pull request summary written to {args.output}")
+            else:
+                print(text, end="")
+    except (runlog.RunLogError, site.SiteError) as exc:
+        raise InputError(str(exc)) from None
+    return Exit.OK
+
+
+def _import(directory: str, files: list[str], commit: str | None, branch: str | None) -> int:
+    from .gate import baseline, verdict_file
+    from .report import runlog
+
+    docs = []
+    for path in files:  # each read whole before any is written: a bad one adds nothing
+        try:
+            raw = baseline.read(path, "file", "pass baselines or verdict files")
+        except baseline.BaselineError as exc:
+            raise InputError(str(exc)) from None
+        try:
+            if isinstance(raw, dict) and raw.get("format") == verdict_file.FORMAT:
+                if not commit:
+                    raise InputError(
+                        f"{path}: a verdict file names no commit; give it with --commit SHA"
+                    )
+                docs.append(runlog.from_verdict_file(path, runlog.Code(commit, None, branch)))
+            else:
+                docs.extend(runlog.from_baseline(path))
+        except (baseline.BaselineError, verdict_file.VerdictFileError) as exc:
+            raise InputError(str(exc)) from None
+    for doc in docs:
+        if branch and not doc.get("branch"):
+            doc["branch"] = branch
+        runlog.write(directory, doc)
+    print(f"{len(docs)} run(s) from {len(files)} file(s) added to {directory}")
+    return Exit.OK
 
 
 def merge(args) -> int:
@@ -381,6 +502,8 @@ def main(argv=None) -> int:
     try:
         if args.command == "merge":
             return merge(args)
+        if args.command == "history":
+            return history(args)
         if args.command == "bisect":
             from . import bisection
 

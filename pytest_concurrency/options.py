@@ -335,6 +335,17 @@ OPTIONS: tuple[Option, ...] = (
         "python -m pytest_concurrency merge --verdicts",
     ),
     Option(
+        "history",
+        "--concurrency-history",
+        "concurrency_history",
+        PATH,
+        default=None,
+        metavar="DIR",
+        help="keep this run in DIR: one new file a run (figures, verdicts, commit, versions), "
+        "never rewritten; a failed or interrupted run adds none. Draw the folder with "
+        "python -m pytest_concurrency history DIR --html SITE",
+    ),
+    Option(
         "report_md",
         "--concurrency-report-md",
         None,

@@ -41,6 +41,11 @@ def pytest_cmdline_main(config):
             "--concurrency-verdicts: not written against the base yet (its verdicts are the "
             "orchestrator's); use --concurrency-report-md there, or a stored baseline"
         )
+    if settings.history is not None and settings.against and given is None:
+        raise pytest.UsageError(
+            "--concurrency-history: a run against the base is not kept yet (its verdicts are "
+            "the orchestrator's); keep the runs judged against a stored baseline"
+        )
     role = roles.register(config, given, settings)
     if settings.shard is not None:
         config.pluginmanager.register(sharding.Selector(settings.shard, measures), sharding.NAME)

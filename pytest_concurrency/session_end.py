@@ -131,8 +131,42 @@ def finish(
                 outcome.messages.extend(said)
             except baseline.BaselineError as exc:
                 outcome.errors.append(str(exc))
+    if settings.history is not None and recs:
+        _keep_run(outcome, settings, ended)
     _report(outcome, settings, ended.written)
     return outcome
+
+
+def _keep_run(outcome: SessionOutcome, settings, ended: Ended) -> None:
+    """``--concurrency-history``: this run added to the run log (report/runlog.py), as a new
+    file; a run that must not save a baseline (a benchmark test failed, interrupted) adds none."""
+    from .report import runlog
+
+    if ended.refused:
+        outcome.messages.append(f"no run added to the history {settings.history}: {ended.refused}")
+        return
+    doc = runlog.run_document(
+        outcome.records,
+        code=runlog.Code.here(),
+        measure=settings.instrument.kind,
+        node_ids=ended.node_ids,
+        gate=outcome.gate,
+        memory=outcome.memory,
+        shard=ended.shard.section() if ended.shard is not None else None,
+    )
+    try:
+        with watchdog.ctrl_c_after():
+            path = runlog.write(settings.history, doc)
+            ended.written.append(f"the run was added to the history {settings.history}")
+    except OSError as exc:
+        why = (
+            str(exc)
+            if isinstance(exc, atomic.UnsafeLink)
+            else atomic.why_not_written(exc, settings.history)
+        )
+        outcome.errors.append(f"the run was not added to the history {settings.history}: {why}")
+    else:
+        outcome.messages.append(f"run added to the history: {path}")
 
 
 def _report(outcome: SessionOutcome, settings, written: list[str]) -> None:

@@ -61,6 +61,7 @@ class Settings:
     shard: Shard | None = _DEFAULTS["shard"]  # this run is one shard of the suite
     verdicts: Path | None = _DEFAULTS["verdicts"]  # the verdict file (gate/verdict_file.py)
     report_md: Path | None = _DEFAULTS["report_md"]
+    history: Path | None = _DEFAULTS["history"]  # the run log's folder (report/runlog.py)
     plot_dir: Path | None = _DEFAULTS["plot_dir"]
     against_keep: Path | None = _DEFAULTS["against_keep"]  # where each pair's rounds are copied
 

@@ -12,6 +12,7 @@ _HEAD_ONLY = {
     "--concurrency-baseline-sessions": True,
     "--concurrency-report-md": True,
     "--concurrency-verdicts": True,
+    "--concurrency-history": True,
     "--concurrency-plot": True,
     "--benchmark-json": True,
     "--benchmark-save": True,
