@@ -29,6 +29,7 @@ import math
 import os
 import re
 import secrets
+import statistics
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from ..gate import atomic, baseline, shards, verdict_file
 from ..gate import verdicts as V
 from ..gate.history import MEMORY_KEYS
 from ..measure import kernel
+from ..measure import names as measure_names
 from ..measure.records import Record, key_label
 from . import tables
 
@@ -113,14 +115,13 @@ def figures(rec: Record, test: str | None = None) -> dict:
         "ops": ops,
         "rounds": len(rec.samples),
     }
-    if rec.samples:
+    median = tables.round_median(rec)
+    out.update(median=median / ops if math.isfinite(median) else None, low=None, high=None)
+    if len(rec.samples) > 1:  # a verdict file keeps one median a layout: no interval
         low, high = median_interval(rec.samples)
-        out.update(median=rec.median / ops, low=low / ops, high=high / ops)
-        if len(rec.layouts) > 1:
-            out["layouts"] = [sorted(r)[len(r) // 2] / ops for r in rec.layouts]
-    else:  # a verdict file keeps medians, not rounds
-        median = tables.round_median(rec)
-        out.update(median=median / ops if math.isfinite(median) else None, low=None, high=None)
+        out.update(low=low / ops, high=high / ops)
+    if len(rec.layouts) > 1:
+        out["layouts"] = [statistics.median(r) / ops for r in rec.layouts]
     figs = {
         name: rec.extra[f"{name}_per_op"]
         for name in kernel.FIGURES
@@ -254,6 +255,8 @@ def read(path) -> dict:
 
 
 def _wrong(doc: Mapping) -> str | None:
+    if doc.get("measure") not in measure_names():
+        return f"its measure {doc.get('measure')!r} is not one of {', '.join(measure_names())}"
     if not isinstance(doc.get("date"), str):
         return "its 'date' is not text"
     if not isinstance(doc.get("benchmarks"), list) or not isinstance(doc.get("verdicts"), list):

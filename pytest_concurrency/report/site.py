@@ -131,6 +131,7 @@ class Site:
         self.how = ordered.how
         self.repo_url = repo_url
         self.series = trend.series(self.runs)
+        self.labels = [_run_label(r) for r in self.runs]  # each point's tooltip names its run
         self.cases: dict[str, list[trend.Series]] = defaultdict(list)
         for s in self.series.values():
             self.cases[s.case].append(s)
@@ -144,7 +145,7 @@ class Site:
             if p.low is not None and p.high is not None
             else ""
         )
-        return f"{s.backend or s.id}, {_run_label(self.runs[p.run])}: {trend.amount(p.median, s.measure)}/{s.unit}{interval}"
+        return f"{s.backend or s.id}, {self.labels[p.run]}: {trend.amount(p.median, s.measure)}/{s.unit}{interval}"
 
     def index_rows(self) -> list[dict]:
         rows = []

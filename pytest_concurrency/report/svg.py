@@ -100,7 +100,7 @@ def chart(lines: list[Line], runs: list[int], fmt: Callable[[float], str], title
         )
         for p in pts:
             out.append(
-                f'<circle class="point" cx="{_n(x(p.run))}" cy="{_n(y(p.median))}" r="2.5">'
+                f'<circle class="point" cx="{x(p.run):.1f}" cy="{y(p.median):.1f}" r="2.5">'
                 f"<title>{escape(line.tip(p))}</title></circle>"
             )
         for p in pts:

@@ -9,12 +9,15 @@ order of their dates, and the site says so.
 
 from __future__ import annotations
 
+import functools
+import math
 import subprocess
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..gate import verdicts as V
+from ..measure import instrument
 from ..measure.records import params_id
 from . import tables
 
@@ -62,8 +65,12 @@ def order(runs: Iterable[dict], repo=None, branch: str | None = None) -> Ordered
     if branch is not None:
         runs = [r for r in runs if r.get("branch") in (branch, None)]
     runs.sort(key=lambda r: (r["date"], r.get("commit") or ""))
-    why = "no git repository given" if repo is None else f"git does not know {branch or 'HEAD'}"
-    return Ordered(runs, f"in the order of their dates ({why}: not the branch's order)", branch)
+    why = (
+        "no git repository given"
+        if repo is None
+        else f"no branch {branch or 'HEAD'} in a git repository at {repo}"
+    )
+    return Ordered(runs, f"in the order of their dates, not of a branch's commits: {why}", branch)
 
 
 @dataclass
@@ -139,7 +146,19 @@ def latest_verdict(runs: list[dict], s: Series) -> dict | None:
 
 def amount(value: float | None, measure: str) -> str:
     """A per-op figure in its measure's unit: ``1.23 µs``, ``4.56k instr``."""
-    return tables.fmt_amount(value, measure)
+    unit = _unit(measure)
+    if unit == "s":
+        return tables.fmt_time(value)
+    if value is None or not math.isfinite(value):
+        return tables.NA
+    return f"{tables.fmt_count(value)} {unit}"
+
+
+@functools.lru_cache(maxsize=None)
+def _unit(measure: str) -> str:
+    """The unit of a measure's samples (``s``, ``instr``): looked up once a measure, as a
+    site formats a few hundred thousand figures."""
+    return instrument(measure).unit
 
 
 def downsampled(values: list[float], most: int) -> list[float]:
