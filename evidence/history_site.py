@@ -81,7 +81,9 @@ def synthetic(directory: Path, runs: int, benchmarks: int) -> None:
             noise = 1 + 0.02 * (((r * 31 + k * 17) % 13) / 6 - 1)
             base = 1e-6 * (1 + k % 7) * step * noise
             samples = [base * (1 + 0.01 * (j % 5 - 2)) for j in range(9)]
-            recs.append(Record(workload, {"n": 10 * (size + 1)}, model, samples, ops=10, unit="hop"))
+            recs.append(
+                Record(workload, {"n": 10 * (size + 1)}, model, samples, ops=10, unit="hop")
+            )
             if r and (r + 7 * k) % 250 == 0:
                 regressed.append(recs[-1])
         doc = runlog.run_document(
@@ -152,9 +154,7 @@ def main(argv=None) -> int:
             "run_files_mib": round(sum(f.stat().st_size for f in folder.iterdir()) / 2**20, 1),
             "synthetic_written_s": round(made, 1),
             "site": write_site(folder, site, "--repo", tmp),
-            "site_mib": round(
-                sum(f.stat().st_size for f in site.rglob("*.html")) / 2**20, 1
-            ),
+            "site_mib": round(sum(f.stat().st_size for f in site.rglob("*.html")) / 2**20, 1),
             "index_kib": round((site / "index.html").stat().st_size / 1024),
             "load": os.getloadavg()[0],
             "python": sys.version.split()[0],

@@ -323,7 +323,9 @@ def history(args) -> int:
             repo_url = _http_url(args.repo_url, "--repo-url")
             ordered = trend.order(runs, args.repo, args.branch)
             paths = site.Site(ordered, repo_url).write(args.html)
-            print(f"{len(paths)} pages of {len(ordered.runs)} runs written to {args.html}, {ordered.how}")
+            print(
+                f"{len(paths)} pages of {len(ordered.runs)} runs written to {args.html}, {ordered.how}"
+            )
         if args.pr_summary:
             url = _http_url(args.site_url, "--site-url")
             if url is None:

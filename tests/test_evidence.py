@@ -218,6 +218,14 @@ CASES = [
         id="plain_count_repeat",
         marks=[pytest.mark.slow, needs_valgrind],
     ),
+    # ~3 s: a run log of 30 runs x 12 benchmarks drawn as a site (the browser's timing is
+    # tests/test_history_browser.py's browser, evidence-grade by hand)
+    pytest.param(
+        "history_site.py",
+        ["--no-browser"],
+        [r"^site of 30 runs x 12 benchmarks written in [\d.]+ s$"],
+        id="history_site",
+    ),
     # ~3 minutes: a history of 4 commits, one +2%, bisected by counted runs (valgrind)
     pytest.param(
         "bisect_evidence.py",

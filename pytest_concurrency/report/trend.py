@@ -154,7 +154,7 @@ def amount(value: float | None, measure: str) -> str:
     return f"{tables.fmt_count(value)} {unit}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unit(measure: str) -> str:
     """The unit of a measure's samples (``s``, ``instr``): looked up once a measure, as a
     site formats a few hundred thousand figures."""
