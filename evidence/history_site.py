@@ -1,7 +1,8 @@
 """How fast the run log's site is written and drawn with a long history (docs/history.md).
 
-A synthetic run log of RUNS runs x BENCHMARKS benchmarks (time, one run an hour, a step slower
-now and then, each step's run carrying the gate's regressed verdict) is written with the
+A synthetic run log of RUNS runs x BENCHMARKS benchmarks (time, a run a commit of a git
+branch of RUNS commits, a step slower now and then, each step's run carrying the gate's
+regressed verdict, the others unchanged ones) is written with the
 package's own writer, then drawn as the user does (``python -m pytest_concurrency history DIR
 --html SITE``, its wall and CPU seconds), and its index opened in a headless Chromium (Debian's
 ``chromium`` and ``chromium-driver``, driven by Selenium): the milliseconds from the navigation's
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import os
 import resource
@@ -66,15 +66,32 @@ def chromium(width: int = 1280, height: int = 900):
     return webdriver.Chrome(service=Service(executable_path=driver), options=options)
 
 
-def synthetic(directory: Path, runs: int, benchmarks: int) -> None:
-    """``runs`` run files of ``benchmarks`` time benchmarks each, written with runlog.write."""
+def branch(repo: Path, commits: int) -> list[str]:
+    """A git repository at ``repo`` whose branch main has ``commits`` empty commits (git
+    fast-import: seconds for thousands); their hashes, oldest first."""
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    stream = "".join(
+        f"commit refs/heads/main\ncommitter ci <ci@localhost> {1767225600 + 3600 * i} +0000\n"
+        f"data {len(str(i))}\n{i}\n"
+        for i in range(commits)
+    )
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=stream.encode(), check=True)
+    done = subprocess.run(
+        ["git", "rev-list", "--reverse", "main"], cwd=repo, capture_output=True, text=True
+    )
+    return done.stdout.split()
+
+
+def synthetic(directory: Path, commits: list[str], benchmarks: int) -> None:
+    """A run file for each of ``commits`` of ``benchmarks`` time benchmarks, written with
+    runlog.write: every benchmark's verdict in every run, as a run judged against a baseline has."""
     per_size = len(MODELS) * len(WORKLOADS)
     cases = [
         (WORKLOADS[i // len(MODELS) % len(WORKLOADS)], i // per_size, MODELS[i % len(MODELS)])
         for i in range(benchmarks)
     ]
-    for r in range(runs):
-        commit = hashlib.sha1(str(r).encode()).hexdigest()
+    for r, commit in enumerate(commits):
         recs, regressed = [], []
         for k, (workload, size, model) in enumerate(cases):
             step = 1 + 0.2 * ((r + 7 * k) // 250)  # 20% slower every 250 runs, staggered
@@ -85,7 +102,7 @@ def synthetic(directory: Path, runs: int, benchmarks: int) -> None:
                 Record(workload, {"n": 10 * (size + 1)}, model, samples, ops=10, unit="hop")
             )
             if r and (r + 7 * k) % 250 == 0:
-                regressed.append(recs[-1])
+                regressed.append(recs[-1].label)
         doc = runlog.run_document(
             recs,
             code=runlog.Code(commit, False, "main"),
@@ -98,11 +115,12 @@ def synthetic(directory: Path, runs: int, benchmarks: int) -> None:
             {
                 "id": rec.label,
                 "figure": "time",
-                "status": "regressed",
-                "change": 0.2,
-                "words": f"{rec.label}: +20.0%, p=0.0001, threshold 10% (synthetic)",
+                "status": "regressed" if rec.label in regressed else "unchanged",
+                "change": 0.2 if rec.label in regressed else 0.0,
+                "words": f"{rec.label}: {'+20.0%' if rec.label in regressed else '+0.0%'}, p=0.0001, "
+                "threshold 10% (synthetic)",
             }
-            for rec in regressed
+            for rec in recs
         ]
         runlog.write(directory, doc)
 
@@ -144,16 +162,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     runs, benchmarks = (30, 12) if args.smoke else (args.runs, args.benchmarks)
     with tempfile.TemporaryDirectory() as tmp:
-        folder, site = Path(tmp) / "runs", Path(tmp) / "site"
+        folder, site, repo = Path(tmp) / "runs", Path(tmp) / "site", Path(tmp) / "repo"
         started = time.perf_counter()
-        synthetic(folder, runs, benchmarks)
+        synthetic(folder, branch(repo, runs), benchmarks)
         made = time.perf_counter() - started
         result = {
             "runs": runs,
             "benchmarks": benchmarks,
             "run_files_mib": round(sum(f.stat().st_size for f in folder.iterdir()) / 2**20, 1),
             "synthetic_written_s": round(made, 1),
-            "site": write_site(folder, site, "--repo", tmp),
+            "site": write_site(folder, site, "--repo", str(repo)),
             "site_mib": round(sum(f.stat().st_size for f in site.rglob("*.html")) / 2**20, 1),
             "index_kib": round((site / "index.html").stat().st_size / 1024),
             "load": os.getloadavg()[0],

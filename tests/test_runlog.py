@@ -134,9 +134,20 @@ def test_a_damaged_or_foreign_file_is_refused_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "x.run.json" in err and "'date' is not text" in err
     assert not (tmp_path / "site").exists()
-    bad.write_text(json.dumps({**run([rec()], "a" * 40, 0), "measure": "sundial"}))
+    good = run([rec()], "a" * 40, 0)
+    bad.write_text(json.dumps({**good, "measure": "sundial"}))
     with pytest.raises(runlog.RunLogError, match="measure 'sundial' is not one of"):
         runlog.read(bad)
+    # a value of another type, wherever the site reads it: one line, not a traceback
+    for field, value, says in [
+        ("params", [1], "'params' is list, not dict"),
+        ("median", "fast", "'median' is str, not int"),
+        ("kernel", {"csw": "many"}, "kernel figure 'csw' is not a number"),
+    ]:
+        benchmark = {**good["benchmarks"][0], field: value}
+        bad.write_text(json.dumps({**good, "benchmarks": [benchmark]}))
+        with pytest.raises(runlog.RunLogError, match=re.escape(says)):
+            runlog.read(bad)
 
 
 # -- the order -----------------------------------------------------------------------------------
@@ -181,6 +192,9 @@ def test_runs_are_in_the_branchs_commit_order_not_their_upload_or_dates(tmp_path
     by_date = trend.order(runs)  # no repository: their dates, and the site says so
     assert [r["commit"] for r in by_date.runs] == [shas[2], shas[1], shas[0]]
     assert "not of a branch's commits: no git repository given" in by_date.how
+    # a repository that holds none of them (the current directory, by default): not all left out
+    elsewhere = trend.order([run([rec()], "e" * 40, 0)], repo, "main")
+    assert len(elsewhere.runs) == 1 and "none of the runs' commits is on main" in elsewhere.how
 
 
 # -- importing -----------------------------------------------------------------------------------

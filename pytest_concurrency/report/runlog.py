@@ -254,22 +254,62 @@ def read(path) -> dict:
     return doc
 
 
+#: What each value the site reads must be, or be absent (None where it may be null).
+_TEXT, _NUMBER, _MAP = (str,), (int, float), (dict,)
+_RUN = {"commit": _TEXT, "branch": _TEXT}
+_BENCHMARK = {
+    "workload": _TEXT,
+    "backend": _TEXT,
+    "name": _TEXT,
+    "test": _TEXT,
+    "unit": _TEXT,
+    "params": _MAP,
+    "kernel": _MAP,
+    "median": _NUMBER,
+    "low": _NUMBER,
+    "high": _NUMBER,
+}
+_VERDICT = {"figure": _TEXT, "words": _TEXT, "change": _NUMBER}
+
+
 def _wrong(doc: Mapping) -> str | None:
+    """What of ``doc`` the site could not read (a value of the wrong type), or None."""
     if doc.get("measure") not in measure_names():
         return f"its measure {doc.get('measure')!r} is not one of {', '.join(measure_names())}"
     if not isinstance(doc.get("date"), str):
         return "its 'date' is not text"
     if not isinstance(doc.get("benchmarks"), list) or not isinstance(doc.get("verdicts"), list):
         return "its 'benchmarks' or 'verdicts' is not a list"
+    wrong = _types(doc, _RUN)
+    if wrong:
+        return f"its {wrong}"
     for b in doc["benchmarks"]:
         if not isinstance(b, dict) or not isinstance(b.get("id"), str):
             return "a benchmark without an 'id'"
-        for k in ("median", "low", "high"):
-            if b.get(k) is not None and not isinstance(b[k], (int, float)):
-                return f"benchmark {b['id']!r}: its {k!r} is not a number"
+        wrong = _types(b, _BENCHMARK) or _numbers(b.get("kernel") or {})
+        if wrong:
+            return f"benchmark {b['id']!r}: its {wrong}"
     for v in doc["verdicts"]:
         if not isinstance(v, dict) or not all(isinstance(v.get(k), str) for k in ("id", "status")):
             return "a verdict without an 'id' or a 'status'"
+        wrong = _types(v, _VERDICT)
+        if wrong:
+            return f"verdict on {v['id']!r}: its {wrong}"
+    return None
+
+
+def _types(entry: Mapping, expected: Mapping[str, tuple]) -> str | None:
+    for key, kinds in expected.items():
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            return f"{key!r} is {type(value).__name__}, not {kinds[0].__name__}"
+    return None
+
+
+def _numbers(figures: Mapping) -> str | None:
+    for key, value in figures.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"kernel figure {key!r} is not a number"
     return None
 
 

@@ -53,7 +53,8 @@ def order(runs: Iterable[dict], repo=None, branch: str | None = None) -> Ordered
     named = Counter(r.get("branch") for r in runs if r.get("branch"))
     branch = branch or (named.most_common(1)[0][0] if named else None)
     commits = branch_commits(repo, branch or "HEAD") if repo is not None else None
-    if commits is not None:
+    missed = commits is not None and not {r.get("commit") for r in runs} & set(commits)
+    if commits is not None and not missed:
         place = {c: i for i, c in enumerate(commits)}
         kept = [r for r in runs if r.get("commit") in place]
         kept.sort(key=lambda r: (place[r["commit"]], r["date"]))
@@ -65,11 +66,12 @@ def order(runs: Iterable[dict], repo=None, branch: str | None = None) -> Ordered
     if branch is not None:
         runs = [r for r in runs if r.get("branch") in (branch, None)]
     runs.sort(key=lambda r: (r["date"], r.get("commit") or ""))
-    why = (
-        "no git repository given"
-        if repo is None
-        else f"no branch {branch or 'HEAD'} in a git repository at {repo}"
-    )
+    if repo is None:
+        why = "no git repository given"
+    elif missed:
+        why = f"none of the runs' commits is on {branch or 'HEAD'} in the repository at {repo}"
+    else:
+        why = f"no branch {branch or 'HEAD'} in a git repository at {repo}"
     return Ordered(runs, f"in the order of their dates, not of a branch's commits: {why}", branch)
 
 
