@@ -386,3 +386,14 @@ def test_a_session_whose_benchmark_test_failed_adds_no_run(pytester, monkeypatch
     assert failed.ret == Exit.TESTS_FAILED
     failed.stdout.fnmatch_lines(["*no run added to the history runs: 1 benchmark test failed*"])
     assert not (pytester.path / "runs").exists()
+
+
+def test_a_run_against_the_base_is_refused_before_it_starts(pytester):
+    """Cost: a usage error at start-up, ~1 s."""
+    pytester.makepyfile(test_bench=SUITE)
+    result = pytester.runpytest_subprocess(
+        "--concurrency-against=git:HEAD", "--concurrency-history=runs"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--concurrency-history: a run against the base is not kept yet" in result.stderr.str()
+    assert not (pytester.path / "runs").exists()
