@@ -265,6 +265,7 @@ _BENCHMARK = {
     "unit": _TEXT,
     "params": _MAP,
     "kernel": _MAP,
+    "memory": _MAP,
     "median": _NUMBER,
     "low": _NUMBER,
     "high": _NUMBER,
@@ -286,7 +287,11 @@ def _wrong(doc: Mapping) -> str | None:
     for b in doc["benchmarks"]:
         if not isinstance(b, dict) or not isinstance(b.get("id"), str):
             return "a benchmark without an 'id'"
-        wrong = _types(b, _BENCHMARK) or _numbers(b.get("kernel") or {})
+        wrong = (
+            _types(b, _BENCHMARK)
+            or _numbers(b.get("kernel") or {}, "kernel")
+            or _numbers(b.get("memory") or {}, "memory")
+        )
         if wrong:
             return f"benchmark {b['id']!r}: its {wrong}"
     for v in doc["verdicts"]:
@@ -306,10 +311,10 @@ def _types(entry: Mapping, expected: Mapping[str, tuple]) -> str | None:
     return None
 
 
-def _numbers(figures: Mapping) -> str | None:
+def _numbers(figures: Mapping, what: str) -> str | None:
     for key, value in figures.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"kernel figure {key!r} is not a number"
+            return f"{what} figure {key!r} is not a number"
     return None
 
 

@@ -221,13 +221,16 @@ class Site:
     def _latest_table(self, lines: list[trend.Series]) -> str:
         out = [
             "<table><tr><th>model</th><th>latest</th><th>interval</th><th>verdict</th>"
-            "<th>runs</th><th>kernel per op (latest)</th></tr>"
+            "<th>runs</th><th>kernel per op, memory (latest)</th></tr>"
         ]
         for n, s in enumerate(lines):
             p, v = s.latest, trend.latest_verdict(self.runs, s)
             colour = svg.PALETTE[n % len(svg.PALETTE)]
             b = next(b for b in self.runs[p.run]["benchmarks"] if b["id"] == s.id)
-            kernel = ", ".join(f"{k} {val:.3g}" for k, val in (b.get("kernel") or {}).items())
+            kernel = ", ".join(
+                f"{k} {val:.3g}"
+                for k, val in [*(b.get("kernel") or {}).items(), *(b.get("memory") or {}).items()]
+            )
             interval = (
                 f"{trend.amount(p.low, s.measure)} to {trend.amount(p.high, s.measure)}"
                 if p.low is not None and p.high is not None
