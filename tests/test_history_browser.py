@@ -3,7 +3,8 @@ by Selenium (evidence/history_site.py starts it, and times the 1,000-run site in
 
 Skipped where no browser is installed; under CONCURRENCY_TESTS_STRICT (.ci/run) a missing
 browser fails instead: ``apt-get install -y chromium chromium-driver``. Cost: the browser's start
-and four pages, ~3 s at rest (10 s at a load of 20)."""
+and four pages: 35 s for both tests at a load average of 30 on the 2-core machine (not measured
+at rest)."""
 
 from __future__ import annotations
 
