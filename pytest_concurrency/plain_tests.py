@@ -32,6 +32,8 @@ WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call
 APART = pytest.StashKey[bool]()  # in the child a test's call runs in (``call_apart``)
 WHOLE_BODY = pytest.StashKey[bool]()  # a marked test whose whole body is the measured call
 IN_BODY = pytest.StashKey[bool]()  # inside one measured call of it
+#: when the last round of a test with ``benchmark`` alone ended, for its silence watch (``note_rounds``)
+ROUND_ENDED = pytest.StashKey[list]()
 #: pytest-codspeed's markers: the whole test is the benchmark (it takes no benchmark fixture).
 BODY_MARKERS = ("benchmark", "codspeed_benchmark")
 
@@ -257,7 +259,6 @@ def call_watched(item, timeout: float | None) -> bool | None:
     if not measured_here(item.fixturenames) or item.stash.get(WATCHED, False):
         return None
     older = set(threading.enumerate())
-    bench = item.funcargs.get("benchmark")
     guard: Callable = contextlib.nullcontext
     if timeout and is_plain(item.fixturenames):
         guard = watchdog.deadline(
@@ -266,15 +267,14 @@ def call_watched(item, timeout: float | None) -> bool | None:
             "return, nor end a backend.run call,",
             silence_watch=True,
         )
-    elif timeout and issubclass(type(bench), BenchmarkFixture):  # not pytest-codspeed's
-        last = [time.monotonic()]  # when its last round ended: a store, no system call
-        driver.after_each_round(bench, lambda: last.__setitem__(0, time.monotonic()))
+    elif timeout and ROUND_ENDED in item.stash:
+        ended = item.stash[ROUND_ENDED]
         guard = watchdog.deadline(
             watchdog.silence(timeout),
             item.nodeid,
             "return, nor end a round of its benchmark,",
             silence_watch=True,
-            alive=lambda: last[0],
+            alive=lambda: ended[0],
         )
     item.stash[WATCHED] = True
     try:
@@ -354,6 +354,20 @@ def _wait_or_exit() -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os._exit(_exit["status"])
+
+
+def note_rounds(item) -> None:
+    """Before the test runs, first of what wraps its rounds (so that a counted warm-up's calls are
+    noted too): when each round of a test with ``benchmark`` alone ends (outside its timer, a
+    store), for its silence watch (``call_watched``)."""
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    if (
+        not is_plain(item.fixturenames)
+        and issubclass(type(bench), BenchmarkFixture)  # not pytest-codspeed's
+        and ROUND_ENDED not in item.stash
+    ):
+        ended = item.stash[ROUND_ENDED] = [time.monotonic()]
+        driver.after_each_round(bench, lambda: ended.__setitem__(0, time.monotonic()))
 
 
 def bracket_rounds(item, instrument, aside=contextlib.nullcontext) -> None:

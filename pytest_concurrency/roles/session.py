@@ -173,9 +173,8 @@ class MeasuringSession:
         """Whether a benchmark test runs in this process, where a test that ends it (``os._exit``,
         a segfault) ends the session: time mode, pytest-benchmark on (not off by
         --benchmark-disable, nor in an xdist worker or beside its controller's workers), and a
-        test whose call is not forked. Isolated, a test with ``benchmark`` alone (no
-        ``concurrency_backend``) still runs here, as does the body of a ``concurrency_benchmark``
-        test (its workloads run in the workers)."""
+        test whose call is not forked. Isolated, the body of a ``concurrency_benchmark`` test
+        still runs here (its workloads run in the workers)."""
         settings, config = self.settings, session.config
         bs = getattr(config, "_benchmarksession", None)
         return (
@@ -231,6 +230,8 @@ class MeasuringSession:
     def prepare(self, item) -> None:
         """What the plugin reads around a test's rounds, set up (``plain_tests.before_call``)."""
         settings = self.settings
+        if plain_tests.bound(item, settings) and not plain_tests.runs_apart(item, settings):
+            plain_tests.note_rounds(item)  # for its silence watch (apart: the child's signs)
         memory = marker_kwarg(item, "memory")
         wanted = memory if memory is not None else settings.memory_plain
         plain_tests.before_call(
