@@ -9,11 +9,14 @@ from __future__ import annotations
 import signal
 import time
 import types
+from pathlib import Path
 
 import pytest
+from conftest import needs
 
 from pytest_concurrency import backends, plain_tests, settings
 from pytest_concurrency.backends import watchdog
+from pytest_concurrency.measure import callgrind
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -364,3 +367,48 @@ def test_only_a_given_timeout_bounds_a_test_with_benchmark_alone(pytester):
     for given in (["--concurrency-timeout=5"], ["-o", "concurrency_timeout=5"]):
         chosen = settings.from_config(pytester.parseconfig(*given))
         assert plain_tests.bound(alone, chosen) == plain_tests.bound(with_model, chosen) == 5.0
+
+
+MYLIB = "__version__ = '1.0'\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param(
+            "counted",
+            marks=needs("valgrind", callgrind.unavailable_reason()),
+        ),
+        "against",
+    ],
+)
+def test_counted_or_against_the_base_a_test_with_benchmark_alone_past_the_timeout_fails(
+    pytester, mode
+):
+    """Counted, 75 CPU s (3.5 min by the clock at a load of 20): the pass at full speed, each
+    layout's counted pass and the counted session (under valgrind) each stop it, the warm-up's
+    calls counted as signs of life. Against the base, 15 CPU s (3 min at that load: pip installs the
+    base side): each side stops it, and its wait for the other side's turn does not count."""
+    pytester.makepyfile(test_hangs=BENCHMARK_ALONE_HANGS)
+    if mode == "counted":
+        args = ["--concurrency-measure=instructions"]
+    else:
+        (pytester.path / "base" / "mylib").mkdir(parents=True)
+        (pytester.path / "base" / "mylib" / "__init__.py").write_text(MYLIB)
+        (pytester.path / "base" / "pyproject.toml").write_text(
+            (Path(__file__).parent / "data" / "mylib.pyproject.toml")
+            .read_text()
+            .format(version="1.0")
+        )
+        args = ["--concurrency-against=base"]
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-timeout=1", "-p", "no:randomly", *args, timeout=900
+    )
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_hangs.py::test_hangs did not return, nor end a round of its benchmark, "
+            "within 3.1 s (deadlock or stall?). Blocked at:"
+        ]
+    )
