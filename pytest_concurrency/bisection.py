@@ -21,8 +21,8 @@ commits: the good end and 5 steps, whichever commit it is, or that nothing cross
 counts it first, so that every benchmark regressed there is located, including one that crossed
 after the first one did (one run more, at most).
 
-Nothing is left behind, however it ends: its directory is named after its process
-(``pytest-concurrency-bisect-PID-...``), so a later bisection removes, at its start, what one that
+Nothing is left behind, however it ends: its directory (``pytest-concurrency-bisect-PID-...``)
+holds a file its process keeps locked, so a later bisection removes, at its start, what one that
 was killed (SIGKILL) left, its worktree's registration included; a SIGTERM (``timeout``, a
 cancelled CI job) ends it as a Ctrl-C does, cleaned up, with one line naming the step it stopped
 at, exit 2. Each step's processes die with it (PDEATHSIG).
@@ -31,6 +31,7 @@ at, exit 2. Each step's processes die with it (PDEATHSIG).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -51,6 +52,7 @@ from .exit_codes import NOT_RUN, Exit
 _TAIL = 6  # lines of a skipped step's output shown
 #: A bisection's own directory in TMPDIR: the prefix, then its process's id (``work_dir``)
 PREFIX = "pytest-concurrency-bisect-"
+OWNER = ".owner"  # in it: a file its process holds locked (``flock``) for as long as it runs
 END_S = 5.0  # an interrupted step's processes' time to end on SIGTERM before they are killed
 
 
@@ -520,7 +522,7 @@ def main(args) -> int:
 
 def _run(history, args) -> int:
     n = len(history.points)
-    work = work_dir()
+    work, lock = work_dir()
     task = Search(
         history, list(args.pytest_args), args.measure, work, lambda line: print(line, flush=True)
     )
@@ -537,6 +539,7 @@ def _run(history, args) -> int:
             with _uninterrupted():
                 history.close()
                 shutil.rmtree(work, ignore_errors=True)
+                os.close(lock)
     except Interrupted as exc:
         left = [*history.left(), *filter(os.path.exists, [work])]
         print(_interrupted(exc.signum, task.doing(), left), file=sys.stderr)
@@ -637,10 +640,15 @@ def _end_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def work_dir() -> str:
-    """This run's directory in TMPDIR, named after its process: ``sweep`` in a later run knows it
-    as a leftover once that process is gone."""
-    return tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+def work_dir() -> tuple[str, int]:
+    """This run's directory in TMPDIR, named after its process, and the descriptor of the lock in
+    it (``OWNER``), held until the process ends, however it ends: ``sweep`` in a later run knows a
+    directory whose lock it can take as a leftover (a pid used again, or another pid namespace's,
+    does not fool it)."""
+    work = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+    lock = os.open(os.path.join(work, OWNER), os.O_CREAT | os.O_WRONLY, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return work, lock
 
 
 def sweep(top: str | None) -> list[str]:
@@ -656,8 +664,7 @@ def sweep(top: str | None) -> list[str]:
             found.add(os.path.dirname(tree))
     removed, repositories = [], {top} if top else set()
     for work in sorted(found):
-        owner = re.match(re.escape(PREFIX) + r"(\d+)-", os.path.basename(work))
-        if owner is None or _alive(int(owner[1])):
+        if not _gone(work):
             continue
         repositories.update(filter(None, [_repository_of(os.path.join(work, "tree"))]))
         shutil.rmtree(work, ignore_errors=True)
@@ -668,9 +675,27 @@ def sweep(top: str | None) -> list[str]:
     return removed
 
 
+def _gone(work: str) -> bool:
+    """Whether the run that made the directory ``work`` has ended: its lock can be taken. Without
+    a lock (killed in the instant between making the directory and its lock), whether the process
+    its name gives is gone."""
+    try:
+        lock = os.open(os.path.join(work, OWNER), os.O_RDONLY)
+    except FileNotFoundError:
+        owner = re.match(re.escape(PREFIX) + r"(\d+)-", os.path.basename(work))
+        return owner is not None and not _alive(int(owner[1]))
+    except OSError:  # not ours to read
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # held: the run goes on
+        return False
+    finally:
+        os.close(lock)
+    return True
+
+
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -32,7 +32,7 @@ WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call
 APART = pytest.StashKey[bool]()  # in the child a test's call runs in (``call_apart``)
 WHOLE_BODY = pytest.StashKey[bool]()  # a marked test whose whole body is the measured call
 IN_BODY = pytest.StashKey[bool]()  # inside one measured call of it
-#: when the last round of a test with ``benchmark`` alone ended, for its silence watch (``note_rounds``)
+#: when the last round of a test with ``benchmark`` alone ended (``note_rounds``): its silence watch
 ROUND_ENDED = pytest.StashKey[list]()
 #: pytest-codspeed's markers: the whole test is the benchmark (it takes no benchmark fixture).
 BODY_MARKERS = ("benchmark", "codspeed_benchmark")

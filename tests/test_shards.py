@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -706,3 +707,15 @@ def test_what_a_killed_bisection_left_the_next_one_removes_at_its_start(tmp_path
     assert left in again.stdout
     assert os.listdir(tmp_path / "tmp") == [] and len(_worktrees(repo)) == 1
     assert not (repo / ".git" / "worktrees").exists() or not os.listdir(repo / ".git" / "worktrees")
+
+
+@pytest.mark.once
+def test_a_bisections_directory_is_a_leftover_only_once_its_lock_is_free(tmp_path, monkeypatch):
+    """No session: a running bisection's directory (its lock held) is never swept, whatever its
+    name's pid says; once the lock is free it is."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    work, lock = bisection.work_dir()
+    assert os.path.basename(work).startswith(f"{bisection.PREFIX}{os.getpid()}-")
+    assert bisection.sweep(None) == [] and os.path.isdir(work)
+    os.close(lock)
+    assert bisection.sweep(None) == [os.path.realpath(work)] and not os.path.exists(work)

@@ -9,8 +9,9 @@ session takes the record as if measured here. The child leads a process group of
 with the session (PDEATHSIG), and is killed with everything it started when it stops reporting:
 each ``backend.run`` call that ends (a test with ``benchmark`` alone: each round) counts one in a
 word of memory both processes share (inside the timed call: a store, not a syscall that wakes the
-session, which the kernel figures would count), and ``--concurrency-timeout`` (plus a grace, so that the child's own watchdog names where a
-stalled run waited: ``watchdog.silence``) is the longest it may go without one.
+session, which the kernel figures would count), and ``--concurrency-timeout`` (plus a grace, so
+that the child's own watchdog names where a stalled run waited: ``watchdog.silence``) is the
+longest it may go without one.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ def run(
     call: Callable[[], dict], signs: Callable[[Callable[[], None]], None], timeout: float | None
 ) -> tuple[dict | None, bool, str | None]:
     """Run ``call`` in a child forked for it, after ``signs(tick)`` (there) made ``tick()`` follow
-    each sign of life (a ``backend.run`` call that ends: ``after_each_run``; a round). Returns the child's reply (``call``'s dict, with ``threads``: the non-daemon
-    threads it left) or None, whether it was killed for going silent, and how it ended (None: exit
-    status 0). Raises ``OSError`` when no child could be started."""
+    each sign of life (a ``backend.run`` call that ends: ``after_each_run``; a round). Returns the
+    child's reply (``call``'s dict, with ``threads``: the non-daemon threads it left) or None,
+    whether it was killed for going silent, and how it ended (None: exit status 0). Raises
+    ``OSError`` when no child could be started."""
     arm = watchdog.with_parent(signal.SIGKILL)
-    runs = memoryview(mmap.mmap(-1, 8)).cast("Q")  # shared (MAP_SHARED): run calls the child ended
+    runs = memoryview(mmap.mmap(-1, 8)).cast("Q")  # shared (MAP_SHARED): the child's signs of life
     readable, writable = os.pipe()
     for stream in (sys.stdout, sys.stderr):  # or what is buffered would be written twice
         stream.flush()
