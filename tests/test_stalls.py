@@ -373,6 +373,7 @@ MYLIB = "__version__ = '1.0'\n"
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # counted, under load: a pass, two layouts' passes, the counted session
 @pytest.mark.parametrize(
     "mode",
     [
@@ -403,7 +404,7 @@ def test_counted_or_against_the_base_a_test_with_benchmark_alone_past_the_timeou
         )
         args = ["--concurrency-against=base"]
     result = pytester.runpytest_subprocess(
-        "--benchmark-only", "--concurrency-timeout=1", "-p", "no:randomly", *args, timeout=900
+        "--benchmark-only", "--concurrency-timeout=1", "-p", "no:randomly", *args, timeout=1100
     )
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(
