@@ -64,7 +64,6 @@ class BisectError(Exception):
         self.code = code
 
 
-@dataclass
 class Interrupted(BaseException):
     """A Ctrl-C or a SIGTERM: the run stops, cleans up and says where it was (not an ``Exception``,
     which code on the way could take for its own error)."""
