@@ -504,7 +504,7 @@ def test_isolated_a_test_with_benchmark_alone_that_exits_or_segfaults_fails_alon
         "-p",
         "no:randomly",
         f"--benchmark-json={pytester.path / 'b.json'}",
-        timeout=120,
+        timeout=180,
     )
     result.assert_outcomes(failed=2, passed=1)
     result.stdout.fnmatch_lines_random(
