@@ -20,15 +20,25 @@ that crossed stays crossed; each benchmark a step found regressed gets its own f
 commits: the good end and 5 steps, whichever commit it is, or that nothing crossed); ``--each``
 counts it first, so that every benchmark regressed there is located, including one that crossed
 after the first one did (one run more, at most).
+
+Nothing is left behind, however it ends: its directory (``pytest-concurrency-bisect-PID-...``)
+holds a file its process keeps locked, so a later bisection removes, at its start, what one that
+was killed (SIGKILL) left, its worktree's registration included; a SIGTERM (``timeout``, a
+cancelled CI job) ends it as a Ctrl-C does, cleaned up, with one line naming the step it stopped
+at, exit 2. Each step's processes die with it (PDEATHSIG).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import glob
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,9 +46,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .backends import watchdog
 from .exit_codes import NOT_RUN, Exit
 
 _TAIL = 6  # lines of a skipped step's output shown
+#: A bisection's own directory in TMPDIR: the prefix, then its process's id (``work_dir``)
+PREFIX = "pytest-concurrency-bisect-"
+OWNER = ".owner"  # in it: a file its process holds locked (``flock``) for as long as it runs
+END_S = 5.0  # an interrupted step's processes' time to end on SIGTERM before they are killed
 
 
 class BisectError(Exception):
@@ -47,6 +62,15 @@ class BisectError(Exception):
     def __init__(self, line: str, code: int = Exit.TOOL_USAGE):
         super().__init__(line)
         self.code = code
+
+
+class Interrupted(BaseException):
+    """A Ctrl-C or a SIGTERM: the run stops, cleans up and says where it was (not an ``Exception``,
+    which code on the way could take for its own error)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 @dataclass
@@ -72,6 +96,8 @@ class Step:
 
 class Commits:
     """The commits from ``good`` to ``bad`` (first parents' ancestry path), the good end first."""
+
+    preparing = "checking out"  # what ``prepare`` does, for the line of an interrupted run
 
     def __init__(self, good: str, bad: str, setup: str | None):
         self.setup = setup
@@ -109,13 +135,17 @@ class Commits:
             )
             subprocess.run(["git", "worktree", "prune"], cwd=self.top, capture_output=True)
 
+    def left(self) -> list[str]:
+        """What of the run is still there once closed: its worktree, if git still lists it."""
+        return [t for t in _worktrees(self.top) if self.tree and _same(t, self.tree)]
+
     def prepare(self, i: int) -> tuple[str, dict] | str:
         """(the directory to run in, the environment), or why the step cannot run."""
         for args in (
             ("checkout", "--detach", "--force", "--quiet", self.shas[i]),
             ("clean", "-fdxq"),
         ):
-            done = subprocess.run(["git", "-C", self.tree, *args], capture_output=True, text=True)
+            done = _step_process(["git", "-C", self.tree, *args])
             if done.returncode:
                 return f"git {args[0]} failed: {done.stderr.strip()[-200:]}"
         cwd = os.path.normpath(os.path.join(self.tree, self.rel))
@@ -129,9 +159,9 @@ class Commits:
         ]
         env = _with_path(paths)
         if self.setup:
-            done = subprocess.run(
-                self.setup, shell=True, cwd=cwd, env=env, capture_output=True, text=True
-            )
+            self.preparing = "building (--setup)"
+            done = _step_process(self.setup, shell=True, cwd=cwd, env=env)
+            self.preparing = "checking out"
             if done.returncode:
                 return f"did not build (--setup exited {done.returncode}): {_tail(done.stdout + done.stderr)}"
         return cwd, env
@@ -139,6 +169,8 @@ class Commits:
 
 class Releases:
     """The index's releases of one package from A to B (``pkg==A..pkg==B``), oldest first."""
+
+    preparing = "installing"
 
     def __init__(self, spec: str, listed: Callable[[str], list[str]] | None = None):
         from packaging.version import InvalidVersion, Version
@@ -179,6 +211,9 @@ class Releases:
     def close(self) -> None:
         pass
 
+    def left(self) -> list[str]:
+        return []
+
     def prepare(self, i: int) -> tuple[str, dict] | str:
         shutil.rmtree(self.site, ignore_errors=True)
         command = [
@@ -192,7 +227,7 @@ class Releases:
             self.site,
             self.points[i].name,
         ]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = _step_process(command)
         if done.returncode:
             return f"did not install: {_tail(done.stdout + done.stderr)}"
         return os.getcwd(), _with_path([self.site])
@@ -226,21 +261,39 @@ class Search:
         self.say = say
         self.steps: dict[int, Step] = {}
         self.baseline = os.path.join(work, "good.json")
+        # what it is doing, for the line of an interrupted run (``doing``): a step's (label,
+        # where in the search, whether counting yet), or what it does between steps
+        self._step: tuple[str, str, bool] | None = None
+        self._between = "setting up, before its first step"
+
+    def doing(self) -> str:
+        if self._step is None:
+            return self._between
+        label, at, counting = self._step
+        return f"{'counting' if counting else self.history.preparing} {label} ({at})"
+
+    def expected(self) -> int:
+        """About how many runs the search takes (the good end, then binary search)."""
+        return max(1, (len(self.points) - 1).bit_length()) + 1
 
     def run(self, i: int) -> Step:
         if i in self.steps:
             return self.steps[i]
         start = time.monotonic()
         point = self.points[i]
+        label = f"{point.name}" + (f" ({point.title})" if point.title else "")
+        at = f"step {len(self.steps) + 1} of about {max(self.expected(), len(self.steps) + 1)}"
+        self._step = (label, at, False)
         ready = self.history.prepare(i)
         if isinstance(ready, str):
             step = Step(i, "skipped", why=ready)
         else:
+            self._step = (label, at, True)
             step = self._counted(i, *ready)
         step.seconds = time.monotonic() - start
         self.steps[i] = step
+        self._step, self._between = None, f"after step {len(self.steps)}, choosing the next"
         counted = len(self.steps)
-        label = f"{point.name}" + (f" ({point.title})" if point.title else "")
         if step.status == "skipped":
             self.say(f"step {counted}: {label}: skipped, {step.why}")
         elif step.status == "saved":
@@ -279,7 +332,7 @@ class Search:
             f"--concurrency-verdicts={out}",
             *extra,
         ]
-        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+        done = _step_process(command, cwd=cwd, env=env)
         output = done.stdout + done.stderr
         if not os.path.exists(out) or done.returncode in NOT_RUN:
             return Step(
@@ -439,44 +492,60 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     from . import measure
 
-    try:
-        if bool(args.versions) == bool(args.good or args.bad):
-            raise BisectError("give --good REV --bad REV, or --versions 'PKG==A..PKG==B'")
-        if not args.versions and not (args.good and args.bad):
-            raise BisectError("give both --good REV and --bad REV")
-        reason = measure.instrument(args.measure).unavailable_reason()
-        if reason:
-            raise BisectError(f"--measure {args.measure}: {reason}")
-        history = (
-            Releases(args.versions) if args.versions else Commits(args.good, args.bad, args.setup)
-        )
-        return _run(history, args)
-    except BisectError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.code
+    with _interruptible():
+        try:
+            if bool(args.versions) == bool(args.good or args.bad):
+                raise BisectError("give --good REV --bad REV, or --versions 'PKG==A..PKG==B'")
+            if not args.versions and not (args.good and args.bad):
+                raise BisectError("give both --good REV and --bad REV")
+            reason = measure.instrument(args.measure).unavailable_reason()
+            if reason:
+                raise BisectError(f"--measure {args.measure}: {reason}")
+            for work in sweep(_toplevel()):
+                print(f"bisect: removed what a bisection that was killed left: {work}", flush=True)
+            history = (
+                Releases(args.versions)
+                if args.versions
+                else Commits(args.good, args.bad, args.setup)
+            )
+            return _run(history, args)
+        except BisectError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.code
+        except Interrupted as exc:  # before its first step: it has made nothing yet
+            print(
+                _interrupted(exc.signum, "setting up, before its first step", []), file=sys.stderr
+            )
+            return Exit.INTERRUPTED
 
 
 def _run(history, args) -> int:
     n = len(history.points)
-    print(
-        f"bisect: {n} points from {history.points[0].name} to {history.points[-1].name}, counted "
-        f"({args.measure}); about {max(1, (n - 1).bit_length()) + 1} runs",
-        flush=True,
-    )
-    work = tempfile.mkdtemp(prefix="pytest-concurrency-bisect-")
+    work, lock = work_dir()
     task = Search(
         history, list(args.pytest_args), args.measure, work, lambda line: print(line, flush=True)
     )
+    print(
+        f"bisect: {n} points from {history.points[0].name} to {history.points[-1].name}, counted "
+        f"({args.measure}); about {task.expected()} runs",
+        flush=True,
+    )
     try:
-        history.open(work)
         try:
+            history.open(work)
             found = search(task, args.each)
-        except BisectError as exc:
-            _write_json(args.json, task, [], str(exc))
-            raise
-    finally:
-        history.close()
-        shutil.rmtree(work, ignore_errors=True)
+        finally:
+            with _uninterrupted():
+                history.close()
+                shutil.rmtree(work, ignore_errors=True)
+                os.close(lock)
+    except Interrupted as exc:
+        left = [*history.left(), *filter(os.path.exists, [work])]
+        print(_interrupted(exc.signum, task.doing(), left), file=sys.stderr)
+        return Exit.INTERRUPTED
+    except BisectError as exc:
+        _write_json(args.json, task, [], str(exc))
+        raise
     runs = sum(1 for st in task.steps.values() if st.status != "skipped")
     for f in found:
         first, last = task.points[f.first_bad], task.points[f.last_good]
@@ -493,6 +562,189 @@ def _run(history, args) -> int:
     )
     _write_json(args.json, task, found, "")
     return Exit.OK
+
+
+def _interrupted(signum: int, doing: str, left: list[str]) -> str:
+    """The one line of a run stopped by a Ctrl-C or a SIGTERM (it writes no --json)."""
+    how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    after = (
+        f"left behind: {', '.join(left)} (the next bisection removes it)"
+        if left
+        else "nothing left behind"
+    )
+    return f"bisect: interrupted ({how}) while {doing}; {after}"
+
+
+# -- signals, and what a run leaves ------------------------------------------------------------
+
+
+def _raise_interrupted(signum, frame) -> None:
+    for each in (signal.SIGINT, signal.SIGTERM):  # the clean-up that follows is not interrupted
+        signal.signal(each, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _interruptible():
+    """A Ctrl-C or a SIGTERM (``timeout``, a cancelled CI job) raises ``Interrupted`` once."""
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, _raise_interrupted) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _uninterrupted():
+    """The clean-up: a signal now is not to stop it halfway (the run ends right after)."""
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _step_process(command, **popen) -> subprocess.CompletedProcess:
+    """A step's command (git in its worktree, the build, pip, the counted pytest run), its output
+    captured: in a process group of its own that gets SIGTERM when this process ends, even by
+    SIGKILL (PDEATHSIG); interrupted, the group gets SIGTERM, then SIGKILL after ``END_S``."""
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a Ctrl-C at the terminal is this process's to pass on
+        preexec_fn=watchdog.with_parent(signal.SIGTERM),
+        **popen,
+    ) as proc:
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            _end_group(proc)
+            raise
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)  # a pytest session ends as interrupted, writing nothing
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(END_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # and whatever it left in its group
+    proc.wait()
+
+
+def work_dir() -> tuple[str, int]:
+    """This run's directory in TMPDIR, named after its process, and the descriptor of the lock in
+    it (``OWNER``), held until the process ends, however it ends: ``sweep`` in a later run knows a
+    directory whose lock it can take as a leftover (a pid used again, or another pid namespace's,
+    does not fool it)."""
+    work = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+    lock = os.open(os.path.join(work, OWNER), os.O_CREAT | os.O_WRONLY, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return work, lock
+
+
+def sweep(top: str | None) -> list[str]:
+    """What bisections that were killed (SIGKILL, a machine's reset) left, their processes gone:
+    their directories in TMPDIR, and the worktrees they registered in the checkout ``top`` (found
+    there too when TMPDIR was another); their repositories forget the worktrees (``git worktree
+    prune``). Returns the directories removed."""
+    found = {
+        os.path.realpath(w) for w in glob.glob(os.path.join(tempfile.gettempdir(), PREFIX + "*"))
+    }
+    for tree in _worktrees(top):
+        if os.path.basename(os.path.dirname(tree)).startswith(PREFIX):
+            found.add(os.path.dirname(tree))
+    removed, repositories = [], {top} if top else set()
+    for work in sorted(found):
+        if not _gone(work):
+            continue
+        repositories.update(filter(None, [_repository_of(os.path.join(work, "tree"))]))
+        shutil.rmtree(work, ignore_errors=True)
+        removed.append(work)
+    if removed:
+        for repository in repositories:
+            subprocess.run(["git", "worktree", "prune"], cwd=repository, capture_output=True)
+    return removed
+
+
+def _gone(work: str) -> bool:
+    """Whether the run that made the directory ``work`` has ended: its lock can be taken. Without
+    a lock (killed in the instant between making the directory and its lock), whether the process
+    its name gives is gone."""
+    try:
+        lock = os.open(os.path.join(work, OWNER), os.O_RDONLY)
+    except FileNotFoundError:
+        owner = re.match(re.escape(PREFIX) + r"(\d+)-", os.path.basename(work))
+        return owner is not None and not _alive(int(owner[1]))
+    except OSError:  # not ours to read
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # held: the run goes on
+        return False
+    finally:
+        os.close(lock)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def _repository_of(tree: str) -> str | None:
+    """The repository a worktree belongs to (its ``.git`` file names its entry there), if any."""
+    try:
+        with open(os.path.join(tree, ".git"), encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    entry = text.partition(":")[2].strip()  # REPO/.git/worktrees/NAME
+    common = os.path.dirname(os.path.dirname(entry))
+    return common if os.path.isdir(common) else None
+
+
+def _toplevel() -> str | None:
+    """The git checkout this command runs in, if any (not an error here: releases need none)."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _worktrees(top: str | None) -> list[str]:
+    """The worktrees registered in the checkout ``top``, as real paths."""
+    if not top:
+        return []
+    done = subprocess.run(
+        ["git", "worktree", "list", "--porcelain"], cwd=top, capture_output=True, text=True
+    )
+    return [
+        os.path.realpath(line.partition(" ")[2])
+        for line in done.stdout.splitlines()
+        if line.startswith("worktree ")
+    ]
+
+
+def _same(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _write_json(path: str | None, task: Search, found: list[Finding], error: str) -> None:

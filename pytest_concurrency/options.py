@@ -145,7 +145,10 @@ OPTIONS: tuple[Option, ...] = (
         default=None,  # the instrument's: settings.from_config
         bounds=(0.01, 86400.0),  # a day
         metavar="SECONDS",
-        help="longest a round may take before it fails as stalled (default: 120; 1200 when counting)",
+        help="longest a round, or a concurrency_backend.run call in your own test, may take before "
+        "it fails as stalled (default: 120; 1200 when counting); given (or in the ini file), it bounds "
+        "your tests with benchmark alone too: one fails when no round of it ended for the timeout "
+        "plus a grace, and the session goes on",
     ),
     Option(
         "jobs",
@@ -176,9 +179,10 @@ OPTIONS: tuple[Option, ...] = (
         "concurrency_isolate",
         SWITCH,
         default=False,
-        help="run each model's workloads in a fresh worker process of its own, and each of your own "
-        "benchmark tests' call in a child forked for it (a crash, a hang or a leaked thread fails "
-        "that test alone)",
+        help="run each model's workloads in a fresh worker process of its own, and the call of each of "
+        "your own benchmark tests (benchmark, with or without concurrency_backend) in a child forked "
+        "for it (a crash, a hang or a leaked thread fails that test alone); not when counting, nor on "
+        "the sides of --concurrency-against",
     ),
     Option(
         "save_baseline",

@@ -32,6 +32,8 @@ WATCHED = pytest.StashKey[bool]()  # the call is under its silence watch (``call
 APART = pytest.StashKey[bool]()  # in the child a test's call runs in (``call_apart``)
 WHOLE_BODY = pytest.StashKey[bool]()  # a marked test whose whole body is the measured call
 IN_BODY = pytest.StashKey[bool]()  # inside one measured call of it
+#: when the last round of a test with ``benchmark`` alone ended (``note_rounds``): its silence watch
+ROUND_ENDED = pytest.StashKey[list]()
 #: pytest-codspeed's markers: the whole test is the benchmark (it takes no benchmark fixture).
 BODY_MARKERS = ("benchmark", "codspeed_benchmark")
 
@@ -88,15 +90,29 @@ def is_plain(names: Collection[str]) -> bool:
 
 def runs_apart(item, settings) -> bool:
     """Whether the test's call runs in a child forked for it (``--concurrency-isolate``; see
-    runner/forked.py). Not when counted (the session already runs under valgrind) nor as a side of
-    ``--concurrency-against`` (its turns are taken from the session's process)."""
+    runner/forked.py): a benchmark test measured here, with ``concurrency_backend`` or with
+    ``benchmark`` alone. Not when counted (the session already runs under valgrind) nor as a side
+    of ``--concurrency-against`` (its turns are taken from the session's process)."""
     return (
         settings.isolate
         and not settings.instrument.fresh_process
         and not settings.paired
         and hasattr(os, "waitid")  # Linux, BSD
-        and is_plain(item.fixturenames)
+        and measured_here(item.fixturenames)
     )
+
+
+def bound(item, settings) -> float | None:
+    """The ``--concurrency-timeout`` that bounds the test's call, or None: a test that takes
+    ``concurrency_backend`` always (its run calls have the default deadline), one with
+    ``benchmark`` alone only when the timeout is given (option or ini): without it, it runs as
+    long as it would without the plugin."""
+    return settings.timeout if is_plain(item.fixturenames) or settings.timeout_given else None
+
+
+#: What a test watched for silence did not do (``call_watched``, ``call_apart``): its signs of life
+NO_RUN_ENDED = "no backend.run call ended"
+NO_ROUND_ENDED = "no round of its benchmark ended"
 
 
 def watch(request, backend, instrument, apart: bool) -> None:
@@ -108,21 +124,23 @@ def watch(request, backend, instrument, apart: bool) -> None:
         request.addfinalizer(request.node.stash[KERNEL].close)
 
 
-def call_apart(item, instrument, timeout: float | None) -> bool | None:
-    """The test's call, in a child forked for it (``runs_apart``; runner/forked.py): kernel figures
-    read there (counters opened here would count this process), ``after_call`` done there (the
-    memory pass, the record's keys), so that here it has nothing left to add. In the child, None:
-    pytest's own hook calls the function."""
+def call_apart(item, instrument, timeout: float | None, prepare: Callable[[], None]) -> bool | None:
+    """The test's call, in a child forked for it (``runs_apart``; runner/forked.py): ``prepare()``
+    (``before_call``) and kernel figures done there (counters opened here would count this
+    process), ``after_call`` too (the memory pass, the record's keys), so that here it has nothing
+    left to add. Each ``backend.run`` call that ends is a sign of life, or each round of a test
+    with ``benchmark`` alone. In the child, None: the call itself runs."""
     from .runner import forked
 
     if item.stash.get(APART, False):
         return None
-    bench, backend = item.funcargs["benchmark"], item.funcargs["concurrency_backend"]
+    bench, backend = item.funcargs["benchmark"], item.funcargs.get("concurrency_backend")
 
     def child() -> dict:
         item.stash[APART] = True
-        if instrument.machine_bound:
+        if instrument.machine_bound and backend is not None:
             item.stash[KERNEL] = driver.KernelPerRun(backend)
+        prepare()
         reply = _call(item)
         after_call(item, instrument, reply["outcome"] == "passed", lambda fullname: {})
         control_figures(item)
@@ -137,8 +155,14 @@ def call_apart(item, instrument, timeout: float | None) -> bool | None:
         }
         return reply
 
+    def signs(tick: Callable[[], None]) -> None:
+        if backend is not None:
+            forked.after_each_run(backend, tick)
+        else:
+            driver.after_each_round(bench, tick)
+
     try:
-        reply, silent, how = forked.run(child, backend, timeout)
+        reply, silent, how = forked.run(child, signs, timeout)
     except OSError as exc:
         bench._mode = "in the test's own process, which could not start"
         pytest.fail(
@@ -150,17 +174,19 @@ def call_apart(item, instrument, timeout: float | None) -> bool | None:
     finally:
         if CALLS in item.stash:
             del item.stash[CALLS]
-    _apply(item, reply, silent, how, timeout)
+    _apply(item, reply, silent, how, timeout, NO_RUN_ENDED if backend else NO_ROUND_ENDED)
     return True
 
 
-def _apply(item, reply: dict | None, silent: bool, how: str | None, timeout: float | None) -> None:
+def _apply(
+    item, reply: dict | None, silent: bool, how: str | None, timeout: float | None, unsaid: str
+) -> None:
     bench = item.funcargs["benchmark"]
     if reply is None:  # it may have measured, in the child: not "the fixture was not used"
         bench._mode = "in the test's own process, which ended without a result"
     if silent and timeout:  # only a session with a timeout watches for silence
         pytest.fail(
-            f"{item.nodeid}: for {watchdog.silence(timeout):g} s no backend.run call ended and the test did not "
+            f"{item.nodeid}: for {watchdog.silence(timeout):g} s {unsaid} and the test did not "
             "return, so its process was killed with every process it started (--concurrency-timeout "
             f"{timeout:g} s, and a grace). Its threads' stacks are in the captured stderr. Deadlock or "
             "stall? Raise --concurrency-timeout if the test is just slow.",
@@ -200,8 +226,8 @@ def _take_record(bench, sent: dict) -> None:
     bench.extra_info.update(sent["extra_info"])
     if sent["samples"]:
         stats = bench._make_stats(sent["iterations"])
-        for sample in sent["samples"]:
-            stats.update(sample)
+        for sample in sent["samples"]:  # per iteration already: not ``stats.update``, which divides
+            stats.stats.update(sample)
 
 
 def _callspec_id(item) -> str:
@@ -225,24 +251,31 @@ def _call(item) -> dict:
 
 def call_watched(item, timeout: float | None) -> bool | None:
     """In the session's process: the test's call, failed instead of hung when for
-    ``watchdog.silence(timeout)`` no ``backend.run`` call ends and it does not return (each run has
-    its own deadline; this bounds the code around them), and warned about when it leaves non-daemon
-    threads running, which would keep the session from exiting (a suite's own benchmark test,
-    with no ``backend.run`` to watch, gets the latter). None when not a benchmark test measured here
-    (or already inside its watch): pytest calls it as usual."""
+    ``watchdog.silence(timeout)`` no ``backend.run`` call ends (a test with ``benchmark`` alone: no
+    round of its benchmark) and it does not return (each run has its own deadline; this bounds the
+    code around them), and warned about when it leaves non-daemon threads running, which would keep
+    the session from exiting. ``timeout`` None: not watched for silence (``bound``). None when not
+    a benchmark test measured here (or already inside its watch): pytest calls it as usual."""
     if not measured_here(item.fixturenames) or item.stash.get(WATCHED, False):
         return None
     older = set(threading.enumerate())
-    guard = (
-        watchdog.deadline(
-            timeout and watchdog.silence(timeout),
+    guard: Callable = contextlib.nullcontext
+    if timeout and is_plain(item.fixturenames):
+        guard = watchdog.deadline(
+            watchdog.silence(timeout),
             item.nodeid,
             "return, nor end a backend.run call,",
             silence_watch=True,
         )
-        if is_plain(item.fixturenames)
-        else contextlib.nullcontext
-    )
+    elif timeout and ROUND_ENDED in item.stash:
+        ended = item.stash[ROUND_ENDED]
+        guard = watchdog.deadline(
+            watchdog.silence(timeout),
+            item.nodeid,
+            "return, nor end a round of its benchmark,",
+            silence_watch=True,
+            alive=lambda: ended[0],
+        )
     item.stash[WATCHED] = True
     try:
         with guard():
@@ -321,6 +354,20 @@ def _wait_or_exit() -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os._exit(_exit["status"])
+
+
+def note_rounds(item) -> None:
+    """Before the test runs, first of what wraps its rounds (so that a counted warm-up's calls are
+    noted too): when each round of a test with ``benchmark`` alone ends (outside its timer, a
+    store), for its silence watch (``call_watched``)."""
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    if (
+        not is_plain(item.fixturenames)
+        and issubclass(type(bench), BenchmarkFixture)  # not pytest-codspeed's
+        and ROUND_ENDED not in item.stash
+    ):
+        ended = item.stash[ROUND_ENDED] = [time.monotonic()]
+        driver.after_each_round(bench, lambda: ended.__setitem__(0, time.monotonic()))
 
 
 def bracket_rounds(item, instrument, aside=contextlib.nullcontext) -> None:

@@ -40,6 +40,8 @@ class Settings:
     measure: str = _DEFAULTS["measure"]  # the instrument: see measure/
     rounds: int | None = _DEFAULTS["rounds"]
     timeout: float | None = None  # None until read: then the given one or the instrument's default
+    #: given by option or ini: then it bounds the tests with ``benchmark`` alone too (plain_tests.py)
+    timeout_given: bool = False
     isolate: bool = _DEFAULTS["isolate"]
     jobs: int = (
         1  # cases measured at once (instruction counts only: times would disturb each other)
@@ -113,6 +115,7 @@ def from_config(config, *, paired: bool = False) -> Settings:
         origins[o.field] = origin
         values[o.field] = PARSERS[o.kind](raw, origin, o)
     values["backends_chosen"] = "backends" in origins
+    values["timeout_given"] = "timeout" in origins
     instrument = measure.instrument(values["measure"])
     if values["timeout"] is None:
         values["timeout"] = instrument.default_timeout

@@ -475,35 +475,59 @@ def test_segfaults(benchmark):
 
 
 @pytest.mark.once
-@pytest.mark.parametrize(
-    "test, isolate, status",
-    [("test_exits", False, 3), ("test_exits", True, 3), ("test_segfaults", True, -11)],
-)
-def test_a_test_with_benchmark_alone_that_ends_the_process_is_named_isolated_or_not(
-    pytester, watched_session, test, isolate, status
-):
-    """~2 s each: --concurrency-isolate forks only the tests that take ``concurrency_backend``;
-    one with pytest-benchmark's ``benchmark`` alone runs in the session's process, and ended it
-    without a word naming it (the watcher was off when isolated). Its status is the same either
-    way, and the line's advice does not send the user to the option already on."""
+def test_a_test_with_benchmark_alone_that_ends_the_process_is_named(pytester, watched_session):
+    """~2 s: in the session's process, a test with pytest-benchmark's ``benchmark`` alone that ends
+    the process is named by the watcher, with its own status."""
     pytester.makepyfile(test_bench=BENCHMARK_ONLY)
-    ended = watched_session(
-        "--benchmark-only", "-k", test, *(["--concurrency-isolate"] if isolate else [])
-    )
+    ended = watched_session("--benchmark-only", "-k", "test_exits")
     said = [line for line in ended.err.splitlines() if "pytest-concurrency" in line]
-    nodeid = f"test_bench.py::{test}"
-    assert ended.status == status, ended
-    advice = (
-        "(--concurrency-isolate runs a test in a process of its own only when it takes the "
-        "concurrency_backend fixture; this one ran in the session's)"
-        if isolate
-        else "(--concurrency-isolate runs it in a process of its own, where it fails alone)"
-    )
+    nodeid = "test_bench.py::test_exits"
+    assert ended.status == 3, ended
     assert said == [
         f"pytest-concurrency: {nodeid} ended the session's process (os._exit, a fatal signal such "
-        f"as SIGSEGV, or a kill), so it wrote no baseline, report or verdict: fix the test {advice}"
-        f", or deselect it (--deselect {nodeid})"
+        "as SIGSEGV, or a kill), so it wrote no baseline, report or verdict: fix the test "
+        "(--concurrency-isolate runs it in a process of its own, where it fails alone), or "
+        f"deselect it (--deselect {nodeid})"
     ], ended
+
+
+@pytest.mark.once
+def test_isolated_a_test_with_benchmark_alone_that_exits_or_segfaults_fails_alone(pytester):
+    """~4 s: --concurrency-isolate forked only the tests that take ``concurrency_backend``, though
+    its help said each of your own benchmark tests; one with pytest-benchmark's ``benchmark`` alone
+    that called ``os._exit(3)`` or segfaulted ended the whole session (exit 3 or 139) and the tests
+    after it never ran. Now each fails alone, by name, and what the others measured is recorded."""
+    pytester.makepyfile(test_bench=BENCHMARK_ONLY + AFTER)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-isolate",
+        "-p",
+        "no:randomly",
+        f"--benchmark-json={pytester.path / 'b.json'}",
+        timeout=180,
+    )
+    result.assert_outcomes(failed=2, passed=1)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*test_bench.py::test_exits: the test's process ended without a result: exit status 3*",
+            "*test_bench.py::test_segfaults: the test's process ended without a result: killed by "
+            "signal 11 (SIGSEGV)*",
+        ]
+    )
+    (record,) = json.loads((pytester.path / "b.json").read_text())["benchmarks"]
+    assert record["name"] == "test_after" and len(record["stats"]["data"]) == 5
+    # measured in the child, with its controls and kernel figures; per iteration (not divided by
+    # the iterations twice): a sleep of 10 ms takes 10 ms or more
+    assert record["stats"]["iterations"] == 2 and min(record["stats"]["data"]) >= 0.01
+    assert "control_factor" in record["extra_info"] and "csw_per_op" in record["extra_info"]
+
+
+AFTER = """
+import time
+
+def test_after(benchmark):
+    benchmark.pedantic(time.sleep, args=(0.01,), rounds=5, iterations=2)
+"""
 
 
 STOPS = """

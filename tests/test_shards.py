@@ -11,12 +11,17 @@ evidence/shard_evidence.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 
+import psutil
 import pytest
 from conftest import needs
 
@@ -590,3 +595,137 @@ def test_bisect_names_the_commit_that_made_a_function_2_percent_slower(tmp_path)
         ["git", "worktree", "list"], cwd=repo, capture_output=True, text=True
     )
     assert status.stdout == "" and worktrees.stdout.count("\n") == 1
+
+
+# -- bisection stopped: a Ctrl-C, a SIGTERM, a SIGKILL -------------------------------------------
+
+#: A suite whose test stays in its first step until the bisection is stopped, having said it started.
+STALLED = (
+    "import os, time\n\n\ndef test_stalls(benchmark):\n"
+    "    with open(os.environ['STEP_STARTED'], 'w') as f:\n        f.write(str(os.getpid()))\n"
+    "    time.sleep(600)\n"
+)
+
+
+def _stalled_history(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    (repo / "test_stalls.py").write_text(STALLED)
+    shas = []
+    for i in range(3):
+        (repo / "NOTES.txt").write_text(f"note {i}\n")
+        shas.append(_commit(repo, f"commit {i}"))
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "STEP_STARTED": str(tmp_path / "started")}
+    return repo, shas, env
+
+
+def _bisect(repo, shas, env, json_path=None):
+    """A time bisection of the stalled suite, in a session of its own (a terminal's Ctrl-C reaches
+    the whole group)."""
+    command = [sys.executable, "-m", "pytest_concurrency", "bisect", "--measure", "time"]
+    command += ["--good", shas[0], "--bad", shas[-1]]
+    command += ["--json", str(json_path)] if json_path else []
+    return subprocess.Popen(
+        [*command, "--", "test_stalls.py", "-q"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _in_its_first_step(proc, started):
+    deadline = time.monotonic() + 150  # 29 s at a load of 16 on 2 cores
+    while not started.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+
+
+def _worktrees(repo):
+    done = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True)
+    return done.stdout.splitlines()
+
+
+@pytest.mark.once
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_a_stopped_bisection_names_its_step_leaves_nothing_and_exits_2(tmp_path, stop):
+    """Cost: a bisection's start and its first step's pytest start: 3.8 CPU s (22-28 s by the
+    clock at a load of 16-34 on 2 cores). A Ctrl-C (to the terminal's process group) and a SIGTERM
+    (to the bisection alone, as ``timeout`` and a cancelled CI job send it) alike: one line naming
+    the step, exit 2, no traceback, no --json, and neither the worktree nor the checkout in TMPDIR
+    left. On main: a traceback and -2; a SIGTERM left both."""
+    repo, shas, env = _stalled_history(tmp_path)
+    proc = _bisect(repo, shas, env, tmp_path / "b.json")
+    try:
+        _in_its_first_step(proc, tmp_path / "started")
+        assert len(_worktrees(repo)) == 2 and os.listdir(tmp_path / "tmp")  # it made both
+        if stop == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    how = "Ctrl-C" if stop == "ctrl-c" else "SIGTERM"
+    assert err == (
+        f"bisect: interrupted ({how}) while counting {shas[0][:10]} (commit 0) (step 1 of about 3); "
+        "nothing left behind\n"
+    ), out + err
+    assert proc.returncode == Exit.INTERRUPTED
+    assert len(_worktrees(repo)) == 1
+    assert os.listdir(tmp_path / "tmp") == [] and not (tmp_path / "b.json").exists()
+
+
+@pytest.mark.once
+def test_what_a_killed_bisection_left_the_next_one_removes_at_its_start(tmp_path):
+    """Cost: a bisection's start and its first step's pytest start, then a bisection refused at
+    once: 5 CPU s (28 s by the clock at a load of 16). SIGKILL leaves the worktree registered and
+    the checkout in TMPDIR (nothing can clean up then); the step's pytest dies with it; the next
+    bisection in the repository removes both before anything else, and says so."""
+    repo, shas, env = _stalled_history(tmp_path)
+    proc = _bisect(repo, shas, env)
+    step = None
+    try:
+        _in_its_first_step(proc, tmp_path / "started")
+        while not step:  # its pid, written as it started
+            step = (tmp_path / "started").read_text()
+        step = psutil.Process(int(step))
+        proc.kill()
+        proc.communicate(timeout=60)
+        step.wait(timeout=30)  # its step's pytest ended with it
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(psutil.Error, AttributeError):
+            step.kill()  # (a bisection before PDEATHSIG left it sleeping)
+    (left,) = os.listdir(tmp_path / "tmp")
+    assert len(_worktrees(repo)) == 2
+    again = subprocess.run(
+        [sys.executable, "-m", "pytest_concurrency", "bisect", "--good", "HEAD", "--bad", "HEAD"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == Exit.TOOL_USAGE, again.stderr  # refused: the same commit twice
+    assert "bisect: removed what a bisection that was killed left: " in again.stdout
+    assert left in again.stdout
+    assert os.listdir(tmp_path / "tmp") == [] and len(_worktrees(repo)) == 1
+    assert not (repo / ".git" / "worktrees").exists() or not os.listdir(repo / ".git" / "worktrees")
+
+
+@pytest.mark.once
+def test_a_bisections_directory_is_a_leftover_only_once_its_lock_is_free(tmp_path, monkeypatch):
+    """No session: a running bisection's directory (its lock held) is never swept, whatever its
+    name's pid says; once the lock is free it is."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    work, lock = bisection.work_dir()
+    assert os.path.basename(work).startswith(f"{bisection.PREFIX}{os.getpid()}-")
+    assert bisection.sweep(None) == [] and os.path.isdir(work)
+    os.close(lock)
+    assert bisection.sweep(None) == [os.path.realpath(work)] and not os.path.exists(work)

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import signal
 import time
+import types
+from pathlib import Path
 
 import pytest
+from conftest import needs
 
-from pytest_concurrency import backends
+from pytest_concurrency import backends, plain_tests, settings
 from pytest_concurrency.backends import watchdog
+from pytest_concurrency.measure import callgrind
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -265,3 +269,147 @@ def test_a_silence_watch_starts_again_as_each_run_ends_and_stands_aside_for_anot
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.once
+@pytest.mark.timeout(0)  # pytest-timeout's own alarm would be the one in charge
+def test_a_watch_told_of_signs_of_life_fires_only_after_none_and_not_in_an_excused_wait():
+    """A test with ``benchmark`` alone (plain_tests.call_watched): each round's end is a sign of
+    life, read when the alarm comes; a side's wait for its turn (``excused``) does not count. 1 s of
+    rounds and a 0.6 s turn pass a 0.3 s watch; 2 s without a sign do not. (~2.5 s, no session)"""
+    last = [time.monotonic()]
+    watch = watchdog.deadline(
+        0.3,
+        "the test",
+        "return, nor end a round of its benchmark,",
+        silence_watch=True,
+        alive=lambda: last[0],
+    )
+    with pytest.raises(
+        watchdog.WorkloadTimeout,
+        match="the test did not return, nor end a round of its benchmark, within 0.3 s",
+    ):
+        with watch():
+            for _ in range(5):
+                time.sleep(0.2)
+                last[0] = time.monotonic()
+            with watchdog.excused():
+                time.sleep(0.6)
+            time.sleep(0.2)  # the turn's end was a sign too
+            last[0] = time.monotonic()
+            passed = True
+            time.sleep(2)
+    assert passed
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # nothing left armed
+
+
+#: A test with pytest-benchmark's fixture alone whose round never ends, and one after it
+BENCHMARK_ALONE_HANGS = """
+import time
+
+def test_hangs(benchmark):
+    benchmark(time.sleep, 3600)
+
+def test_after(benchmark):
+    benchmark.pedantic(sum, args=(range(100),), rounds=3)
+"""
+
+
+@pytest.mark.once
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
+def test_a_test_with_benchmark_alone_past_a_given_timeout_fails_by_name_and_the_session_goes_on(
+    pytester, isolate
+):
+    """~6 s each alone, 3.3 CPU s (a 1 s timeout: 3.1 s without a round's end):
+    ``time.sleep(3600)`` inside ``benchmark(...)`` was never stopped, with or without
+    --concurrency-isolate, until an outer timeout killed the session. In the session's process SIGALRM stops it, naming where it waited;
+    isolated, its child is killed."""
+    pytester.makepyfile(test_hangs=BENCHMARK_ALONE_HANGS)
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-timeout=1",
+        "-p",
+        "no:randomly",
+        *(["--concurrency-isolate"] if isolate else []),
+        timeout=180,  # 3.3 CPU s, 63-67 s by the clock at a load of 38 on 2 cores
+    )
+    result.assert_outcomes(failed=1, passed=1)
+    if isolate:
+        result.stdout.fnmatch_lines(
+            [
+                "*test_hangs.py::test_hangs: for 3.1 s no round of its benchmark ended and the "
+                "test did not return, so its process was killed with every process it started*",
+                "*in test_hangs*",  # its stack, dumped before the kill
+            ]
+        )
+    else:
+        result.stdout.fnmatch_lines(
+            [
+                "*test_hangs.py::test_hangs did not return, nor end a round of its benchmark, "
+                "within 3.1 s (deadlock or stall?). Blocked at:",
+                "*Raise --concurrency-timeout*" if False else "*raise --concurrency-timeout*",
+            ]
+        )
+
+
+@pytest.mark.once
+def test_only_a_given_timeout_bounds_a_test_with_benchmark_alone(pytester):
+    """With the plugin installed a test passes or fails as without it: the default timeout (120 s)
+    bounds the plugin's rounds and ``run`` calls, not a suite's own test with ``benchmark`` alone,
+    which only a timeout given on the command line or in the ini file bounds. (No session.)"""
+    alone = types.SimpleNamespace(fixturenames=["benchmark"])
+    with_model = types.SimpleNamespace(fixturenames=["benchmark", "concurrency_backend"])
+    pytester.makeini("[pytest]\n")
+    default = settings.from_config(pytester.parseconfig())
+    assert default.timeout == 120.0 and not default.timeout_given
+    assert plain_tests.bound(alone, default) is None
+    assert plain_tests.bound(with_model, default) == 120.0
+    for given in (["--concurrency-timeout=5"], ["-o", "concurrency_timeout=5"]):
+        chosen = settings.from_config(pytester.parseconfig(*given))
+        assert plain_tests.bound(alone, chosen) == plain_tests.bound(with_model, chosen) == 5.0
+
+
+MYLIB = "__version__ = '1.0'\n"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # counted, under load: a pass, two layouts' passes, the counted session
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param(
+            "counted",
+            marks=needs("valgrind", callgrind.unavailable_reason()),
+        ),
+        "against",
+    ],
+)
+def test_counted_or_against_the_base_a_test_with_benchmark_alone_past_the_timeout_fails(
+    pytester, mode
+):
+    """Counted, 75 CPU s (3.5 min by the clock at a load of 20): the pass at full speed, each
+    layout's counted pass and the counted session (under valgrind) each stop it, the warm-up's
+    calls counted as signs of life. Against the base, 15 CPU s (3 min at that load: pip installs the
+    base side): each side stops it, and its wait for the other side's turn does not count."""
+    pytester.makepyfile(test_hangs=BENCHMARK_ALONE_HANGS)
+    if mode == "counted":
+        args = ["--concurrency-measure=instructions"]
+    else:
+        (pytester.path / "base" / "mylib").mkdir(parents=True)
+        (pytester.path / "base" / "mylib" / "__init__.py").write_text(MYLIB)
+        (pytester.path / "base" / "pyproject.toml").write_text(
+            (Path(__file__).parent / "data" / "mylib.pyproject.toml")
+            .read_text()
+            .format(version="1.0")
+        )
+        args = ["--concurrency-against=base"]
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--concurrency-timeout=1", "-p", "no:randomly", *args, timeout=1100
+    )
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_hangs.py::test_hangs did not return, nor end a round of its benchmark, "
+            "within 3.1 s (deadlock or stall?). Blocked at:"
+        ]
+    )

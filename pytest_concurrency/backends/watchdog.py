@@ -24,7 +24,9 @@ Deadlines do not nest: an inner one (``backend.run`` inside a timed round) leave
 one in charge, and an alarm set by someone else (pytest-timeout) is restored on exit. The
 exception is a user's test's silence watch (``deadline(..., silence_watch=True)``), which bounds
 what no ``run`` call covers: each run's own deadline takes over while it runs, and starts the
-watch again when it ends.
+watch again when it ends. A watch may also be told of signs of life another way (``alive``: a
+round of a test with ``benchmark`` alone ended), and does not count a wait another process bounds
+(``excused``: a side's turn).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ TASKS = 5  # asyncio tasks listed
 _active = False  # a deadline is armed (main thread only, so no lock)
 _rearm: float | None = None  # a test's silence watch is armed: for how long, each time a run ends
 _stoppers: list[Stopper] = []  # runs of trio/anyio in progress, innermost last
+_excused = 0  # waits in progress that another process bounds (``excused``)
+_excused_until = 0.0  # when the last one ended (monotonic)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,14 +104,34 @@ def threads_left(besides: Collection[threading.Thread] = ()) -> list[threading.T
     ]
 
 
+@contextlib.contextmanager
+def excused():
+    """A wait another process bounds (a side's turn, which the other side's round holds up): a
+    silence watch with ``alive`` does not count it, and its end is a sign of life."""
+    global _excused, _excused_until
+    _excused += 1
+    try:
+        yield
+    finally:
+        _excused -= 1
+        _excused_until = time.monotonic()
+
+
 def deadline(
-    seconds: float | None, what: str, doing: str = "finish a round", *, silence_watch: bool = False
+    seconds: float | None,
+    what: str,
+    doing: str = "finish a round",
+    *,
+    silence_watch: bool = False,
+    alive: Callable[[], float] | None = None,
 ):
     """Context manager factory: ``with deadline(5, "ring on gevent")(): ...``.
 
     The timeout's message reads "{what} did not {doing} within {seconds} s", then where the
     code was blocked. With ``silence_watch``, the ``seconds`` start again each time a deadline inside
-    it ends (a test's ``run`` calls); it stands aside for an alarm someone else set.
+    it ends (a test's ``run`` calls), and at the last sign of life ``alive()`` returns (a
+    ``time.monotonic()``: read when the alarm comes, so a sign costs no system call); it stands
+    aside for an alarm someone else set.
     """
 
     @contextlib.contextmanager
@@ -130,6 +154,11 @@ def deadline(
         fired: list[str] = []  # the message, once the alarm went off
 
         def on_alarm(signum, frame):
+            if alive is not None and not fired:
+                quiet = time.monotonic() - max(alive(), _excused_until)
+                if _excused or quiet < seconds:  # alive since: the watch goes on from then
+                    signal.setitimer(signal.ITIMER_REAL, seconds if _excused else seconds - quiet)
+                    return
             loop = asyncio.events._get_running_loop()
             stopper = _stoppers[-1] if _stoppers else None
             if not fired:

@@ -17,6 +17,7 @@ import inspect
 import math
 import statistics
 import time
+from collections.abc import Callable
 
 from .. import workloads
 from ..backends import watchdog
@@ -260,6 +261,25 @@ class KernelPerRounds:
     def close(self) -> None:
         self._closed = True
         self._rounds.release()
+
+
+def after_each_round(benchmark, then: Callable[[], object]) -> None:
+    """Call ``then()`` after each call of pytest-benchmark's runner for this ``benchmark`` fixture
+    (its calibration's, warm-up's and rounds'), outside its timer: a sign the test is alive."""
+    make_runner = benchmark._make_runner
+
+    def signalling(function, args, kwargs):
+        runner = make_runner(function, args, kwargs)
+
+        def run(*given, **named):
+            try:
+                return runner(*given, **named)
+            finally:
+                then()
+
+        return run
+
+    benchmark._make_runner = signalling
 
 
 class PlainCalls:

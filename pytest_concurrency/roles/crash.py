@@ -71,8 +71,8 @@ UNSEEN = "os._exit, a fatal signal such as SIGSEGV, or a kill"
 
 def in_session(nodeid: str, isolated: bool = False) -> str:
     """The line for a time session's process that ended in the middle of test ``nodeid``;
-    ``isolated``: under --concurrency-isolate, which forks only the tests that take
-    ``concurrency_backend``."""
+    ``isolated``: under --concurrency-isolate, which forks the call of a test that takes
+    ``benchmark``, not the body of one that takes ``concurrency_benchmark``."""
     advice = _advice(nodeid) if not isolated else _advice_isolated(nodeid)
     return (
         f"pytest-concurrency: {nodeid} ended the session's process ({UNSEEN}), so it wrote no "
@@ -94,9 +94,9 @@ def _advice(nodeid: str) -> str:
 
 def _advice_isolated(nodeid: str) -> str:
     return (
-        "fix the test (--concurrency-isolate runs a test in a process of its own only when it "
-        "takes the concurrency_backend fixture; this one ran in the session's), or deselect it "
-        f"(--deselect {nodeid})"
+        "fix the test (--concurrency-isolate runs a workload's rounds in a worker and the call of a "
+        "test that takes benchmark in a process of its own; this test's body ran in the "
+        f"session's), or deselect it (--deselect {nodeid})"
     )
 
 

@@ -173,9 +173,8 @@ class MeasuringSession:
         """Whether a benchmark test runs in this process, where a test that ends it (``os._exit``,
         a segfault) ends the session: time mode, pytest-benchmark on (not off by
         --benchmark-disable, nor in an xdist worker or beside its controller's workers), and a
-        test whose call is not forked. Isolated, a test with ``benchmark`` alone (no
-        ``concurrency_backend``) still runs here, as does the body of a ``concurrency_benchmark``
-        test (its workloads run in the workers)."""
+        test whose call is not forked. Isolated, the body of a ``concurrency_benchmark`` test
+        still runs here (its workloads run in the workers)."""
         settings, config = self.settings, session.config
         bs = getattr(config, "_benchmarksession", None)
         return (
@@ -219,18 +218,32 @@ class MeasuringSession:
         """A user's plain test: isolated, its call runs in a child forked for it; in-process,
         under a watch for what no ``backend.run`` deadline covers."""
         settings = self.settings
+        timeout = plain_tests.bound(pyfuncitem, settings)
         if plain_tests.runs_apart(pyfuncitem, settings):
-            return plain_tests.call_apart(pyfuncitem, settings.instrument, settings.timeout)
-        watched = plain_tests.call_watched(pyfuncitem, settings.timeout)
+            prepare = functools.partial(self.prepare, pyfuncitem)
+            apart = plain_tests.call_apart(pyfuncitem, settings.instrument, timeout, prepare)
+            # None: in the child forked for it, which the session watches: the call itself
+            return apart if apart is not None else plain_tests.call_whole_body(pyfuncitem)
+        watched = plain_tests.call_watched(pyfuncitem, timeout)
         return watched if watched is not None else plain_tests.call_whole_body(pyfuncitem)
+
+    def prepare(self, item) -> None:
+        """What the plugin reads around a test's rounds, set up (``plain_tests.before_call``)."""
+        settings = self.settings
+        if plain_tests.bound(item, settings) and not plain_tests.runs_apart(item, settings):
+            plain_tests.note_rounds(item)  # for its silence watch (apart: the child's signs)
+        memory = marker_kwarg(item, "memory")
+        wanted = memory if memory is not None else settings.memory_plain
+        plain_tests.before_call(
+            item, settings.instrument, wanted and self.memory_pass, settings.paired
+        )
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         settings = self.settings
         instrument = settings.instrument
-        memory = marker_kwarg(item, "memory")
-        wanted = memory if memory is not None else settings.memory_plain
-        plain_tests.before_call(item, instrument, wanted and self.memory_pass, settings.paired)
+        if not plain_tests.runs_apart(item, settings):  # else in the child forked for its call
+            self.prepare(item)
         self.before_call(item)  # after: a side's turns are not in the rounds' kernel figures
         outcome = yield
         plain_tests.after_call(

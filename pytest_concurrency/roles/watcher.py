@@ -2,9 +2,8 @@
 
 A user's test that calls ``os._exit`` or segfaults ends the process it runs in, and nothing in
 that process can say so: measured in the session's own process (time mode, without
-``--concurrency-isolate``, or with it a test that takes ``benchmark`` but not
-``concurrency_backend``, which it does not fork), the session ends with the test's exit status
-and not a word. So the
+``--concurrency-isolate``, or with it the body of a ``concurrency_benchmark`` test, which it does
+not fork), the session ends with the test's exit status and not a word. So the
 user's session starts a watcher: a few lines of Python in a child of its own, its stdin a pipe
 from the session, its stderr the session's. At each test's start the session writes it the line
 to say should the process end now (crash.py's wording, naming the test), another when the test

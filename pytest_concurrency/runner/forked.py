@@ -7,10 +7,11 @@ child runs only the test's call and what the plugin reads around it (kernel figu
 pass), sends back the outcome and pytest-benchmark's record, and ends with ``os._exit``; the
 session takes the record as if measured here. The child leads a process group of its own, dies
 with the session (PDEATHSIG), and is killed with everything it started when it stops reporting:
-each ``backend.run`` call that ends counts one in a word of memory both processes share (inside
-the timed call: a store, not a syscall that wakes the session, which the kernel figures would
-count), and ``--concurrency-timeout`` (plus a grace, so that the child's own watchdog names where a
-stalled run waited: ``watchdog.silence``) is the longest it may go without one.
+each ``backend.run`` call that ends (a test with ``benchmark`` alone: each round) counts one in a
+word of memory both processes share (inside the timed call: a store, not a syscall that wakes the
+session, which the kernel figures would count), and ``--concurrency-timeout`` (plus a grace, so
+that the child's own watchdog names where a stalled run waited: ``watchdog.silence``) is the
+longest it may go without one.
 """
 
 from __future__ import annotations
@@ -35,14 +36,15 @@ POLL_S = 0.1  # how often the child's end is looked for while it runs
 
 
 def run(
-    call: Callable[[], dict], backend, timeout: float | None
+    call: Callable[[], dict], signs: Callable[[Callable[[], None]], None], timeout: float | None
 ) -> tuple[dict | None, bool, str | None]:
-    """Run ``call`` in a child forked for it, with ``backend.run`` calls counted (a run that ends is
-    a sign of life). Returns the child's reply (``call``'s dict, with ``threads``: the non-daemon
-    threads it left) or None, whether it was killed for going silent, and how it ended (None: exit
-    status 0). Raises ``OSError`` when no child could be started."""
+    """Run ``call`` in a child forked for it, after ``signs(tick)`` (there) made ``tick()`` follow
+    each sign of life (a ``backend.run`` call that ends: ``after_each_run``; a round). Returns the
+    child's reply (``call``'s dict, with ``threads``: the non-daemon threads it left) or None,
+    whether it was killed for going silent, and how it ended (None: exit status 0). Raises
+    ``OSError`` when no child could be started."""
     arm = watchdog.with_parent(signal.SIGKILL)
-    runs = memoryview(mmap.mmap(-1, 8)).cast("Q")  # shared (MAP_SHARED): run calls the child ended
+    runs = memoryview(mmap.mmap(-1, 8)).cast("Q")  # shared (MAP_SHARED): the child's signs of life
     readable, writable = os.pipe()
     for stream in (sys.stdout, sys.stderr):  # or what is buffered would be written twice
         stream.flush()
@@ -60,7 +62,7 @@ def run(
         raise OSError(refused)
     if pid == 0:
         os.close(readable)
-        _child(call, backend, writable, arm, runs)  # never returns
+        _child(call, signs, writable, arm, runs)  # never returns
     os.close(writable)
     try:
         # the child does too: whichever runs first, a kill below reaches its group
@@ -164,7 +166,7 @@ def _end(pid: int) -> str | None:
 # -- in the child --------------------------------------------------------------------------------------
 
 
-def _child(call: Callable[[], dict], backend, fd: int, arm, runs) -> None:
+def _child(call: Callable[[], dict], signs, fd: int, arm, runs) -> None:
     try:
         try:
             os.setpgid(0, 0)
@@ -176,7 +178,7 @@ def _child(call: Callable[[], dict], backend, fd: int, arm, runs) -> None:
             faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         except (AttributeError, ValueError, OSError):  # sys.stderr without a descriptor
             faulthandler.register(signal.SIGUSR1, file=sys.__stderr__ or 2, all_threads=True)
-        _count_runs(backend, runs)
+        signs(lambda: runs.__setitem__(0, runs[0] + 1))
         reply = call()
         reply["threads"] = [t.name for t in watchdog.threads_left()]
         _send(fd, json.dumps(reply, default=repr).encode() + b"\n")
@@ -193,14 +195,15 @@ def _child(call: Callable[[], dict], backend, fd: int, arm, runs) -> None:
     os._exit(code)
 
 
-def _count_runs(backend, runs) -> None:
+def after_each_run(backend, then: Callable[[], None]) -> None:
+    """``then()`` after each ``backend.run`` call ends."""
     uncounted = backend.run
 
     def run(main, *args):
         try:
             return uncounted(main, *args)
         finally:
-            runs[0] += 1
+            then()
 
     backend.run = run
 
