@@ -192,7 +192,7 @@ def compare(
             f"to the same file ({SAVE_FLAG}) and the gate also learns how far each benchmark "
             f"drifts between sessions"
         )
-    notes += [n for n in (session_quality.different_code(base.identities),) if n]
+    notes += [n for n in (session_quality.different_code(base.identities, base.saved),) if n]
     explained = base.latest  # what explains a change
     divided = {
         rec.key: _over_controls(base_sessions.get(rec.key), rec, instrument) for rec in current
@@ -283,6 +283,7 @@ def add_session(
     same_code = previous is not None and _same_code(previous, doc[history.SECTION])
     # counts are never disturbed
     exact = measure.instrument(doc[history.SECTION].get("measure")).exact
+    saved = session_quality.saved_at(str(doc.get("datetime") or "")) or "now"
     if previous is not None and keep > 1:
         latest = previous.latest
         by_key = {r.key: r for r in current}
@@ -313,8 +314,8 @@ def add_session(
                 )
             if v.key in flags:
                 messages.append(
-                    f"{key_label(v.key)} measured {flags[v.key]}; this session is flagged disturbed "
-                    f"and left out by the gate, the earlier sessions are kept"
+                    f"{key_label(v.key)} measured {flags[v.key]}; this session (saved {saved}) is "
+                    f"flagged disturbed and left out by the gate, the earlier sessions are kept"
                 )
         for bench in doc.get("benchmarks") or ():
             extra = bench.get("extra_info") or {}
@@ -588,7 +589,7 @@ def _judge(
     if widened:
         verdict.note = f"threshold {threshold:.0%}: {widened}"
     if bad:
-        verdict.note = _join(verdict.note, session_quality.left_out(bad, len(sessions)))
+        verdict.note = _join(verdict.note, session_quality.left_out(bad, sessions))
     if not (baseline_median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
         verdict.status = INCONCLUSIVE
         verdict.note = "no usable raw samples on one side: nothing to compare"
@@ -618,7 +619,7 @@ def _judge(
         if allowance > threshold:
             judged_at = allowance
             verdict.threshold = allowance
-            verdict.widened_by = SUITE_DRIFT if suite else session_quality.widened_by(medians)
+            verdict.widened_by = SUITE_DRIFT if suite else session_quality.widened_by(medians, sessions)
             drifts = (
                 f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"
                 if len(kept) > 1
