@@ -135,16 +135,31 @@ def test_pairs_of_sessions_beside_a_busy_core_are_not_judged_on_time():
     busy = [_beside(_rounds(30, 1.0, 1.15, noise=0.005, seed=s), 1) for s in (1, 2)]
     v = paired.judge_pair(key, *busy[0], 0.05, again=busy[1:])
     assert v.status == INCONCLUSIVE and v.change is None and v.loaded, paired.line(v)
+    # the load said in the unit it is read in: threads running or waiting, not cores (a reading
+    # of 12.9 on a 2-core machine was "12.9 cores busy")
+    cores = os.cpu_count()
     assert (
-        "other processes kept 1.0 cores busy" in v.note
+        f"other processes' load 1.0 (their threads running or waiting to run, on average) on "
+        f"{cores} cores while the sides took their turns"
+        in v.note
+        and "cores busy" not in v.note
         and "--concurrency-measure=instructions" in v.note
-    )
+    ), v.note
     assert paired.undecided(paired.PairedResult([v])) == []  # another pair would be beside it too
     # a quiet pair and a later busy one: judged on the quiet one, and no more pairs
     quiet = _beside(_rounds(30, 1.0, 1.0, noise=0.005, seed=3), 0)
     v = paired.judge_pair(key, *quiet, 0.05, again=busy[:1])
     assert v.sessions == 1 and v.pairs == 30 and v.loaded and v.change is not None
-    assert "not judged on time: pair 2 (1.0 busy cores beside it)" in v.note, paired.line(v)
+    assert "not judged on time: pair 2 (other processes' load 1.0 (their threads" in v.note, (
+        paired.line(v)
+    )
+    # 13 threads waiting for 2 cores, as read beside five busy neighbours: never "13 cores busy"
+    crowded = [_beside(_rounds(30, 1.0, 1.0, noise=0.005, seed=s), 13) for s in (6, 7)]
+    v = paired.judge_pair(key, *crowded[0], 0.05, again=crowded[1:])
+    assert (
+        f"other processes' load 13.0 (their threads running or waiting to run, on average) on {cores} cores"
+        in v.note
+    )
     # a busy pair, then two quiet ones with the change: caught, the busy pair set aside
     changed = [_beside(_rounds(30, 1.0, 1.08, noise=0.005, seed=s), 0) for s in (4, 5)]
     v = paired.judge_pair(key, *busy[0], 0.05, again=changed)
@@ -749,8 +764,9 @@ def test_time_against_the_base_beside_a_busy_core_is_not_judged(project):
     out = " ".join(result.stdout.str().split())
     assert result.ret == 0, out
     assert re.search(
-        r"test_work on threading: inconclusive \(other processes kept [1-9][\d.]* cores busy "
-        "while the sides took their turns",
+        r"test_work on threading: inconclusive \(other processes' load [1-9][\d.]* \(their "
+        r"threads running or waiting to run, on average\) on \d+ cores while the sides took "
+        "their turns",
         out,
     ), out
     assert "pair of sessions 2" not in out  # another pair would be beside it too

@@ -475,9 +475,7 @@ def test_drift_between_sessions_widens_that_benchmarks_threshold():
     # +30% is beyond the 7% set: the widened threshold may not call it "unchanged"
     assert v.status == INCONCLUSIVE and v.too_noisy and v.sessions == 5
     assert 0.05 < v.drift < 0.15 and v.threshold > 0.3 and v.base_threshold == pytest.approx(0.07)
-    assert v.note.startswith(
-        f"baseline too noisy (threshold widened to +{v.threshold:.0%} by the "
-    )
+    assert v.note.startswith(f"baseline too noisy (threshold widened to +{v.threshold:.0%} by the ")
     assert "re-record the baseline" in v.note
     assert "median drifts" in v.note and "between the baseline's 5 sessions" in v.note
     assert not result.failed and result.too_noisy == [
@@ -512,7 +510,11 @@ def test_one_benchmark_drifting_alone_names_its_sessions_and_asks_for_a_new_base
     result = gate.compare(Baseline.of(drifting), run(2, slower={"gevent": 1.2}), meta())
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
     assert v.status == INCONCLUSIVE and v.too_noisy and v.threshold > 0.2
-    assert "widened to" in v.note and " of 5 saves, at " in v.note and "re-record the baseline" in v.note
+    assert (
+        "widened to" in v.note
+        and " of 5 saves, at " in v.note
+        and "re-record the baseline" in v.note
+    )
     steady = next(v for v in result.verdicts if v.key[2] == "uvloop")
     assert steady.status == UNCHANGED and not steady.widened_by
 
@@ -864,7 +866,10 @@ def test_a_session_whose_rounds_spread_far_wider_is_left_out():
         )
     v = gate.compare(Baseline.of(doc), one(99, "asyncio", 1.0), meta()).verdicts[0]
     assert v.status == UNCHANGED and v.sessions == 1
-    assert "left out as disturbed: the 2nd of 2 saves, at " in v.note and "(its rounds spread" in v.note
+    assert (
+        "left out as disturbed: the 2nd of 2 saves, at " in v.note
+        and "(its rounds spread" in v.note
+    )
 
 
 def test_sessions_of_different_code_are_named():

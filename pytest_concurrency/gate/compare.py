@@ -619,7 +619,9 @@ def _judge(
         if allowance > threshold:
             judged_at = allowance
             verdict.threshold = allowance
-            verdict.widened_by = SUITE_DRIFT if suite else session_quality.widened_by(medians, sessions)
+            verdict.widened_by = (
+                SUITE_DRIFT if suite else session_quality.widened_by(medians, sessions)
+            )
             drifts = (
                 f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"
                 if len(kept) > 1

@@ -55,9 +55,7 @@ class BaselineSession:
     saved: str = ""  # when it was saved: its document's ``datetime`` ("" if not recorded)
 
     @classmethod
-    def of(
-        cls, samples: list, layouts: list, kept: Mapping, version: str, memory: Mapping, saved
-    ):
+    def of(cls, samples: list, layouts: list, kept: Mapping, version: str, memory: Mapping, saved):
         """From what is kept beside its rounds: a record's ``extra_info``, a ``history`` entry's."""
         disturbed = kept.get("disturbed") or ""
         return cls(

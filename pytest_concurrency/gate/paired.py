@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -244,18 +245,28 @@ def _beside_load(
     if len(busy) == len(groups):
         verdict.sessions = 0
         verdict.note = (
-            f"other processes kept {max(loads[i] for i in busy):.1f} cores busy while the sides "
-            "took their turns: beside a busy core one process runs 10-25% apart from its twin, "
-            "so time cannot judge here; count instead (--concurrency-measure=instructions)"
+            f"{_load(max(loads[i] for i in busy))} while the sides took their turns: beside a "
+            "busy core one process runs 10-25% apart from its twin, so time cannot judge here; "
+            "count instead (--concurrency-measure=instructions)"
         )
         return verdict
     kept = [g for i, g in enumerate(groups) if i not in busy]
     verdict.pairs, verdict.sessions = sum(map(len, kept)), len(kept)
     verdict = _across_sessions(verdict, kept, threshold)
     if busy:
-        aside = ", ".join(f"pair {i + 1} ({loads[i]:.1f} busy cores beside it)" for i in busy)
+        aside = ", ".join(f"pair {i + 1} ({_load(loads[i])})" for i in busy)
         verdict.note = "; ".join(filter(None, [verdict.note, f"not judged on time: {aside}"]))
     return verdict
+
+
+def _load(others: float) -> str:
+    """Other processes' load in the unit it is read in (``usage.OthersRunning``): threads running
+    or waiting to run, on average, beside this machine's cores; never "cores busy", which a
+    count of 12.9 on 2 cores is not."""
+    return (
+        f"other processes' load {others:.1f} (their threads running or waiting to run, on "
+        f"average) on {os.cpu_count() or 1} cores"
+    )
 
 
 def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> PairedVerdict:
