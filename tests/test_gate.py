@@ -1091,3 +1091,35 @@ def test_new_and_missing_counted_benchmarks_read_in_instructions_not_seconds():
     result = gate.compare(Baseline.of(base), [_counted("chain", 3e6, waits=False)], counted_meta)
     lines = {v.status: tables.verdict_line(v) for v in result.verdicts}
     assert "2.00M instr" in lines[MISSING] and "3.00M instr" in lines[NEW], lines
+
+
+def test_against_the_base_nothing_asks_to_save_or_refresh_a_baseline():
+    """Counted against the base, the base's counts are a one-session baseline the run made: its
+    improvements were headed "Faster than the baseline (baseline is stale; refresh it)" and a note
+    asked to save two more sessions to a file the user never saw."""
+    counted_meta = {**meta(), "measure": "instructions", "calibration": None}
+    base = Baseline.of(
+        baseline.document_from_records(
+            [_counted("io", 1e6, waits=True), _counted("ring", 1e6, waits=False)], counted_meta
+        )
+    )
+    now = [_counted("ring", 0.5e6, waits=False), _counted("switch", 1e6, waits=False)]
+    result = gate.compare(base, now, counted_meta, against="the base side (lifx-async==1.2)")
+    shown_lines = " ".join(" ".join([title, *lines]) for title, lines in tables.summary(result))
+    assert "Faster than the base side ring[tasks=10] on gevent: " in shown_lines, shown_lines
+    assert "not run by the base side (lifx-async==1.2)" in shown_lines
+    assert "run by the base side (lifx-async==1.2) but not run now" in shown_lines
+    for word in (
+        "stale",
+        "refresh",
+        "holds 1 session",
+        "save 2 more",
+        "than the baseline",
+        "a baseline from",
+    ):
+        assert word not in shown_lines, (word, shown_lines)
+    # the same counts against a stored baseline still ask for it
+    stored = " ".join(
+        " ".join([t, *lines]) for t, lines in tables.summary(gate.compare(base, now, counted_meta))
+    )
+    assert "baseline is stale: refresh it" in stored and "holds 1 session(s)" in stored

@@ -147,9 +147,11 @@ def compare(
     current_meta: Mapping,
     settings: GateSettings | None = None,
     reference: Callable[[str], bool] | None = None,
+    against: str = "",
 ) -> GateResult:
     """Judge ``current`` against a baseline (``baseline.load``); ``reference(backend)``: a row
-    shown beside the others but not gated (``set_aside``)."""
+    shown beside the others but not gated (``set_aside``); ``against``: what the baseline is when
+    the user did not save it (``GateResult.against``): nothing then asks to save or refresh it."""
     settings = settings or GateSettings()
     current = list(current)
     base_meta = base.meta
@@ -172,10 +174,11 @@ def compare(
     if instrument.machine_bound:
         speed = _machine_speed(base, current_meta, mismatch, settings, notes)
     else:
-        notes.append(
-            f"{instrument.kind} do not depend on the machine's speed or load: a baseline "
-            f"from another machine of the same architecture, in the same directory, compares as well"
-        )
+        if not against:  # against the base, both sides are counted here, now
+            notes.append(
+                f"{instrument.kind} do not depend on the machine's speed or load: a baseline from "
+                f"another machine of the same architecture, in the same directory, compares as well"
+            )
         notes += [n for n in (measuring.layout_note(base_meta, current_meta),) if n]
     cpus = (base_meta.get("cpu_count"), current_meta.get("cpu_count"))
     if cpus[0] != cpus[1]:
@@ -186,7 +189,7 @@ def compare(
     base_sessions = base.sessions
     notes += [f"baseline has {r.label} twice; the first one is used" for r in base.twice]
     held = base.count
-    if held < stats.MIN_SESSIONS_FOR_DRIFT:
+    if held < stats.MIN_SESSIONS_FOR_DRIFT and not against:
         notes.append(
             f"the baseline holds {held} session(s): save {stats.MIN_SESSIONS_FOR_DRIFT - held} more "
             f"to the same file ({SAVE_FLAG}) and the gate also learns how far each benchmark "
@@ -211,7 +214,9 @@ def compare(
                     NEW,
                     current_median=rec.median,
                     measure=rec.measure,
-                    note=f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it",
+                    note=f"not run by {against}"
+                    if against
+                    else f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it",
                 )
             )
             continue
@@ -228,7 +233,8 @@ def compare(
                     MISSING,
                     baseline_median=stats.median(sessions[0].samples),
                     measure=instrument.kind,
-                    note="in the baseline but not run now: deselected, skipped, failed or renamed?",
+                    note=f"{'run by ' + against if against else 'in the baseline'} but not run "
+                    "now: deselected, skipped, failed or renamed?",
                 )
             )
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
@@ -240,6 +246,7 @@ def compare(
         kernel=kernel_gate.judge(
             base, current, interference.busier(base_sessions, current, current_meta)
         ),
+        against=against,
     )
     if reference is not None:
         set_aside(result, reference)
@@ -750,7 +757,7 @@ def summary(result: GateResult, settings: GateSettings, instrument) -> str:
             else f"alpha {settings.alpha:g}, {scale})"
         )
     )
-    if result.by_status(IMPROVED):
+    if result.by_status(IMPROVED) and not result.against:
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
     suite = [v for v in result.too_noisy if v.widened_by == SUITE_DRIFT]
     if len(suite) < len(result.too_noisy):

@@ -542,12 +542,17 @@ def summary(result: PairedResult) -> str:
 
 
 def sides_line(base: Mapping, head: Mapping) -> str:
-    """``mylib 1.4.2 from .../site/mylib (base) against 1.5.0 from ./mylib (head)``, per package."""
+    """``mylib 1.4.2 from .../site/mylib (base) against 1.5.0 from ./mylib (head)``, per package,
+    named by its distribution (``lifx-async``, not its package ``lifx``), as a counted run names it;
+    a distribution of several packages names each."""
+    dists = collections.Counter(base[name].get("distribution") or name for name in base)
     parts = []
     for name in sorted(base):
         b, h = base[name], head.get(name, {})
+        dist = b.get("distribution") or name
+        label = dist if dists[dist] == 1 else f"{dist} ({name})"
         parts.append(
-            f"{name} {b.get('version') or '?'} from {b.get('file') or 'not imported'} (base) against "
-            f"{h.get('version') or '?'} from {h.get('file') or 'not imported'} (head)"
+            f"{label} {b.get('version') or '?'} from {b.get('file') or 'not imported'} (base) "
+            f"against {h.get('version') or '?'} from {h.get('file') or 'not imported'} (head)"
         )
     return "; ".join(parts) or "the base side installed no importable package"

@@ -45,10 +45,13 @@ class MeasuringSession:
     memory_pass = True
     profiles = PROFILE_HERE  # where a counted test's last round's profile is read (``after_call``)
 
-    def __init__(self, config, settings, watched: bool = False):
+    def __init__(self, config, settings, watched: bool = False, on_a_side: bool = False):
         self.config = config
         self.settings = settings
         self.watched = watched  # the user's own process: a watcher names a test that ends it
+        #: a side of a counted run against the base: its save is the run's own file, not a
+        #: baseline of the user's (roles/counted_against.py), so where it went is not said
+        self.on_a_side = on_a_side
         self.progress: progress.Progress | None = None
         self.running: str | None = None  # the test that started last: what a Ctrl-C interrupted
         self.baseline: Baseline | None = None  # --concurrency-baseline, read at start-up
@@ -336,6 +339,7 @@ class MeasuringSession:
             if again
             else None,
             written=self.written,
+            saved_for_the_run=self.on_a_side,
         )
         return session_end.finish(self.settings, self.baseline, self.calibration, ended)
 
