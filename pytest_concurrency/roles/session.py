@@ -37,6 +37,21 @@ if TYPE_CHECKING:
 MARKER = "concurrency"
 
 
+#: The options that ask for a gate (a baseline read or saved, a report, a base side).
+GATE_OPTIONS = (
+    "concurrency_baseline",
+    "concurrency_save_baseline",
+    "concurrency_report_md",
+    "concurrency_against",
+)
+
+
+def gate_asked(option) -> bool:
+    """Whether one of ``GATE_OPTIONS`` is given, in a parsed namespace (``config.option``, or
+    ``early_config.known_args_namespace`` before the rest is parsed)."""
+    return any(getattr(option, name, None) for name in GATE_OPTIONS)
+
+
 class MeasuringSession:
     """The role of a session that measures: it holds the session's state, not module globals."""
 
@@ -123,15 +138,7 @@ class MeasuringSession:
         switches itself off, as it does without this plugin."""
         if config.getoption("benchmark_disable", False):
             return False
-        gates = (
-            "concurrency_baseline",
-            "concurrency_save_baseline",
-            "concurrency_report_md",
-            "concurrency_against",
-        )
-        return bool(config.getoption("benchmark_only", False)) or any(
-            config.getoption(name, None) for name in gates
-        )
+        return bool(config.getoption("benchmark_only", False)) or gate_asked(config.option)
 
     def pytest_sessionstart(self, session) -> None:
         # after every pytest_configure: pytest-benchmark's made its session in one (trylast)
@@ -347,8 +354,10 @@ class MeasuringSession:
         """Why this session recorded no benchmark, in one line."""
         if self.config.pluginmanager.is_blocked("pytest_benchmark"):
             return (
-                "pytest-benchmark is switched off (pytest-codspeed's --codspeed measures instead): "
-                "the gates judge pytest-benchmark's rounds, so run them without --codspeed"
+                "pytest-benchmark is switched off: pytest-codspeed measures instead (CODSPEED_ENV "
+                "is set, or --codspeed was given without a gate's option), and the gates judge "
+                "pytest-benchmark's rounds; unset CODSPEED_ENV, or give --codspeed with a gate's "
+                "option (--concurrency-baseline, --concurrency-save-baseline, ...)"
             )
         disabled = self.config.getoption("benchmark_disable", False)
         return self.tally.why(disabled)
