@@ -111,6 +111,18 @@ def summary(out: str) -> str:
     return said[-1] if said else out.strip().splitlines()[-1] if out.strip() else ""
 
 
+def regressed(out: str) -> list[str]:
+    """The benchmarks the gate's "Regressions (fail the build):" section names."""
+    section = out.partition("Regressions (fail the build):\n")[2]
+    names = []
+    for line in section.splitlines():
+        if not line.startswith(" "):
+            break
+        if line.startswith("  ") and not line.startswith("   "):
+            names.append(line.strip().split(": ")[0])
+    return sorted(names)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True, help="venv, run directory, baselines")
@@ -151,13 +163,7 @@ def main() -> int:
             "plugin": commit,
             "exit": done["exit"],
             "gate": summary(done["out"]),
-            "regressed": sorted(
-                set(
-                    re.findall(
-                        r"^\s*(tests/\S+?): [\d.]+\S* \S+ -> .*?regressed", done["out"], re.M
-                    )
-                )
-            ),
+            "regressed": regressed(done["out"]),
             "tests": {
                 k: sum(1 for v in outcomes.values() if v == k) for k in set(outcomes.values())
             },
