@@ -326,12 +326,17 @@ def gate_exit(code: int, verdict: str, regressed: list) -> bool:
     return code in (7, 8) or (code == 1 and failed and bool(regressed))
 
 
-def session(py: Path, run: Path, args: list, selection: list, name: str, logs: Path, env=None):
+def session(
+    py: Path, run: Path, args: list, selection: list, name: str, logs: Path, env=None, bench=True
+):
+    """One pytest session of the suite; ``bench``: with pytest-benchmark's ``--benchmark-only`` and
+    ``--benchmark-json`` (not in a session where pytest-codspeed measures: it switches them off)."""
     junit = logs / f"{name}.xml"
     junit.unlink(missing_ok=True)
+    benchmark = ["--benchmark-only", f"--benchmark-json={logs / name}.json"] if bench else []
     cmd = [
-        str(py), "-m", "pytest", "--benchmark-only", "-p", "no:cacheprovider",
-        f"--junitxml={junit}", f"--benchmark-json={logs / name}.json", *args, *selection,
+        str(py), "-m", "pytest", *benchmark[:1], "-p", "no:cacheprovider",
+        f"--junitxml={junit}", *benchmark[1:], *args, *selection,
     ]  # fmt: skip
     before = loadavg()
     started = time.perf_counter()

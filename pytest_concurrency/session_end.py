@@ -39,6 +39,9 @@ class Ended:
     #: the role's own list: each thing of the user's written, appended as it is written, so that
     #: a Ctrl-C landing in the pipeline can say what had been (roles/session.py: ``interrupted``)
     written: list[str] = field(default_factory=list)
+    #: the file saved is the run's own (a side of a counted run against the base, whose counts the
+    #: run judges): the user asked for no baseline there, so where it was written is not said
+    saved_for_the_run: bool = False
 
 
 @dataclass
@@ -127,6 +130,7 @@ def finish(
                     settings.gate,
                     settings.baseline_sessions,
                     ended.written.append,
+                    say_where=not ended.saved_for_the_run,
                 )
                 outcome.messages.extend(said)
             except baseline.BaselineError as exc:

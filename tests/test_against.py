@@ -135,16 +135,31 @@ def test_pairs_of_sessions_beside_a_busy_core_are_not_judged_on_time():
     busy = [_beside(_rounds(30, 1.0, 1.15, noise=0.005, seed=s), 1) for s in (1, 2)]
     v = paired.judge_pair(key, *busy[0], 0.05, again=busy[1:])
     assert v.status == INCONCLUSIVE and v.change is None and v.loaded, paired.line(v)
+    # the load said in the unit it is read in: threads running or waiting, not cores (a reading
+    # of 12.9 on a 2-core machine was "12.9 cores busy")
+    cores = os.cpu_count()
     assert (
-        "other processes kept 1.0 cores busy" in v.note
+        f"other processes' load 1.0 (their threads running or waiting to run, on average) on "
+        f"{cores} cores while the sides took their turns"
+        in v.note
+        and "cores busy" not in v.note
         and "--concurrency-measure=instructions" in v.note
-    )
+    ), v.note
     assert paired.undecided(paired.PairedResult([v])) == []  # another pair would be beside it too
     # a quiet pair and a later busy one: judged on the quiet one, and no more pairs
     quiet = _beside(_rounds(30, 1.0, 1.0, noise=0.005, seed=3), 0)
     v = paired.judge_pair(key, *quiet, 0.05, again=busy[:1])
     assert v.sessions == 1 and v.pairs == 30 and v.loaded and v.change is not None
-    assert "not judged on time: pair 2 (1.0 busy cores beside it)" in v.note, paired.line(v)
+    assert "not judged on time: pair 2 (other processes' load 1.0 (their threads" in v.note, (
+        paired.line(v)
+    )
+    # 13 threads waiting for 2 cores, as read beside five busy neighbours: never "13 cores busy"
+    crowded = [_beside(_rounds(30, 1.0, 1.0, noise=0.005, seed=s), 13) for s in (6, 7)]
+    v = paired.judge_pair(key, *crowded[0], 0.05, again=crowded[1:])
+    assert (
+        f"other processes' load 13.0 (their threads running or waiting to run, on average) on {cores} cores"
+        in v.note
+    )
     # a busy pair, then two quiet ones with the change: caught, the busy pair set aside
     changed = [_beside(_rounds(30, 1.0, 1.08, noise=0.005, seed=s), 0) for s in (4, 5)]
     v = paired.judge_pair(key, *busy[0], 0.05, again=changed)
@@ -749,8 +764,9 @@ def test_time_against_the_base_beside_a_busy_core_is_not_judged(project):
     out = " ".join(result.stdout.str().split())
     assert result.ret == 0, out
     assert re.search(
-        r"test_work on threading: inconclusive \(other processes kept [1-9][\d.]* cores busy "
-        "while the sides took their turns",
+        r"test_work on threading: inconclusive \(other processes' load [1-9][\d.]* \(their "
+        r"threads running or waiting to run, on average\) on \d+ cores while the sides took "
+        "their turns",
         out,
     ), out
     assert "pair of sessions 2" not in out  # another pair would be beside it too
@@ -793,7 +809,7 @@ def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
         check=True,
     )
     assert done.stdout.split() == [str(site / "mylib" / "__init__.py"), "1.0"]
-    assert sides.top_level(site) == {"mylib": "1.0"}
+    assert sides.top_level(site) == {"mylib": ("mylib", "1.0")}
     # the head's session: the same finder first, looking in an empty stand-in as long as the
     # install (both processes import alike), so the working tree's code is what it imports
     stand_in = sides.same_length(site)
@@ -819,6 +835,56 @@ def test_the_base_side_imports_its_install_before_the_working_tree(tmp_path):
     ) % (str(tmp_path / "tree"), str(stand_in))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == [str(tmp_path / "tree" / "mylib" / "__init__.py")]
+
+
+@pytest.mark.once
+def test_the_sides_name_a_library_by_its_distribution(tmp_path):
+    """The timed run named a library by its package (``lifx``), the counted one by its
+    distribution (``lifx-async``): both name the distribution now, as the user installs it."""
+    site = tmp_path / "site"
+    _library(site, "1.0", 1)
+    info = site / "my_lib-1.0.dist-info"  # as pip writes it for the distribution "my-lib"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-lib\nVersion: 1.0\n\nmylib\n")
+    (info / "RECORD").write_text("mylib/__init__.py,,\nmy_lib-1.0.dist-info/RECORD,,\n")
+    assert sides.top_level(site) == {"mylib": ("my-lib", "1.0")}
+    base = sides.identity(site, base_side=True)
+    assert base["mylib"]["distribution"] == "my-lib" and base["mylib"]["version"] == "1.0"
+    head = {"mylib": {"file": "/work/mylib/__init__.py", "version": "1.1"}}
+    line = paired.sides_line(base, head)
+    assert line == (
+        "my-lib 1.0 from not imported (base) against 1.1 from /work/mylib/__init__.py (head)"
+    ), line
+
+
+HEAD_SAVES = """
+def test_sum(benchmark):
+    benchmark(sum, range(100))
+"""
+
+
+# ~4 s of CPU (21 s at a load of 20): one timed session in the head's role, saving to the run's file as the counted head does
+@pytest.mark.once
+def test_a_side_of_a_counted_run_does_not_say_where_it_saved_the_runs_own_file(pytester):
+    """Counted against the base, the head's session (the run's output) saves its counts to a file
+    in the run's temporary directory for the run to judge; it said "baseline with 6 benchmarks
+    written to <tmp>/head.json (1 session(s), at most 5 kept)", a baseline the user never made."""
+    from pytest_concurrency.roles.role import HEAD, Role
+
+    pytester.makepyfile(test_head=HEAD_SAVES)
+    stand_in = pytester.path / "nnnn"
+    stand_in.mkdir()
+    result = pytester.runpytest_subprocess(
+        "--benchmark-max-time=0.01",
+        "--concurrency-save-baseline=head.json",
+        "-p",
+        "no:cacheprovider",
+        *Role(HEAD, base_dir=str(stand_in)).argv(),
+    )
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert json.loads((pytester.path / "head.json").read_text())["benchmarks"], out
+    assert "written to" not in out and "head.json" not in out, out
 
 
 COUNTED_TEST = """
@@ -856,6 +922,7 @@ def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester)
     # the head's counts saved as asked, as a counted session's own: nothing else of the user's
     assert [p.name for p in pytester.path.glob("*.json")] == ["head.json"]
     assert "baseline with 1 benchmarks written to head.json (1 session(s)" in out
+    assert out.count(" written to ") == 2, out  # the user's file and report: not the run's own
     saved = json.loads((pytester.path / "head.json").read_text())
     (bench,) = saved["benchmarks"]
     assert (

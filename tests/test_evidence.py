@@ -281,6 +281,8 @@ BY_HAND = {
     "real_suites.py": "needs the package index (PyPI) and minutes",
     # yarl's suite counted whole and in 2 and 4 shards (`python evidence/shard_evidence.py --smoke --work DIR`)
     "shard_evidence.py": "needs the package index (PyPI) and minutes of counting",
+    # FastAPI's suite that runs only under --codspeed (`python evidence/codspeed_suite.py --work DIR`)
+    "codspeed_suite.py": "needs the package index (PyPI) and minutes of counting",
 }
 
 

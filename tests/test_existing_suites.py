@@ -191,7 +191,9 @@ def test_typed(benchmark: BenchmarkFixture):
 
 @pytest.mark.slow
 @pytest.mark.essential
-def test_a_pytest_codspeed_suite_runs_as_it_is_with_pytest_codspeed_installed(pytester):
+def test_a_pytest_codspeed_suite_runs_as_it_is_with_pytest_codspeed_installed(
+    pytester, monkeypatch
+):
     """pytest-codspeed installed and not enabled: its ``benchmark`` marker and its fixture's type
     are the suite's, pytest-benchmark measures, and every test is judged; with ``--codspeed``
     pytest-codspeed measures and the gate says it has nothing of pytest-benchmark's to judge
@@ -215,9 +217,79 @@ def test_a_pytest_codspeed_suite_runs_as_it_is_with_pytest_codspeed_installed(py
     judged = pytester.runpytest_subprocess(*args, "--concurrency-baseline=base.json", "-v")
     assert "Gate: " in judged.stdout.str() and "nothing to judge" not in judged.stdout.str()
 
+    # with a gate's option, --codspeed is the suite's, and the gate measures (below); under
+    # CodSpeed's runner (CODSPEED_ENV) pytest-codspeed measures, and nothing is judged
+    monkeypatch.setenv("CODSPEED_ENV", "1")
+    monkeypatch.setenv("CODSPEED_RUNNER_MODE", "walltime")
     enabled = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--codspeed", "--concurrency-baseline=base.json",
+        "-p", "no:cacheprovider", "--concurrency-baseline=base.json",
         "--codspeed-warmup-time=0", "--codspeed-max-time=0.05",
     )  # (pytest-codspeed refuses --benchmark-only beside it)  # fmt: skip
     assert enabled.ret == 8, enabled.stdout.str()
-    assert "run them without --codspeed" in enabled.stdout.str()
+    assert "unset CODSPEED_ENV" in enabled.stdout.str()
+
+
+#: FastAPI 0.165's tests/benchmarks modules, in small: skipped unless --codspeed is on the command line
+ONLY_UNDER_CODSPEED = """
+import sys
+import pytest
+
+if "--codspeed" not in sys.argv:
+    pytest.skip("Benchmark tests are skipped by default; run with --codspeed.", allow_module_level=True)
+
+def test_sum(benchmark):
+    assert benchmark(sum, range(1000)) == 499500
+"""
+
+
+# three real sessions each: a save and an A/A with --codspeed, with pytest-codspeed active, then
+# blocked; and without a gate's option, pytest-codspeed's own run (CPU: see the commit)
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "codspeed", [pytest.param("installed", marks=pytest.mark.essential), "blocked"]
+)
+def test_a_suite_that_runs_only_under_codspeed_is_judged_with_a_gates_option(pytester, codspeed):
+    """Such a suite skipped everything without --codspeed (nothing judged, exit 8) and, with it,
+    pytest-codspeed measured and switched pytest-benchmark off (exit 8). With a gate's option,
+    --codspeed is the suite's: pytest-codspeed's measurement is off (or, not active, the plugin
+    accepts the flag), and the gate saves and judges pytest-benchmark's rounds."""
+    pytest.importorskip("pytest_codspeed")
+    pytester.makepyfile(test_only_under_codspeed=ONLY_UNDER_CODSPEED)
+    args = [
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-max-time=0.05",
+        "--strict-markers",
+        "-W",
+        "error",
+    ]
+    args += ["--codspeed", *(["-p", "no:codspeed"] if codspeed == "blocked" else [])]
+    said = (
+        "--codspeed left to the suite's own checks of the command line: pytest-codspeed does not "
+        "measure in this run, the gate does"
+        if codspeed == "installed"
+        else "--codspeed accepted for the suite's own checks (pytest-codspeed is not active)"
+    )
+    saved = pytester.runpytest_subprocess(*args, "--concurrency-save-baseline=base.json")
+    out = saved.stdout.str()
+    assert saved.ret == 0, out
+    assert said in " ".join(out.split()), out
+    (bench,) = json.loads((pytester.path / "base.json").read_text())["benchmarks"]
+    assert bench["extra_info"]["workload"] == "test_only_under_codspeed.py::test_sum"
+    judged = pytester.runpytest_subprocess(*args, "--concurrency-baseline=base.json")
+    out = " ".join(judged.stdout.str().split())
+    assert judged.ret in (0, 1), out  # judged: the verdict is time's, on a loaded machine
+    assert "Gate: " in out and "test_only_under_codspeed.py::test_sum" in out, out
+    assert "1 passed" in out and "skipped" not in out, out
+    # without a gate's option --codspeed is as it was: pytest-codspeed's, or an unknown option
+    if codspeed == "installed":
+        alone = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--codspeed", "--codspeed-warmup-time=0",
+            "--codspeed-max-time=0.05",
+        )  # fmt: skip
+        out = alone.stdout.str()
+        assert alone.ret == 0 and "codspeed: " in out and "(enabled" in out, out
+        assert "concurrency benchmarks" not in out, out
+    else:
+        alone = pytester.runpytest_subprocess("--codspeed", "-p", "no:codspeed")
+        assert alone.ret == pytest.ExitCode.USAGE_ERROR, alone.stderr.str()

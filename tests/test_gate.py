@@ -475,9 +475,7 @@ def test_drift_between_sessions_widens_that_benchmarks_threshold():
     # +30% is beyond the 7% set: the widened threshold may not call it "unchanged"
     assert v.status == INCONCLUSIVE and v.too_noisy and v.sessions == 5
     assert 0.05 < v.drift < 0.15 and v.threshold > 0.3 and v.base_threshold == pytest.approx(0.07)
-    assert v.note.startswith(
-        f"baseline too noisy (threshold widened to +{v.threshold:.0%} by session"
-    )
+    assert v.note.startswith(f"baseline too noisy (threshold widened to +{v.threshold:.0%} by the ")
     assert "re-record the baseline" in v.note
     assert "median drifts" in v.note and "between the baseline's 5 sessions" in v.note
     assert not result.failed and result.too_noisy == [
@@ -512,7 +510,11 @@ def test_one_benchmark_drifting_alone_names_its_sessions_and_asks_for_a_new_base
     result = gate.compare(Baseline.of(drifting), run(2, slower={"gevent": 1.2}), meta())
     v = next(v for v in result.verdicts if v.key[2] == "gevent")
     assert v.status == INCONCLUSIVE and v.too_noisy and v.threshold > 0.2
-    assert "widened to" in v.note and "by session" in v.note and "re-record the baseline" in v.note
+    assert (
+        "widened to" in v.note
+        and " of 5 saves, at " in v.note
+        and "re-record the baseline" in v.note
+    )
     steady = next(v for v in result.verdicts if v.key[2] == "uvloop")
     assert steady.status == UNCHANGED and not steady.widened_by
 
@@ -543,7 +545,7 @@ def test_a_benchmark_left_with_two_sessions_is_judged_at_its_suites_drift_too():
     base = Baseline.of(sessions_doc([1.0] * 3, slower=speeds))
     now = run(2, slower={"gevent": 1.1})
     v = next(v for v in gate.compare(base, now, meta()).verdicts if v.key[2] == "gevent")
-    assert "left out disturbed baseline session" in v.note and v.sessions == 2
+    assert "left out as disturbed: the 3rd of 3 saves, at " in v.note and v.sessions == 2
     assert v.status == INCONCLUSIVE and v.widened_by == gate.SUITE_DRIFT, v.note
     # alone, two sessions learn no drift (what decides then is the span of its three sessions)
     alone = gate.compare(base, [r for r in now if r.backend == "gevent"], meta())
@@ -806,7 +808,7 @@ def test_one_disturbed_session_of_three_never_hides_a_real_slowdown():
     assert v.status in (REGRESSED, INCONCLUSIVE), (v.status, v.threshold, v.note)
     assert v.status != UNCHANGED and v.change > 0.5
     line = next(line for line in shown(result) if "ring[m=1000,n=50] on asyncio" in line)
-    assert "disturbed" in line and "session 2" in line
+    assert "disturbed" in line and "the 2nd of 3 saves, at " in line
 
 
 def test_one_disturbed_session_never_drops_the_good_ones():
@@ -864,24 +866,50 @@ def test_a_session_whose_rounds_spread_far_wider_is_left_out():
         )
     v = gate.compare(Baseline.of(doc), one(99, "asyncio", 1.0), meta()).verdicts[0]
     assert v.status == UNCHANGED and v.sessions == 1
-    assert "left out disturbed baseline session 1 (its rounds spread" in v.note
+    assert (
+        "left out as disturbed: the 2nd of 2 saves, at " in v.note
+        and "(its rounds spread" in v.note
+    )
 
 
 def test_sessions_of_different_code_are_named():
-    doc = None
+    previous = None
     for i, code in enumerate(
         [{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": True}]
     ):
-        doc = history.merge(
-            baseline.document_from_records(one(40 + i, "asyncio"), {**meta(), "code": code}),
-            doc and Baseline.of(doc),
-            5,
-        )
-    notes = gate.compare(Baseline.of(doc), one(99, "asyncio"), meta()).notes
+        doc = baseline.document_from_records(one(40 + i, "asyncio"), {**meta(), "code": code})
+        doc["datetime"] = f"2026-11-29T0{8 + i}:12:05.123456+00:00"
+        previous = Baseline.of(history.merge(doc, previous, 5))
+    notes = gate.compare(previous, one(99, "asyncio"), meta()).notes
     assert (
-        "baseline sessions measured different code: session 1: bbbbbbbbbb (dirty); gevent 25.1.0, "
-        "greenlet 3.1.1 / session 2: aaaaaaaaaa; gevent 25.1.0, greenlet 3.1.1"
-    ) in notes
+        "baseline sessions measured different code: save 1 of 2 (2026-11-29 08:12:05 UTC): "
+        "aaaaaaaaaa; gevent 25.1.0, greenlet 3.1.1 / save 2 of 2 (2026-11-29 09:12:05 UTC): "
+        "bbbbbbbbbb (dirty); gevent 25.1.0, greenlet 3.1.1"
+    ) in notes, notes
+
+
+def test_a_disturbed_session_is_named_by_its_place_in_the_order_of_saving_and_its_time():
+    """Sessions were numbered newest first, silently: the third save, flagged disturbed, was named
+    "baseline session 1" by the next judgement, and a user counting saves 1, 2, 3 looked at the
+    first. Each save here at a time of its own, the first one 60% slow."""
+    previous = None
+    for i, scale in enumerate([1.6, 1.0, 1.0, 1.0]):
+        doc = baseline.document_from_records(one(40 + i, "asyncio", scale), meta())
+        doc["datetime"] = f"2026-11-29T08:1{i}:05.500000+00:00"
+        doc = history.merge(doc, previous, 5)
+        previous = Baseline.of(doc)
+    v = gate.compare(previous, one(99, "asyncio"), meta()).verdicts[0]
+    assert "left out as disturbed: the 1st of 4 saves, at 2026-11-29 08:10:05 UTC (its median" in (
+        v.note
+    ), v.note
+    # saved after them, a session at another speed says when it was saved: the name it goes by
+    recs = one(60, "asyncio", 1.5)
+    doc = baseline.document_from_records(recs, meta())
+    doc["datetime"] = "2026-11-29T08:14:05+00:00"
+    _, said = gate.add_session(doc, previous, recs)
+    assert any(
+        "this session (saved 2026-11-29 08:14:05 UTC) is flagged disturbed" in m for m in said
+    ), said
 
 
 def test_a_session_records_its_code_identity(tmp_path):
@@ -1063,3 +1091,35 @@ def test_new_and_missing_counted_benchmarks_read_in_instructions_not_seconds():
     result = gate.compare(Baseline.of(base), [_counted("chain", 3e6, waits=False)], counted_meta)
     lines = {v.status: tables.verdict_line(v) for v in result.verdicts}
     assert "2.00M instr" in lines[MISSING] and "3.00M instr" in lines[NEW], lines
+
+
+def test_against_the_base_nothing_asks_to_save_or_refresh_a_baseline():
+    """Counted against the base, the base's counts are a one-session baseline the run made: its
+    improvements were headed "Faster than the baseline (baseline is stale; refresh it)" and a note
+    asked to save two more sessions to a file the user never saw."""
+    counted_meta = {**meta(), "measure": "instructions", "calibration": None}
+    base = Baseline.of(
+        baseline.document_from_records(
+            [_counted("io", 1e6, waits=True), _counted("ring", 1e6, waits=False)], counted_meta
+        )
+    )
+    now = [_counted("ring", 0.5e6, waits=False), _counted("switch", 1e6, waits=False)]
+    result = gate.compare(base, now, counted_meta, against="the base side (lifx-async==1.2)")
+    shown_lines = " ".join(" ".join([title, *lines]) for title, lines in tables.summary(result))
+    assert "Faster than the base side ring[tasks=10] on gevent: " in shown_lines, shown_lines
+    assert "not run by the base side (lifx-async==1.2)" in shown_lines
+    assert "run by the base side (lifx-async==1.2) but not run now" in shown_lines
+    for word in (
+        "stale",
+        "refresh",
+        "holds 1 session",
+        "save 2 more",
+        "than the baseline",
+        "a baseline from",
+    ):
+        assert word not in shown_lines, (word, shown_lines)
+    # the same counts against a stored baseline still ask for it
+    stored = " ".join(
+        " ".join([t, *lines]) for t, lines in tables.summary(gate.compare(base, now, counted_meta))
+    )
+    assert "baseline is stale: refresh it" in stored and "holds 1 session(s)" in stored

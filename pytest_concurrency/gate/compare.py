@@ -147,9 +147,11 @@ def compare(
     current_meta: Mapping,
     settings: GateSettings | None = None,
     reference: Callable[[str], bool] | None = None,
+    against: str = "",
 ) -> GateResult:
     """Judge ``current`` against a baseline (``baseline.load``); ``reference(backend)``: a row
-    shown beside the others but not gated (``set_aside``)."""
+    shown beside the others but not gated (``set_aside``); ``against``: what the baseline is when
+    the user did not save it (``GateResult.against``): nothing then asks to save or refresh it."""
     settings = settings or GateSettings()
     current = list(current)
     base_meta = base.meta
@@ -172,10 +174,11 @@ def compare(
     if instrument.machine_bound:
         speed = _machine_speed(base, current_meta, mismatch, settings, notes)
     else:
-        notes.append(
-            f"{instrument.kind} do not depend on the machine's speed or load: a baseline "
-            f"from another machine of the same architecture, in the same directory, compares as well"
-        )
+        if not against:  # against the base, both sides are counted here, now
+            notes.append(
+                f"{instrument.kind} do not depend on the machine's speed or load: a baseline from "
+                f"another machine of the same architecture, in the same directory, compares as well"
+            )
         notes += [n for n in (measuring.layout_note(base_meta, current_meta),) if n]
     cpus = (base_meta.get("cpu_count"), current_meta.get("cpu_count"))
     if cpus[0] != cpus[1]:
@@ -186,13 +189,13 @@ def compare(
     base_sessions = base.sessions
     notes += [f"baseline has {r.label} twice; the first one is used" for r in base.twice]
     held = base.count
-    if held < stats.MIN_SESSIONS_FOR_DRIFT:
+    if held < stats.MIN_SESSIONS_FOR_DRIFT and not against:
         notes.append(
             f"the baseline holds {held} session(s): save {stats.MIN_SESSIONS_FOR_DRIFT - held} more "
             f"to the same file ({SAVE_FLAG}) and the gate also learns how far each benchmark "
             f"drifts between sessions"
         )
-    notes += [n for n in (session_quality.different_code(base.identities),) if n]
+    notes += [n for n in (session_quality.different_code(base.identities, base.saved),) if n]
     explained = base.latest  # what explains a change
     divided = {
         rec.key: _over_controls(base_sessions.get(rec.key), rec, instrument) for rec in current
@@ -211,7 +214,9 @@ def compare(
                     NEW,
                     current_median=rec.median,
                     measure=rec.measure,
-                    note=f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it",
+                    note=f"not run by {against}"
+                    if against
+                    else f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it",
                 )
             )
             continue
@@ -228,7 +233,8 @@ def compare(
                     MISSING,
                     baseline_median=stats.median(sessions[0].samples),
                     measure=instrument.kind,
-                    note="in the baseline but not run now: deselected, skipped, failed or renamed?",
+                    note=f"{'run by ' + against if against else 'in the baseline'} but not run "
+                    "now: deselected, skipped, failed or renamed?",
                 )
             )
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
@@ -240,6 +246,7 @@ def compare(
         kernel=kernel_gate.judge(
             base, current, interference.busier(base_sessions, current, current_meta)
         ),
+        against=against,
     )
     if reference is not None:
         set_aside(result, reference)
@@ -283,6 +290,7 @@ def add_session(
     same_code = previous is not None and _same_code(previous, doc[history.SECTION])
     # counts are never disturbed
     exact = measure.instrument(doc[history.SECTION].get("measure")).exact
+    saved = session_quality.saved_at(str(doc.get("datetime") or "")) or "now"
     if previous is not None and keep > 1:
         latest = previous.latest
         by_key = {r.key: r for r in current}
@@ -313,8 +321,8 @@ def add_session(
                 )
             if v.key in flags:
                 messages.append(
-                    f"{key_label(v.key)} measured {flags[v.key]}; this session is flagged disturbed "
-                    f"and left out by the gate, the earlier sessions are kept"
+                    f"{key_label(v.key)} measured {flags[v.key]}; this session (saved {saved}) is "
+                    f"flagged disturbed and left out by the gate, the earlier sessions are kept"
                 )
         for bench in doc.get("benchmarks") or ():
             extra = bench.get("extra_info") or {}
@@ -588,7 +596,7 @@ def _judge(
     if widened:
         verdict.note = f"threshold {threshold:.0%}: {widened}"
     if bad:
-        verdict.note = _join(verdict.note, session_quality.left_out(bad, len(sessions)))
+        verdict.note = _join(verdict.note, session_quality.left_out(bad, sessions))
     if not (baseline_median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
         verdict.status = INCONCLUSIVE
         verdict.note = "no usable raw samples on one side: nothing to compare"
@@ -618,7 +626,9 @@ def _judge(
         if allowance > threshold:
             judged_at = allowance
             verdict.threshold = allowance
-            verdict.widened_by = SUITE_DRIFT if suite else session_quality.widened_by(medians)
+            verdict.widened_by = (
+                SUITE_DRIFT if suite else session_quality.widened_by(medians, sessions)
+            )
             drifts = (
                 f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"
                 if len(kept) > 1
@@ -747,7 +757,7 @@ def summary(result: GateResult, settings: GateSettings, instrument) -> str:
             else f"alpha {settings.alpha:g}, {scale})"
         )
     )
-    if result.by_status(IMPROVED):
+    if result.by_status(IMPROVED) and not result.against:
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
     suite = [v for v in result.too_noisy if v.widened_by == SUITE_DRIFT]
     if len(suite) < len(result.too_noisy):

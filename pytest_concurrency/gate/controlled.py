@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..measure import control
 from ..measure.records import Record
+from . import sessions as session_quality
 from .history import BaselineSession
 
 
@@ -31,7 +32,9 @@ def divide(sessions: list[BaselineSession], cur: Record) -> Divided | str:
     """Both sides divided by their controls, or why they cannot be (judged raw then)."""
     why = _unusable(cur.extra, len(cur.samples), "now")
     for i, s in enumerate(sessions):
-        why = why or _unusable(s.controls, len(s.samples), f"in baseline session {i + 1}")
+        why = why or _unusable(
+            s.controls, len(s.samples), f"in {session_quality.named(sessions, i)}"
+        )
     if why:
         return why
     scale = statistics.median(s.controls["control_s"] for s in sessions)

@@ -52,13 +52,21 @@ class BaselineSession:
     #: timed: the controls beside its rounds (measure/control.py): ``control_factor`` and the rest
     controls: dict = field(default_factory=dict)
     memory: Mapping = field(default_factory=dict)  # its ``MEMORY_KEYS`` figures it has
+    saved: str = ""  # when it was saved: its document's ``datetime`` ("" if not recorded)
 
     @classmethod
-    def of(cls, samples: list, layouts: list, kept: Mapping, version: str, memory: Mapping):
+    def of(cls, samples: list, layouts: list, kept: Mapping, version: str, memory: Mapping, saved):
         """From what is kept beside its rounds: a record's ``extra_info``, a ``history`` entry's."""
         disturbed = kept.get("disturbed") or ""
         return cls(
-            samples, kept.get("foreign_cpu"), version, disturbed, layouts, _controls(kept), memory
+            samples,
+            kept.get("foreign_cpu"),
+            version,
+            disturbed,
+            layouts,
+            _controls(kept),
+            memory,
+            str(saved or ""),
         )
 
 
@@ -74,6 +82,7 @@ class Baseline:
     twice: tuple[Record, ...]  # the latest session's second entries of a benchmark: left out
     calibrations: tuple  # each session's machine-speed calibration, latest first (None: missing)
     identities: tuple  # each session's (code, libraries): git commit and dirty flag, versions
+    saved: tuple = ()  # each session's ``datetime``, latest first ("" if not recorded)
 
     @classmethod
     def of(cls, doc: Mapping) -> Baseline:
@@ -87,7 +96,12 @@ class Baseline:
                 twice.append(rec)
                 continue
             session = BaselineSession.of(
-                rec.samples, rec.layouts[1:], rec.extra, rec.backend_version, _memory(rec.extra)
+                rec.samples,
+                rec.layouts[1:],
+                rec.extra,
+                rec.backend_version,
+                _memory(rec.extra),
+                doc.get("datetime"),
             )
             out[rec.key] = [session]
         for entry in entries:
@@ -96,7 +110,12 @@ class Baseline:
                 samples = [float(x) for x in b["samples"]]
                 layouts = [[float(x) for x in rounds] for rounds in b.get("layouts") or ()]
                 session = BaselineSession.of(
-                    samples, layouts, b, b.get("backend_version", ""), b.get("memory") or {}
+                    samples,
+                    layouts,
+                    b,
+                    b.get("backend_version", ""),
+                    b.get("memory") or {},
+                    entry.get("datetime"),
                 )
                 out.setdefault(key, []).append(session)
         sessions = [meta, *entries]
@@ -107,6 +126,7 @@ class Baseline:
             tuple(twice),
             tuple(s.get("calibration") for s in sessions),
             tuple((s.get("code"), s.get("libraries")) for s in sessions),
+            (str(doc.get("datetime") or ""), *(str(e.get("datetime") or "") for e in entries)),
         )
 
     @property

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -244,18 +245,28 @@ def _beside_load(
     if len(busy) == len(groups):
         verdict.sessions = 0
         verdict.note = (
-            f"other processes kept {max(loads[i] for i in busy):.1f} cores busy while the sides "
-            "took their turns: beside a busy core one process runs 10-25% apart from its twin, "
-            "so time cannot judge here; count instead (--concurrency-measure=instructions)"
+            f"{_load(max(loads[i] for i in busy))} while the sides took their turns: beside a "
+            "busy core one process runs 10-25% apart from its twin, so time cannot judge here; "
+            "count instead (--concurrency-measure=instructions)"
         )
         return verdict
     kept = [g for i, g in enumerate(groups) if i not in busy]
     verdict.pairs, verdict.sessions = sum(map(len, kept)), len(kept)
     verdict = _across_sessions(verdict, kept, threshold)
     if busy:
-        aside = ", ".join(f"pair {i + 1} ({loads[i]:.1f} busy cores beside it)" for i in busy)
+        aside = ", ".join(f"pair {i + 1} ({_load(loads[i])})" for i in busy)
         verdict.note = "; ".join(filter(None, [verdict.note, f"not judged on time: {aside}"]))
     return verdict
+
+
+def _load(others: float) -> str:
+    """Other processes' load in the unit it is read in (``usage.OthersRunning``): threads running
+    or waiting to run, on average, beside this machine's cores; never "cores busy", which a
+    count of 12.9 on 2 cores is not."""
+    return (
+        f"other processes' load {others:.1f} (their threads running or waiting to run, on "
+        f"average) on {os.cpu_count() or 1} cores"
+    )
 
 
 def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> PairedVerdict:
@@ -531,12 +542,17 @@ def summary(result: PairedResult) -> str:
 
 
 def sides_line(base: Mapping, head: Mapping) -> str:
-    """``mylib 1.4.2 from .../site/mylib (base) against 1.5.0 from ./mylib (head)``, per package."""
+    """``mylib 1.4.2 from .../site/mylib (base) against 1.5.0 from ./mylib (head)``, per package,
+    named by its distribution (``lifx-async``, not its package ``lifx``), as a counted run names it;
+    a distribution of several packages names each."""
+    dists = collections.Counter(base[name].get("distribution") or name for name in base)
     parts = []
     for name in sorted(base):
         b, h = base[name], head.get(name, {})
+        dist = b.get("distribution") or name
+        label = dist if dists[dist] == 1 else f"{dist} ({name})"
         parts.append(
-            f"{name} {b.get('version') or '?'} from {b.get('file') or 'not imported'} (base) against "
-            f"{h.get('version') or '?'} from {h.get('file') or 'not imported'} (head)"
+            f"{label} {b.get('version') or '?'} from {b.get('file') or 'not imported'} (base) "
+            f"against {h.get('version') or '?'} from {h.get('file') or 'not imported'} (head)"
         )
     return "; ".join(parts) or "the base side installed no importable package"

@@ -27,12 +27,19 @@ def refusal(failed: list[str]) -> str | None:
 
 
 def store(
-    path, doc: dict, recs: list[Record], settings: GateSettings, keep: int, wrote: Callable
+    path,
+    doc: dict,
+    recs: list[Record],
+    settings: GateSettings,
+    keep: int,
+    wrote: Callable,
+    say_where: bool = True,
 ) -> list[str]:
     """Write one session's document ``doc`` (its records ``recs``) to ``path``
     (``--concurrency-save-baseline``) in front of the sessions already there, ``keep`` at most;
-    what the save did (messages). ``wrote(line)`` is told once the file is written: a Ctrl-C
-    after that says so. A ``BaselineError``: nothing written."""
+    what the save did (messages; where it was written only if ``say_where``). ``wrote(line)`` is
+    told once the file is written: a Ctrl-C after that says so. A ``BaselineError``: nothing
+    written."""
     said: list[str] = []
     doc, recs = _judgeable(path, doc, recs, said)
     with baseline.locked(path, lambda: _waiting(path)):
@@ -48,10 +55,11 @@ def store(
         with watchdog.ctrl_c_after():  # saved, and known to be, or neither
             baseline.save(path, doc)
             wrote(f"the baseline was saved to {path}")
-    said.append(
-        f"baseline with {len(recs)} benchmarks written to {path} "
-        f"({history.count(doc)} session(s), at most {keep} kept)"
-    )
+    if say_where:
+        said.append(
+            f"baseline with {len(recs)} benchmarks written to {path} "
+            f"({history.count(doc)} session(s), at most {keep} kept)"
+        )
     return said
 
 

@@ -10,11 +10,13 @@ deviations, and beyond the threshold), or when its rounds spread ``SPREAD_FACTOR
 wide as the other sessions' typically do. The rules need a majority of good sessions to act:
 they never leave a benchmark without sessions.
 
-Sessions are numbered newest first: session 1 is the baseline's latest.
+Sessions are kept newest first (index 0 is the baseline's latest); a message names one by when it
+was saved (``named``), as a user who counts saves from the first would otherwise look at another.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 from collections.abc import Mapping, Sequence
 
@@ -102,28 +104,54 @@ def within_their_span(
     )
 
 
-def left_out(bad: Mapping[int, str], total: int) -> str:
-    """The note naming the sessions ``disturbed`` left out."""
-    return (
-        "left out disturbed baseline "
-        + "; ".join(f"session {i + 1} ({why})" for i, why in sorted(bad.items()))
-        + f": judged on the other {total - len(bad)} session(s)"
+def saved_at(datetime: str) -> str:
+    """A document's ``datetime`` as a user reads it ("2026-11-29 08:12:05 UTC"); as given when it
+    is not ISO 8601, "" when there is none."""
+    try:
+        when = _dt.datetime.fromisoformat(datetime)
+    except ValueError:
+        return datetime
+    if when.tzinfo is not None:  # pytest-benchmark's own documents hold naive UTC
+        when = when.astimezone(_dt.timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def named(sessions: Sequence[history.BaselineSession], i: int) -> str:
+    """Session ``i`` (0 = latest) of a benchmark as a user finds it: by its place in the order of
+    saving, the earliest kept first, and when it was saved ("the 2nd of 3 saves, at 2026-11-29
+    08:12:05 UTC"): sessions saved within a second of each other differ in their place alone."""
+    when = saved_at(sessions[i].saved)
+    return f"the {_ordinal(len(sessions) - i)} of {len(sessions)} saves" + (
+        f", at {when}" if when else ""
     )
 
 
-def widened_by(medians: Mapping[int, float]) -> str:
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def left_out(bad: Mapping[int, str], sessions: Sequence[history.BaselineSession]) -> str:
+    """The note naming the sessions ``disturbed`` left out."""
+    return (
+        "left out as disturbed: "
+        + "; ".join(f"{named(sessions, i)} ({why})" for i, why in sorted(bad.items()))
+        + f": judged on the other {len(sessions) - len(bad)} session(s)"
+    )
+
+
+def widened_by(medians: Mapping[int, float], sessions: Sequence[history.BaselineSession]) -> str:
     """The sessions (index -> median) farthest from the others: what widened a drift threshold."""
     logs = {i: math.log(m) for i, m in medians.items() if m > 0}
     if not logs:
         return ""
     center = stats.median(list(logs.values()))
     far = max(abs(x - center) for x in logs.values())
-    named = [
-        f"{i + 1} ({math.exp(x - center) - 1:+.0%})"
+    return ", ".join(
+        f"{named(sessions, i)} ({math.exp(x - center) - 1:+.0%})"
         for i, x in sorted(logs.items())
         if far > 0 and abs(x - center) >= far / 2
-    ]
-    return ("session " if len(named) == 1 else "sessions ") + ", ".join(named)
+    )
 
 
 def identity(code: Mapping | None, libraries: Mapping | None) -> str:
@@ -137,20 +165,29 @@ def identity(code: Mapping | None, libraries: Mapping | None) -> str:
     return "; ".join(parts)
 
 
-def different_code(identities: Sequence[tuple]) -> str | None:
+def different_code(identities: Sequence[tuple], saved: Sequence[str] = ()) -> str | None:
     """The note when the baseline's sessions recorded different code identities
-    (``history.Baseline.identities``)."""
+    (``history.Baseline.identities``, latest first), each group of sessions alike named by its
+    places in the order of saving and when they were saved (``history.Baseline.saved``), the
+    earliest first."""
     ids = [identity(code, libs) for code, libs in identities]
     if len({i for i in ids if i}) <= 1:
         return None
-    groups: list[list] = []  # [first, last, identity] of consecutive sessions alike
-    for n, ident in enumerate(ids, 1):
-        if groups and groups[-1][2] == ident:
+    when = [saved_at(s) for s in saved] + [""] * (len(ids) - len(saved))
+    groups: list[list] = []  # [first, last, identity] of consecutive sessions alike, oldest first
+    for n in reversed(range(len(ids))):
+        if groups and groups[-1][2] == ids[n]:
             groups[-1][1] = n
         else:
-            groups.append([n, n, ident])
-    said = [
-        f"session{'s' if a != b else ''} {a}{'-' + str(b) if a != b else ''}: {ident or 'unrecorded'}"
-        for a, b, ident in groups
-    ]
+            groups.append([n, n, ids[n]])
+    said = []
+    for first, last, ident in groups:
+        a, b = len(ids) - first, len(ids) - last  # their places in the order of saving
+        times = " to ".join(dict.fromkeys(t for t in (when[first], when[last]) if t))
+        said.append(
+            (f"saves {a}-{b}" if a != b else f"save {a}")
+            + f" of {len(ids)}"
+            + (f" ({times})" if times else "")
+            + f": {ident or 'unrecorded'}"
+        )
     return "baseline sessions measured different code: " + " / ".join(said)

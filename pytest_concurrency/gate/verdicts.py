@@ -99,6 +99,9 @@ class GateResult:
     kernel: KernelResult | None = (
         None  # kernel figures judged against the same baseline (gate/kernel.py)
     )
+    #: what the run is judged against when it is not a baseline the user saved: the base side of
+    #: ``--concurrency-against`` (``"the base side (mylib==1.2)"``); "" for a stored baseline
+    against: str = ""
 
     def by_status(self, status: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == status]

@@ -434,6 +434,15 @@ SECTIONS = (
 )
 
 
+#: The sections whose titles speak of a baseline the user saved, as they read against the base
+#: side: there is nothing to refresh, the base is installed for the run.
+AGAINST_THE_BASE = {
+    V.IMPROVED: "Faster than the base side",
+    V.NEW: "Not run by the base side",
+    V.MISSING: "Run by the base side, missing from this run",
+}
+
+
 def headline(gate: V.GateResult) -> str:
     if gate.refused:
         return f"Comparison refused: {gate.refused}"
@@ -490,6 +499,7 @@ def summary(gate: V.GateResult, every: bool = False) -> list[tuple[str, list[str
     if gate.rerecord:
         out.append(("Re-record the baseline", [gate.rerecord]))
     for status, title in SECTIONS:
+        title = AGAINST_THE_BASE.get(status, title) if gate.against else title
         found = gate.by_status(status)
         lines = [verdict_line(v) for v in found]
         if status == V.MISSING and len(found) > MISSING_LISTED:

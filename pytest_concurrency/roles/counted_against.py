@@ -176,7 +176,9 @@ def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int
         return Exit.TESTS_FAILED
     head = list(head_side.records)
     reference = None if settings.gate_native else backends.is_native
-    result = gate.compare(base, head, head_side.meta, settings.gate, reference)
+    result = gate.compare(
+        base, head, head_side.meta, settings.gate, reference, against=f"the base side ({run.spec})"
+    )
     print(" counted against the base side ".center(80, "-"))
     print(f"Sides: {_sides_line(base.meta, head_side.meta)}")
     print(terminal.render(head, result, every=True))

@@ -74,7 +74,7 @@ def user_session(config, settings, base_dir: str | None = None, watched: bool = 
         settings.instrument.prepare_session()
         if tests_measured_here(config, base_dir).here:
             return Launcher(config, settings, base_dir)
-    return MeasuringSession(config, settings, watched=watched)
+    return MeasuringSession(config, settings, watched=watched, on_a_side=base_dir is not None)
 
 
 def child(config, settings, role: Role):
@@ -557,7 +557,9 @@ class Counted(MeasuringSession):
     profiles = PROFILE_HANDED_OVER  # read at full speed at the end (``_BeforeSaving``)
 
     def __init__(self, config, settings, role: Role):
-        super().__init__(config, settings)
+        # started by a side of a counted run against the base: the base's install (or the
+        # head's stand-in) passed on in its role
+        super().__init__(config, settings, on_a_side=role.base_dir is not None)
         self.role = role
         self.in_progress = crash.Running(role.running)
         self.layouts = _BeforeSaving(role, settings.instrument)

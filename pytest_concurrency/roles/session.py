@@ -37,6 +37,21 @@ if TYPE_CHECKING:
 MARKER = "concurrency"
 
 
+#: The options that ask for a gate (a baseline read or saved, a report, a base side).
+GATE_OPTIONS = (
+    "concurrency_baseline",
+    "concurrency_save_baseline",
+    "concurrency_report_md",
+    "concurrency_against",
+)
+
+
+def gate_asked(option) -> bool:
+    """Whether one of ``GATE_OPTIONS`` is given, in a parsed namespace (``config.option``, or
+    ``early_config.known_args_namespace`` before the rest is parsed)."""
+    return any(getattr(option, name, None) for name in GATE_OPTIONS)
+
+
 class MeasuringSession:
     """The role of a session that measures: it holds the session's state, not module globals."""
 
@@ -45,10 +60,13 @@ class MeasuringSession:
     memory_pass = True
     profiles = PROFILE_HERE  # where a counted test's last round's profile is read (``after_call``)
 
-    def __init__(self, config, settings, watched: bool = False):
+    def __init__(self, config, settings, watched: bool = False, on_a_side: bool = False):
         self.config = config
         self.settings = settings
         self.watched = watched  # the user's own process: a watcher names a test that ends it
+        #: a side of a counted run against the base: its save is the run's own file, not a
+        #: baseline of the user's (roles/counted_against.py), so where it went is not said
+        self.on_a_side = on_a_side
         self.progress: progress.Progress | None = None
         self.running: str | None = None  # the test that started last: what a Ctrl-C interrupted
         self.baseline: Baseline | None = None  # --concurrency-baseline, read at start-up
@@ -120,15 +138,7 @@ class MeasuringSession:
         switches itself off, as it does without this plugin."""
         if config.getoption("benchmark_disable", False):
             return False
-        gates = (
-            "concurrency_baseline",
-            "concurrency_save_baseline",
-            "concurrency_report_md",
-            "concurrency_against",
-        )
-        return bool(config.getoption("benchmark_only", False)) or any(
-            config.getoption(name, None) for name in gates
-        )
+        return bool(config.getoption("benchmark_only", False)) or gate_asked(config.option)
 
     def pytest_sessionstart(self, session) -> None:
         # after every pytest_configure: pytest-benchmark's made its session in one (trylast)
@@ -349,6 +359,7 @@ class MeasuringSession:
             if again
             else None,
             written=self.written,
+            saved_for_the_run=self.on_a_side,
         )
         return session_end.finish(self.settings, self.baseline, self.calibration, ended)
 
@@ -356,8 +367,10 @@ class MeasuringSession:
         """Why this session recorded no benchmark, in one line."""
         if self.config.pluginmanager.is_blocked("pytest_benchmark"):
             return (
-                "pytest-benchmark is switched off (pytest-codspeed's --codspeed measures instead): "
-                "the gates judge pytest-benchmark's rounds, so run them without --codspeed"
+                "pytest-benchmark is switched off: pytest-codspeed measures instead (CODSPEED_ENV "
+                "is set, or --codspeed was given without a gate's option), and the gates judge "
+                "pytest-benchmark's rounds; unset CODSPEED_ENV, or give --codspeed with a gate's "
+                "option (--concurrency-baseline, --concurrency-save-baseline, ...)"
             )
         disabled = self.config.getoption("benchmark_disable", False)
         return self.tally.why(disabled)

@@ -204,11 +204,14 @@ class Run:
 # -- in each side's process ------------------------------------------------------------------------
 
 
-def top_level(site: Path) -> dict[str, str]:
-    """Top-level importable names in ``site`` -> their distribution's version ("" if unknown)."""
-    names: dict[str, str] = {}
+def top_level(site: Path) -> dict[str, tuple[str, str]]:
+    """Top-level importable names in ``site`` -> their distribution's name, as its metadata
+    spells it (``lifx-async`` for ``lifx``: the name a user installs and a counted run's
+    versions use), and version ("" if unknown)."""
+    names: dict[str, tuple[str, str]] = {}
     for dist in site.glob("*.dist-info"):
-        version = dist.name[: -len(".dist-info")].rpartition("-")[2]
+        project, _, version = dist.name[: -len(".dist-info")].rpartition("-")
+        project = _metadata_name(dist) or project
         top = dist / "top_level.txt"
         listed = top.read_text().split() if top.exists() else []
         for line in (
@@ -222,8 +225,22 @@ def top_level(site: Path) -> dict[str, str]:
             ):
                 listed.append(first[:-3] if first.endswith(".py") else first.split(".")[0])
         for name in listed:
-            names.setdefault(name, version)
+            names.setdefault(name, (project, version))
     return names
+
+
+def _metadata_name(dist: Path) -> str:
+    """The ``Name:`` a ``*.dist-info`` directory's ``METADATA`` gives ("" if none)."""
+    try:
+        with open(dist / "METADATA", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Name:"):
+                    return line.partition(":")[2].strip()
+                if not line.strip():  # the headers end at the first blank line
+                    break
+    except OSError:
+        pass
+    return ""
 
 
 class _BaseFirst(importlib.abc.MetaPathFinder):
@@ -288,9 +305,10 @@ def same_size(launches: dict) -> None:
 
 
 def identity(site: Path, base_side: bool) -> dict:
-    """For each of the base side's packages: where this process imported it from, and its version."""
+    """For each of the base side's packages: where this process imported it from, its version, and
+    the distribution it belongs to."""
     out = {}
-    for name, installed in sorted(top_level(site).items()):
+    for name, (distribution, installed) in sorted(top_level(site).items()):
         module = sys.modules.get(name)
         where = (
             getattr(module, "__file__", None)
@@ -299,7 +317,8 @@ def identity(site: Path, base_side: bool) -> dict:
         version = str(getattr(module, "__version__", "") or "") if module is not None else ""
         out[name] = {
             "file": where,
-            "version": version or (installed if base_side else _installed_version(name)),
+            "version": version or (installed if base_side else _installed_version(distribution)),
+            "distribution": distribution,
         }
     return out
 
