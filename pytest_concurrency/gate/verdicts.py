@@ -99,6 +99,9 @@ class GateResult:
     kernel: KernelResult | None = (
         None  # kernel figures judged against the same baseline (gate/kernel.py)
     )
+    #: what neither time nor counts decided, said first (gate/undecided.py: its headline, then a
+    #: line a benchmark); empty when everything was decided
+    undecided: list = field(default_factory=list)
 
     def by_status(self, status: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == status]
