@@ -311,8 +311,9 @@ def test_without_valgrind_undecided_stays_undecided_and_the_option_exits_9(proje
     assert "counting" not in _said_err(result)
 
 
-# ~10 s: a save and an A/A that time decides (a threshold no load reaches): nothing is counted
-@pytest.mark.once
+# ~10 s alone, 80 s at a load of 30: a save and an A/A that time decides (a threshold no load
+# reaches): nothing is counted
+@pytest.mark.slow
 def test_nothing_is_counted_when_time_decided_everything(project):
     _run(project, "--concurrency-save-baseline=base.json").assert_outcomes(passed=2)
     result = _run(
@@ -323,3 +324,40 @@ def test_nothing_is_counted_when_time_decided_everything(project):
     )
     assert result.ret == Exit.OK, _said(result)
     assert "undecided" not in _said(result) + _said_err(result)
+
+
+AGAINST_TEST = """
+import mylib
+
+
+def test_work(benchmark, concurrency_backend):
+    benchmark(concurrency_backend.run, mylib.work)
+"""
+
+
+# ~25 min at a load of 30, minutes on a quiet machine: pip installs the base side; a pair of
+# timed sessions beside two busy loops (inconclusive: loaded), then that test counted on both sides
+@pytest.mark.slow
+@pytest.mark.essential
+@needs("valgrind", callgrind.unavailable_reason())
+def test_against_the_base_what_time_leaves_undecided_is_counted_and_fails(pytester):
+    for root, factor in (
+        (pytester.path / "base", 1),
+        (pytester.path, 2),
+    ):  # the head: twice the work
+        _library(root, factor, 5)
+        (root / "pyproject.toml").write_text(PYPROJECT.format(version="1.0"))
+    pytester.makepyfile(test_mylib=AGAINST_TEST)
+    with busy_cores():
+        result = _run(
+            pytester,
+            "--concurrency-backends=threading",
+            "--concurrency-against=base",
+            "--concurrency-report-md=r.md",
+        )
+    out = _said(result)
+    assert result.ret == Exit.TESTS_FAILED, out
+    assert "undecided: counting 1 test on both sides (base: base)" in _said_err(result), out
+    assert "time could not decide it; instructions +" in out and "against base: regressed" in out
+    assert "against the base FAILED: time 1 regressed" in out
+    assert "| **regressed** |" in (pytester.path / "r.md").read_text()
