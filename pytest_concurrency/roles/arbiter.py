@@ -41,6 +41,9 @@ _REPLACED = (
     "--concurrency-remeasure",
 )
 
+#: How many times a timed session's time a counted run of the same tests may take, for its bound
+COUNTED_SLOWER = 50
+
 
 class Arbiter:
     """In the timed run's process: the undecided benchmarks' tests counted on both sides."""
@@ -85,16 +88,26 @@ class Arbiter:
                 f"--concurrency-only={only}",
                 f"--concurrency-verdicts={out}",
             ]
+            # each counted round has its own deadline; this bounds what has none (a hung build of
+            # the base side): two counted runs, each 30-50x a timed session of those tests
+            budget = (self.settings.timeout or 120.0) * (len(tests) + 2) * COUNTED_SLOWER
             with open(log, "wb") as output:
-                code = subprocess.run(
-                    [sys.executable, "-m", "pytest", *argv],
-                    cwd=str(self.config.invocation_params.dir),
-                    env={**os.environ, **own_coverage_data(where, "counted")},
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=watchdog.with_parent(),  # a kill -9 of this one ends it too
-                ).returncode
+                try:
+                    code = subprocess.run(
+                        [sys.executable, "-m", "pytest", *argv],
+                        cwd=str(self.config.invocation_params.dir),
+                        env={**os.environ, **own_coverage_data(where, "counted")},
+                        stdin=subprocess.DEVNULL,
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=watchdog.with_parent(),  # a kill -9 of this one ends it too
+                        timeout=budget,
+                    ).returncode
+                except (
+                    subprocess.TimeoutExpired
+                ):  # run() has killed it, and its children die with it
+                    why = f"the counted run did not end within {budget:.0f} s and was stopped"
+                    return undecided.Counts(base=spec, why_not=_stay(len(keys), why))
             try:
                 read = verdict_file.read(out)
             except verdict_file.VerdictFileError:
