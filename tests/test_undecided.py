@@ -237,7 +237,7 @@ def _run(project, *args):
         "no:cacheprovider",
         "--concurrency-layouts=1",
         *args,
-        timeout=1800,
+        timeout=3000,
     )
 
 
@@ -249,6 +249,7 @@ def _said(result) -> str:
 # are counted on both sides (git installs the base commit; two counted runs of two tests)
 @pytest.mark.slow
 @pytest.mark.essential
+@pytest.mark.timeout(3600)  # 20-30 min at a load of 30 on 2 cores
 @needs("valgrind", callgrind.unavailable_reason())
 def test_a_stored_baselines_undecided_slowdowns_are_counted_and_the_counts_decide(project):
     _run(project, "--concurrency-save-baseline=base.json").assert_outcomes(passed=2)
@@ -278,6 +279,7 @@ def _said_err(result) -> str:
 # ~2.5 min at a load of 6: a save; beside two busy loops, the I/O-bound slowdown alone, counted
 # on both sides (unchanged): exit 0 by default, said first; then without valgrind, exit 9
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @needs("valgrind", callgrind.unavailable_reason())
 def test_counts_unchanged_where_time_moved_pass_loudly_or_exit_with_their_own_status(project):
     _run(project, "--concurrency-save-baseline=base.json").assert_outcomes(passed=2)
@@ -339,6 +341,7 @@ def test_work(benchmark, concurrency_backend):
 # timed sessions beside two busy loops (inconclusive: loaded), then that test counted on both sides
 @pytest.mark.slow
 @pytest.mark.essential
+@pytest.mark.timeout(3600)
 @needs("valgrind", callgrind.unavailable_reason())
 def test_against_the_base_what_time_leaves_undecided_is_counted_and_fails(pytester):
     for root, factor in (
