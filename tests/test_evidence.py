@@ -273,6 +273,9 @@ BY_HAND = {
     "real_suites.py": "needs the package index (PyPI) and minutes",
     # yarl's suite counted whole and in 2 and 4 shards (`python evidence/shard_evidence.py --smoke --work DIR`)
     "shard_evidence.py": "needs the package index (PyPI) and minutes of counting",
+    # a library's base commit installed apart (setuptools from the index) and what time left
+    # undecided counted on both sides (`python evidence/undecided_evidence.py --layouts 1`)
+    "undecided_evidence.py": "needs valgrind, the package index and tens of minutes of counting",
 }
 
 
