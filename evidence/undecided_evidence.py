@@ -130,7 +130,13 @@ def session(root: Path, name: str, args: list[str], busy: int) -> dict:
     if verdicts.exists():
         doc = json.loads(verdicts.read_text())
         for v in (doc.get("gate") or {}).get("verdicts", []):
-            found[v["key"][0]] = {"status": v["status"], "change": v["change"], "note": v["note"]}
+            found[v["key"][0]] = {
+                "status": v["status"],
+                "change": v["change"],
+                "raw_change": v.get("raw_change"),
+                "decided_by": v.get("decided_by"),
+                "note": v["note"],
+            }
     return {
         "session": name,
         "busy_loops": busy,

@@ -105,6 +105,13 @@ def test_undecided_is_inconclusive_or_a_suspect_a_second_process_did_not_confirm
         ]
     )
     assert undecided.of_stored(first, final) == sorted([WORK, NAP])
+    # faster over its controls, slower in raw time: time's two scales disagree (a +10% slowdown
+    # read so beside two busy loops), so the counts decide; a raw improvement is decided
+    disagree = _verdict(WORK, IMPROVED, change=-0.3, decided_by="control", raw_change=0.8)
+    agree = _verdict(NAP, IMPROVED, change=-0.3, decided_by="control", raw_change=-0.2)
+    assert undecided.of_stored(GateResult([disagree, agree]), GateResult([disagree, agree])) == [
+        WORK
+    ]
     counted = [_verdict(WORK, INCONCLUSIVE, measure="instructions")]  # counts are never re-counted
     assert undecided.of_stored(GateResult(counted), GateResult(counted)) == []
 
