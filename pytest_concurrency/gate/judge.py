@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from .. import measure
 from ..measure.records import Record
 from . import compare, history, undecided
 from . import memory as memory_gate
@@ -57,6 +58,9 @@ def judge(
         keys = undecided.of_stored(first, result)
         if keys:
             result.undecided = undecided.settle(result.verdicts, keys, count(keys))
+            # its "passed"/"FAILED" line, on the statuses the counts settled
+            instrument = measure.instrument(meta.get("measure"))
+            result.summary = compare.summary(result, settings, instrument)
     # a refused comparison judges no memory: the leaks found above still stand
     memory = result.memory if result.memory is not None else leaks
     return Judged(records, result, memory, said)
