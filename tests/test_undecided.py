@@ -373,3 +373,29 @@ def test_against_the_base_what_time_leaves_undecided_is_counted_and_fails(pytest
     assert "time undecided on a loaded machine: time could not decide it; instructions +" in out
     assert "against the base FAILED: time 1 regressed" in out
     assert "| **regressed** |" in (pytester.path / "r.md").read_text()
+
+
+@pytest.mark.once
+def test_the_judge_step_counts_only_the_undecided_and_its_summary_follows_the_counts():
+    """gate/judge.judge on synthetic sessions (tests/test_gate.py's): a +15% slowdown in three
+    rounds is inconclusive; only its key is handed to the counts, and their regression fails."""
+    from test_gate import baseline_of, meta, run
+
+    from pytest_concurrency.gate.compare import GateSettings
+    from pytest_concurrency.gate.judge import judge
+
+    asked = []
+
+    def count(keys):
+        asked.append(list(keys))
+        return undecided.Counts({k: (REGRESSED, 0.12) for k in keys}, base="git:abc")
+
+    records = run(2, rounds=3, slower={"uvloop": 1.15})
+    judged = judge(baseline_of(1, rounds=3), records, meta(), GateSettings(), count=count)
+    assert len(asked) == 1 and {k[2] for k in asked[0]} == {"uvloop"}
+    assert judged.gate.failed and judged.gate.undecided == []
+    assert judged.gate.summary.startswith("FAILED"), judged.gate.summary
+    # nothing undecided: nothing counted
+    asked.clear()
+    judge(baseline_of(1), run(2), meta(), GateSettings(), count=count)
+    assert asked == []
