@@ -21,6 +21,8 @@ class Exit(enum.IntEnum):
     # (6, once a too noisy baseline's, is retired; pytest 9.2 exits 6 for --max-warnings)
     RERECORD_BASELINE = 7  # the baseline's counts came from another measuring side: record it again
     NOTHING_JUDGED = 8  # a gate was asked for (baseline, save, against) and judged nothing
+    #: --concurrency-undecided=exit: what neither time nor counts decided (gate/undecided.py)
+    UNDECIDED = 9
     # python -m pytest_concurrency (report, merge, bisect)
     TOOL_USAGE = 2  # (the value of INTERRUPTED, as argparse exits) a bad command line or input file
     MERGE_MISMATCH = 10  # shards from another version, Python, architecture (or machine, for time)

@@ -12,7 +12,9 @@ import argparse
 from dataclasses import dataclass
 
 from . import backends, measure, workloads
+from .exit_codes import Exit
 from .gate import memory as memory_gate
+from .gate import undecided
 from .gate.compare import DEFAULT_MACHINE_TOLERANCE
 from .gate.history import DEFAULT_KEEP
 from .gate.shape import MAX_SAMPLES
@@ -279,6 +281,20 @@ OPTIONS: tuple[Option, ...] = (
         "twice the time)",
     ),
     Option(
+        "undecided",
+        "--concurrency-undecided",
+        "concurrency_undecided",
+        CHOICE,
+        default=undecided.PASS,
+        choices=(undecided.PASS, undecided.EXIT),
+        metavar="END",
+        help="what a timed run ends with when neither time nor counting instructions decided a "
+        "benchmark (time undecided on a loaded machine; its tests counted on both sides, with "
+        f"valgrind, and the counts not regressed): {undecided.PASS} (exit 0, said first; "
+        f"default) or {undecided.EXIT} (exit {Exit.UNDECIDED}, for a workflow to mark neutral "
+        "or fail)",
+    ),
+    Option(
         "allow_cross_python",
         "--concurrency-allow-cross-python",
         None,
@@ -366,6 +382,17 @@ OPTIONS: tuple[Option, ...] = (
         default=None,
         metavar="DIR",
         help="write charts per workload into DIR (needs matplotlib)",
+    ),
+    Option(
+        "only",
+        "--concurrency-only",
+        None,
+        PATH,
+        default=None,
+        metavar="FILE",
+        hidden=True,
+        help="only the tests whose node ids the JSON file lists (the plugin's own counted run of "
+        "what time left undecided, roles/arbiter.py); not for users",
     ),
     Option(
         None,  # parsed by roles.given, before the settings are read

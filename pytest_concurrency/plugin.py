@@ -91,10 +91,12 @@ def pytest_cmdline_main(config):
         settings = from_config(config, paired=given is not None and given.kind == roles.SIDE)
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if settings.verdicts is not None and settings.against and given is None:
+    timed = settings.instrument.machine_bound  # counted against the base, they are written
+    if settings.verdicts is not None and settings.against and given is None and timed:
         raise pytest.UsageError(
-            "--concurrency-verdicts: not written against the base yet (its verdicts are the "
-            "orchestrator's); use --concurrency-report-md there, or a stored baseline"
+            "--concurrency-verdicts: not written against the base in time yet (its verdicts are "
+            "the orchestrator's); use --concurrency-report-md there, a stored baseline, or count "
+            "both sides (--concurrency-measure=instructions)"
         )
     if settings.history is not None and settings.against and given is None:
         raise pytest.UsageError(

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from . import backends, sharding
 from .backends import watchdog
 from .exit_codes import Exit
-from .gate import atomic, baseline, calibrate, history, save, shards, verdict_file
-from .gate.judge import MeasureAgain, judge
+from .gate import atomic, baseline, calibrate, history, save, shards, undecided, verdict_file
+from .gate.judge import CountUndecided, MeasureAgain, judge
 from .gate.verdicts import GateResult, MemoryResult
 from .measure.records import Record
 
@@ -36,6 +36,9 @@ class Ended:
     #: against a stored time baseline: the suspects' records measured again, in their tests run in
     #: a fresh process (roles/remeasure.py, ``SecondSessions.for_suspects``)
     measure_again: MeasureAgain | None = None
+    #: against a stored time baseline: what time left undecided counted on both sides
+    #: (roles/arbiter.py, ``Arbiter.for_stored``)
+    count_undecided: CountUndecided | None = None
     #: the role's own list: each thing of the user's written, appended as it is written, so that
     #: a Ctrl-C landing in the pipeline can say what had been (roles/session.py: ``interrupted``)
     written: list[str] = field(default_factory=list)
@@ -54,6 +57,9 @@ class SessionOutcome:
     nothing_judged: str | None = None  # why a gate that was asked for judged nothing
     interrupted: bool = False  # its one message says where
     node_ids: dict = field(default_factory=dict)  # each record's key -> its test's node id
+    #: --concurrency-undecided=exit: what neither time nor counts decided ends the run with its
+    #: own status
+    undecided_exit: bool = False
 
     @property
     def failed(self) -> bool:
@@ -66,13 +72,16 @@ class SessionOutcome:
     @property
     def exit_status(self) -> int:
         """What the session exits with (when its tests passed): a failure wins (1), then a gate
-        that judged nothing (8), a baseline of another measuring side (7), else 0."""
+        that judged nothing (8), a baseline of another measuring side (7), then what neither time
+        nor counts decided (9, with --concurrency-undecided=exit), else 0."""
         if self.failed:
             return Exit.TESTS_FAILED
         if self.nothing_judged:  # a gate that judged nothing must not pass quietly
             return Exit.NOTHING_JUDGED
         if self.gate is not None and self.gate.rerecord:
             return Exit.RERECORD_BASELINE
+        if self.undecided_exit and self.gate is not None and self.gate.undecided:
+            return Exit.UNDECIDED
         return Exit.OK
 
 
@@ -82,7 +91,9 @@ def finish(
     """The session's end, in order: its records -> judged (against the baseline, or for leaks
     alone) -> saved as the baseline's latest session -> the reports."""
     recs = ended.records
-    outcome = SessionOutcome(recs, node_ids=ended.node_ids)
+    outcome = SessionOutcome(
+        recs, node_ids=ended.node_ids, undecided_exit=settings.undecided == undecided.EXIT
+    )
     shard = ended.shard
     if ended.other_shards:
         outcome.messages.append(shards.left_out_line(ended.other_shards, settings.shard))
@@ -111,7 +122,9 @@ def finish(
         if shard is not None:
             meta["shard"] = {**shard.section(), "identity": shards.identity(meta["cpu_model"])}
     reference = None if settings.gate_native else backends.is_native
-    judged = judge(base, recs, meta, settings.gate, reference, ended.measure_again)
+    judged = judge(
+        base, recs, meta, settings.gate, reference, ended.measure_again, ended.count_undecided
+    )
     outcome.records, outcome.gate, outcome.memory = judged.records, judged.gate, judged.memory
     outcome.messages.extend(judged.messages)
     if settings.save_baseline and meta is not None and recs:

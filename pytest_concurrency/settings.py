@@ -58,6 +58,7 @@ class Settings:
     gate_native: bool = _DEFAULTS["gate_native"]  # the native rows' verdicts can fail the build
     machine_tolerance: float = _DEFAULTS["machine_tolerance"]
     remeasure: str = _DEFAULTS["remeasure"]  # which benchmarks get a second session (remeasure.py)
+    undecided: str = _DEFAULTS["undecided"]  # what neither time nor counts decided ends with
     against: str | None = _DEFAULTS["against"]  # the base side's spec (this session is the head)
     paired: bool = False  # a side's session under --concurrency-against: rounds taken in turns
     shard: Shard | None = _DEFAULTS["shard"]  # this run is one shard of the suite
@@ -66,6 +67,8 @@ class Settings:
     history: Path | None = _DEFAULTS["history"]  # the run log's folder (report/runlog.py)
     plot_dir: Path | None = _DEFAULTS["plot_dir"]
     against_keep: Path | None = _DEFAULTS["against_keep"]  # where each pair's rounds are copied
+    #: the node ids this session keeps (a counted run of what time left undecided: arbiter.py)
+    only: Path | None = _DEFAULTS["only"]
 
     @property
     def instrument(self) -> Instrument:

@@ -283,6 +283,9 @@ BY_HAND = {
     "shard_evidence.py": "needs the package index (PyPI) and minutes of counting",
     # FastAPI's suite that runs only under --codspeed (`python evidence/codspeed_suite.py --work DIR`)
     "codspeed_suite.py": "needs the package index (PyPI) and minutes of counting",
+    # a library's base commit installed apart (setuptools from the index) and what time left
+    # undecided counted on both sides (`python evidence/undecided_evidence.py --layouts 1`)
+    "undecided_evidence.py": "needs valgrind, the package index and tens of minutes of counting",
 }
 
 

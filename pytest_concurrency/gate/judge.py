@@ -1,20 +1,24 @@
 """The judge step at a session's end, one call from the pipeline (session_end.finish): the
 session's records against the baseline, or for leaks alone without one; a suspect measured again
-(its test run in a fresh process) judged on the faster of its two sessions."""
+(its test run in a fresh process) judged on the faster of its two sessions; what time still left
+undecided counted, and settled on the counts (gate/undecided.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from .. import measure
 from ..measure.records import Record
-from . import compare, history
+from . import compare, history, undecided
 from . import memory as memory_gate
 from .verdicts import GateResult, MemoryResult
 
 #: the suspects' keys and the session's records -> each suspect's record measured again, and a
 #: line for each one that was not
 MeasureAgain = Callable[[list, list[Record]], tuple[Mapping[tuple, Record], list[str]]]
+#: the keys time left undecided -> what counting their tests on both sides said (roles/arbiter.py)
+CountUndecided = Callable[[list], undecided.Counts]
 
 
 @dataclass(frozen=True)
@@ -32,9 +36,11 @@ def judge(
     settings: compare.GateSettings,
     reference: Callable[[str], bool] | None = None,
     again: MeasureAgain | None = None,
+    count: CountUndecided | None = None,
 ) -> Judged:
     """Leaks fail without a baseline; with one, the gate's verdicts. ``reference(backend)``: a row
-    shown beside the others, not gated; ``again``: a suspect's second session."""
+    shown beside the others, not gated; ``again``: a suspect's second session; ``count``: what
+    time left undecided counted (nothing runs when time decided everything)."""
     leaks = (
         memory_gate.judge(None, records, settings.memory_threshold)
         if memory_gate.has_figures(records)
@@ -42,12 +48,19 @@ def judge(
     )
     if base is None or meta is None:
         return Judged(records, None, leaks, [])
-    result = compare.compare(base, records, meta, settings, reference)
-    reruns, said = again(compare.suspects(result), records) if again else ({}, [])
+    result = first = compare.compare(base, records, meta, settings, reference)
+    reruns, said = again(compare.suspects(first), records) if again else ({}, [])
     if reruns:
         records = compare.faster_sessions(records, reruns)
         second = compare.compare(base, records, meta, settings, reference)
-        result = compare.reproduce(result, second, reruns)
+        result = compare.reproduce(first, second, reruns)
+    if count is not None and result.refused is None and result.rerecord is None:
+        keys = undecided.of_stored(first, result)
+        if keys:
+            result.undecided = undecided.settle(result.verdicts, keys, count(keys))
+            # its "passed"/"FAILED" line, on the statuses the counts settled
+            instrument = measure.instrument(meta.get("measure"))
+            result.summary = compare.summary(result, settings, instrument)
     # a refused comparison judges no memory: the leaks found above still stand
     memory = result.memory if result.memory is not None else leaks
     return Judged(records, result, memory, said)

@@ -107,6 +107,9 @@ class PairedVerdict:
 class PairedResult:
     verdicts: list = field(default_factory=list)
     sides: str = ""  # what each side imported: "mylib 1.4.2 (base) against 1.5.0 (head)"
+    undecided: list = field(
+        default_factory=list
+    )  # what neither time nor counts decided (undecided.py)
 
     @property
     def failed(self) -> bool:

@@ -102,6 +102,9 @@ class GateResult:
     #: what the run is judged against when it is not a baseline the user saved: the base side of
     #: ``--concurrency-against`` (``"the base side (mylib==1.2)"``); "" for a stored baseline
     against: str = ""
+    #: what neither time nor counts decided, said first (gate/undecided.py: its headline, then a
+    #: line a benchmark); empty when everything was decided
+    undecided: list = field(default_factory=list)
 
     def by_status(self, status: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == status]

@@ -41,6 +41,7 @@ def render(
     (leaks are judged without a baseline too), then one table per case."""
     records = list(records)
     out = ["## Concurrency benchmarks", ""]
+    out += _undecided(gate.undecided if gate is not None else [])  # said first
     memory = memory if memory is not None else gate.memory if gate is not None else None
     if gate is not None:
         mark = ":x:" if gate.failed else ":white_check_mark:"
@@ -67,6 +68,13 @@ def render(
         out += render_table(tab) + [""]
     out += [f"- {_cell(note)}" for note in tables.measure_notes(records)]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _undecided(said: list[str]) -> list[str]:
+    """What neither time nor counts decided (gate/undecided.py): the report's first rows."""
+    if not said:
+        return []
+    return [f"**:warning: {_cell(said[0])}**", "", *(f"- {_cell(line)}" for line in said[1:]), ""]
 
 
 def render_matrix(records: Iterable[Record]) -> str:
@@ -98,6 +106,7 @@ def render_paired(result) -> str:
     out = [
         "## Against the base side (paired rounds)",
         "",
+        *_undecided(result.undecided),  # said first
         f"**{mark} {_cell(paired.summary(result))}**",
         "",
         f"Sides: {_cell(result.sides)}",

@@ -102,11 +102,22 @@ def render_summary(
     gate: V.GateResult, *, width: int = 80, color: bool = False, every: bool = False
 ) -> list[str]:
     status = V.REGRESSED if gate.failed else None
-    lines = [_paint(_clip(escape.terminal(f"Gate: {tables.headline(gate)}"), width), status, color)]
+    lines = _undecided(gate.undecided, width, color)  # said first: never a silent green
+    lines.append(
+        _paint(_clip(escape.terminal(f"Gate: {tables.headline(gate)}"), width), status, color)
+    )
     for title, items in tables.summary(gate, every):
         lines.extend(textwrap.wrap(escape.terminal(f"{title}:"), width, subsequent_indent="  "))
         lines.extend(_items(items, width))
     return lines
+
+
+def _undecided(said: list[str], width: int, color: bool) -> list[str]:
+    """What neither time nor counts decided (gate/undecided.py): its headline, then each one."""
+    if not said:
+        return []
+    head = textwrap.wrap(escape.terminal(said[0]), width, subsequent_indent="  ")
+    return [_paint(line, V.INCONCLUSIVE, color) for line in head] + _items(said[1:], width)
 
 
 def _items(items: list[str], width: int) -> list[str]:
@@ -196,6 +207,7 @@ def paired_lines(result, width: int = 80) -> list[str]:
     from ..gate import paired
 
     lines = [" against the base side (paired rounds) ".center(width, "-")]
+    lines += _undecided(result.undecided, width, False)  # said first: never a silent green
     # paths stay whole (copyable), however long
     lines += textwrap.wrap(
         escape.terminal(f"Sides: {result.sides}"),

@@ -37,6 +37,7 @@ from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
 from . import crash
+from .arbiter import Arbiter
 from .argv import head_only_removed, own_coverage_data
 from .role import AGAINST_INTERRUPTED, SIDE, Role
 from .session import MeasuringSession, only_these
@@ -150,7 +151,7 @@ def _run_sides(config, settings, run: sides.Run) -> int:
         again: list = []
         if first.codes[lockstep.B] not in HEAD_SAID_WHY:
             again = _again(settings, run, args, first, cached)
-        return _judge(settings, run, first, again)
+        return _judge(settings, run, first, again, Arbiter(config, settings))
     except KeyboardInterrupt:  # the head's session has ended, and said what it wrote
         print(
             "\npytest-concurrency: interrupted after the head's session: no verdict against the "
@@ -392,7 +393,8 @@ def _stop(procs: dict) -> None:
             proc.wait()
 
 
-def _judge(settings, run: sides.Run, first: _Pair, again: list) -> int:
+def _judge(settings, run: sides.Run, first: _Pair, again: list, arbiter: Arbiter) -> int:
+    from ..gate import undecided
     from ..report import terminal
 
     head_code = first.codes[lockstep.B]
@@ -445,6 +447,10 @@ def _judge(settings, run: sides.Run, first: _Pair, again: list) -> int:
             first.records(lockstep.A), first.records(lockstep.B), threshold, again=further
         )
         result.sides = paired.sides_line(base_ids, head_ids)
+        keys = undecided.of_paired(result.verdicts)
+        if keys and not errors:  # what time left undecided, counted on both sides
+            counts = arbiter.count(keys, str(run.spec), first.tests_of(lockstep.B, keys))
+            result.undecided = undecided.settle(result.verdicts, keys, counts)
         width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
         for line in terminal.paired_lines(result, width):
             print(line)
@@ -455,6 +461,13 @@ def _judge(settings, run: sides.Run, first: _Pair, again: list) -> int:
     failed = bool(errors) or bool(result and result.failed)
     if head_code in (Exit.OK, Exit.RERECORD_BASELINE) and failed:
         return Exit.TESTS_FAILED
+    if (
+        head_code == Exit.OK
+        and result
+        and result.undecided
+        and settings.undecided == undecided.EXIT
+    ):
+        return Exit.UNDECIDED
     return head_code
 
 

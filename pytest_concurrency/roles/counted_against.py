@@ -200,5 +200,29 @@ def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int
             print(f"pytest-concurrency: ERROR: {exc}")
             return Exit.TESTS_FAILED
     if head_code not in (Exit.OK, Exit.RERECORD_BASELINE):
-        return head_code
-    return Exit.TESTS_FAILED if result.failed else Exit.OK
+        code = head_code
+    else:
+        code = Exit.TESTS_FAILED if result.failed else Exit.OK
+    if settings.verdicts:  # the head's counts judged on the base's (read by roles/arbiter.py)
+        _write_verdicts(settings, head, result, code, wrote)
+    return code
+
+
+def _write_verdicts(settings, head: list, result, code: int, wrote) -> None:
+    from ..gate import shards, verdict_file
+
+    v = verdict_file.from_session(
+        head,
+        {},
+        {},
+        gate=result,
+        memory=result.memory,
+        exit_status=int(code),
+        tests_failed=code == Exit.TESTS_FAILED and not result.failed,
+        measure=settings.instrument.kind,
+        threshold=settings.threshold,
+        alpha=settings.gate.alpha,
+        identity=shards.identity(),
+    )
+    verdict_file.write(settings.verdicts, v)
+    wrote(f"the verdicts were written to {settings.verdicts}")

@@ -32,6 +32,7 @@ from .role import AT_START_UP
 if TYPE_CHECKING:
     from ..gate.history import Baseline
     from ..runner import isolate
+    from .arbiter import Arbiter
     from .remeasure import SecondSessions
 
 MARKER = "concurrency"
@@ -80,6 +81,8 @@ class MeasuringSession:
         self.tally = Tally()  # what became of the benchmark tests: why nothing was judged
         #: the suspects' tests run again in a fresh process (against a stored time baseline)
         self.second_sessions: SecondSessions | None = None
+        #: what time left undecided counted on both sides (against a stored time baseline)
+        self.arbiter: Arbiter | None = None
         self.written: list[str] = []  # what the session's end wrote: what a Ctrl-C after it left
         self.started = False  # every plugin's session start done: a Ctrl-C ends in sessionfinish
         # the first Ctrl-C (or SIGTERM) from then on: the session is interrupted, whatever exit
@@ -116,10 +119,12 @@ class MeasuringSession:
 
             self.calibration = calibrate.measure()
         if self.baseline is not None and settings.instrument.machine_bound:
+            from .arbiter import Arbiter
             from .remeasure import SecondSessions
 
             # a regression must reproduce before it fails the build (exact counts repeat)
             self.second_sessions = SecondSessions(config, settings)
+            self.arbiter = Arbiter(config, settings)
         if xdist_active(config) and self.measures_benchmarks(config):
             # benchmarks in parallel would measure each other: the project's own -n (often in its
             # addopts) is set aside for this session, not refused
@@ -156,6 +161,8 @@ class MeasuringSession:
             plain_tests.measure_whole_bodies(items)
         # the whole collection's order, before -k or a shard takes from it: a merge's order
         self.positions = {item.nodeid: i for i, item in enumerate(items)}
+        if self.settings.only is not None:  # the counted run of what time left undecided
+            only_these(str(self.settings.only), config, items)
 
     def pytest_collection_finish(self, session) -> None:
         if session.config.option.collectonly:
@@ -357,6 +364,11 @@ class MeasuringSession:
             other_shards=self.other_shards,
             measure_again=functools.partial(again.for_suspects, node_ids=node_ids)
             if again
+            else None,
+            count_undecided=functools.partial(
+                self.arbiter.for_stored, base=self.baseline, node_ids=node_ids
+            )
+            if self.arbiter is not None and self.baseline is not None
             else None,
             written=self.written,
             saved_for_the_run=self.on_a_side,

@@ -1,0 +1,128 @@
+"""What time left undecided, settled by counting instructions (the counts are the arbiter).
+
+On a loaded machine the time gates rightly refuse to judge: a change reads inconclusive, or
+beyond its threshold but not confirmed by a second process, and the build went green on a real
++30%. So the tests of those benchmarks, and only those, are counted on both sides in one counted
+run (roles/arbiter.py), and their verdicts are settled here on the counts: a counted regression
+fails the build and says that time could not decide it; anything else stays undecided, says
+what the counts saw, and is said first (``headline``): counts that did not move cannot tell an
+unchanged benchmark from one that waits longer (a sleep, a timeout, the kernel, the caches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .. import measure
+from ..measure.records import key_label
+from .compare import suspects
+from .verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED, GateResult
+
+#: ``--concurrency-undecided``: what a run with undecided benchmarks exits with: 0 (said loudly), or
+#: its own status (exit_codes.Exit.UNDECIDED) for a workflow to mark neutral or fail
+PASS, EXIT = "pass", "exit"
+#: Where time moved and the counts did not, what the change, if any, is made of
+NOT_IN_COUNTS = "the change, if any, is in waits, the kernel or caches, which counts cannot see"
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What the counted run said of the benchmarks time left undecided."""
+
+    #: key -> (the instruction verdict's status, its change), for each one counted on both sides
+    verdicts: Mapping[tuple, tuple[str, float | None]] = field(default_factory=dict)
+    base: str = ""  # what the base side was: the against spec, or git:COMMIT of a stored baseline
+    #: why nothing was counted (valgrind missing, a baseline without a commit, the run failed)
+    why_not: str = ""
+
+
+def of_stored(first: GateResult, final: GateResult) -> list[tuple]:
+    """The benchmarks a stored time baseline's gate left undecided: inconclusive, or a suspect
+    (beyond its threshold) that its second process did not confirm. ``first``: the verdicts before
+    the suspects' second session, ``final``: after it."""
+    suspected = set(suspects(first))
+    return sorted(
+        v.key
+        for v in final.verdicts
+        if not measure.instrument(v.measure).exact
+        and (
+            v.status == INCONCLUSIVE
+            or (v.key in suspected and v.status == UNCHANGED)
+            or _scales_disagree(v)
+        )
+    )
+
+
+def _scales_disagree(v) -> bool:
+    """Faster over its controls, slower in raw time: beside two busy loops at a load of 43, a
+    +10% slowdown read "improved" (-29.7%) so, and was not counted (docs/gates/undecided.md)."""
+    return v.status == IMPROVED and v.decided_by == "control" and (v.raw_change or 0) > 0
+
+
+def of_paired(verdicts: Iterable) -> list[tuple]:
+    """The benchmarks whose time against the base side stayed inconclusive (gate/paired.py)."""
+    return sorted({v.key for v in verdicts if v.figure == "time" and v.status == INCONCLUSIVE})
+
+
+def settle(verdicts: Iterable, keys: Iterable[tuple], counts: Counts) -> list[str]:
+    """Settle each time verdict of ``keys`` on ``counts``: a counted regression becomes a
+    regression (it fails the build), its note saying that time could not decide it; the rest stay
+    as time left them, with what the counts saw. The lines to say first: what neither time nor
+    counts decided (none when every one was decided)."""
+    keys = set(keys)
+    left = []
+    for v in verdicts:
+        if v.key not in keys or getattr(v, "figure", "time") != "time":
+            continue
+        time = f"time {v.change:+.1%} undecided" if v.change is not None else "time undecided"
+        time += _why_time(v)
+        counted = counts.verdicts.get(v.key)
+        status, change = counted if counted is not None else (None, None)
+        moved = f"{change:+.2%}" if change is not None else "unmeasured"
+        against = f" against {counts.base}" if counts.base else ""
+        if status == REGRESSED:
+            v.status = REGRESSED
+            v.note = _join(
+                v.note,
+                f"{time}: time could not decide it; instructions {moved}{against}: regressed",
+            )
+            continue
+        if status == UNCHANGED:
+            said = f"instructions unchanged ({moved}{against}): {NOT_IN_COUNTS}"
+        elif status == IMPROVED:
+            said = f"instructions {moved}{against}: fewer, while time could not say faster"
+        elif status is not None:
+            said = f"instructions {status}{against}"
+        elif counts.why_not:
+            said = "not counted (below)"
+        else:
+            said = "not counted: its test recorded no counts on both sides"
+        v.note = _join(v.note, f"{time}; {said}")
+        left.append(f"{key_label(v.key)}: {time}; {said}")
+    if not left:
+        return []
+    n = len(left)
+    head = (
+        f"UNDECIDED: {n} benchmark{'s' * (n != 1)} neither time nor counts could decide: this run "
+        "passes without a verdict on "
+        f"{'them' if n != 1 else 'it'} (--concurrency-undecided=exit ends it with its own status)"
+    )
+    return [head, *left, *([counts.why_not] if counts.why_not else [])]
+
+
+def _why_time(v) -> str:
+    """Why time left it undecided, in a few words (a stored verdict's fields, or a paired one's)."""
+    if getattr(v, "interference", "") or getattr(v, "loaded", False):
+        return " on a loaded machine"
+    if getattr(v, "too_noisy", False):
+        return " behind a threshold the baseline's drift widened"
+    if v.status == UNCHANGED:
+        return " (not reproduced in a second process)"
+    if v.status == IMPROVED:
+        return " (faster over its controls, slower in raw time)"
+    return ""
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)

@@ -1,0 +1,401 @@
+"""What time leaves undecided is counted on both sides, and the counts decide (gate/undecided.py,
+roles/arbiter.py).
+
+The rules on synthetic verdicts (``once``, milliseconds each); then real sessions of a small
+library in a git repository, its base commit counted in valgrind (slow: each counted run is a
+base side installed apart and two counted runs of the undecided tests). Time is made to leave a
+slowdown undecided the way a shared runner does: two busy loops on this 2-core machine leave the
+session less than one free core, a state in which the time gate refuses to judge any slowdown
+(gate/interference.py), however large.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import needs
+
+from pytest_concurrency.exit_codes import Exit
+from pytest_concurrency.gate import paired, undecided
+from pytest_concurrency.gate.verdicts import (
+    IMPROVED,
+    INCONCLUSIVE,
+    REGRESSED,
+    UNCHANGED,
+    GateResult,
+    Verdict,
+)
+from pytest_concurrency.measure import callgrind
+from pytest_concurrency.roles import arbiter
+from pytest_concurrency.session_end import SessionOutcome
+
+WORK = ("test_mylib.py::test_work", "", "")
+NAP = ("test_mylib.py::test_nap", "", "")
+
+
+def _verdict(key, status, change=0.4, **kw) -> Verdict:
+    return Verdict(key, status, change=change, p_value=0.2, **kw)
+
+
+# -- the rules, on synthetic verdicts ------------------------------------------------------------
+
+
+@pytest.mark.once
+def test_a_counted_regression_fails_and_says_time_could_not_decide_it():
+    work, nap = _verdict(WORK, INCONCLUSIVE), _verdict(NAP, INCONCLUSIVE, interference="load")
+    result = GateResult([work, nap])
+    counts = undecided.Counts({WORK: (REGRESSED, 0.98), NAP: (UNCHANGED, 0.0001)}, base="git:abc")
+    said = undecided.settle(result.verdicts, [WORK, NAP], counts)
+    assert work.status == REGRESSED and result.failed
+    assert (
+        "time +40.0% undecided: time could not decide it; instructions +98.00% against git:abc: regressed"
+        in work.note
+    )
+    # the I/O-bound one: counts cannot see a longer wait, so it is never read "unchanged"
+    assert nap.status == INCONCLUSIVE
+    assert said[0].startswith("UNDECIDED: 1 benchmark neither time nor counts could decide")
+    assert said[1:] == [
+        "test_mylib.py::test_nap: time +40.0% undecided on a loaded machine; instructions "
+        f"unchanged (+0.01% against git:abc): {undecided.NOT_IN_COUNTS}"
+    ]
+
+
+@pytest.mark.once
+def test_nothing_left_undecided_says_nothing():
+    work = _verdict(WORK, INCONCLUSIVE)
+    counts = undecided.Counts({WORK: (REGRESSED, 0.1)})
+    assert undecided.settle([work], [WORK], counts) == [] and work.status == REGRESSED
+
+
+@pytest.mark.once
+def test_why_nothing_was_counted_is_said_once_for_every_benchmark():
+    vs = [_verdict(WORK, INCONCLUSIVE), _verdict(NAP, INCONCLUSIVE)]
+    why = "the 2 benchmarks time left undecided stay undecided: valgrind is not on PATH"
+    said = undecided.settle(vs, [WORK, NAP], undecided.Counts(why_not=why))
+    assert said[0].startswith("UNDECIDED: 2 benchmarks") and said[-1] == why
+    assert sum(why in line for line in said) == 1
+    assert all(v.status == INCONCLUSIVE for v in vs)
+
+
+@pytest.mark.once
+def test_undecided_is_inconclusive_or_a_suspect_a_second_process_did_not_confirm():
+    first = GateResult(
+        [
+            _verdict(WORK, REGRESSED),  # suspected, then not reproduced: undecided
+            _verdict(NAP, INCONCLUSIVE),
+            _verdict(("decided", "", ""), REGRESSED),  # reproduced: decided
+            _verdict(("quiet", "", ""), UNCHANGED, change=0.01),
+            _verdict(("faster", "", ""), IMPROVED, change=-0.3),
+        ]
+    )
+    final = GateResult(
+        [
+            _verdict(WORK, UNCHANGED, change=0.02),
+            _verdict(NAP, INCONCLUSIVE),
+            _verdict(("decided", "", ""), REGRESSED),
+            _verdict(("quiet", "", ""), UNCHANGED, change=0.01),
+            _verdict(("faster", "", ""), IMPROVED, change=-0.3),
+        ]
+    )
+    assert undecided.of_stored(first, final) == sorted([WORK, NAP])
+    # faster over its controls, slower in raw time: time's two scales disagree (a +10% slowdown
+    # read so beside two busy loops), so the counts decide; a raw improvement is decided
+    disagree = _verdict(WORK, IMPROVED, change=-0.3, decided_by="control", raw_change=0.8)
+    agree = _verdict(NAP, IMPROVED, change=-0.3, decided_by="control", raw_change=-0.2)
+    assert undecided.of_stored(GateResult([disagree, agree]), GateResult([disagree, agree])) == [
+        WORK
+    ]
+    counted = [_verdict(WORK, INCONCLUSIVE, measure="instructions")]  # counts are never re-counted
+    assert undecided.of_stored(GateResult(counted), GateResult(counted)) == []
+
+
+@pytest.mark.once
+def test_against_the_base_only_times_inconclusive_verdicts_are_counted():
+    verdicts = [
+        paired.PairedVerdict(WORK, INCONCLUSIVE, change=0.3, loaded=True),
+        paired.PairedVerdict(WORK, INCONCLUSIVE, figure="syscalls", change=0.3),
+        paired.PairedVerdict(NAP, UNCHANGED, change=0.0),
+    ]
+    assert undecided.of_paired(verdicts) == [WORK]
+    said = undecided.settle(verdicts, [WORK], undecided.Counts({WORK: (UNCHANGED, 0.0)}))
+    assert verdicts[1].note == ""  # a kernel figure is not time's verdict
+    assert said[1].startswith("test_mylib.py::test_work: time +30.0% undecided on a loaded machine")
+
+
+@pytest.mark.once
+def test_the_undecided_exit_status_is_its_own_and_a_failure_wins():
+    gate = GateResult([_verdict(NAP, INCONCLUSIVE)], undecided=["UNDECIDED: ..."])
+    assert SessionOutcome([], gate=gate).exit_status == Exit.OK  # by default: passes, loudly
+    assert SessionOutcome([], gate=gate, undecided_exit=True).exit_status == Exit.UNDECIDED
+    assert Exit.UNDECIDED not in (Exit.TESTS_FAILED, Exit.NOTHING_JUDGED, Exit.RERECORD_BASELINE)
+    gate.verdicts.append(_verdict(WORK, REGRESSED))
+    assert SessionOutcome([], gate=gate, undecided_exit=True).exit_status == Exit.TESTS_FAILED
+
+
+@pytest.mark.once
+def test_the_base_of_a_stored_baseline_is_its_clean_commit():
+    assert arbiter.base_of({"code": {"commit": "abc123", "dirty": False}}) == ("git:abc123", "")
+    spec, why = arbiter.base_of({"code": {"commit": "abc123", "dirty": True}})
+    assert spec is None and "with modified files" in why
+    spec, why = arbiter.base_of({"code": {}})
+    assert spec is None and "records no git commit" in why
+
+
+@pytest.mark.once
+def test_the_counted_run_takes_the_users_command_line_less_what_it_sets_itself():
+    args = ["tests", "--concurrency-measure", "time", "--concurrency-against=git:x", "-q"]
+    assert arbiter._without_replaced(args) == ["tests", "-q"]
+
+
+@pytest.mark.once
+def test_the_reports_say_it_first():
+    from pytest_concurrency.report import markdown, terminal
+
+    gate = GateResult(
+        [_verdict(NAP, INCONCLUSIVE)], undecided=["UNDECIDED: 1 benchmark ...", "nap: time"]
+    )
+    assert terminal.render_summary(gate)[0] == "UNDECIDED: 1 benchmark ..."
+    lines = markdown.render([], gate).splitlines()
+    assert lines[2] == "**:warning: UNDECIDED: 1 benchmark ...**" and lines[4] == "- nap: time"
+    against = paired.PairedResult([], undecided=["UNDECIDED: 1 benchmark ..."])
+    assert terminal.paired_lines(against)[1] == "UNDECIDED: 1 benchmark ..."
+    assert markdown.render_paired(against).splitlines()[2].startswith("**:warning: UNDECIDED")
+
+
+# -- real sessions --------------------------------------------------------------------------------
+
+LIB = """
+import time
+
+__version__ = "1.0"
+FACTOR = {factor}
+NAP_MS = {nap}
+
+
+def work(n=20000):
+    total = 0
+    for i in range(n * FACTOR):
+        total += i * i
+    return total
+
+
+def nap():
+    time.sleep(NAP_MS / 1000)
+"""
+
+TESTS = """
+import mylib
+
+
+def test_work(benchmark):
+    benchmark.pedantic(mylib.work, rounds=20)
+
+
+def test_nap(benchmark):
+    benchmark.pedantic(mylib.nap, rounds=20)
+"""
+
+PYPROJECT = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text()
+
+
+def _library(root: Path, factor: int, nap: int) -> None:
+    (root / "mylib").mkdir(parents=True, exist_ok=True)
+    (root / "mylib" / "__init__.py").write_text(LIB.format(factor=factor, nap=nap))
+
+
+@pytest.fixture
+def project(pytester):
+    """mylib and its tests, committed: the commit a baseline saved here records."""
+    _library(pytester.path, 1, 5)
+    (pytester.path / "pyproject.toml").write_text(PYPROJECT.format(version="1.0"))
+    pytester.makepyfile(test_mylib=TESTS)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=pytester.path, check=True)
+    subprocess.run([*git, "add", "mylib", "pyproject.toml", "test_mylib.py"], cwd=pytester.path)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=pytester.path, check=True)
+    return pytester
+
+
+@contextmanager
+def busy_cores(n: int = 2):
+    """``n`` busy loops: on 2 cores, less than one free core for the session (a loaded runner)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def _run(project, *args):
+    """A session of the project; counted, its tests in one layout (the changes here are far
+    beyond one layout's 2%; three cost twice the time)."""
+    return project.runpytest_subprocess(
+        "--benchmark-only",
+        "-p",
+        "no:cacheprovider",
+        "--concurrency-layouts=1",
+        *args,
+        timeout=3000,
+    )
+
+
+def _said(result) -> str:
+    return " ".join(result.stdout.str().split())
+
+
+# 40 min at a load of 30 (minutes on a quiet machine): a save, then a session beside two busy
+# loops whose two undecided tests are counted on both sides (the base commit installed apart; two
+# counted runs of two tests)
+@pytest.mark.slow
+@pytest.mark.essential
+@pytest.mark.timeout(3600)  # 20-30 min at a load of 30 on 2 cores
+@needs("valgrind", callgrind.unavailable_reason())
+def test_a_stored_baselines_undecided_slowdowns_are_counted_and_the_counts_decide(project):
+    _run(project, "--concurrency-save-baseline=base.json").assert_outcomes(passed=2)
+    _library(project.path, 2, 10)  # twice the work, twice the sleep: uncommitted, as a PR's tree
+    with busy_cores():
+        result = _run(project, "--concurrency-baseline=base.json", "--concurrency-report-md=r.md")
+    out = _said(result)
+    assert result.ret == Exit.TESTS_FAILED, out
+    commit = json.loads((project.path / "base.json").read_text())["pytest_concurrency"]["code"]
+    assert f"counting 2 tests on both sides (base: git:{commit['commit']})" in _said_err(result)
+    # the CPU-bound slowdown: time could not decide it, the counts did
+    assert "time could not decide it; instructions +" in out and "regressed" in out
+    assert "Regressions (fail the build): test_mylib.py::test_work: " in out, out
+    # the I/O-bound one: counts cannot see a longer sleep, and say so first
+    gate_part = out[out.index("UNDECIDED") :]
+    assert gate_part.startswith("UNDECIDED: 1 benchmark neither time nor counts could decide"), out
+    assert gate_part.index("UNDECIDED") < gate_part.index("Gate: 1 regression")
+    assert "test_mylib.py::test_nap: time +" in gate_part and undecided.NOT_IN_COUNTS in gate_part
+    report = (project.path / "r.md").read_text().splitlines()
+    assert report[2].startswith("**:warning: UNDECIDED: 1 benchmark"), report[:6]
+
+
+def _said_err(result) -> str:
+    return " ".join(result.stderr.str().split())
+
+
+# tens of minutes at a load of 30: a save; beside two busy loops, the I/O-bound slowdown alone, counted
+# on both sides (unchanged): exit 0 by default, said first; then without valgrind, exit 9
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@needs("valgrind", callgrind.unavailable_reason())
+def test_counts_unchanged_where_time_moved_pass_loudly_or_exit_with_their_own_status(project):
+    _run(project, "--concurrency-save-baseline=base.json").assert_outcomes(passed=2)
+    _library(project.path, 1, 10)  # only the sleep is longer
+    with busy_cores():
+        result = _run(project, "--concurrency-baseline=base.json")
+    out = _said(result)
+    if "test_mylib.py::test_nap: time +" not in out:  # time judged it after all: nothing to count
+        pytest.skip(f"time decided the slowdown beside the busy loops: {out[out.find('Gate:') :]}")
+    assert result.ret == Exit.OK, out
+    assert "UNDECIDED: 1 benchmark neither time nor counts could decide" in out
+    assert "instructions unchanged (" in out and undecided.NOT_IN_COUNTS in out
+
+
+# 9.5 min with the next test at a load of 30: a save, then one session beside two busy loops with valgrind off PATH
+@pytest.mark.slow
+def test_without_valgrind_undecided_stays_undecided_and_the_option_exits_9(project, monkeypatch):
+    _run(project, "--concurrency-save-baseline=base.json").assert_outcomes(passed=2)
+    _library(project.path, 2, 10)
+    no_valgrind = project.path / "bin"
+    no_valgrind.mkdir()
+    for tool in ("git",):  # the session needs git (its code identity), not valgrind
+        (no_valgrind / tool).symlink_to(shutil.which(tool))
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{no_valgrind}")
+    with busy_cores():
+        result = _run(project, "--concurrency-baseline=base.json", "--concurrency-undecided=exit")
+    out = _said(result)
+    assert result.ret == Exit.UNDECIDED, out
+    assert "UNDECIDED: 2 benchmarks neither time nor counts could decide" in out
+    assert out.count("stay undecided: valgrind is not on PATH") == 1, out
+    assert "counting" not in _said_err(result)
+
+
+# ~10 s alone, 80 s at a load of 30: a save and an A/A that time decides (a threshold no load
+# reaches): nothing is counted
+@pytest.mark.slow
+def test_nothing_is_counted_when_time_decided_everything(project):
+    _run(project, "--concurrency-save-baseline=base.json").assert_outcomes(passed=2)
+    result = _run(
+        project,
+        "--concurrency-baseline=base.json",
+        "--concurrency-threshold=900",
+        "--concurrency-undecided=exit",
+    )
+    assert result.ret == Exit.OK, _said(result)
+    assert "undecided" not in _said(result) + _said_err(result)
+
+
+AGAINST_TEST = """
+import mylib
+
+
+def test_work(benchmark, concurrency_backend):
+    benchmark(concurrency_backend.run, mylib.work)
+"""
+
+
+# 38 min at a load of 30 (minutes on a quiet machine): pip installs the base side; a pair of
+# timed sessions beside two busy loops (inconclusive: loaded), then that test counted on both sides
+@pytest.mark.slow
+@pytest.mark.essential
+@pytest.mark.timeout(3600)
+@needs("valgrind", callgrind.unavailable_reason())
+def test_against_the_base_what_time_leaves_undecided_is_counted_and_fails(pytester):
+    for root, factor in (
+        (pytester.path / "base", 1),
+        (pytester.path, 2),
+    ):  # the head: twice the work
+        _library(root, factor, 5)
+        (root / "pyproject.toml").write_text(PYPROJECT.format(version="1.0"))
+    pytester.makepyfile(test_mylib=AGAINST_TEST)
+    with busy_cores():
+        result = _run(
+            pytester,
+            "--concurrency-backends=threading",
+            "--concurrency-against=base",
+            "--concurrency-report-md=r.md",
+        )
+    out = _said(result)
+    assert result.ret == Exit.TESTS_FAILED, out
+    assert "undecided: counting 1 test on both sides (base: " in _said_err(result), out
+    assert "test_work on threading: regressed (" in out, out
+    assert "time undecided on a loaded machine: time could not decide it; instructions +" in out
+    assert "against the base FAILED: time 1 regressed" in out
+    assert "| **regressed** |" in (pytester.path / "r.md").read_text()
+
+
+@pytest.mark.once
+def test_the_judge_step_counts_only_the_undecided_and_its_summary_follows_the_counts():
+    """gate/judge.judge on synthetic sessions (tests/test_gate.py's): a +15% slowdown in three
+    rounds is inconclusive; only its key is handed to the counts, and their regression fails."""
+    from test_gate import baseline_of, meta, run
+
+    from pytest_concurrency.gate.compare import GateSettings
+    from pytest_concurrency.gate.judge import judge
+
+    asked = []
+
+    def count(keys):
+        asked.append(list(keys))
+        return undecided.Counts({k: (REGRESSED, 0.12) for k in keys}, base="git:abc")
+
+    records = run(2, rounds=3, slower={"uvloop": 1.15})
+    judged = judge(baseline_of(1, rounds=3), records, meta(), GateSettings(), count=count)
+    assert len(asked) == 1 and {k[2] for k in asked[0]} == {"uvloop"}
+    assert judged.gate.failed and judged.gate.undecided == []
+    assert judged.gate.summary.startswith("FAILED"), judged.gate.summary
+    # nothing undecided: nothing counted
+    asked.clear()
+    judge(baseline_of(1), run(2), meta(), GateSettings(), count=count)
+    assert asked == []
