@@ -407,4 +407,36 @@ def document(doc: dict) -> str | None:
     wrong = SECTION(doc["pytest_concurrency"])
     if wrong:
         return said("pytest_concurrency", wrong)
-    return benchmarks(doc)
+    return benchmarks(doc) or plausible(doc)
+
+
+def plausible(doc: dict) -> str | None:
+    """The first sample (its rounds in every layout, every session) beyond what any round can
+    measure (its instrument's ``most_per_round``: for time, a day), or None. Finite, of the right
+    type, and no measurement: a baseline of 1e300 s rounds would read every run "improved -100%"."""
+    section = doc["pytest_concurrency"]
+    stored = section.get("measure")
+    for i, b in enumerate(doc.get("benchmarks") or ()):
+        extra = b.get("extra_info") or {}
+        rounds = [(b.get("stats") or {}).get("data") or [], *(extra.get("layouts") or ())]
+        wrong = _beyond(rounds, extra.get("measure") or stored)
+        if wrong:
+            return said(f"benchmarks[{i}] ({b.get('name')!r})", wrong)
+    for j, entry in enumerate(section.get("history") or ()):
+        for i, b in enumerate(entry["benchmarks"]):
+            wrong = _beyond([b["samples"], *(b.get("layouts") or ())], stored)
+            if wrong:
+                return said(f"pytest_concurrency.history[{j}].benchmarks[{i}]", wrong)
+    return None
+
+
+def _beyond(rounds: list, kind: str | None) -> str | None:
+    instrument = measure.instrument(kind)
+    most = max((x for layout in rounds for x in layout), default=0)
+    if most <= instrument.most_per_round:
+        return None
+    return (
+        f" holds a round of {most:g} {instrument.unit}, beyond any round measured by "
+        f"{instrument.kind} (at most {instrument.most_per_round:g} {instrument.unit}): no "
+        "measurement"
+    )

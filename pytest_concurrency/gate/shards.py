@@ -83,11 +83,20 @@ def from_section(value, where: str) -> Shard | None:
     try:
         shard = Shard(int(value["index"]), int(value["count"]))
         held = [int(n) for n in value["holds"]]
-    except (TypeError, KeyError, ValueError):
-        raise ShardError(f"{where}: its shard section is damaged ({value!r})") from None
+    except (TypeError, KeyError, ValueError, OverflowError):
+        raise ShardError(_damaged(where, value)) from None
     if not 1 <= shard.index <= shard.count <= MAX_COUNT or len(held) != shard.count:
-        raise ShardError(f"{where}: its shard section is damaged ({value!r})")
+        raise ShardError(_damaged(where, value))
     return shard
+
+
+def _damaged(where: str, value) -> str:
+    shown = repr(value)
+    shown = shown if len(shown) <= 120 else shown[:117] + "..."
+    return (
+        f"{where}: its shard section is damaged ({shown}; a shard's file says index, count and "
+        "the benchmark tests each shard holds, one count a shard)"
+    )
 
 
 def _nodeid(bench: Mapping) -> str | None:
