@@ -49,8 +49,13 @@ class Named:
     noun: str = ""  # an input's: "the baseline"
 
     @property
+    def file(self) -> str:
+        assert self.path is not None
+        return os.fspath(self.path)
+
+    @property
     def shown(self) -> str:
-        return f"{self.option}={self.path}" if self.option.startswith("-") else self.option
+        return f"{self.option}={self.file}" if self.option.startswith("-") else self.option
 
 
 def _reason(exc: Exception) -> str:
@@ -159,12 +164,12 @@ def check(paths: Iterable[Named]) -> None:
         if out.kind is None:
             continue
         for other in ordered[:i]:  # the inputs, then the outputs before this one
-            if _same(out.path, other.path) and not _saved_to_judged(out, other):
+            if _same(out.file, other.file) and not _saved_to_judged(out, other):
                 raise OutputError(_collision(out, other))
-        wrong = _not_of_kind(os.fspath(out.path), out.kind)
+        wrong = _not_of_kind(out.file, out.kind)
         if wrong:
             raise OutputError(
-                f"{out.shown}: {os.fspath(out.path)!r} exists and is not {out.kind.noun} "
+                f"{out.shown}: {out.file!r} exists and is not {out.kind.noun} "
                 f"({wrong}), so it is left untouched; write to another path, e.g. "
                 f"{_instead(out)}, or move that file away first if you no longer need it"
             )
@@ -188,13 +193,12 @@ def _collision(out: Named, other: Named) -> str:
         else "each would be written over the other"
     )
     return (
-        f"{other.shown} and {out.shown} name the same file, {os.fspath(out.path)!r}: {what}; "
+        f"{other.shown} and {out.shown} name the same file, {out.file!r}: {what}; "
         f"give each a path of its own, e.g. {_instead(out)}"
     )
 
 
-def _same(a, b) -> bool:
-    a, b = os.fspath(a), os.fspath(b)
+def _same(a: str, b: str) -> bool:
     if os.path.realpath(a) == os.path.realpath(b):
         return True
     try:

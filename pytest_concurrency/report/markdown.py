@@ -9,7 +9,6 @@ from ..gate import verdicts as V
 from ..measure.records import Record, key_label
 from . import escape, tables
 
-
 #: The first line of each report this module writes: a file that starts with one is a report an
 #: output may replace, whatever its name (outputs.py).
 TITLE = "## Concurrency benchmarks"
