@@ -418,25 +418,32 @@ def plausible(doc: dict) -> str | None:
     stored = section.get("measure")
     for i, b in enumerate(doc.get("benchmarks") or ()):
         extra = b.get("extra_info") or {}
-        rounds = [(b.get("stats") or {}).get("data") or [], *(extra.get("layouts") or ())]
+        rounds = {".stats.data": (b.get("stats") or {}).get("data") or []}
+        rounds.update(
+            {f".extra_info.layouts[{k}]": r for k, r in enumerate(extra.get("layouts") or ())}
+        )
         wrong = _beyond(rounds, extra.get("measure") or stored)
         if wrong:
             return said(f"benchmarks[{i}] ({b.get('name')!r})", wrong)
     for j, entry in enumerate(section.get("history") or ()):
         for i, b in enumerate(entry["benchmarks"]):
-            wrong = _beyond([b["samples"], *(b.get("layouts") or ())], stored)
+            rounds = {".samples": b["samples"]}
+            rounds.update({f".layouts[{k}]": r for k, r in enumerate(b.get("layouts") or ())})
+            wrong = _beyond(rounds, stored)
             if wrong:
                 return said(f"pytest_concurrency.history[{j}].benchmarks[{i}]", wrong)
     return None
 
 
-def _beyond(rounds: list, kind: str | None) -> str | None:
+def _beyond(rounds: dict[str, list], kind: str | None) -> str | None:
+    """Where in ``rounds`` (where -> samples) a sample is beyond what ``kind`` measures."""
     instrument = measure.instrument(kind)
-    most = max((x for layout in rounds for x in layout), default=0)
-    if most <= instrument.most_per_round:
-        return None
-    return (
-        f" holds a round of {most:g} {instrument.unit}, beyond any round measured by "
-        f"{instrument.kind} (at most {instrument.most_per_round:g} {instrument.unit}): no "
-        "measurement"
-    )
+    for where, samples in rounds.items():
+        most = max(samples, default=0)
+        if most > instrument.most_per_round:
+            return (
+                f"{where} holds a round of {most:g} {instrument.unit}, beyond any round measured "
+                f"by {instrument.kind} (at most {instrument.most_per_round:g} {instrument.unit}): "
+                "no measurement"
+            )
+    return None

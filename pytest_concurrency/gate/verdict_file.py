@@ -138,7 +138,11 @@ def read(path) -> Verdicts:
         )
     try:
         shards.from_section(doc.get("shard"), f"verdict file {path!r}")
-        return _verdicts(doc)
+        v = _verdicts(doc)
+        from .compare import GateSettings
+
+        GateSettings(threshold=v.threshold, alpha=v.alpha)  # what a merge judges with
+        return v
     except shards.ShardError as exc:
         raise VerdictFileError(f"{exc}; {fix}") from None
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
