@@ -177,6 +177,23 @@ def test_a_verdict_file_reads_back_as_written(tmp_path):
         ("{}", "is not a verdict file"),
         ('{"format": "pytest-concurrency verdicts", "version": 9}', "format version 9"),
         ('{"format": "pytest-concurrency verdicts", "version": 1, "records": [{}]}', "is damaged"),
+        # read as sound, then a traceback in the merge (a ShardError; a KeyError in the report)
+        (
+            '{"format": "pytest-concurrency verdicts", "version": 1, "shard": {"index": 2, '
+            '"count": 1, "holds": [1]}}',
+            "its shard section is damaged",
+        ),
+        (
+            '{"format": "pytest-concurrency verdicts", "version": 1, "exit_status": 0, '
+            '"tests_failed": false, "records": [{"extra_info": {"workload": "w", "backend": "b", '
+            '"measure": "x"}, "medians": [1]}]}',
+            "extra_info.measure is 'x', not a measure this version knows",
+        ),
+        (
+            '{"format": "pytest-concurrency verdicts", "version": 1, "exit_status": 0, '
+            '"tests_failed": false, "records": [], "threshold": -1}',
+            "is not a fraction",
+        ),
         ("[", "truncated"),
     ],
 )
