@@ -607,3 +607,15 @@ def test_bisect_names_the_commit_that_made_a_function_2_percent_slower(tmp_path)
         ["git", "worktree", "list"], cwd=repo, capture_output=True, text=True
     )
     assert status.stdout == "" and worktrees.stdout.count("\n") == 1
+
+
+@pytest.mark.once
+def test_merged_shards_none_of_whose_benchmarks_the_baseline_holds_are_nothing_judged():
+    one, two = _two_shards()
+    for v in (one, two):
+        v.gate.verdicts = [Verdict(r.key, NEW) for r in v.records]
+    merged = merge.verdicts([("1.json", one), ("2.json", two)])
+    assert merged.exit_status == Exit.NOTHING_JUDGED
+    assert "no benchmark in common with this run (2 new, 0 missing" in merged.nothing_judged
+    two.gate.verdicts[0].status = UNCHANGED  # one benchmark compared: judged
+    assert merge.verdicts([("1.json", one), ("2.json", two)]).exit_status == Exit.OK
