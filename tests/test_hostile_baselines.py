@@ -350,7 +350,7 @@ def _named(tmp_path, option, name, kind):
     "name, content, kind",
     [
         ("report.md", "# my notes\n", "MARKDOWN"),  # any .md: the user named a markdown file
-        ("summary", markdown.TITLE + "\n\nold report\n", "MARKDOWN"),  # one the plugin wrote
+        ("summary", "## Concurrency benchmarks\n\nold report\n", "MARKDOWN"),  # the plugin wrote it
         ("step_summary_1", "", "MARKDOWN"),  # an empty file, as a CI runner creates
         ("v.json", '{"format": "pytest-concurrency verdicts", "version": 1}', "VERDICTS"),
         ("b.json", GOOD, "BASELINE"),
