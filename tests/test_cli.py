@@ -260,5 +260,5 @@ def test_merge_of_a_damaged_shard_section_is_one_line_exit_2(tmp_path, capsys, s
     out = tmp_path / "merged.json"
     assert main(["merge", str(out), _shard_baseline(tmp_path, shard)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "its shard section is damaged" in err, err
+    assert err.count("\n") == 1 and "is damaged: pytest_concurrency.shard" in err, err
     assert not out.exists()

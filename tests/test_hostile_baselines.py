@@ -119,7 +119,7 @@ CASES = {
                 "shard", {"index": 1, "count": 2, "holds": [3]}
             )
         ),
-        "its shard section is damaged",
+        "pytest_concurrency.shard.holds has 1 count for 2 shards",
     ),
 }
 
@@ -307,7 +307,7 @@ def test_an_output_over_the_baseline_another_output_or_a_source_is_refused_befor
     the file it named replaced (a baseline by verdicts or markdown, a test module by a report)."""
     pytester.makepyfile(test_bench=BENCH)
     (pytester.path / "B.json").write_text(GOOD)
-    files = lambda: {p.name: p.read_bytes() for p in pytester.path.glob("*.*")}  # noqa: E731
+    files = lambda: {p.name: p.read_bytes() for p in pytester.path.glob("*.*")}
     before = files()  # (pytester's own stdout and stderr files have no dot)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--benchmark-max-time=0.05", *args

@@ -37,7 +37,7 @@ from typing import Any
 from ..backends.base import ConcurrencyError
 from ..measure.records import SCHEMA as RECORD_SCHEMA
 from ..measure.records import Record
-from . import atomic, history, shape, shards
+from . import atomic, history, shape
 
 SECTION = history.SECTION
 SCHEMA_VERSION = 2  # 2 added ``history``
@@ -577,10 +577,6 @@ def check(doc: Any, path: str = "<baseline>") -> None:
     wrong = shape.document(doc)  # every value the gate reads, the type it reads it as
     if wrong:
         raise BaselineError(f"baseline {path!r} is damaged: {wrong}; {remake}")
-    try:  # what a merge reads of a shard's file
-        shards.from_section(meta.get("shard"), f"baseline {path!r}")
-    except shards.ShardError as exc:
-        raise BaselineError(f"{exc}; {remake}") from None
     bare = [b.get("name", "?") for b in benchmarks if not ((b.get("stats") or {}).get("data"))]
     if bare:
         shown = ", ".join(bare[:3]) + (f" and {len(bare) - 3} more" if len(bare) > 3 else "")

@@ -238,6 +238,29 @@ def benchmark(entry: Any) -> str | None:
     return BENCHMARK(entry)
 
 
+#: Shards a suite can be cut into: far more than any CI matrix runs at once (shards.py).
+MAX_SHARDS = 1000
+
+
+def shard(value: Any) -> str | None:
+    """A shard's section (shards.section): its index of its count, and the benchmark tests each
+    shard holds, one count a shard."""
+    wrong = fields(
+        {"index": positive, "count": positive, "holds": listing(number)},
+        ("index", "count", "holds"),
+    )(value)
+    if wrong:
+        return wrong
+    index, count, holds = value["index"], value["count"], value["holds"]
+    if not (index == int(index) and count == int(count) and index <= count <= MAX_SHARDS):
+        return (
+            f" says shard {index:g} of {count:g}, which no split has (1 to {MAX_SHARDS:,} shards)"
+        )
+    if len(holds) != count:
+        return f".holds has {len(holds)} count{'s' * (len(holds) != 1)} for {count:g} shards"
+    return None
+
+
 _VERSIONS = optional(mapping(optional(text)))
 _CALIBRATION = optional(
     fields({"version": optional(scalar), "ns_per_iteration": above_zero}, ("ns_per_iteration",))
@@ -293,6 +316,7 @@ SECTION = fields(
         "directory": optional(text),
         "measuring": optional(mapping(scalar)),
         "history": optional(listing(_SESSION)),
+        "shard": optional(shard),
     }
 )
 
