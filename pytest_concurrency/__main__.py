@@ -37,8 +37,6 @@ class InputError(Exception):
 def outputs_checked(written: list, read: list[str], noun: str) -> None:
     """``InputError`` when an output of the command names one of the files it reads (``noun``)
     or another output, or an existing file not of its kind: the session's rule (outputs.py)."""
-    from . import outputs
-
     try:
         outputs.check(
             [outputs.Named(noun, path, noun=noun) for path in read]
