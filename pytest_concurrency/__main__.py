@@ -19,6 +19,7 @@ import re
 import shutil
 import sys
 
+from . import outputs
 from .backends.base import ConcurrencyError
 from .exit_codes import Exit
 from .gate import merge as merge_gate
@@ -32,6 +33,18 @@ from .report.plot import PlotError
 
 class InputError(Exception):
     """An input file cannot be used; the message names the file and the problem."""
+
+
+def outputs_checked(written: list, read: list[str], noun: str) -> None:
+    """``InputError`` when an output of the command names one of the files it reads (``noun``)
+    or another output, or an existing file not of its kind: the session's rule (outputs.py)."""
+    try:
+        outputs.check(
+            [outputs.Named(noun, path, noun=noun) for path in read]
+            + [outputs.Named(option, path, kind) for option, path, kind in written]
+        )
+    except outputs.OutputError as exc:
+        raise InputError(str(exc)) from None
 
 
 def load_records(path: str) -> tuple[dict, list[Record], Baseline | None]:
@@ -397,6 +410,7 @@ def merge(args) -> int:
                 f"{out} is a shard's baseline, and merge writes its first file: name a new file "
                 "first, merge OUT.json SHARD.json..."
             )
+        outputs_checked([("merge OUT", out, outputs.BASELINE)], inputs, "a shard's baseline")
         bases = []
         for path in inputs:
             try:
@@ -405,7 +419,8 @@ def merge(args) -> int:
                 raise InputError(str(exc)) from None
         doc = merge_gate.baselines(bases)
         baseline.check(doc, out)
-        baseline.save(out, doc)
+        with baseline.locked(out, lambda: print(f"waiting for another save to {out} to end")):
+            baseline.save(out, doc)  # under the lock every write of a baseline holds (atomic.py)
     except merge_gate.MergeError as exc:
         from .report import escape
 
@@ -431,6 +446,14 @@ def merge_verdicts(args) -> int:
     from .gate import verdict_file
     from .report import terminal
 
+    outputs_checked(
+        [
+            ("--markdown", args.markdown, outputs.MARKDOWN),
+            ("--output", args.output, outputs.VERDICTS),
+        ],
+        args.files,
+        "a shard's verdict file",
+    )
     files = []
     for path in args.files:
         try:
@@ -463,6 +486,11 @@ def merge_verdicts(args) -> int:
 def report(args) -> int:
     if len(args.files) > 2:
         raise InputError(f"report takes one or two files, got {len(args.files)}: A.json [B.json]")
+    outputs_checked(
+        [("--markdown", args.markdown, outputs.MARKDOWN), ("--plot", args.plot, outputs.DIRECTORY)],
+        args.files,
+        "a file it reads",
+    )
     loaded = [load_records(path) for path in args.files]
     recs = loaded[-1][1]
     from .gate import memory as memory_gate

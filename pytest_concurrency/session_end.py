@@ -15,7 +15,7 @@ from .backends import watchdog
 from .exit_codes import Exit
 from .gate import atomic, baseline, calibrate, history, save, shards, undecided, verdict_file
 from .gate.judge import CountUndecided, MeasureAgain, judge
-from .gate.verdicts import GateResult, MemoryResult
+from .gate.verdicts import GateResult, MemoryResult, nothing_in_common
 from .measure.records import Record
 
 
@@ -127,6 +127,8 @@ def finish(
     )
     outcome.records, outcome.gate, outcome.memory = judged.records, judged.gate, judged.memory
     outcome.messages.extend(judged.messages)
+    if judged.gate is not None and recs:  # a gate that compared nothing must not pass quietly
+        outcome.nothing_judged = nothing_in_common(judged.gate, str(settings.baseline))
     if settings.save_baseline and meta is not None and recs:
         if ended.refused:  # a failed benchmark, or killed by the user: not what a baseline holds
             outcome.errors.append(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import backends, measure, options
+from . import backends, measure, options, outputs
 from .gate import atomic, shards
 from .gate.compare import GateSettings
 from .gate.shards import Shard
@@ -123,7 +123,27 @@ def from_config(config, *, paired: bool = False) -> Settings:
     if values["timeout"] is None:
         values["timeout"] = instrument.default_timeout
     values["jobs"] = _jobs(values["jobs"], origins.get("jobs", "--concurrency-jobs"), instrument)
+    try:
+        outputs.check(_paths(values, config))
+    except outputs.OutputError as exc:
+        raise SettingsError(str(exc)) from None
     return Settings(paired=paired, **values)
+
+
+def _paths(values: dict, config) -> list[outputs.Named]:
+    """The files the session reads and writes, pytest-benchmark's JSON report among them: checked
+    together (outputs.py), so that none is written over another or over the baseline."""
+    return [
+        outputs.Named("--concurrency-baseline", values["baseline"], noun="the baseline"),
+        outputs.Named("--concurrency-save-baseline", values["save_baseline"], outputs.BASELINE),
+        outputs.Named("--concurrency-verdicts", values["verdicts"], outputs.VERDICTS),
+        outputs.Named("--concurrency-report-md", values["report_md"], outputs.MARKDOWN),
+        outputs.Named("--concurrency-plot", values["plot_dir"], outputs.DIRECTORY),
+        outputs.Named("--concurrency-against-keep", values["against_keep"], outputs.DIRECTORY),
+        outputs.Named(
+            "--benchmark-json", config.getoption("benchmark_json", None), outputs.BENCHMARK_JSON
+        ),
+    ]
 
 
 def _given(config, o: options.Option) -> tuple[Any, str] | None:

@@ -205,3 +205,60 @@ def test_a_threshold_for_one_backend_is_the_sessions_own(capsys):
     with pytest.raises(SystemExit):
         main(["report", A, B, "--threshold-for", "gevent"])
     assert "should read KEY = PCT" in capsys.readouterr().err
+
+
+def _shard_baseline(tmp_path, shard) -> str:
+    """run_a.json as shard 1/1's baseline, its shard section ``shard``."""
+    doc = json.loads(Path(A).read_text())
+    doc["pytest_concurrency"]["shard"] = shard
+    path = tmp_path / "shard-1.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+GOOD_SHARD = {"index": 1, "count": 1, "holds": [35], "identity": {}}
+
+
+def test_merge_refuses_to_write_over_a_file_that_is_not_a_baseline(tmp_path, capsys):
+    """~0 s: merge replaced a test module with the baseline, exit 0."""
+    module = tmp_path / "test_x.py"
+    module.write_text("def test_x():\n    pass\n")
+    shard = _shard_baseline(tmp_path, GOOD_SHARD)
+    assert main(["merge", str(module), shard]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "merge OUT: " in err, err
+    assert "exists and is not a baseline (a Python source file), so it is left untouched" in err
+    assert module.read_text() == "def test_x():\n    pass\n"
+    out = tmp_path / "merged.json"
+    assert main(["merge", str(out), shard]) == 0  # a new path: written
+    assert main(["merge", str(out), shard]) == 0  # a baseline: replaced by the new merge
+
+
+def test_merge_verdicts_refuses_outputs_over_its_inputs_or_a_source(tmp_path, capsys):
+    module = tmp_path / "test_x.py"
+    module.write_text("x = 1\n")
+    verdicts = tmp_path / "v.json"
+    verdicts.write_text('{"format": "pytest-concurrency verdicts", "version": 1}')
+    assert main(["merge", "--verdicts", str(verdicts), "--markdown", str(module)]) == 2
+    assert "--markdown=" in capsys.readouterr().err and module.read_text() == "x = 1\n"
+    assert main(["merge", "--verdicts", str(verdicts), "--output", str(verdicts)]) == 2
+    assert "name the same file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "shard",
+    [
+        {"index": 1, "count": 2, "holds": [3]},  # a count a shard, and one shard fewer
+        {"index": 3, "count": 2, "holds": [1, 1]},
+        {"index": "one", "count": 1, "holds": [1]},
+        ["1/2"],
+    ],
+    ids=["holds", "index", "text", "a list"],
+)
+def test_merge_of_a_damaged_shard_section_is_one_line_exit_2(tmp_path, capsys, shard):
+    """~0 s: an uncaught ShardError, its traceback and exit 1."""
+    out = tmp_path / "merged.json"
+    assert main(["merge", str(out), _shard_baseline(tmp_path, shard)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is damaged: pytest_concurrency.shard" in err, err
+    assert not out.exists()

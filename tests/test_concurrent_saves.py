@@ -194,3 +194,27 @@ def test_a_lock_file_that_is_a_link_is_refused_with_one_line(tmp_path):
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip(reason="fork and /proc: Linux")
+
+
+def _killed_while_writing(path: Path) -> None:
+    """A save SIGKILLed after its temporary file is written, before it is renamed into place."""
+    atomic._fsync_file = lambda tmp: os.kill(os.getpid(), signal.SIGKILL)  # type: ignore[assignment]
+    _save(path, 5, "killed")
+
+
+def test_a_save_removes_what_a_save_killed_while_it_wrote_left(tmp_path):
+    """~0.5 s: the killed save's ``.b.XXXXXXXX.tmp.json`` stayed beside the baseline for good."""
+    path = tmp_path / "b.json"
+    _save(path, 5, "first")
+    child = FORK.Process(target=_killed_while_writing, args=(path,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == -signal.SIGKILL
+    (left,) = tmp_path.glob(".b.*.tmp.json")
+    others = [tmp_path / ".b.x.abcdefgh.tmp.json", tmp_path / ".bb.abcdefgh.tmp.json"]
+    for other in others:  # another file's (b.x.json's, bb.json's): not this save's to remove
+        other.write_text("{}")
+    assert _tags(path) == ["first"]  # the baseline as it was
+    _save(path, 5, "next")
+    assert not left.exists() and all(other.exists() for other in others)
+    assert _tags(path) == ["next", "first"]

@@ -83,6 +83,44 @@ CASES = {
         _edit(lambda d: d["pytest_concurrency"].__setitem__("schema_version", 99)),
         "written by a newer pytest-concurrency-bench: upgrade",
     ),
+    # finite, and no measurement: every run read "improved -100%" against them, the gate off
+    "samples of 1e300 s": (
+        _edit(_samples([1e300] * 5)),
+        "benchmarks[0] ('test_ring[threading-m=1000,n=10]').stats.data holds a round of 1e+300 s, "
+        "beyond any round measured by time (at most 86400 s)",
+    ),
+    "a round longer than a day in an earlier session": (
+        _edit(
+            lambda d: d["pytest_concurrency"].__setitem__(
+                "history",
+                [
+                    {
+                        "benchmarks": [
+                            {"workload": "w", "params": {}, "backend": "b", "samples": [1, 9e4]}
+                        ]
+                    }
+                ],
+            )
+        ),
+        "history[0].benchmarks[0].samples holds a round of 90000 s",
+    ),
+    "counts beyond a day of instructions": (
+        _edit(
+            lambda d: (
+                d["pytest_concurrency"].__setitem__("measure", "instructions"),
+                _samples([1e18] * 5)(d),
+            )
+        ),
+        "holds a round of 1e+18 instr, beyond any round measured by instructions",
+    ),
+    "a damaged shard section": (
+        _edit(
+            lambda d: d["pytest_concurrency"].__setitem__(
+                "shard", {"index": 1, "count": 2, "holds": [3]}
+            )
+        ),
+        "pytest_concurrency.shard.holds has 1 count for 2 shards",
+    ),
 }
 
 
@@ -225,3 +263,119 @@ def test_no_directory_is_created_through_a_dangling_link(tmp_path):
     with pytest.raises(settings.SettingsError, match=r"out is a symbolic link to .*gone"):
         settings.writable_target(str(path), "--concurrency-report-md")
     assert list(outside.iterdir()) == []
+
+
+# -- outputs: never written over the baseline, each other, or a file of another kind -------------
+
+BENCH = "def test_bench(benchmark):\n    benchmark(sum, range(10))\n"
+
+
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (
+            ["--concurrency-baseline=B.json", "--concurrency-verdicts=B.json"],
+            "--concurrency-baseline=B.json and --concurrency-verdicts=B.json name the same file, "
+            "'B.json': the verdict file would be written over the baseline; give each a path of "
+            "its own, e.g. --concurrency-verdicts=verdicts.json",
+        ),
+        (
+            ["--concurrency-baseline=B.json", "--concurrency-report-md=B.json"],
+            "the markdown report would be written over the baseline",
+        ),
+        (
+            ["--concurrency-save-baseline=B.json", "--concurrency-report-md=B.json"],
+            "--concurrency-save-baseline=B.json and --concurrency-report-md=B.json name the same "
+            "file, 'B.json': each would be written over the other",
+        ),
+        (
+            ["--concurrency-save-baseline=new.json", "--benchmark-json=new.json"],
+            "--concurrency-save-baseline=new.json and --benchmark-json=new.json name the same file",
+        ),
+        (
+            ["--concurrency-report-md=test_bench.py"],
+            "--concurrency-report-md=test_bench.py: 'test_bench.py' exists and is not a markdown "
+            "report (a Python source file), so it is left untouched; write to another path, e.g. "
+            "--concurrency-report-md=report.md",
+        ),
+    ],
+)
+def test_an_output_over_the_baseline_another_output_or_a_source_is_refused_before_the_run(
+    pytester, args, why
+):
+    """~1 s each (refused before collection; 3.6 CPU s at a load of 44): each of these exited 0,
+    the file it named replaced (a baseline by verdicts or markdown, a test module by a report)."""
+    pytester.makepyfile(test_bench=BENCH)
+    (pytester.path / "B.json").write_text(GOOD)
+    files = lambda: {p.name: p.read_bytes() for p in pytester.path.glob("*.*")}
+    before = files()  # (pytester's own stdout and stderr files have no dot)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--benchmark-max-time=0.05", *args
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1 and why in lines[0], result.stderr.str()
+    assert files() == before  # nothing written, nothing replaced
+
+
+@pytest.mark.parametrize(
+    "option, kind, why",
+    [
+        (
+            "--concurrency-verdicts",
+            "VERDICTS",
+            "exists and is not a verdict file (it is a baseline)",
+        ),
+        ("--benchmark-json", "BENCHMARK_JSON", "(it is a baseline), so it is left untouched"),
+        ("--concurrency-plot", "DIRECTORY", "exists and is not a directory (it is a file)"),
+        ("merge OUT", "MARKDOWN", "is not a markdown report (its name does not end in .md"),
+    ],
+)
+def test_an_output_over_a_file_of_another_kind_is_one_line(tmp_path, option, kind, why):
+    from pytest_concurrency import outputs
+
+    (tmp_path / "b.json").write_text(GOOD)
+    with pytest.raises(outputs.OutputError) as info:
+        outputs.check([_named(tmp_path, option, "b.json", kind)])
+    assert why in str(info.value) and "\n" not in str(info.value)
+
+
+def _named(tmp_path, option, name, kind):
+    from pytest_concurrency import outputs
+
+    return outputs.Named(option, tmp_path / name, getattr(outputs, kind))
+
+
+@pytest.mark.parametrize(
+    "name, content, kind",
+    [
+        ("report.md", "# my notes\n", "MARKDOWN"),  # any .md: the user named a markdown file
+        ("summary", "## Concurrency benchmarks\n\nold report\n", "MARKDOWN"),  # the plugin wrote it
+        ("step_summary_1", "", "MARKDOWN"),  # an empty file, as a CI runner creates
+        ("v.json", '{"format": "pytest-concurrency verdicts", "version": 1}', "VERDICTS"),
+        ("b.json", GOOD, "BASELINE"),
+        ("plain.json", '{"benchmarks": [], "machine_info": {}}', "BENCHMARK_JSON"),
+        ("out.txt", "anything of pytest-benchmark's to replace", "BENCHMARK_JSON"),
+        ("charts", None, "DIRECTORY"),
+    ],
+)
+def test_an_output_replaces_a_file_of_its_own_kind(tmp_path, name, content, kind):
+    from pytest_concurrency import outputs
+
+    if content is None:
+        (tmp_path / name).mkdir()
+    else:
+        (tmp_path / name).write_text(content)
+    outputs.check([_named(tmp_path, "--out", name, kind)])  # no error
+
+
+def test_saving_to_the_baseline_the_run_judges_against_adds_to_it_and_is_allowed(tmp_path):
+    from pytest_concurrency import outputs
+
+    (tmp_path / "b.json").write_text(GOOD)
+    judged = outputs.Named("--concurrency-baseline", tmp_path / "b.json", noun="the baseline")
+    saved = _named(tmp_path, "--concurrency-save-baseline", "b.json", "BASELINE")
+    outputs.check([judged, saved])
+    with pytest.raises(outputs.OutputError, match="name the same file"):  # a link to it, too
+        (tmp_path / "link.json").symlink_to(tmp_path / "b.json")
+        outputs.check([judged, _named(tmp_path, "--concurrency-verdicts", "link.json", "VERDICTS")])

@@ -135,6 +135,7 @@ def test_the_top_level_holds_only_the_glue_and_the_exit_statuses():
         "cases.py",
         "exit_codes.py",
         "options.py",
+        "outputs.py",
         "plain_tests.py",
         "plugin.py",
         "session_end.py",

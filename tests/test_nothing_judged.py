@@ -137,3 +137,17 @@ def test_a_counted_session_that_would_record_nothing_says_so_before_counting(pyt
     assert result.ret == Exit.NOTHING_JUDGED
     assert "run again under valgrind" not in result.stdout.str()
     assert "all 1 benchmark test were skipped (the first: not on this machine)" in _why(result)
+
+
+def test_a_baseline_with_no_benchmark_in_common_is_nothing_judged(pytester):
+    """~3 s (two sessions): another suite's baseline (or every test renamed) passed with a check
+    mark, "0 regressions, 1 new, 1 missing", exit 0."""
+    pytester.makepyfile(test_bench=BENCH)
+    assert _run(pytester, "--concurrency-save-baseline=base.json").ret == 0
+    pytester.makepyfile(test_bench="def test_renamed(benchmark):\n    benchmark(sum, range(100))\n")
+    result = _run(pytester, "--concurrency-baseline=base.json", "--concurrency-report-md=r.md")
+    assert result.ret == Exit.NOTHING_JUDGED, result.stdout.str()
+    why = _why(result)
+    assert "base.json has no benchmark in common with this run (1 new, 1 missing" in why, why
+    assert "judge against a baseline saved by this suite" in why
+    assert ":white_check_mark:" not in (pytester.path / "r.md").read_text()

@@ -249,7 +249,7 @@ def test_refusing_to_save_over_a_file_says_what_to_do_instead(pytester):
     err = result.stderr.str()
     assert "'notes.json' exists and is not a baseline" in err and "is not valid JSON" in err
     assert (
-        "Save to another path, e.g. --concurrency-save-baseline=baseline.json, or move that file away"
+        "to another path, e.g. --concurrency-save-baseline=baseline.json, or move that file away"
         in err
     )
     # the refused command itself is no advice

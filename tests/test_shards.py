@@ -182,6 +182,23 @@ def test_a_verdict_file_reads_back_as_written(tmp_path):
         ("{}", "is not a verdict file"),
         ('{"format": "pytest-concurrency verdicts", "version": 9}', "format version 9"),
         ('{"format": "pytest-concurrency verdicts", "version": 1, "records": [{}]}', "is damaged"),
+        # read as sound, then a traceback in the merge (a ShardError; a KeyError in the report)
+        (
+            '{"format": "pytest-concurrency verdicts", "version": 1, "shard": {"index": 2, '
+            '"count": 1, "holds": [1]}}',
+            "its shard section is damaged",
+        ),
+        (
+            '{"format": "pytest-concurrency verdicts", "version": 1, "exit_status": 0, '
+            '"tests_failed": false, "records": [{"extra_info": {"workload": "w", "backend": "b", '
+            '"measure": "x"}, "medians": [1]}]}',
+            "extra_info.measure is 'x', not a measure this version knows",
+        ),
+        (
+            '{"format": "pytest-concurrency verdicts", "version": 1, "exit_status": 0, '
+            '"tests_failed": false, "records": [], "threshold": -1}',
+            "is not a fraction",
+        ),
         ("[", "truncated"),
     ],
 )
@@ -729,3 +746,15 @@ def test_a_bisections_directory_is_a_leftover_only_once_its_lock_is_free(tmp_pat
     assert bisection.sweep(None) == [] and os.path.isdir(work)
     os.close(lock)
     assert bisection.sweep(None) == [os.path.realpath(work)] and not os.path.exists(work)
+
+
+@pytest.mark.once
+def test_merged_shards_none_of_whose_benchmarks_the_baseline_holds_are_nothing_judged():
+    one, two = _two_shards()
+    for v in (one, two):
+        v.gate.verdicts = [Verdict(r.key, NEW) for r in v.records]
+    merged = merge.verdicts([("1.json", one), ("2.json", two)])
+    assert merged.exit_status == Exit.NOTHING_JUDGED
+    assert "no benchmark in common with this run (2 new, 0 missing" in merged.nothing_judged
+    two.gate.verdicts[0].status = UNCHANGED  # one benchmark compared: judged
+    assert merge.verdicts([("1.json", one), ("2.json", two)]).exit_status == Exit.OK

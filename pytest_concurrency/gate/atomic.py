@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 
@@ -116,9 +117,11 @@ def locked(path, waiting: Callable[[], object]) -> Iterator[None]:
     if fcntl is None:
         yield
         return
-    lock = _target(path) + LOCK_SUFFIX
+    target = _target(path)
+    lock = target + LOCK_SUFFIX
     fd = _acquire(lock, waiting)
     try:
+        _remove_stale_temps(target)
         yield
     finally:
         try:
@@ -126,6 +129,30 @@ def locked(path, waiting: Callable[[], object]) -> Iterator[None]:
         except OSError:
             pass
         os.close(fd)
+
+
+#: ``replace_with``'s temporary file for a target ``NAME.EXT``: ``.NAME.`` and mkstemp's eight
+#: characters, ``.tmpEXT``
+_TEMP = r"\.{}\.[a-z0-9_]{{8}}\.tmp{}"
+
+
+def _remove_stale_temps(path: str) -> None:
+    """The temporary files of saves to ``path`` killed while they wrote (SIGKILL, a power cut):
+    removed by the next save, under the lock. Every save to a path writes while it holds the
+    lock, so a temporary file of that path found by the lock's holder is no live save's."""
+    directory = os.path.dirname(path)
+    base, ext = os.path.splitext(os.path.basename(path))
+    stale = re.compile(_TEMP.format(re.escape(base), re.escape(ext)))
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if stale.fullmatch(name):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except OSError:
+                pass  # another's to remove, or gone
 
 
 def _acquire(lock: str, waiting: Callable[[], object]) -> int:

@@ -16,7 +16,7 @@ from ..exit_codes import Exit
 from . import compare as gate_compare
 from . import history, shards
 from .verdict_file import Verdicts
-from .verdicts import GateResult, KernelResult, MemoryResult
+from .verdicts import GateResult, KernelResult, MemoryResult, nothing_in_common
 
 #: What must be equal for counts to be joined, and for time (everything about the machine too).
 COUNTS_MUST_MATCH = ("plugin", "code", "python_build", "machine")
@@ -263,6 +263,8 @@ def verdicts(files: Sequence[tuple[str, Verdicts]]) -> Verdicts:
         merged.nothing_judged = next(
             (v.nothing_judged for v in ordered if v.nothing_judged), "no benchmark was recorded"
         )
+    elif gate is not None:  # the shards' benchmarks, none of them in the baseline
+        merged.nothing_judged = nothing_in_common(gate)
     merged.exit_status = _exit_status(merged, [v.exit_status for v in ordered])
     return merged
 

@@ -238,6 +238,29 @@ def benchmark(entry: Any) -> str | None:
     return BENCHMARK(entry)
 
 
+#: Shards a suite can be cut into: far more than any CI matrix runs at once (shards.py).
+MAX_SHARDS = 1000
+
+
+def shard(value: Any) -> str | None:
+    """A shard's section (shards.section): its index of its count, and the benchmark tests each
+    shard holds, one count a shard."""
+    wrong = fields(
+        {"index": positive, "count": positive, "holds": listing(number)},
+        ("index", "count", "holds"),
+    )(value)
+    if wrong:
+        return wrong
+    index, count, holds = value["index"], value["count"], value["holds"]
+    if not (index == int(index) and count == int(count) and index <= count <= MAX_SHARDS):
+        return (
+            f" says shard {index:g} of {count:g}, which no split has (1 to {MAX_SHARDS:,} shards)"
+        )
+    if len(holds) != count:
+        return f".holds has {len(holds)} count{'s' * (len(holds) != 1)} for {count:g} shards"
+    return None
+
+
 _VERSIONS = optional(mapping(optional(text)))
 _CALIBRATION = optional(
     fields({"version": optional(scalar), "ns_per_iteration": above_zero}, ("ns_per_iteration",))
@@ -293,6 +316,7 @@ SECTION = fields(
         "directory": optional(text),
         "measuring": optional(mapping(scalar)),
         "history": optional(listing(_SESSION)),
+        "shard": optional(shard),
     }
 )
 
@@ -407,4 +431,43 @@ def document(doc: dict) -> str | None:
     wrong = SECTION(doc["pytest_concurrency"])
     if wrong:
         return said("pytest_concurrency", wrong)
-    return benchmarks(doc)
+    return benchmarks(doc) or plausible(doc)
+
+
+def plausible(doc: dict) -> str | None:
+    """The first sample (its rounds in every layout, every session) beyond what any round can
+    measure (its instrument's ``most_per_round``: for time, a day), or None. Finite, of the right
+    type, and no measurement: a baseline of 1e300 s rounds would read every run "improved -100%"."""
+    section = doc["pytest_concurrency"]
+    stored = section.get("measure")
+    for i, b in enumerate(doc.get("benchmarks") or ()):
+        extra = b.get("extra_info") or {}
+        rounds = {".stats.data": (b.get("stats") or {}).get("data") or []}
+        rounds.update(
+            {f".extra_info.layouts[{k}]": r for k, r in enumerate(extra.get("layouts") or ())}
+        )
+        wrong = _beyond(rounds, extra.get("measure") or stored)
+        if wrong:
+            return said(f"benchmarks[{i}] ({b.get('name')!r})", wrong)
+    for j, entry in enumerate(section.get("history") or ()):
+        for i, b in enumerate(entry["benchmarks"]):
+            rounds = {".samples": b["samples"]}
+            rounds.update({f".layouts[{k}]": r for k, r in enumerate(b.get("layouts") or ())})
+            wrong = _beyond(rounds, stored)
+            if wrong:
+                return said(f"pytest_concurrency.history[{j}].benchmarks[{i}]", wrong)
+    return None
+
+
+def _beyond(rounds: dict[str, list], kind: str | None) -> str | None:
+    """Where in ``rounds`` (where -> samples) a sample is beyond what ``kind`` measures."""
+    instrument = measure.instrument(kind)
+    for where, samples in rounds.items():
+        most = max(samples, default=0)
+        if most > instrument.most_per_round:
+            return (
+                f"{where} holds a round of {most:g} {instrument.unit}, beyond any round measured "
+                f"by {instrument.kind} (at most {instrument.most_per_round:g} {instrument.unit}): "
+                "no measurement"
+            )
+    return None

@@ -20,11 +20,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..measure.records import params_id
-from . import history
+from . import history, shape
 
 FLAG = "--concurrency-shard"
-#: Shards a suite can be cut into: far more than any CI matrix runs at once.
-MAX_COUNT = 1000
+MAX_COUNT = shape.MAX_SHARDS
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
 
@@ -80,14 +79,10 @@ def from_section(value, where: str) -> Shard | None:
     damaged one."""
     if value is None:
         return None
-    try:
-        shard = Shard(int(value["index"]), int(value["count"]))
-        held = [int(n) for n in value["holds"]]
-    except (TypeError, KeyError, ValueError):
-        raise ShardError(f"{where}: its shard section is damaged ({value!r})") from None
-    if not 1 <= shard.index <= shard.count <= MAX_COUNT or len(held) != shard.count:
-        raise ShardError(f"{where}: its shard section is damaged ({value!r})")
-    return shard
+    wrong = shape.shard(value)
+    if wrong:
+        raise ShardError(f"{where}: its shard section is damaged: {shape.said('shard', wrong)}")
+    return Shard(int(value["index"]), int(value["count"]))
 
 
 def _nodeid(bench: Mapping) -> str | None:

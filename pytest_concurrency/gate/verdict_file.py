@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..measure.records import Record
-from . import atomic
+from . import atomic, shape, shards
 from .verdicts import (
     GateResult,
     KernelResult,
@@ -137,7 +137,14 @@ def read(path) -> Verdicts:
             f"pytest-concurrency-bench reads {VERSION}: merge with the version that wrote it"
         )
     try:
-        return _verdicts(doc)
+        shards.from_section(doc.get("shard"), f"verdict file {path!r}")
+        v = _verdicts(doc)
+        from .compare import GateSettings
+
+        GateSettings(threshold=v.threshold, alpha=v.alpha)  # what a merge judges with
+        return v
+    except shards.ShardError as exc:
+        raise VerdictFileError(f"{exc}; {fix}") from None
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise VerdictFileError(
             f"verdict file {path!r} is damaged ({type(exc).__name__}: {exc}); {fix}"
@@ -173,6 +180,9 @@ def _verdicts(doc: Mapping) -> Verdicts:
 
 
 def _from_record(entry: Mapping) -> Record:
+    wrong = shape.EXTRA(entry["extra_info"])  # what a baseline's records are held to
+    if wrong:
+        raise ValueError(f"records[].extra_info{wrong}")
     extra = dict(entry["extra_info"])
     medians = [float(m) for m in entry["medians"]]
     if len(medians) > 1:

@@ -124,6 +124,23 @@ class GateResult:
         )
 
 
+def nothing_in_common(gate: GateResult, baseline: str = "the baseline") -> str | None:
+    """Why a gate that ran compared nothing, in one line with the fix, or None: every benchmark
+    of the run is new and every one of ``baseline`` missing (another suite's file, or every test
+    renamed). A refused comparison fails, and a baseline to record again has its own status."""
+    if gate.refused or gate.rerecord or not gate.verdicts:
+        return None
+    if any(v.status not in (NEW, MISSING) for v in gate.verdicts):
+        return None
+    new, missing = len(gate.by_status(NEW)), len(gate.by_status(MISSING))
+    return (
+        f"{baseline} has no benchmark in common with this run ({new} new, {missing} missing: "
+        "another suite's baseline, or every benchmark renamed), so nothing was compared; judge "
+        "against a baseline saved by this suite (--concurrency-save-baseline=PATH, run on the code "
+        "to compare against)"
+    )
+
+
 @dataclass
 class KernelVerdict:
     """One kernel figure per op of one benchmark (see gate/kernel.py)."""

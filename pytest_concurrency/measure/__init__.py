@@ -34,6 +34,9 @@ class Instrument:
         False  # the memory pass and kernel figures run in a plain worker, not where the rounds were
     )
     default_timeout = 120.0  # longest a round may take, seconds, unless --concurrency-timeout
+    #: the largest sample a round can have: a baseline holding more is refused as damaged (such a
+    #: sample would make every later run read "improved -100%", the gate switched off)
+    most_per_round = float("inf")
 
     def unavailable_reason(self) -> str | None:
         return None

@@ -349,6 +349,9 @@ class Callgrind(Instrument):
     fresh_process = True
     #: A counted round runs 30-50x slower than a timed one.
     default_timeout = 1200.0
+    #: a day (the longest --concurrency-timeout) at 10^10 instructions a second: more than a core
+    #: retires natively, and some hundred times what it counts under valgrind
+    most_per_round = 1e15
     #: Three rounds after two warm-ups (``warmed``). A session repeats another's rounds to
     #: 0.002%, but rounds within one process still move: on CPython 3.11 a small case's three
     #: rounds were 0.07-1.4% apart (ten directory lengths); twelve drifted down by 2-3% with a

@@ -19,6 +19,8 @@ class WallClock(Instrument):
     kind = "time"
     unit = "s"
     default_threshold = DEFAULT_THRESHOLD
+    #: a day: the longest --concurrency-timeout (options.py), past which a round is stopped
+    most_per_round = 86400.0
 
     def counter(self):
         return time.perf_counter

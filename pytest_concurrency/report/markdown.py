@@ -9,6 +9,12 @@ from ..gate import verdicts as V
 from ..measure.records import Record, key_label
 from . import escape, tables
 
+#: The first line of each report this module writes: a file that starts with one is a report an
+#: output may replace, whatever its name (outputs.py).
+TITLE = "## Concurrency benchmarks"
+PAIRED_TITLE = "## Against the base side (paired rounds)"
+TITLES = (TITLE, PAIRED_TITLE)
+
 
 def _cell(text: str) -> str:
     # every piece of text goes through here: names, versions and notes may come from a file
@@ -40,11 +46,13 @@ def render(
     """Markdown: the gate's headline (regressions first), its details, the memory verdicts
     (leaks are judged without a baseline too), then one table per case."""
     records = list(records)
-    out = ["## Concurrency benchmarks", ""]
+    out = [TITLE, ""]
     out += _undecided(gate.undecided if gate is not None else [])  # said first
     memory = memory if memory is not None else gate.memory if gate is not None else None
     if gate is not None:
-        mark = ":x:" if gate.failed else ":white_check_mark:"
+        # a gate that compared nothing passed nothing either (its session exits 8)
+        nothing = V.nothing_in_common(gate) is not None
+        mark = ":x:" if gate.failed or nothing else ":white_check_mark:"
         out += [f"**{mark} {_cell(tables.headline(gate))}**", ""]
     sections = (
         tables.summary(gate, every=True) if gate is not None else []
@@ -104,7 +112,7 @@ def render_paired(result) -> str:
 
     mark = ":x:" if result.failed else ":white_check_mark:"
     out = [
-        "## Against the base side (paired rounds)",
+        PAIRED_TITLE,
         "",
         *_undecided(result.undecided),  # said first
         f"**{mark} {_cell(paired.summary(result))}**",

@@ -97,23 +97,19 @@ class MeasuringSession:
         if xdist_active(config) and self.settings.instrument.fresh_process:
             self.settings = lanes_instead_of_xdist(config, self.settings)
         settings = self.settings
-        if settings.baseline is not None or settings.save_baseline is not None:
+        if settings.baseline is not None:
             from ..gate import baseline
 
-            try:  # read them now: a bad baseline must not cost a whole benchmark run first
-                if settings.baseline is not None:
-                    self.baseline = baseline.load(settings.baseline)
-                    if settings.shard is not None:
-                        from ..gate import shards
-
-                        self.baseline, self.other_shards = shards.mine(
-                            self.baseline, settings.shard
-                        )
-                if settings.save_baseline is not None:
-                    # a file the save would refuse to replace
-                    baseline.load_previous(settings.save_baseline)
+            # read now: a bad baseline must not cost a whole benchmark run first (a file the save
+            # would refuse to replace was refused with the settings: outputs.py)
+            try:
+                self.baseline = baseline.load(settings.baseline)
             except baseline.BaselineError as exc:
                 raise pytest.UsageError(str(exc)) from None
+            if settings.shard is not None:
+                from ..gate import shards
+
+                self.baseline, self.other_shards = shards.mine(self.baseline, settings.shard)
         if (settings.baseline or settings.save_baseline) and settings.instrument.machine_bound:
             from ..gate import calibrate
 
