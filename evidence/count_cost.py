@@ -75,6 +75,19 @@ def prepared(dist: str, work: Path) -> tuple[Path, Path]:
     return py, run
 
 
+def commit() -> str:
+    """This checkout's commit (the plugin measured), "+" when its tree has changes."""
+    head = subprocess.run(
+        ["git", "-C", str(real_suites.REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(real_suites.REPO), "diff", "--quiet", "HEAD", "--", "pytest_concurrency"]
+    ).returncode
+    return head + "+" * bool(dirty)
+
+
 def command(kind: str, py: Path, dist: str, base: Path) -> tuple[list, dict]:
     sel = [*SELECTIONS[dist], *COMMON]
     pytest = [str(py), "-m", "pytest", *sel]
@@ -124,11 +137,7 @@ def run(args) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
-    commit = subprocess.run(
-        ["git", "-C", str(real_suites.REPO), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    plugin = commit()
     kinds = args.kinds.split(",")
     rows = []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +159,7 @@ def run(args) -> list[dict]:
                         "suite": dist,
                         "pair": pair,
                         "kind": kind,
-                        "plugin": commit,
+                        "plugin": plugin,
                         **measured(cmd, env, rundir, logs / f"{name}.log"),
                         "command": " ".join(
                             [*(f"{k}={v}" for k, v in env.items()), *map(str, cmd)]

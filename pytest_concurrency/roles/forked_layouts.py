@@ -115,7 +115,7 @@ class Forked:
             }
             atomic.write_text(out, json.dumps(found))
             code = 0
-        except BaseException:  # noqa: BLE001  # whatever it was, the child ends here
+        except BaseException:  # whatever it was, the child ends here
             traceback.print_exc()
         finally:
             for stream in (sys.stdout, sys.stderr):
