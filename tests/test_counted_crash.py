@@ -83,9 +83,7 @@ def test_ends_in_a_layout_pass(benchmark):
 @pytest.mark.slow  # ~60 s here: the counted session and one layout pass, side by side
 @needs_valgrind
 @pytest.mark.parametrize("layouts_from", ["fork", "start"])
-def test_a_crash_in_a_layout_pass_beside_the_counted_session_writes_nothing(
-    pytester, layouts_from
-):
+def test_a_crash_in_a_layout_pass_beside_the_counted_session_writes_nothing(pytester, layouts_from):
     """The counted session runs beside the layout passes (forked from it, or started as processes
     of their own) and waits for them at its end: one that a test ended keeps it from saving, and
     the launcher names the test."""

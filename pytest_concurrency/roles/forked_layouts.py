@@ -107,6 +107,7 @@ class Forked:
             for i, item in enumerate(items):
                 following = items[i + 1] if i + 1 < len(items) else None
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+            _summary(session.config)
             bs = session.config._benchmarksession
             ran = [b for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats]
             found = {
@@ -138,3 +139,12 @@ def _output_to(config, path: str) -> None:
     if capman is not None:  # suspended, as pytest leaves it after its collection
         capman.start_global_capturing()
         capman.suspend_global_capture()
+
+
+def _summary(config) -> None:
+    """The failures and the short summary, as a session's end would print them (into the log)."""
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    if reporter is not None:
+        with contextlib.suppress(Exception):  # the reporter's own methods: best effort
+            reporter.summary_failures()
+            reporter.short_test_summary()
