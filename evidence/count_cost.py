@@ -63,15 +63,14 @@ COMMON = ["--numprocesses=0", "-p", "no:cacheprovider", "-q"]
 COUNT = ["--concurrency-measure=instructions"]
 
 
-def prepared(dist: str, work: Path) -> tuple[Path, Path]:
-    """The suite's venv and run directory, with this checkout's plugin installed editable."""
+def prepared(dist: str, work: Path, plugin: Path = real_suites.REPO) -> tuple[Path, Path]:
+    """The suite's venv and run directory, with the plugin at ``plugin`` (this checkout by default)
+    installed editable."""
     suite = real_suites.SUITES[dist]
     with open(work / f"setup-{dist}.log", "a") as log:
         py, run = real_suites.prepare(suite, work, log)
         uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-        real_suites.sh(
-            [uv, "pip", "install", "-q", "--python", py, "--no-deps", "-e", real_suites.REPO], log
-        )
+        real_suites.sh([uv, "pip", "install", "-q", "--python", py, "--no-deps", "-e", plugin], log)
     return py, run
 
 
@@ -143,7 +142,7 @@ def run(args) -> list[dict]:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "a") as out:
         for dist in args.suites.split(","):
-            py, rundir = prepared(dist, work)
+            py, rundir = prepared(dist, work, Path(args.plugin))
             for pair in range(args.pairs):
                 base = work / f"{dist}-count-{pair}.json"
                 base.unlink(missing_ok=True)
@@ -208,6 +207,12 @@ def main() -> int:
         "--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "count_cost")
     )
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument(
+        "--plugin",
+        default=str(real_suites.REPO),
+        help="the checkout whose plugin is measured (default: this one; a worktree of a commit "
+        "keeps a long run on one version while this one changes)",
+    )
     parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
     parser.add_argument("--table", metavar="JSONL", help="print the table of a results file")
     if parser.parse_known_args()[0].smoke:
