@@ -74,15 +74,15 @@ def prepared(dist: str, work: Path, plugin: Path = real_suites.REPO) -> tuple[Pa
     return py, run
 
 
-def commit() -> str:
-    """This checkout's commit (the plugin measured), "+" when its tree has changes."""
+def commit(checkout: Path = real_suites.REPO) -> str:
+    """The commit of the plugin measured, "+" when its tree has changes."""
     head = subprocess.run(
-        ["git", "-C", str(real_suites.REPO), "rev-parse", "--short", "HEAD"],
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
         capture_output=True,
         text=True,
     ).stdout.strip()
     dirty = subprocess.run(
-        ["git", "-C", str(real_suites.REPO), "diff", "--quiet", "HEAD", "--", "pytest_concurrency"]
+        ["git", "-C", str(checkout), "diff", "--quiet", "HEAD", "--", "pytest_concurrency"]
     ).returncode
     return head + "+" * bool(dirty)
 
@@ -136,7 +136,7 @@ def run(args) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
-    plugin = commit()
+    plugin = commit(Path(args.plugin))
     kinds = args.kinds.split(",")
     rows = []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
