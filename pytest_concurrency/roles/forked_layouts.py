@@ -148,3 +148,4 @@ def _summary(config) -> None:
         with contextlib.suppress(Exception):  # the reporter's own methods: best effort
             reporter.summary_failures()
             reporter.short_test_summary()
+            reporter.flush()  # its own file object: what it wrote is in the log before os._exit
