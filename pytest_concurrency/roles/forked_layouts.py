@@ -107,6 +107,8 @@ class Forked:
             for i, item in enumerate(items):
                 following = items[i + 1] if i + 1 < len(items) else None
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+                if session.shouldfail or session.shouldstop:  # -x, --maxfail: as pytest's loop
+                    break
             _summary(session.config)
             bs = session.config._benchmarksession
             ran = [b for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats]
