@@ -273,6 +273,10 @@ BY_HAND = {
     "real_suites.py": "needs the package index (PyPI) and minutes",
     # yarl's suite counted whole and in 2 and 4 shards (`python evidence/shard_evidence.py --smoke --work DIR`)
     "shard_evidence.py": "needs the package index (PyPI) and minutes of counting",
+    # yarl's sdist, a counted save beside pytest-codspeed's simulation mode (`python evidence/count_cost.py --smoke`)
+    "count_cost.py": "needs the package index (PyPI) and minutes of counting",
+    # yarl's sdist, one counted save with forked layouts (`python evidence/layout_separation.py --smoke`)
+    "layout_separation.py": "needs the package index (PyPI) and minutes of counting",
 }
 
 
