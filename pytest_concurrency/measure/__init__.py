@@ -65,18 +65,6 @@ class Instrument:
         """Whether the warm-up rounds so far are enough (they ran ``rounds()``'s warm-up at least)."""
         return True
 
-    #: A user's plain test, measured by an exact instrument (``driver.WarmUntilStable``): calls made
-    #: before its first measured one, unmeasured.
-    uncounted_warmup = 0
-
-    def plain_rounds(self, rounds: int) -> int:
-        """A user's plain test's rounds (unless ``pedantic`` gives them), from pytest-benchmark's."""
-        return self.rounds(rounds, 0)[0]
-
-    def plain_warmed(self, warmup_samples: list) -> bool:
-        """Whether a user's plain test's measured warm-up calls so far are enough."""
-        return self.warmed(warmup_samples)
-
     def before_round(self) -> None:
         """Called before each round, outside what is measured."""
 

@@ -421,27 +421,6 @@ class Callgrind(Instrument):
             and abs(warmup_samples[-1] - warmup_samples[-2]) <= self.WARM * warmup_samples[-1]
         )
 
-    #: A user's plain test is counted in several layouts (layouts.py), and each process of a
-    #: counted run pays for every counted call: a dump that walks every cost centre, a zeroing, a
-    #: collection, the call instrumented (yarl's 11 URL benchmarks: 6 counted calls a test in each
-    #: of 3 layouts, 2.3 s of CPU a test and layout, against 0.8 s for pytest-codspeed's one call).
-    #: So it is warmed up by ten calls uncounted (instrumentation is off between tests: 3-4x
-    #: faster, no dump; what warms up is CPython's, which does not depend on valgrind's
-    #: instrumentation: CPython 3.11 quickens a function at its 8th call, and after two uncounted
-    #: calls a sort's first round still counted 0.95% more than its second), then one counted call
-    #: sizes its rounds (``WarmUntilStable._calibrate``), and two rounds are counted. Rounds that
-    #: disagree by more than the gate's agreement leave its verdict inconclusive (gate/stats.py),
-    #: as three did.
-    UNCOUNTED_WARMUP = 10
-    PLAIN_ROUNDS = 2
-    uncounted_warmup = UNCOUNTED_WARMUP
-
-    def plain_rounds(self, rounds: int) -> int:
-        return self.PLAIN_ROUNDS
-
-    def plain_warmed(self, warmup_samples: list) -> bool:
-        return len(warmup_samples) >= 1
-
     def before_round(self) -> None:
         # Every round starts with the collector's counters at zero: otherwise a collection
         # falls into whichever round crosses a threshold (on 3.13 one round of three counted

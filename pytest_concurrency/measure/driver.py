@@ -319,20 +319,19 @@ def timer_pair(timer) -> tuple[float, float]:
 
 
 class WarmUntilStable:
-    """A user's plain test under an exact instrument warms up before pytest-benchmark's first call
-    of the test's function: ``Instrument.uncounted_warmup`` calls unmeasured (counted: outside
-    valgrind's instrumentation, which is off between tests), then measured calls until
-    ``Instrument.plain_warmed`` (counted: one, which sizes the rounds), whose counts are dropped.
-    Every call starts with ``Instrument.before_round``. Without a warm-up the first measured round
-    was a cold outlier (+0.3 to +0.8%), as wide as the change a count is meant to catch.
+    """A user's plain test under an exact instrument warms up as workload cases do (``run_rounds``):
+    before pytest-benchmark's first call of the test's function, the function is called until
+    two calls in a row count alike (``Instrument.warmed``), and those counts are dropped. Every
+    call starts with ``Instrument.before_round``. Without it the first measured round was a cold
+    outlier (+0.3 to +0.8%), as wide as the change a count is meant to catch.
 
     A ``pedantic`` test's ``setup`` and ``teardown`` run around each warm-up call as around its
     own rounds, so that a setup that hands out single-use arguments still gets them fresh.
 
     A call without ``pedantic`` is calibrated from the warm-up's last count rather than by
     pytest-benchmark's calls, ten times more loops each (``_calibrate``), and gets the instrument's
-    rounds (two for counts, which agree to <0.2%: ``Callgrind.PLAIN_ROUNDS``) rather than its five
-    or more: under valgrind each round's readings take a tenth of a second or more.
+    rounds (three for counts, which agree to <0.2%) rather than its five or more: under valgrind
+    each round's readings take a tenth of a second or more, and these were half a test's readings.
     """
 
     def __init__(self, benchmark, instrument):
@@ -361,9 +360,6 @@ class WarmUntilStable:
                     ),
                     args,
                     kwargs,
-                    # through a runner as the rounds are, so that its loop is warm too (a sort's
-                    # first round counted 0.9% more than its second after uncounted direct calls)
-                    lambda a, k: make_runner(function, a, k)(range(1), timer=time.perf_counter),
                 )
 
             def run(loops_range, **_):  # each call is a round, read by a timer of its own
@@ -373,10 +369,6 @@ class WarmUntilStable:
                 return runner(loops_range, timer=instrument.round_timer())
 
             run.warm_up = warm_up  # type: ignore[attr-defined]  # for ``_calibrate``
-            # a round's calls, not measured (``_calibrate``)
-            run.uncounted = lambda loops_range: make_runner(function, args, kwargs)(  # type: ignore[attr-defined]
-                loops_range, timer=time.perf_counter
-            )
             return run
 
         benchmark.pedantic = remembering_pedantic
@@ -385,7 +377,7 @@ class WarmUntilStable:
             counter_precision, type(benchmark), fresh=instrument.round_timer
         )
         benchmark._calibrate_timer = self._calibrate
-        benchmark._min_rounds = instrument.plain_rounds(benchmark._min_rounds)
+        benchmark._min_rounds = instrument.rounds(benchmark._min_rounds, 0)[0]
 
     def _calibrate(self, runner) -> tuple[float, int, range]:
         """(one round's count, calls a round, their range), as pytest-benchmark's calibration
@@ -398,21 +390,11 @@ class WarmUntilStable:
         precision = self._benchmark._get_precision(self._benchmark._timer)
         call = max(self.counts[-1] - precision, 1.0)  # the function's own instructions
         loops = min(max(1, math.ceil(precision / (READING_SHARE * call))), MAX_LOOPS)
-        if loops > 1:  # a round of that many calls once, unread: the first counted 0.9% more
-            self._instrument.before_round()
-            runner.uncounted(range(loops))
         return self.counts[-1] * loops, loops, range(loops)
 
-    def _warm_up(self, call, args, kwargs, uncounted) -> None:
+    def _warm_up(self, call, args, kwargs) -> None:
         setup, teardown = self._around
-        for _ in range(self._instrument.uncounted_warmup):  # before any reading: not measured
-            if setup is not None:
-                args, kwargs = setup() or (args, kwargs)
-            self._instrument.before_round()
-            uncounted(args, kwargs or {})
-            if teardown is not None:
-                teardown(*args, **(kwargs or {}))
-        while not self._instrument.plain_warmed(self.counts):
+        while not self._instrument.warmed(self.counts):
             if setup is not None:
                 args, kwargs = setup() or (args, kwargs)
             self._instrument.before_round()
