@@ -172,8 +172,32 @@ OPTIONS: tuple[Option, ...] = (
         bounds=(1, 25),  # each one more whole counted session under valgrind
         metavar="N",
         help="with --concurrency-measure=instructions: count your own benchmark tests in N layouts "
-        "(the interpreter's objects landing elsewhere; N-1 counted passes first) and judge the "
-        "median (default: 3)",
+        "(the interpreter's objects landing elsewhere; N-1 counted passes beside the session) and "
+        "judge the median (default: 3)",
+    ),
+    Option(
+        "layouts_from",
+        "--concurrency-layouts-from",
+        "concurrency_layouts_from",
+        CHOICE,
+        default="fork",
+        choices=("fork", "start"),
+        metavar="HOW",
+        help="with --concurrency-measure=instructions: how the other layouts' passes begin: fork "
+        "(forked from the counted session after its collection, each moving its heap its own way "
+        "first: one start-up under valgrind for all; default) or start (each a pytest process of "
+        "its own, started with its objects landing elsewhere: a start-up and a collection each)",
+    ),
+    Option(
+        "kernel_pass",
+        "--concurrency-kernel-pass",
+        "concurrency_kernel_pass",
+        SWITCH,
+        default=False,
+        help="with --concurrency-measure=instructions: time your own benchmark tests at full speed "
+        "first, outside valgrind, for their kernel figures (syscalls, context switches, page "
+        "faults), which the kernel gate then judges (a timed session of its own; without it they "
+        "read 'not measured')",
     ),
     Option(
         "isolate",

@@ -47,6 +47,8 @@ class Settings:
         1  # cases measured at once (instruction counts only: times would disturb each other)
     )
     layouts: int = _DEFAULTS["layouts"]  # layouts a plain test is counted in (measure/layouts.py)
+    layouts_from: str = _DEFAULTS["layouts_from"]  # fork: forked from the counted session; start
+    kernel_pass: bool = _DEFAULTS["kernel_pass"]  # counted: a pass at full speed for kernel figures
     baseline: Path | None = _DEFAULTS["baseline"]
     save_baseline: Path | None = _DEFAULTS["save_baseline"]
     baseline_sessions: int = _DEFAULTS["baseline_sessions"]  # sessions a saved baseline keeps

@@ -37,6 +37,7 @@ def test_a_crash_in_the_kernel_pass_names_its_test_and_stops_the_run(pytester, t
         f"test_fine or {test}",
         "--benchmark-only",
         "--concurrency-measure=instructions",
+        "--concurrency-kernel-pass",
         "--concurrency-backends=threading",
         f"--concurrency-save-baseline={base}",
         timeout=300,
@@ -54,23 +55,38 @@ def test_a_crash_in_the_kernel_pass_names_its_test_and_stops_the_run(pytester, t
     assert not base.exists()
 
 
-ENDS_ONLY_IN_A_LAYOUT_PASS = """
+#: Whether the process is a layout pass: started as one (its role on its command line), or forked
+#: by the counted session (whose role its parent's command line, valgrind's, carries).
+IN_A_LAYOUT_PASS = """
 import os, sys
 
+def in_a_layout_pass():
+    if '"kind":"layout-pass"' in " ".join(sys.argv):
+        return True
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
+        return b'"kind":"counted"' in fh.read()
+"""
+
+ENDS_ONLY_IN_A_LAYOUT_PASS = (
+    IN_A_LAYOUT_PASS
+    + """
 def test_ends_in_a_layout_pass(benchmark):
     def once():
-        if '"kind":"layout-pass"' in " ".join(sys.argv):  # only there: the counted session passes
+        if in_a_layout_pass():  # only there: the counted session passes
             os._exit(3)
         return sum(range(100))
     benchmark.pedantic(once, rounds=3)
 """
+)
 
 
 @pytest.mark.slow  # ~60 s here: the counted session and one layout pass, side by side
 @needs_valgrind
-def test_a_crash_in_a_layout_pass_beside_the_counted_session_writes_nothing(pytester):
-    """The counted session runs beside the layout passes and waits for them at its end: one that a
-    test ended keeps it from saving, and the launcher names the test."""
+@pytest.mark.parametrize("layouts_from", ["fork", "start"])
+def test_a_crash_in_a_layout_pass_beside_the_counted_session_writes_nothing(pytester, layouts_from):
+    """The counted session runs beside the layout passes (forked from it, or started as processes
+    of their own) and waits for them at its end: one that a test ended keeps it from saving, and
+    the launcher names the test."""
     pytester.makepyfile(test_layout=ENDS_ONLY_IN_A_LAYOUT_PASS)
     base = pytester.path / "base.json"
     result = pytester.runpytest_subprocess(
@@ -79,6 +95,7 @@ def test_a_crash_in_a_layout_pass_beside_the_counted_session_writes_nothing(pyte
         "--benchmark-only",
         "--concurrency-measure=instructions",
         "--concurrency-layouts=2",
+        f"--concurrency-layouts-from={layouts_from}",
         f"--concurrency-save-baseline={base}",
         timeout=600,
     )

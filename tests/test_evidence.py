@@ -286,6 +286,10 @@ BY_HAND = {
     # a library's base commit installed apart (setuptools from the index) and what time left
     # undecided counted on both sides (`python evidence/undecided_evidence.py --layouts 1`)
     "undecided_evidence.py": "needs valgrind, the package index and tens of minutes of counting",
+    # yarl's sdist, a counted save beside pytest-codspeed's simulation mode (`python evidence/count_cost.py --smoke`)
+    "count_cost.py": "needs the package index (PyPI) and minutes of counting",
+    # yarl's sdist, one counted save with forked layouts (`python evidence/layout_separation.py --smoke`)
+    "layout_separation.py": "needs the package index (PyPI) and minutes of counting",
 }
 
 

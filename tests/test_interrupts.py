@@ -287,9 +287,15 @@ def test_counting_with_no_room_in_tmpdir_is_one_line_naming_it(monkeypatch):
 ONE_SLOW_LAYOUT = """
     import os, sys, time
 
+    def in_a_layout_pass():  # started as one, or forked by the counted session
+        if '"kind":"layout-pass"' in " ".join(sys.argv):
+            return True
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
+            return b'"kind":"counted"' in fh.read()
+
     def test_plain(benchmark, concurrency_backend):
         def work():
-            if '"kind":"layout-pass"' in " ".join(sys.argv):  # a layout pass: hold it here
+            if in_a_layout_pass():  # hold it here
                 open(os.environ["LAYOUT_STARTED"], "w").close()
                 time.sleep(600)
             return sum(range(1000))
@@ -300,7 +306,10 @@ ONE_SLOW_LAYOUT = """
 
 @pytest.mark.slow  # 28 s here: the pass starts under valgrind, runs its test, then is interrupted
 @needs("valgrind", callgrind.unavailable_reason())
-def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(pytester):
+@pytest.mark.parametrize("layouts_from", ["fork", "start"])
+def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(
+    pytester, layouts_from
+):
     pytester.makepyfile(test_plain=ONE_SLOW_LAYOUT)
     marker, started, base = (
         f"{MARKER}={os.getpid()}-{time.monotonic_ns()}",
@@ -319,6 +328,7 @@ def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(p
             "--concurrency-backends=greenlet",
             "--concurrency-measure=instructions",
             "--concurrency-layouts=2",
+            f"--concurrency-layouts-from={layouts_from}",
             f"--concurrency-save-baseline={base}",
         ],
         cwd=pytester.path,

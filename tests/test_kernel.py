@@ -479,6 +479,8 @@ def test_a_users_plain_test_counted_gets_kernel_figures_and_other_layouts_from_p
         "--benchmark-only",
         "--concurrency-backends=asyncio",
         "--concurrency-measure=instructions",
+        "--concurrency-kernel-pass",
+        "--concurrency-layouts-from=start",  # (forked: test_forked_layouts.py)
         f"--concurrency-save-baseline={base}",
         f"--benchmark-json={out}",
         "-p",

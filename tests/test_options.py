@@ -195,7 +195,7 @@ def test_every_entry_fills_a_field_of_settings():
     assert filled == fields - {"backends_chosen", "timeout_given", "paired"}
     flags = [o.flag for o in options.OPTIONS if o.flag]
     inis = [o.ini for o in options.OPTIONS if o.ini]
-    assert len(flags) == len(set(flags)) == 28 and len(inis) == len(set(inis)) == 18
+    assert len(flags) == len(set(flags)) == 30 and len(inis) == len(set(inis)) == 20
 
 
 NUMERIC = [

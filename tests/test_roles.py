@@ -29,6 +29,7 @@ def test_a_role_survives_the_command_line():
     for role in (
         Role(PROBE, out="/tmp/count"),
         Role(COUNTED, launcher=42, kernel="/k.json", layouts=("/l1.json", "/l2.json")),
+        Role(COUNTED, launcher=42, layouts=("/l1.json",), forked=True),
         Role(LAYOUT_PASS, out="/l1.json", launcher=7, layout=1),
         Role(SIDE, side="A", socket="/s", out="/o, with a comma", base_dir="/b", only="/only"),
         Role("head", base_dir="/run/nnnn"),

@@ -9,7 +9,10 @@ code a test runs has no layout of its own. Counting it in several layouts and ta
 (gate/stats.py) judges the code rather than where its objects happened to land.
 
 Layout 0 is the process as started. Layout N first allocates ``N * PAD_OBJECTS`` small objects of
-mixed sizes, kept alive, before pytest, the plugins and the code under test are imported.
+mixed sizes, kept alive: either in a process of its own before pytest, the plugins and the code
+under test are imported (``pytest_argv``), or in a process forked from the counted session after
+its collection, before its first round (``pad``): there everything the tests allocate lands
+elsewhere, while the start-up's objects stay where the counted session has them.
 """
 
 from __future__ import annotations
@@ -28,3 +31,23 @@ def pytest_argv(layout: int) -> list[str]:
         f"_pad = [str(k) * (1 + k % 14) for k in range({layout * PAD_OBJECTS})]\n"
         "import runpy\nrunpy.run_module('pytest', run_name='__main__', alter_sys=True)",
     ]
+
+
+_kept: list = []  # the objects ``pad`` allocated: alive as long as the process
+_current = 0  # the layout ``pad`` moved this process to
+
+
+def pad(layout: int) -> None:
+    """Move this process's heap to ``layout`` from here on (a process forked for it)."""
+    global _current
+    _kept.append(_objects(layout))
+    _current = layout
+
+
+def forked_to() -> int:
+    """The layout this process was forked for and moved to (0: none, or started in it)."""
+    return _current
+
+
+def _objects(layout: int) -> list[str]:
+    return [str(k) * (1 + k % 14) for k in range(layout * PAD_OBJECTS)]

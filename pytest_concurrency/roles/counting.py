@@ -6,16 +6,20 @@ session's own process: a run with one becomes a ``Launcher``, which starts, in t
 
 * a ``Probe``: the command line collected at full speed (about a second), to learn whether any
   test is measured in the session's own process (which is known only after collection);
-* a ``KernelPass``: those tests at full speed in time mode, for their kernel figures (under valgrind a process's threads run one at a time, and valgrind makes syscalls of
-  its own);
+* a ``KernelPass``, when asked for (``--concurrency-kernel-pass``): those tests at full speed in
+  time mode, for their kernel figures (under valgrind a process's threads run one at a time, and
+  valgrind makes syscalls of its own);
 * the ``Counted`` session: the user's command line, whole, under valgrind (30-50x slower in
   everything it does; only the rounds are counted), which reads what the passes wrote;
-* beside it, ``LayoutPass`` es (``--concurrency-layouts=N``: N-1): those tests counted with the
+* beside it, N-1 layout passes (``--concurrency-layouts=N``): those tests counted with the
   interpreter's objects landing elsewhere (measure/layouts.py), so that the gate judges the
-  median over layouts, which follows the code rather than where its objects landed. Counts do
-  not depend on what else runs, so all N run at once (on two cores, 1.5 sessions' time rather
-  than 2); the counted session waits for them at its end (``_BeforeSaving``): each pass holds a
-  lock, taken by the launcher before it started, until it ends however it ends.
+  median over layouts, which follows the code rather than where its objects landed. By default
+  the counted session forks them after its collection (forked_layouts.py: one start-up under
+  valgrind for all); with ``--concurrency-layouts-from=start`` each is a ``LayoutPass`` process
+  of its own, which holds a lock, taken by the launcher before it started, until it ends however
+  it ends. Counts do not depend on what else runs, so all N run at once (on two cores, 1.5
+  sessions' time rather than 2); the counted session waits for them at its end
+  (``_BeforeSaving``).
 
 Each child is told its role on its command line (``Role.argv``). A pass writes nothing of the
 user's (the options a base side of --concurrency-against leaves out), has a cache directory of
@@ -44,7 +48,7 @@ from ..backends import scratch, watchdog
 from ..exit_codes import Exit
 from ..gate import atomic
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
-from . import crash
+from . import crash, forked_layouts
 from .argv import apart, own_coverage_data
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
@@ -161,14 +165,25 @@ class Launcher:
             prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True
         ) as where:
             try:
-                kernel_file = self._kernel(where)
-                passes = self._layouts(where, settings.layouts)
+                kernel_file = self._kernel(where) if settings.kernel_pass else None
+                forked = settings.layouts_from == "fork"
+                outs = _layout_files(where, settings.layouts)
+                passes = [] if forked else self._layouts(where, outs)
+                if forked and outs:
+                    print(
+                        f"pytest-concurrency: counting in {len(outs)} more "
+                        f"layout{'s' * (len(outs) > 1)} forked from it after its collection "
+                        "(objects landing elsewhere; the gate judges the median over "
+                        f"{len(outs) + 1} layouts)",
+                        flush=True,
+                    )
                 role = Role(
                     COUNTED,
                     base_dir=self.base_dir,
                     launcher=os.getpid(),
                     kernel=kernel_file,
-                    layouts=tuple(out for out, _ in passes),
+                    layouts=outs,
+                    forked=forked,
                     running=crash.path(where, "counted"),
                 )
                 counted = Command(["-m", "pytest", *params.args, *role.argv()], {}, None)
@@ -178,7 +193,8 @@ class Launcher:
                 if codes is None:  # Ctrl-C: each has ended, and the counted session said so
                     return Exit.INTERRUPTED
                 _stop_if_crashed(role.running, "the counted session under valgrind", codes[0])
-                for n, ((out, _), code) in enumerate(zip(passes, codes[1:]), 1):
+                ended = [forked_layouts.exit_code(out) for out in outs] if forked else codes[1:]
+                for n, (out, code) in enumerate(zip(outs, ended), 1):
                     _stop_if_crashed(_running(out), f"layout {n}'s counted pass", code)
                 return codes[0]
             except _Crashed as exc:
@@ -238,11 +254,11 @@ class Launcher:
         )
         return out
 
-    def _layouts(self, where: str, count: int) -> list[tuple[str, Command]]:
-        """Layouts 1 to ``count - 1``: (rounds file, command) of each pass, its lock taken."""
+    def _layouts(self, where: str, outs: tuple[str, ...]) -> list[tuple[str, Command]]:
+        """Layouts 1 on, each started as a pytest process of its own: (rounds file, command) of
+        each pass, its lock taken."""
         passes = []
-        for n in range(1, count):
-            out = os.path.join(where, f"layout{n}.json")
+        for n, out in enumerate(outs, 1):
             role = Role(
                 LAYOUT_PASS,
                 out=out,
@@ -255,12 +271,18 @@ class Launcher:
             env = own_coverage_data(where, f"layout{n}")
             passes.append((out, Command(argv, env, _log(out), (_held(out),))))
         if passes:
+            count = len(passes) + 1
             print(
                 f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} beside "
                 f"it (objects landing elsewhere; the gate judges the median over {count} layouts)",
                 flush=True,
             )
         return passes
+
+
+def _layout_files(where: str, count: int) -> tuple[str, ...]:
+    """Where layouts 1 to ``count - 1`` write their rounds."""
+    return tuple(os.path.join(where, f"layout{n}.json") for n in range(1, count))
 
 
 # -- the counted processes, side by side under valgrind --------------------------------------
@@ -562,8 +584,22 @@ class Counted(MeasuringSession):
         super().__init__(config, settings, on_a_side=role.base_dir is not None)
         self.role = role
         self.in_progress = crash.Running(role.running)
-        self.layouts = _BeforeSaving(role, settings.instrument)
+        self.forked = (
+            forked_layouts.Forked(role.layouts, _log, _running, measured_here)
+            if role.forked and role.layouts
+            else None
+        )
+        ended = self.forked.ended if self.forked is not None else _ended
+        self.layouts = _BeforeSaving(role, settings.instrument, ended, self.forked)
         config.pluginmanager.register(self.layouts, "pytest-concurrency-layouts")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session) -> None:
+        """After the collection, before the first test: the other layouts fork from here (pytest's
+        own loop then runs this session's tests)."""
+        if self.forked is None or session.testsfailed or session.config.option.collectonly:
+            return  # collection errors: pytest's loop stops at once, with nothing to count
+        self.forked.start(session, self)
 
     def pytest_runtest_logstart(self, nodeid, location) -> None:
         self.in_progress.start(nodeid)
@@ -606,9 +642,11 @@ class _BeforeSaving:
 
     POLL_S = 0.2
 
-    def __init__(self, role: Role, instrument):
+    def __init__(self, role: Role, instrument, ended=None, forked=None):
         self.role = role
         self.instrument = instrument
+        self._ended = ended or _ended  # rounds file -> whether its pass has ended
+        self._forked = forked  # forked_layouts.Forked, when this session forked them
         self.interrupted = False
         self.notes: list[str] = []  # how the layouts went, for the session's summary
         self.crashed: str | None = None  # a test that ended a layout pass's process
@@ -617,6 +655,8 @@ class _BeforeSaving:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
         bs = getattr(session.config, "_benchmarksession", None)
+        if self._forked is not None and exitstatus == Exit.INTERRUPTED:
+            self._forked.stop()
         if bs is not None and exitstatus != Exit.INTERRUPTED:
             if self.role.layouts:
                 self._join(session.config, bs.benchmarks)
@@ -626,11 +666,13 @@ class _BeforeSaving:
 
     def _join(self, config, benchmarks) -> None:
         try:
-            while not all(map(_ended, self.role.layouts)):
+            while not all(map(self._ended, self.role.layouts)):
                 if self.role.launcher is not None and launcher_gone(self.role.launcher):
                     return  # killed: nothing of this session becomes a result (may_save)
                 time.sleep(self.POLL_S)
         except KeyboardInterrupt:  # forwarded by the launcher, which stops the passes too
+            if self._forked is not None:  # ... or this session, which forked them
+                self._forked.stop()
             self.interrupted = True  # the session's end says so and writes nothing
             nothing_saved_by_pytest_benchmark(config)
             return

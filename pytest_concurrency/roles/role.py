@@ -40,6 +40,7 @@ class Role:
     launcher: int | None = None  # counted, layout pass: the pid that started it
     kernel: str | None = None  # counted: the kernel pass's file, if it wrote one
     layouts: tuple[str, ...] = ()  # counted: the layout passes' files
+    forked: bool = False  # counted: it forks the layout passes itself, after its collection
     layout: int = 0  # layout pass: which layout (measure/layouts.py)
     side: str | None = None  # side: "A" (base) or "B" (head)
     socket: str | None = None  # side: where the turns are served (runner/lockstep.py)

@@ -1,0 +1,153 @@
+"""The other layouts of a counted session, forked from it after its collection
+(``--concurrency-layouts-from=fork``, the default).
+
+Under valgrind a start-up, its imports and a collection cost most of a small suite's counted run
+(yarl's 11 URL benchmarks with the project's own addopts: 25 s of CPU before the first test, 3.5 s
+at full speed), and a layout started as a pytest process of its own paid them again. valgrind
+follows ``fork()``: a child goes on under it with its parent's state, so layouts forked here share
+the counted session's one start-up. Each child first moves its heap its own way
+(``layouts.pad``), so that everything the tests allocate lands elsewhere, then runs the tests
+measured in the session's process with their output in a log of its own, writes their rounds
+where a started pass would (``Role.layouts``), and ends with ``os._exit``: nothing of pytest's
+session end (its reports, junit XML, coverage data, pytest-benchmark's files) runs in it.
+
+A child dies with the counted session (PR_SET_PDEATHSIG) and ignores Ctrl-C, which the counted
+session's end answers by killing it (``stop``). One that a test ended leaves that test's node id in
+its ``running`` file and its exit status beside its rounds file (``exit_path``), for the launcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import traceback
+import warnings
+
+from ..backends import watchdog
+from ..exit_codes import Exit
+from ..gate import atomic
+from ..measure import PROFILE_NONE, layouts
+from . import crash
+
+
+def exit_path(out: str) -> str:
+    """Where the counted session writes a forked layout's exit status, when it was not 0."""
+    return out + ".exit"
+
+
+def exit_code(out: str) -> int:
+    """A forked layout's exit status, as the counted session wrote it (0: none written)."""
+    try:
+        with open(exit_path(out), encoding="utf-8") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return 0
+
+
+class Forked:
+    """The layout passes a counted session forked: one child a rounds file (``outs``, layout 1 on)."""
+
+    def __init__(self, outs: tuple[str, ...], log, running, measured_here):
+        self.outs = outs
+        self._log = log  # out -> where its child's output goes
+        self._running = running  # out -> its child's ``running`` file (crash.py)
+        self._measured_here = measured_here  # item -> whether the pass runs it
+        self.pids: dict[str, int] = {}
+
+    def start(self, session, counted) -> None:
+        """Fork a child for each layout; in the child, run its pass and exit (never return)."""
+        with_parent = watchdog.with_parent()  # made here: it checks the child's parent is this
+        for n, out in enumerate(self.outs, 1):
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()  # or the child's copy of what is buffered is written twice
+            with warnings.catch_warnings():  # 3.12+: fork with threads running (a suite's -W error)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+            if pid == 0:
+                self._child(session, counted, n, out, with_parent)
+            self.pids[out] = pid
+
+    def ended(self, out: str) -> bool:
+        """Whether the child writing ``out`` has ended (its exit status written if not 0)."""
+        pid = self.pids.get(out)
+        if pid is None:
+            return True
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if not done:
+            return False
+        del self.pids[out]
+        code = os.waitstatus_to_exitcode(status)
+        if code:
+            atomic.write_text(exit_path(out), str(code))
+        return True
+
+    def stop(self) -> None:
+        """Kill the children still running and wait for them (an interrupted session)."""
+        for out, pid in list(self.pids.items()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            del self.pids[out]
+
+    def _child(self, session, counted, layout: int, out: str, with_parent) -> None:
+        code = 1
+        try:
+            with_parent()  # dies with the counted session
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the counted session's end stops it
+            _output_to(session.config, self._log(out))
+            layouts.pad(layout)
+            counted.profiles = PROFILE_NONE  # only the counted session's are read and saved
+            counted.memory_pass = False
+            counted.in_progress = crash.Running(self._running(out))
+            items = [item for item in session.items if self._measured_here(item)]
+            for i, item in enumerate(items):
+                following = items[i + 1] if i + 1 < len(items) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+                if session.shouldfail or session.shouldstop:  # -x, --maxfail: as pytest's loop
+                    break
+            _summary(session.config)
+            bs = session.config._benchmarksession
+            ran = [b for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats]
+            found = {
+                "exitstatus": int(Exit.TESTS_FAILED if session.testsfailed else Exit.OK),
+                "tests": {b.fullname: list(b.stats.data) for b in ran if b.stats.data},
+            }
+            atomic.write_text(out, json.dumps(found))
+            code = 0
+        except BaseException:  # whatever it was, the child ends here
+            traceback.print_exc()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(code)
+
+
+def _output_to(config, path: str) -> None:
+    """This process's output (the terminal reporter's, and what pytest's capture gives back) into
+    ``path``: pytest's fd capture keeps copies of the descriptors it found, so it is stopped, the
+    descriptors pointed at the log, and started again on them."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        capman.stop_global_capturing()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    if capman is not None:  # suspended, as pytest leaves it after its collection
+        capman.start_global_capturing()
+        capman.suspend_global_capture()
+
+
+def _summary(config) -> None:
+    """The failures and the short summary, as a session's end would print them (into the log)."""
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    if reporter is not None:
+        with contextlib.suppress(Exception):  # the reporter's own methods: best effort
+            reporter.summary_failures()
+            reporter.short_test_summary()
+            reporter.flush()  # its own file object: what it wrote is in the log before os._exit

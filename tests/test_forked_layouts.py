@@ -1,0 +1,92 @@
+"""A counted session's other layouts, forked from it after its collection (the default,
+``--concurrency-layouts-from=fork``; roles/forked_layouts.py): one start-up under valgrind for all,
+each child's heap moved its own way before its first round."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from conftest import needs
+
+from pytest_concurrency.measure import callgrind, layouts
+
+needs_valgrind = needs("valgrind", callgrind.unavailable_reason())
+
+#: Two tests: one that fails only in the forked layout 2 (its other layouts still count it), and
+#: one whose every call allocates objects that live across the loop, so where they land moves its
+#: count a little from layout to layout. Each child prints a line its own log keeps.
+SUITE = """
+import json
+
+from pytest_concurrency.measure import layouts
+
+
+def test_json(benchmark):
+    print("RUN IN LAYOUT", layouts.forked_to())
+    data = [{"k": str(i), "v": [i, i * 2]} for i in range(200)]
+    benchmark(lambda: json.loads(json.dumps(data)))
+
+
+def test_not_in_layout_two(benchmark):
+    assert layouts.forked_to() != 2, "fails in the second forked layout only"
+    benchmark(sorted, list(range(300, 0, -1)))
+
+
+def test_plain():
+    assert True
+"""
+
+
+@pytest.mark.slow  # a counted session of two small tests and two forked layouts: ~90 s here, loaded
+@needs_valgrind
+def test_a_counted_session_forks_its_layouts_after_its_collection(pytester):
+    pytester.makepyfile(test_forked=SUITE)
+    base = pytester.path / "base.json"
+    saved = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        f"--concurrency-save-baseline={base}",
+        timeout=900,
+    )
+    out = saved.stdout.str()
+    saved.stdout.fnmatch_lines(
+        [
+            "*counting in 2 more layouts forked from it after its collection*median over 3 layouts*",
+            "*layout 2's counted pass exited 1: its tests were judged on the layouts that counted them*",
+            "*FAILED test_forked.py::test_not_in_layout_two*",
+            "*2 more layouts counted beside this session*",
+        ]
+    )
+    # the session's own outcomes, as without the plugin: the failure in a layout is not the test's
+    saved.assert_outcomes(passed=2, skipped=1)
+    assert "kernel figures" not in out, out  # the kernel pass runs only when asked for
+    benches = {b["name"]: b for b in json.loads(base.read_text())["benchmarks"]}
+    own = benches["test_json"]["stats"]["data"]
+    others = benches["test_json"]["extra_info"]["layouts"]
+    assert len(others) == 2 and all(len(rounds) == len(own) for rounds in others)
+    medians = [statistics.median(rounds) for rounds in (own, *others)]
+    # the same code, its objects landed elsewhere in each child
+    assert max(medians) / min(medians) < 1.02 and len(set(medians)) == 3, medians
+    assert len(benches["test_not_in_layout_two"]["extra_info"]["layouts"]) == 1  # layout 1's
+    assert "syscalls_per_op" not in benches["test_json"]["extra_info"]
+    # a child's output stays in its log: the session's own terminal shows the session's
+    assert "RUN IN LAYOUT 1" not in out and "RUN IN LAYOUT 2" not in out, out
+
+
+def test_a_forked_layout_moves_the_heap_by_its_number():
+    """~0 s: ``pad`` keeps ``layout * PAD_OBJECTS`` objects alive and says which layout it is."""
+    assert layouts.forked_to() == 0
+    before = len(layouts._kept)
+    try:
+        layouts.pad(2)
+        assert layouts.forked_to() == 2
+        assert len(layouts._kept[-1]) == 2 * layouts.PAD_OBJECTS
+        # the same objects a started layout allocates before pytest is imported
+        assert f"range({2 * layouts.PAD_OBJECTS})" in layouts.pytest_argv(2)[1]
+    finally:
+        del layouts._kept[before:]
+        layouts._current = 0
