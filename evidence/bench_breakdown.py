@@ -36,6 +36,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -242,7 +243,12 @@ def main() -> int:
     more = list(args.pytest_args)
     if args.smoke:
         more += ["--concurrency-backends=asyncio", "-k", "ring"]
-    out = Path(args.out) if args.out else HERE / f"{'smoke-run' if args.smoke else scale}.json"
+    if args.out:
+        out = Path(args.out).resolve()
+    elif args.smoke:  # a smoke run is no evidence: written apart from the recorded results
+        out = Path(tempfile.mkdtemp(prefix="bench-breakdown-")) / "smoke.json"
+    else:
+        out = HERE / f"{scale}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     pytest_args = [
         "benchmarks",

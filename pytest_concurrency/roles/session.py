@@ -430,8 +430,8 @@ def cases_left_out(config) -> None:
             bs.groups = groups
         if left:
             tr.write_line(
-                f"pytest-benchmark's table: its {left} rows of workload cases left out "
-                "(--concurrency-benchmark-table shows them)"
+                f"pytest-benchmark's table: {left} workload cases left out "
+                "(--concurrency-benchmark-table)"
             )
 
     bs.display = display_others
