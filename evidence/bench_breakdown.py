@@ -139,6 +139,15 @@ class Recorder:
                 return pedantic(bench, *args, **kwargs)
 
         fixture.BenchmarkFixture.pedantic = timed_pedantic
+        until_known = getattr(driver, "_rounds_until_known", None)  # rounds that stop early
+        if until_known is not None:
+
+            def timed_until_known(bench, one_round, plan, on_round):
+                recorder._runs, recorder._warmup = 0, plan.warmup
+                with recorder.part("pytest-benchmark"):
+                    return until_known(bench, one_round, plan, on_round)
+
+            driver._rounds_until_known = timed_until_known
         self._wrap(workloads, "prepare", "prepare")
         self._wrap(driver, "memory_figures", "memory pass")
         self._wrap(workloads, "memory", "memory/task")

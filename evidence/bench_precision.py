@@ -133,7 +133,9 @@ def _line(name: str, side: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base", default="main", help="the git ref of 'before' (default: main)")
+    parser.add_argument(
+        "--base", default=None, help="the git ref of 'before' (default: main; HEAD with --smoke)"
+    )
     parser.add_argument("--scale", default="default", choices=("smoke", "default"))
     parser.add_argument("--runs", type=int, default=2, help="sessions a side (2 or more)")
     parser.add_argument("--label", default=None, help="the result's name (default: the scale)")
@@ -143,6 +145,7 @@ def main() -> int:
     if args.runs < 2:
         parser.error("--runs: 2 or more (a change is between two runs)")
     scale = "smoke" if args.smoke else args.scale
+    args.base = args.base or ("HEAD" if args.smoke else "main")  # a clone may have no main
     extra = [f"--concurrency-scale={scale}", *args.pytest_args]
     if args.smoke:
         extra += ["--concurrency-backends=asyncio", "-k", "ring"]
