@@ -145,7 +145,7 @@ OPTIONS: tuple[Option, ...] = (
         PERCENT,
         default=stopping.DEFAULT_WIDTH,
         metavar="PCT",
-        help="a timed workload case stops its rounds once its median's 95% interval is at most "
+        help="a timed workload case stops its rounds once its median's 95-percent interval is at most "
         f"PCT of it wide (default: {stopping.DEFAULT_WIDTH * 100:g}; at least "
         f"{stopping.MIN_ROUNDS} rounds, at most the workload's); a session that reads or saves "
         "a baseline, or runs against a base, and --concurrency-rounds run every round",
