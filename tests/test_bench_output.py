@@ -66,7 +66,7 @@ def test_the_suites_output_fits_100_columns_without_pytest_benchmarks_table(tmp_
     assert WIDE_TABLE not in said
     passed = int(re.search(r"(\d+) passed", said).group(1))
     assert f"pytest-benchmark's table: {passed} workload cases left out (--concurrency-" in said
-    assert "ring[capacity=0,m=50,n=10]" in said  # the comparison table is there
+    assert "\nring [capacity=0,m=50,n=10]\n" in said  # the comparison table is there
     # smoke scale plans 5 rounds, fewer than the stopping rule's least: every one runs
     assert {b["stats"]["rounds"] for b in recorded["benchmarks"]} == {5}
 
