@@ -17,7 +17,6 @@ from .backends import watchdog
 from .gate import paired
 from .measure import driver, records
 from .measure.plan import CasePlan
-from .report import progress
 
 
 class Case(dict):
@@ -56,6 +55,7 @@ def plan(case: Case, model: str, settings) -> CasePlan:
         warmup=warmup,
         instrument=settings.instrument,
         timeout=settings.timeout,
+        stop_width=settings.stop_width,
         ref=case.workload,
     )
 
@@ -110,9 +110,7 @@ def run(role, benchmark, backend, case: Case, fail_stalled) -> None:
             measured = role.ahead and role.ahead.take(_ahead_key(backend.name, case))
             isolate.bench(role.workers(), benchmark, made, on_round=on_round, measured=measured)
         else:
-            if status is not None:
-                benchmark = progress.Ticking(benchmark, status, made.rounds + made.warmup)
-            driver.bench_in_process(benchmark, backend, made)
+            driver.bench_in_process(benchmark, backend, made, on_round=on_round)
     except watchdog.WorkloadTimeout as exc:
         fail_stalled(exc)
     finally:

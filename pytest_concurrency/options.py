@@ -18,6 +18,7 @@ from .gate import undecided
 from .gate.compare import DEFAULT_MACHINE_TOLERANCE
 from .gate.history import DEFAULT_KEEP
 from .gate.shape import MAX_SAMPLES
+from .measure import stopping
 
 GROUP = ("concurrency", "concurrency models (pytest-concurrency-bench)")
 
@@ -140,6 +141,18 @@ OPTIONS: tuple[Option, ...] = (
         "counting)",
     ),
     Option(
+        "median_width",
+        "--concurrency-median-width",
+        "concurrency_median_width",
+        PERCENT,
+        default=stopping.DEFAULT_WIDTH,
+        metavar="PCT",
+        help="a timed workload case stops its rounds once its median's 95-percent interval is at most "
+        f"PCT of it wide (default: {stopping.DEFAULT_WIDTH * 100:g}; at least "
+        f"{stopping.MIN_ROUNDS} rounds, at most the workload's); a session that reads or saves "
+        "a baseline, or runs against a base, and --concurrency-rounds run every round",
+    ),
+    Option(
         "timeout",
         "--concurrency-timeout",
         "concurrency_timeout",
@@ -209,6 +222,15 @@ OPTIONS: tuple[Option, ...] = (
         "your own benchmark tests (benchmark, with or without concurrency_backend) in a child forked "
         "for it (a crash, a hang or a leaked thread fails that test alone); not when counting, nor on "
         "the sides of --concurrency-against",
+    ),
+    Option(
+        "benchmark_table",
+        "--concurrency-benchmark-table",
+        "concurrency_benchmark_table",
+        SWITCH,
+        default=False,
+        help="also print pytest-benchmark's own table for the built-in workloads (left out by "
+        "default: one wide row a case, where the comparison tables say it in 100 columns)",
     ),
     Option(
         "save_baseline",

@@ -39,10 +39,12 @@ class Settings:
     scale: str = _DEFAULTS["scale"]
     measure: str = _DEFAULTS["measure"]  # the instrument: see measure/
     rounds: int | None = _DEFAULTS["rounds"]
+    median_width: float = _DEFAULTS["median_width"]  # a case's rounds stop at it (stopping.py)
     timeout: float | None = None  # None until read: then the given one or the instrument's default
     #: given by option or ini: then it bounds the tests with ``benchmark`` alone too (plain_tests.py)
     timeout_given: bool = False
     isolate: bool = _DEFAULTS["isolate"]
+    benchmark_table: bool = _DEFAULTS["benchmark_table"]  # pytest-benchmark's table, cases too
     jobs: int = (
         1  # cases measured at once (instruction counts only: times would disturb each other)
     )
@@ -63,6 +65,7 @@ class Settings:
     undecided: str = _DEFAULTS["undecided"]  # what neither time nor counts decided ends with
     against: str | None = _DEFAULTS["against"]  # the base side's spec (this session is the head)
     paired: bool = False  # a side's session under --concurrency-against: rounds taken in turns
+    all_rounds: bool = False  # a role whose rounds a gate tests (a suspect's second session)
     shard: Shard | None = _DEFAULTS["shard"]  # this run is one shard of the suite
     verdicts: Path | None = _DEFAULTS["verdicts"]  # the verdict file (gate/verdict_file.py)
     report_md: Path | None = _DEFAULTS["report_md"]
@@ -75,6 +78,17 @@ class Settings:
     @property
     def instrument(self) -> Instrument:
         return measure.instrument(self.measure)
+
+    @property
+    def stop_width(self) -> float | None:
+        """The width at which a timed workload case's rounds stop (measure/stopping.py), or None:
+        every planned round, where a gate tests the rounds (a baseline read or saved, a side of
+        an against run, a suspect's second session), where they were given (--concurrency-rounds)
+        and where they are counted (exact: a few rounds)."""
+        gated = self.baseline or self.save_baseline or self.against or self.paired
+        if gated or self.all_rounds or self.rounds or not self.instrument.machine_bound:
+            return None
+        return self.median_width
 
     @property
     def gate(self) -> GateSettings:

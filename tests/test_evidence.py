@@ -234,6 +234,21 @@ CASES = [
         id="bisect_evidence",
         marks=[pytest.mark.slow, needs_valgrind],
     ),
+    # ~5 s: one session of asyncio's two smoke rings, each part of a cell timed
+    pytest.param(
+        "bench_breakdown.py",
+        [],
+        [r"^2 cells; CPU [\d.]+ s", r"^memory pass +[\d.]+ +[\d.]+", r"^rounds +[\d.]+"],
+        id="bench_breakdown",
+    ),
+    # ~30 s: a worktree of main, two sessions a side of asyncio's two smoke rings, in turns
+    pytest.param(
+        "bench_precision.py",
+        [],
+        [r"^before: median change", r"^after : median change", r"^after at least as good: "],
+        id="bench_precision",
+        marks=pytest.mark.slow,
+    ),
     # ~60 s: three counted sessions of greenlet's two smoke rings, one with +2% (valgrind)
     pytest.param(
         "count_evidence.py",

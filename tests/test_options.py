@@ -192,10 +192,10 @@ def test_settings_are_frozen(pytester):
 def test_every_entry_fills_a_field_of_settings():
     fields = {f.name for f in dataclasses.fields(settings.Settings)}
     filled = {o.field for o in options.OPTIONS if o.field}
-    assert filled == fields - {"backends_chosen", "timeout_given", "paired"}
+    assert filled == fields - {"backends_chosen", "timeout_given", "paired", "all_rounds"}
     flags = [o.flag for o in options.OPTIONS if o.flag]
     inis = [o.ini for o in options.OPTIONS if o.ini]
-    assert len(flags) == len(set(flags)) == 30 and len(inis) == len(set(inis)) == 20
+    assert len(flags) == len(set(flags)) == 32 and len(inis) == len(set(inis)) == 22
 
 
 NUMERIC = [

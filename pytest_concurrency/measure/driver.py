@@ -22,7 +22,7 @@ from collections.abc import Callable
 from .. import workloads
 from ..backends import watchdog
 from ..workloads import Outcome, WorkloadError
-from . import PROFILE_HANDED_OVER, PROFILE_HERE, control, kernel, memory
+from . import PROFILE_HANDED_OVER, PROFILE_HERE, control, kernel, memory, stopping
 from .plan import CasePlan
 from .records import SCHEMA
 from .usage import Window, peak_rss_kib
@@ -475,8 +475,9 @@ def kernel_figures_apart(workload, backend, params, guard=contextlib.nullcontext
     return recorder.close(outcome.ops, skip=1)
 
 
-def bench_in_process(benchmark, backend, plan: CasePlan) -> None:
-    """Run the plan's rounds here through pytest-benchmark, each bounded by its timeout."""
+def bench_in_process(benchmark, backend, plan: CasePlan, on_round=None) -> None:
+    """Run the plan's rounds here through pytest-benchmark, each bounded by its timeout.
+    ``on_round()`` is called before each round (warm-up included), outside what is timed."""
     workload, params, instrument = plan.workload, plan.params, plan.instrument
     guard = watchdog.deadline(plan.timeout, plan.label)
     outcomes: list[Outcome] = []
@@ -488,15 +489,53 @@ def bench_in_process(benchmark, backend, plan: CasePlan) -> None:
 
     benchmark.extra_info.update(identity(backend, workload, params, instrument))
     stretch = _Stretch(backend, instrument)
-    benchmark.pedantic(one_round, rounds=plan.rounds, warmup_rounds=plan.warmup, iterations=1)
+    if plan.stop_width is None or getattr(benchmark, "disabled", False):
+        benchmark.pedantic(
+            one_round,
+            setup=on_round,
+            rounds=plan.rounds,
+            warmup_rounds=plan.warmup,
+            iterations=1,
+        )
+    else:
+        _rounds_until_known(benchmark, one_round, plan, on_round or (lambda: None))
     around = stretch.close(len(outcomes))
     samples = _samples(benchmark)
     if samples:  # None under --benchmark-disable: the workload still ran and checked itself
         benchmark.extra_info.update(figures(samples, outcomes, instrument, around))
         benchmark.extra_info.update(
-            kernel_rounds.close(_consistent_ops(outcomes), skip=len(outcomes) - plan.rounds)
+            kernel_rounds.close(_consistent_ops(outcomes), skip=len(outcomes) - len(samples))
         )
         benchmark.extra_info.update(memory_figures(workload, backend, params, guard))
+
+
+def _enough(samples: list[float], plan: CasePlan) -> bool:
+    """Whether a case has run its rounds: all of them, or (``stop_width``) as many as its
+    median needed to be known (stopping.py)."""
+    if len(samples) >= plan.rounds:
+        return True
+    return plan.stop_width is not None and stopping.known(samples, plan.stop_width)
+
+
+def _rounds_until_known(benchmark, one_round, plan: CasePlan, on_round) -> None:
+    """``pedantic``'s rounds, each timed by the same runner (the session's timer), stopped once
+    the median is known (``_enough``): pedantic runs a fixed count."""
+    benchmark._mode = "benchmark.pedantic(...)"  # used once, as pedantic marks it
+    try:
+        runner = benchmark._make_runner(one_round, (), {})
+        for _ in range(plan.warmup):
+            on_round()
+            runner(None)
+        stats = benchmark._make_stats(1)
+        samples: list[float] = []
+        while not _enough(samples, plan):
+            on_round()
+            duration, _ = runner(None)
+            stats.update(duration)
+            samples.append(duration)
+    except Exception:
+        benchmark.has_error = True  # as pedantic's own failure: no record of it
+        raise
 
 
 def run_rounds(
@@ -540,11 +579,13 @@ def run_rounds(
     while not instrument.warmed(warm):  # an exact measure warms up until its count repeats
         warm.append(measured_round())
     stretch = _Stretch(backend, instrument, in_worker)
-    samples = [measured_round() for _ in range(plan.rounds)]
-    extra = figures(samples, outcomes, instrument, stretch.close(plan.rounds))  # timed rounds only
+    samples: list[float] = []
+    while not _enough(samples, plan):
+        samples.append(measured_round())
+    extra = figures(samples, outcomes, instrument, stretch.close(len(samples)))  # timed rounds only
     extra.update(kernel_rounds.close(extra["ops"], skip=len(warm)))
     if bracket is not None:
-        extra.update(bracket.figures(plan.rounds))
+        extra.update(bracket.figures(len(samples)))
     if with_memory:
         extra.update(memory_figures(workload, backend, params, guard))
         progress()

@@ -16,10 +16,12 @@ class CasePlan:
     model: str  # the backend spec it runs on ("multiprocessing[fork]")
     workload: Any  # the workload (workloads.get(ref)): its rounds run it
     params: dict
-    rounds: int  # measured rounds
+    rounds: int  # measured rounds (at most, with ``stop_width``)
     warmup: int  # rounds run first and dropped (an exact measure warms up until its count repeats)
     instrument: Instrument
     timeout: float | None = None  # the longest a round may take; None: unbounded
+    #: the rounds stop once the median's interval is this narrow (stopping.py); None: all of them
+    stop_width: float | None = None
     ref: str = ""  # what workloads.get resolves in a worker: a name or "module:OBJECT"
 
     @property

@@ -71,27 +71,3 @@ class Progress:
             if terminal is not None:
                 terminal.write(text)
                 terminal.flush()
-
-
-class Ticking:
-    """``benchmark`` whose ``pedantic`` reports each round to ``progress`` before timing it.
-
-    pytest-benchmark calls ``setup`` before each round (warm-up included), outside the timed
-    call: the one place to report a round without measuring the report.
-    """
-
-    def __init__(self, benchmark, progress: Progress, rounds: int):
-        self._benchmark = benchmark
-        self._progress = progress
-        self._rounds = rounds
-        self._done = 0
-
-    def _setup(self):
-        self._done += 1
-        self._progress.round(self._done, self._rounds)
-
-    def pedantic(self, *args, **kwargs):
-        return self._benchmark.pedantic(*args, setup=self._setup, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._benchmark, name)

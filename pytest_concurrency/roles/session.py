@@ -145,6 +145,9 @@ class MeasuringSession:
         # after every pytest_configure: pytest-benchmark's made its session in one (trylast)
         self.session = session
         measure_with(session.config, self.settings.instrument)
+        # a counted session's table is left out whole (measure_with): its samples are counts
+        if not self.settings.benchmark_table and self.settings.instrument.benchmark_timer() is None:
+            cases_left_out(session.config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session) -> None:
@@ -439,6 +442,38 @@ def measure_with(config, instrument) -> None:
         )
 
     bs.display = display
+
+
+def cases_left_out(config) -> None:
+    """pytest-benchmark's table without the built-in workloads' cases: a row of 12 columns a
+    case (292 columns wide for the suite), where the comparison tables below give each model's
+    figures in 100. A user's own benchmark tests keep their rows, and its regression check
+    (--benchmark-compare-fail) runs as before. --concurrency-benchmark-table shows every row."""
+    bs = getattr(config, "_benchmarksession", None)
+    if bs is None:
+        return
+    display = bs.display
+
+    def display_others(tr) -> None:
+        groups = bs.groups or []
+        kept = [(g, [b for b in benches if not _is_case(b)]) for g, benches in groups]
+        left = sum(len(benches) for _, benches in groups) - sum(len(b) for _, b in kept)
+        bs.groups = [(g, benches) for g, benches in kept if benches]
+        try:
+            display(tr)
+        finally:
+            bs.groups = groups
+        if left:
+            tr.write_line(
+                f"pytest-benchmark's table: {left} workload cases left out "
+                "(--concurrency-benchmark-table)"
+            )
+
+    bs.display = display_others
+
+
+def _is_case(bench: dict) -> bool:
+    return "concurrency_case" in (bench.get("params") or {})
 
 
 def marker_kwarg(node, name: str):

@@ -339,6 +339,7 @@ def request(plan: CasePlan, with_memory: bool = True) -> dict:
         "params": plan.params,
         "rounds": plan.rounds,
         "warmup": plan.warmup,
+        "stop_width": plan.stop_width,
         "with_memory": with_memory,
         "measure": plan.instrument.kind,
         "fork": plan.instrument.fresh_process,

@@ -70,7 +70,13 @@ def serve(spec: str, requests, replies, fork_each: bool = False) -> None:
                 return {"ok": True, "extra": extra}
             instrument = measure.instrument(request.get("measure"))
             plan = CasePlan(
-                spec, workload, params, request["rounds"], request["warmup"], instrument
+                spec,
+                workload,
+                params,
+                request["rounds"],
+                request["warmup"],
+                instrument,
+                stop_width=request.get("stop_width"),
             )
             samples, figures = driver.run_rounds(
                 backend,
