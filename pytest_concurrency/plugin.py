@@ -10,7 +10,8 @@ import pytest
 from . import backends, cases, options, plain_tests, roles, sharding, workloads
 from .backends import scratch, watchdog
 from .exit_codes import Exit
-from .roles.session import MARKER, gate_asked, marker_kwarg, measures
+from .roles import codspeed
+from .roles.session import MARKER, marker_kwarg, measures
 from .settings import Settings, SettingsError, from_config, parse_backends
 
 EARLY_ROLE = pytest.StashKey["roles.Role | None"]()
@@ -25,58 +26,8 @@ def pytest_addoption(parser, pluginmanager):
 def pytest_load_initial_conftests(early_config, parser, args):
     role = early_config.stash[EARLY_ROLE] = roles.given(early_config)
     roles.imports_base_first(role)  # before a conftest or a test module imports the code under test
-    if _gate_measures(early_config.known_args_namespace, role):
-        _accept_codspeed_flag(early_config, parser)
-
-
-# -- --codspeed under a gate ---------------------------------------------------------------------
-# Suites that CodSpeed measures often skip their benchmarks unless "--codspeed" is in sys.argv
-# (FastAPI's tests/benchmarks). Given with a gate's option, --codspeed is left to such checks and
-# the gate measures: pytest-codspeed's measurement is turned off (it would switch pytest-benchmark
-# off), and without pytest-codspeed the flag is accepted and does nothing else.
-CODSPEED_MODULE = "pytest_codspeed.plugin"  # registered by its entry point, or by -p
-
-
-def _codspeed_active(pluginmanager) -> bool:
-    return any(getattr(p, "__name__", "") == CODSPEED_MODULE for p in pluginmanager.get_plugins())
-
-
-def _gate_measures(option, role) -> bool:
-    """Whether a gate measures in this process: a gate's option given, or a process the plugin
-    started (its role: a side, a counted session, a pass)."""
-    return role is not None or gate_asked(option)
-
-
-def _accept_codspeed_flag(early_config, parser) -> None:
-    """``--codspeed`` as a flag of ours, where pytest-codspeed does not add it (not installed, or
-    blocked with ``-p no:codspeed``)."""
-    if _codspeed_active(early_config.pluginmanager):
-        return
-    try:
-        parser.addoption(
-            "--codspeed",
-            action="store_true",
-            default=False,
-            help="pytest-codspeed is not active: accepted beside a gate's option, for suites that "
-            "run their benchmarks only when --codspeed is in sys.argv; the gate measures",
-        )
-    except ValueError:  # another plugin of the process added it already
-        pass
-
-
-def _codspeed_left_to_the_suite(config, role) -> str | None:
-    """With a gate's option, ``--codspeed`` turned off for pytest-codspeed (it reads
-    ``config.option.codspeed`` in its own ``pytest_configure``, after this hook), so that it
-    neither measures nor switches pytest-benchmark off; what to say of it (None: not given)."""
-    if not config.getoption("codspeed", False) or not _gate_measures(config.option, role):
-        return None
-    config.option.codspeed = False
-    if not _codspeed_active(config.pluginmanager):
-        return "--codspeed accepted for the suite's own checks (pytest-codspeed is not active)"
-    return (
-        "--codspeed left to the suite's own checks of the command line: pytest-codspeed does "
-        "not measure in this run, the gate does"
-    )
+    if codspeed.gate_measures(early_config.known_args_namespace, role):
+        codspeed.accept_flag(early_config, parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -84,9 +35,9 @@ def pytest_cmdline_main(config):
     """This process's role decides once what it does; a role that runs other processes instead
     of a session (a launcher, a run against a base) returns the run's exit status here."""
     given = config.stash.get(EARLY_ROLE, None)
-    codspeed = _codspeed_left_to_the_suite(config, given)
-    if codspeed and given is None:
-        print(f"pytest-concurrency: {codspeed}", flush=True)
+    codspeed_said = codspeed.left_to_the_suite(config, given)
+    if codspeed_said and given is None:
+        print(f"pytest-concurrency: {codspeed_said}", flush=True)
     try:
         settings = from_config(config, paired=given is not None and given.kind == roles.SIDE)
     except SettingsError as exc:
