@@ -429,6 +429,37 @@ def test_a_real_slowdown_reproduces_and_still_fails():
     assert all("reproduced by a second session" in v.note for v in result.by_status(REGRESSED))
 
 
+def test_a_change_within_the_gap_of_the_runs_own_two_processes_is_inconclusive_on_one_session():
+    # unchanged FastAPI on a quiet machine: +22.7% in the first process, +10.2% in the second,
+    # against one baseline session: the processes of the same code were as far apart as the change
+    doc = baseline_of(1)
+    first_process = run(2, slower={"gevent": 1.25})
+    first = gate.compare(doc, first_process, meta())
+    suspects = gate.suspects(first)
+    again = {r.key: r for r in run(3, slower={"gevent": 1.10}) if r.key in suspects}
+    result = gate.reproduce(
+        first, gate.compare(doc, gate.faster_sessions(first_process, again), meta()), again
+    )
+    assert not result.failed
+    gevent = [v for v in result.verdicts if v.key in suspects and v.key[2] == "gevent"]
+    assert gevent and all(v.status == INCONCLUSIVE for v in gevent)
+    assert all("two processes of the same code differ by" in v.note for v in gevent)
+    assert all("one baseline session cannot tell" in v.note for v in gevent)
+    # learned drift (3 sessions) keeps the rule out: the threshold already holds the drift
+    three, _ = gate.add_session(
+        baseline.document_from_records(run(4), meta()), baseline_of(1), run(4)
+    )
+    three, _ = gate.add_session(
+        baseline.document_from_records(run(5), meta()), Baseline.of(three), run(5)
+    )
+    doc3 = Baseline.of(three)
+    first = gate.compare(doc3, first_process, meta())
+    result = gate.reproduce(
+        first, gate.compare(doc3, gate.faster_sessions(first_process, again), meta()), again
+    )
+    assert all("two processes of the same code" not in (v.note or "") for v in result.verdicts)
+
+
 def test_the_least_disturbed_calibration_counts():
     from pytest_concurrency.gate import calibrate
 
