@@ -892,3 +892,32 @@ def test_profiles_handed_over_are_read_outside_the_counted_process(tmp_path, mon
         {"other": 2},
     ]
     assert not any(d.exists() for d in dumps)  # read once, then gone
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_a_suites_pytest_timeout_is_stretched_in_the_counted_processes(pytester):
+    """FastAPI 0.165's ``timeout = 20`` stopped its tests counted (30-50x slower): a test must
+    pass counted as it passes at full speed. About 60 s (one counted test, one more layout, started
+    as a process so that both kinds of counted process read the limit)."""
+    pytester.makeini("[pytest]\ntimeout = 4\n")
+    pytester.makepyfile(
+        test_plain="""
+        def work():
+            return sum(i * i for i in range(200_000))  # ~20 ms here, about 1 s a call counted
+
+        def test_plain(benchmark):
+            assert benchmark.pedantic(work, rounds=2) == 2666646666700000
+    """
+    )
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "--concurrency-measure=instructions",
+        "--concurrency-layouts=2",
+        "--concurrency-layouts-from=start",
+        "-p",
+        "timeout",
+        timeout=900,
+    )
+    result.assert_outcomes(passed=1)
+    assert "Timeout" not in result.stdout.str()

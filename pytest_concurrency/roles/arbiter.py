@@ -29,6 +29,7 @@ from ..backends import scratch, watchdog
 from ..gate import undecided, verdict_file
 from ..gate.history import Baseline
 from ..measure import callgrind
+from . import stretched_timeouts
 from .argv import apart, own_coverage_data
 
 #: What the counted run must not inherit from the user's command line (the arbiter sets its own).
@@ -42,7 +43,7 @@ _REPLACED = (
 )
 
 #: How many times a timed session's time a counted run of the same tests may take, for its bound
-COUNTED_SLOWER = 50
+COUNTED_SLOWER = stretched_timeouts.SLOWER
 
 
 class Arbiter:

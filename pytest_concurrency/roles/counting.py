@@ -48,7 +48,7 @@ from ..backends import scratch, watchdog
 from ..exit_codes import Exit
 from ..gate import atomic
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
-from . import crash, forked_layouts
+from . import crash, forked_layouts, stretched_timeouts
 from .argv import apart, own_coverage_data
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
@@ -565,6 +565,11 @@ class KernelPass(_Pass):
 class LayoutPass(_Pass):
     """Counted under valgrind in another layout: the rounds of each test."""
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config) -> None:
+        stretched_timeouts.stretch(config)  # before pytest-timeout reads its limits
+        super().pytest_configure(config)
+
     def pytest_sessionstart(self, session) -> None:
         watchdog.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
         super().pytest_sessionstart(session)
@@ -592,6 +597,11 @@ class Counted(MeasuringSession):
         ended = self.forked.ended if self.forked is not None else _ended
         self.layouts = _BeforeSaving(role, settings.instrument, ended, self.forked)
         config.pluginmanager.register(self.layouts, "pytest-concurrency-layouts")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config) -> None:
+        stretched_timeouts.stretch(config)  # before pytest-timeout reads its limits
+        super().pytest_configure(config)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session) -> None:
