@@ -1,0 +1,280 @@
+"""Issue 65 on real suites: where time cannot decide beside a busy loop, the counts decide.
+
+Each suite is its sdist's tree **with** its source, a git repository of one commit, installed
+editable (pure Python: the compiled parts switched off by the build's own variable) in a venv of
+its own with its test plugins, as a project's CI checkout is: so a stored time baseline's recorded
+commit can be installed again and counted (roles/arbiter.py), and ``git:COMMIT`` is the base of a
+run against it. Its configuration is as published. Sessions, in order:
+
+  save        a timed session saved (``--concurrency-save-baseline``), given ``--saves`` times, on
+              the clean commit (beside ``--busy-saves`` busy loops; default none)
+  aa          judged against them, the code unchanged: must not fail
+  slow        the suite's hot function given ``--iterations`` loop turns a call more in the working
+              tree (uncommitted; CPU-bound): must fail, naming exactly the benchmarks that call it
+              (the suite's ``slowed`` pattern) and no other
+  io          the same function sleeping ``--nap-ms`` a call instead (I/O-bound: the counts cannot
+              see it): its benchmarks must never read "unchanged"; undecided is said first
+  against-aa  ``--concurrency-against=git:CLEAN``, the code unchanged
+  against     the same, with the CPU-bound slowdown in the working tree
+
+The judged sessions run beside ``--busy`` busy loops (killed once the arbiter starts counting: the
+loops are the timed part's load), with ``--concurrency-undecided=exit`` so that an undecided run
+ends 9, not 0. Every session is a line of ``--out`` (JSONL): its exit status, the first line of the
+gate's summary, whether it counted, each benchmark's final status, change and note (from
+``--concurrency-verdicts``), which benchmarks should have regressed, the load, the wall seconds.
+
+    python3 evidence/undecided_suites.py --suites fastapi --work /tmp/u65 --sessions save,save,save,aa,slow
+    python3 evidence/undecided_suites.py --work /tmp/u65 --sessions aa,slow,io,against-aa,against
+
+It needs PyPI (sdists, build backends, the suites' plugins) and valgrind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+# beside this script (python puts its folder first on the import path)
+import codspeed_suite
+import existing_suites
+import real_suites
+
+REPO = real_suites.REPO
+OUT = REPO / "evidence" / "undecided" / "suites.jsonl"
+ARBITER_SAYS = "undecided: counting"  # roles/arbiter.py's line when it counts
+NAP = """
+
+# --- injected by evidence/undecided_suites.py: a wait in one hot function ---
+def _slowed(function):
+    import functools
+    import time
+
+    @functools.wraps(function)
+    def slowed(*args, **kwargs):
+        time.sleep({nap_ms} / 1000)
+        return function(*args, **kwargs)
+
+    return slowed
+
+
+{wrap}
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class FromSource:
+    suite: real_suites.RealSuite  # its release, deps, selection, slowdown and ``slowed`` pattern
+    build_env: dict  # what makes its build pure Python
+    args: tuple = ()  # what its benchmarks need on the command line
+    iterations: int = 0  # the CPU-bound slowdown's loop turns a call (about +10% of a benchmark)
+    select: tuple = ()  # instead of the suite's counted selection
+    slowed: str = ""  # instead of the suite's pattern of the benchmarks the slowdown must regress
+
+
+SUITES = {
+    # its modules skip themselves unless --codspeed is given (docs/existing-suite.md)
+    "fastapi": FromSource(codspeed_suite.SUITE, {}, ("--codspeed",), 1500),
+    # built pure Python, its C implementation's ids fail to import: the pure one's, an insert (slowed)
+    # and a lookup (not)
+    "multidict": FromSource(
+        real_suites.SUITES["multidict"],
+        {"MULTIDICT_NO_EXTENSIONS": "1"},
+        iterations=2,
+        select=(
+            "tests/test_multidict_benchmarks.py",
+            "-k",
+            "(test_multidict_insert_str or test_multidict_getitem_str) and py",
+        ),
+        slowed=r"^test_multidict_insert_str",
+    ),
+    "zeroconf": FromSource(real_suites.SUITES["zeroconf"], {"SKIP_CYTHON": "1"}, (), 600),
+}
+
+
+def sh(cmd: list, log, env=None) -> None:
+    subprocess.run([str(c) for c in cmd], check=True, stdout=log, stderr=log, env=env)
+
+
+def git(run: Path, *args: str) -> str:
+    who = ["-c", "user.name=evidence", "-c", "user.email=evidence@localhost"]
+    done = subprocess.run(["git", *who, "-C", str(run), *args], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"git {' '.join(args)} in {run}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def prepare(s: FromSource, work: Path, log) -> tuple[Path, Path, str]:
+    """The suite's venv, its checkout (the whole sdist, one commit) installed editable, and that
+    commit."""
+    suite = s.suite
+    run = work / f"src-{suite.dist}"
+    if not run.exists():
+        sdists = work / "sdists"
+        sdists.mkdir(parents=True, exist_ok=True)
+        name = f"{suite.dist}-{suite.version}"
+        if not list(sdists.glob(f"{name}.tar.gz")):
+            sh([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
+                suite.dist, f"{suite.dist}=={suite.version}", "-d", sdists], log)  # fmt: skip
+        (tarball,) = sdists.glob(f"{name}.tar.gz")
+        with tarfile.open(tarball) as tar:
+            tar.extractall(sdists, filter="data")
+        shutil.copytree(sdists / name, run)
+        git(run, "init", "-q")
+        git(run, "add", "-A")
+        git(run, "commit", "-q", "-m", name)
+    venv = work / f"venv-src-{suite.dist}"
+    py = venv / "bin" / "python"
+    if not py.exists():
+        uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+        env = {**os.environ, **s.build_env}
+        sh([uv, "venv", "-q", "--seed", "--python", sys.executable, venv], log)
+        reqs = [REPO, *real_suites.BASE_DEPS, *suite.deps]
+        sh([uv, "pip", "install", "-q", "--python", py, *reqs, "-e", run], log, env)
+    return py, run, git(run, "rev-parse", "HEAD")
+
+
+def slowed(s: FromSource, run: Path, how: str, args) -> None:
+    """The working tree's hot function slowed (``cpu``: loop turns; ``io``: a sleep), uncommitted."""
+    git(run, "checkout", "-q", "--", ".")
+    if how == "clean":
+        return
+    module = run / s.suite.slowdown.module
+    if not module.exists():  # a src/ layout
+        module = run / "src" / s.suite.slowdown.module
+    text = (
+        existing_suites.SLOWDOWN.format(
+            iterations=args.iterations or s.iterations, wrap=s.suite.slowdown.wrap
+        )
+        if how == "cpu"
+        else NAP.format(nap_ms=args.nap_ms, wrap=s.suite.slowdown.wrap)
+    )
+    with open(module, "a") as fh:
+        fh.write(text)
+
+
+def session(s: FromSource, py: Path, run: Path, name: str, args: list, busy: int, logs: Path):
+    verdicts = logs / f"{name}.verdicts.json"
+    verdicts.unlink(missing_ok=True)
+    argv = [str(py), "-m", "pytest", "--benchmark-only", "-p", "no:cacheprovider", *s.args, *args]
+    if not any(a.startswith("--concurrency-against") for a in args):
+        argv.append(f"--concurrency-verdicts={verdicts}")
+    argv += s.select or s.suite.count_select
+    env = {**os.environ, **s.build_env, "COLUMNS": "200"}
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    before, started, timed = existing_suites.loadavg(), time.monotonic(), None
+    out_file, err_file = logs / f"{name}.out", logs / f"{name}.err"
+    try:
+        with open(out_file, "w") as out_fh, open(err_file, "w") as err_fh:
+            proc = subprocess.Popen(argv, cwd=run, stdout=out_fh, stderr=err_fh, env=env)
+            while proc.poll() is None:
+                time.sleep(1)
+                if timed is None and ARBITER_SAYS in err_file.read_text(errors="replace"):
+                    timed = time.monotonic() - started
+                    _stop(hogs)
+    finally:
+        _stop(hogs)
+    out, err = out_file.read_text(errors="replace"), err_file.read_text(errors="replace")
+    first = next((x for x in out.splitlines() if x.startswith(("UNDECIDED", "Gate:"))), "")
+    found = {}
+    if verdicts.exists():
+        doc = json.loads(verdicts.read_text())
+        for v in (doc.get("gate") or {}).get("verdicts", []):
+            name = str(v["key"][0]).split("::")[-1]  # a test of the suite's: its name
+            found[name] = {k: v.get(k) for k in ("status", "change", "decided_by", "note")}
+    return {
+        "exit": proc.returncode,
+        "wall_s": round(time.monotonic() - started, 1),
+        "timed_s": round(timed, 1) if timed is not None else None,
+        "busy_loops": busy,
+        "load_before": before,
+        "load_after": existing_suites.loadavg(),
+        "counted": ARBITER_SAYS in err,
+        "first_line": first,
+        "summary": codspeed_suite.summary(out),
+        "regressed": codspeed_suite.regressed(out),
+        "verdicts": found,
+        "command": " ".join(argv[1:]).replace(str(logs) + "/", ""),
+    }
+
+
+def _stop(hogs: list) -> None:
+    for hog in hogs:
+        if hog.poll() is None:
+            hog.kill()
+            hog.wait()
+
+
+def plan(kind: str, base: Path, clean: str) -> tuple[str, list]:
+    """A session kind's working tree (clean, cpu, io) and arguments."""
+    stored = [f"--concurrency-baseline={base}", "--concurrency-undecided=exit"]
+    against = [f"--concurrency-against=git:{clean}", "--concurrency-undecided=exit"]
+    return {
+        "save": ("clean", [f"--concurrency-save-baseline={base}"]),
+        "aa": ("clean", stored),
+        "slow": ("cpu", stored),
+        "io": ("io", stored),
+        "against-aa": ("clean", against),
+        "against": ("cpu", against),
+    }[kind]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suites", default=",".join(SUITES), help=f"of {', '.join(SUITES)}")
+    ap.add_argument("--sessions", default="save,save,save,aa,slow,io,against-aa,against")
+    ap.add_argument("--work", type=Path, required=True, help="venvs, checkouts, baselines, logs")
+    ap.add_argument("--busy", type=int, default=2, help="busy loops beside the judged sessions")
+    ap.add_argument("--busy-saves", type=int, default=0, help="busy loops beside the saves")
+    ap.add_argument("--iterations", type=int, help="the CPU-bound slowdown (default: the suite's)")
+    ap.add_argument("--nap-ms", type=float, default=1.0, help="the I/O-bound slowdown's sleep")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    work = args.work.resolve()
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    plugin = git(REPO, "rev-parse", "--short", "HEAD")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for dist in args.suites.split(","):
+        s = SUITES[dist]
+        with open(logs / f"setup-{dist}.log", "a") as log:
+            py, run, clean = prepare(s, work, log)
+        base = work / f"{dist}-time.json"
+        for n, kind in enumerate(args.sessions.split(",")):
+            tree, extra = plan(kind, base, clean)
+            slowed(s, run, tree, args)
+            busy = args.busy_saves if kind == "save" else args.busy
+            name = f"{dist}-{kind}-{time.strftime('%H%M%S')}-{n}"
+            row = session(s, py, run, name, extra, busy, logs)
+            slowed(s, run, "clean", args)
+            row.update(
+                suite=f"{dist} {s.suite.version}",
+                session=kind,
+                tree=tree,
+                iterations=(args.iterations or s.iterations) if tree == "cpu" else None,
+                nap_ms=args.nap_ms if tree == "io" else None,
+                should_regress=sorted(
+                    k for k in row["verdicts"] if re.search(s.slowed or s.suite.slowed, k)
+                )
+                if tree == "cpu"
+                else [],
+                plugin=plugin,
+                stamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            )
+            with open(args.out, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row) + "\n")
+            print(f"{dist} {kind}: exit {row['exit']}, {row['wall_s']} s, counted {row['counted']}")
+            print(f"   {row['first_line'] or row['summary']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
