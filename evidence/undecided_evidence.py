@@ -107,19 +107,9 @@ def session(root: Path, name: str, args: list[str], busy: int) -> dict:
     argv += [*args, f"--concurrency-report-md={report}"]
     if not any(a.startswith("--concurrency-against") for a in args):
         argv.append(f"--concurrency-verdicts={verdicts}")
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
-    before, started, timed = load(), time.monotonic(), None
+    before, started = load(), time.monotonic()
     out_file, err_file = root / f"{name}.out", root / f"{name}.err"
-    try:
-        with open(out_file, "w") as out_fh, open(err_file, "w") as err_fh:
-            proc = subprocess.Popen(argv, cwd=root, stdout=out_fh, stderr=err_fh, text=True)
-            while proc.poll() is None:
-                time.sleep(1)
-                if timed is None and ARBITER_SAYS in err_file.read_text():
-                    timed = time.monotonic() - started  # the loops were the timed part's load
-                    _stop(hogs)
-    finally:
-        _stop(hogs)
+    code, timed = beside_busy_loops(argv, root, None, busy, out_file, err_file)
     wall = time.monotonic() - started
     out, err = out_file.read_text(), err_file.read_text()
     first = next((line for line in out.splitlines() if line.startswith(("UNDECIDED", "Gate:"))), "")
@@ -140,7 +130,7 @@ def session(root: Path, name: str, args: list[str], busy: int) -> dict:
     return {
         "session": name,
         "busy_loops": busy,
-        "exit": proc.returncode,
+        "exit": code,
         "wall_s": round(wall, 1),
         "timed_s": round(timed if timed is not None else wall, 1),
         "load_before": before,
@@ -149,8 +139,27 @@ def session(root: Path, name: str, args: list[str], busy: int) -> dict:
         "first_line": first,
         "verdicts": found,
         "report_first_rows": report.read_text().splitlines()[2:6] if report.exists() else [],
-        "tail": out.splitlines()[-40:] if proc.returncode not in (0, 1) else [],
+        "tail": out.splitlines()[-40:] if code not in (0, 1) else [],
     }
+
+
+def beside_busy_loops(argv, cwd, env, busy: int, out_file: Path, err_file: Path):
+    """Run ``argv`` beside ``busy`` busy loops, stopped once the arbiter starts counting (they are
+    the timed part's load, not the counts'): its exit status and its timed part's seconds (None:
+    it counted nothing)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    started, timed = time.monotonic(), None
+    try:
+        with open(out_file, "w") as out_fh, open(err_file, "w") as err_fh:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out_fh, stderr=err_fh)
+            while proc.poll() is None:
+                time.sleep(1)
+                if timed is None and ARBITER_SAYS in err_file.read_text(errors="replace"):
+                    timed = time.monotonic() - started
+                    _stop(hogs)
+    finally:
+        _stop(hogs)
+    return proc.returncode, timed
 
 
 def _stop(hogs: list) -> None:

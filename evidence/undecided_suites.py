@@ -47,10 +47,10 @@ from pathlib import Path
 import codspeed_suite
 import existing_suites
 import real_suites
+import undecided_evidence
 
 REPO = real_suites.REPO
 OUT = REPO / "evidence" / "undecided" / "suites.jsonl"
-ARBITER_SAYS = "undecided: counting"  # roles/arbiter.py's line when it counts
 NAP = """
 
 # --- injected by evidence/undecided_suites.py: a wait in one hot function ---
@@ -169,19 +169,9 @@ def session(s: FromSource, py: Path, run: Path, name: str, args: list, busy: int
         argv.append(f"--concurrency-verdicts={verdicts}")
     argv += s.select or s.suite.count_select
     env = {**os.environ, **s.build_env, "COLUMNS": "200"}
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
-    before, started, timed = existing_suites.loadavg(), time.monotonic(), None
+    before, started = existing_suites.loadavg(), time.monotonic()
     out_file, err_file = logs / f"{name}.out", logs / f"{name}.err"
-    try:
-        with open(out_file, "w") as out_fh, open(err_file, "w") as err_fh:
-            proc = subprocess.Popen(argv, cwd=run, stdout=out_fh, stderr=err_fh, env=env)
-            while proc.poll() is None:
-                time.sleep(1)
-                if timed is None and ARBITER_SAYS in err_file.read_text(errors="replace"):
-                    timed = time.monotonic() - started
-                    _stop(hogs)
-    finally:
-        _stop(hogs)
+    code, timed = undecided_evidence.beside_busy_loops(argv, run, env, busy, out_file, err_file)
     out, err = out_file.read_text(errors="replace"), err_file.read_text(errors="replace")
     first = next((x for x in out.splitlines() if x.startswith(("UNDECIDED", "Gate:"))), "")
     found = {}
@@ -191,26 +181,19 @@ def session(s: FromSource, py: Path, run: Path, name: str, args: list, busy: int
             name = str(v["key"][0]).split("::")[-1]  # a test of the suite's: its name
             found[name] = {k: v.get(k) for k in ("status", "change", "decided_by", "note")}
     return {
-        "exit": proc.returncode,
+        "exit": code,
         "wall_s": round(time.monotonic() - started, 1),
         "timed_s": round(timed, 1) if timed is not None else None,
         "busy_loops": busy,
         "load_before": before,
         "load_after": existing_suites.loadavg(),
-        "counted": ARBITER_SAYS in err,
+        "counted": undecided_evidence.ARBITER_SAYS in err,
         "first_line": first,
         "summary": codspeed_suite.summary(out),
         "regressed": codspeed_suite.regressed(out),
         "verdicts": found,
         "command": " ".join(argv[1:]).replace(str(logs) + "/", ""),
     }
-
-
-def _stop(hogs: list) -> None:
-    for hog in hogs:
-        if hog.poll() is None:
-            hog.kill()
-            hog.wait()
 
 
 def plan(kind: str, base: Path, clean: str) -> tuple[str, list]:
