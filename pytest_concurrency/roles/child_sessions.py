@@ -121,9 +121,15 @@ def watched() -> Iterator[Children]:
 
 def run(argv: list[str], *, timeout: float | None = None, depth: int = 0, **start) -> int:
     """One child session, waited for (``Children.start``'s arguments); its exit status. A Ctrl-C
-    stops it and goes on; past ``timeout`` it is stopped and ``subprocess.TimeoutExpired`` raised."""
+    stops it and goes on; past ``timeout`` its group is killed and ``subprocess.TimeoutExpired``
+    raised."""
     with watched() as children:
-        return children.start(argv, depth=depth, **start).wait(timeout)
+        proc = children.start(argv, depth=depth, **start)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            lifetime.kill_group(proc)  # hung: no grace
+            raise
 
 
 def stop(procs: list[tuple[subprocess.Popen, float]]) -> None:
