@@ -613,7 +613,7 @@ def _step_process(command, **popen) -> subprocess.CompletedProcess:
     """A step's command (git in its worktree, the build, pip), its output captured, started and
     stopped as the counted runs are (child_sessions.py: its own group, dying with this process,
     a Ctrl-C forwarded, killed if it has not ended after the grace)."""
-    with child_sessions.watched() as children:
+    with child_sessions.Children() as children:
         proc = children.start(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
         )

@@ -57,6 +57,7 @@ PYPROJECT = (Path(__file__).parent / "data" / "mylib.pyproject.toml").read_text(
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only"]
 SAID = "pytest-concurrency: interrupted"  # the line a pytest parent ends with
+AT_THE_END = f"{SAID} at the session's end: no baseline, report, verdict or rounds written"
 
 
 def _project(root: Path) -> None:
@@ -114,7 +115,7 @@ CASES = {
         [*PYTEST, "--concurrency-baseline=saved.json", "--concurrency-remeasure=every"]
         + ["--concurrency-report-md=r.md", "test_w.py"],
         "r.md",
-        SAID,
+        AT_THE_END,
         False,
         True,
     ),
@@ -122,7 +123,7 @@ CASES = {
         "counted",
         [*PYTEST, "--concurrency-baseline=saved.json", "--concurrency-report-md=r.md", "test_w.py"],
         "r.md",
-        SAID,
+        AT_THE_END,
         True,
         True,
     ),
@@ -143,9 +144,10 @@ CASES = {
     "role",
     [
         # ~6 s here: a save, then the judged session's second process stopped
-        "remeasure",
-        # ~8 s here: a bisection's start, its first step stopped
-        "bisection",
+        pytest.param("remeasure", marks=[pytest.mark.slow, pytest.mark.essential]),
+        # ~8 s here: a bisection's start, its first step stopped (test_shards.py stops one in the
+        # fast tier: its line, its worktree)
+        pytest.param("bisection", marks=pytest.mark.slow),
         # ~25 s here: the base installed (pip), both sides started, then stopped
         pytest.param("against", marks=pytest.mark.slow),
         # ~20 s here: a probe, then the counted session stopped under valgrind

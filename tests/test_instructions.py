@@ -529,6 +529,8 @@ def test_a_counted_session_runs_without_the_projects_faulthandler_timer(tmp_path
     started = []
 
     class Proc:
+        returncode = 0
+
         def __init__(self, argv, **kw):
             started.append(argv)
 

@@ -235,35 +235,22 @@ def _run_pair(
         )
     sides.same_size(launches)
     procs = {}
-    try:
-        with child_sessions.watched() as children:
-            try:
-                for side, log in (
-                    (lockstep.A, pair.log),
-                    (lockstep.B, None if only is None else directory / "head-side.log"),
-                ):
-                    argv, side_env = launches[side]
-                    # both sides alike: one address layout (a layout is one more difference
-                    # between two processes), a Ctrl-C taken once their sessions started
-                    procs[side] = children.start(
-                        argv,
-                        cwd=run.root,
-                        env=side_env,
-                        log=log,
-                        quiet_start=True,
-                        same_layout=True,
-                    )
-                    threading.Thread(
-                        target=_leave_on_exit, args=(coordinator, side, procs[side]), daemon=True
-                    ).start()
-                pair.codes = _wait(procs)
-            except KeyboardInterrupt:
-                children.stop()
-                head = procs.get(lockstep.B)
-                if only is None and head and head.returncode == Exit.INTERRUPTED:
-                    # the head's session (the run's output) said where
-                    raise SystemExit(Exit.INTERRUPTED) from None
-                raise
+    try:  # a Ctrl-C: the head's session (the run's output, in the first pair) says where
+        with child_sessions.Children() as children:
+            for side, log in (
+                (lockstep.A, pair.log),
+                (lockstep.B, None if only is None else directory / "head-side.log"),
+            ):
+                argv, side_env = launches[side]
+                # both sides alike: one address layout (a layout is one more difference between
+                # two processes), a Ctrl-C taken once their sessions started
+                procs[side] = children.start(
+                    argv, cwd=run.root, env=side_env, log=log, quiet_start=True, same_layout=True
+                )
+                threading.Thread(
+                    target=_leave_on_exit, args=(coordinator, side, procs[side]), daemon=True
+                ).start()
+            pair.codes = _wait(procs)
     finally:
         coordinator.close()
     pair.errors = list(coordinator.stalled)

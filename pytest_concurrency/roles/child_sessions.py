@@ -10,10 +10,10 @@ or on this terminal.
 
 One Ctrl-C policy, for all of them (``Children``): a Ctrl-C at the terminal reaches this process
 alone (a SIGTERM while it waits is taken as one); it forwards one SIGINT to each child still
-running, which ends as an interrupted pytest session does (its summary, its line, nothing written,
-status 2), kills the group of any child not ended ``lifetime.INTERRUPT_GRACE_S`` later (saying so
-in one line), and the KeyboardInterrupt goes on to the caller, whose line says what was not
-written. A child that runs child sessions itself gets their grace on top of its own (``depth``).
+running, which ends as an interrupted pytest session does (its line, nothing written, status 2),
+kills the group of any child not ended ``lifetime.INTERRUPT_GRACE_S`` later (saying so once), and
+the KeyboardInterrupt goes on to the caller, whose line says what was not written. A child that
+runs child sessions itself gets their grace on top of its own (``depth``).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from .. import lifetime
+from ..exit_codes import Exit
 from ..measure import layouts
 
 
@@ -46,13 +47,15 @@ _RUN_PYTEST = "import runpy\nrunpy.run_module('pytest', run_name='__main__', alt
 
 
 class Children:
-    """The child sessions started in a ``with`` block, stopped by the one policy when it ends by an
-    exception (a Ctrl-C, a SIGTERM, a timeout); any still running when it ends otherwise are stopped
-    the same way."""
+    """The child sessions started in a ``with`` block (a SIGTERM in it taken as a Ctrl-C, unless
+    this process handles SIGTERM itself: a bisection does). Those still running when it ends are
+    stopped by the one policy (``stop``); after a Ctrl-C, a child on this terminal that ended as
+    interrupted has said where, and this process exits 2 without a line of its own."""
 
     def __init__(self) -> None:
-        self.procs: list[tuple[subprocess.Popen, float]] = []  # each with its grace
+        self.procs: list[tuple[subprocess.Popen, float, bool]] = []  # grace, on this terminal
         self._logs = contextlib.ExitStack()
+        self._took_sigterm = False
 
     def start(
         self,
@@ -71,7 +74,7 @@ class Children:
         (None: this terminal, or ``popen``'s pipes). ``fds``: handed to the child alone (closed
         here once it started); ``quiet_start``: it ignores Ctrl-C until its session has started
         (``lifetime.take_ctrl_c``); ``same_layout``: no address-space randomization; ``depth``:
-        how many levels of child sessions it runs itself."""
+        how many levels of child sessions it runs itself, each with its grace."""
         out = self._logs.enter_context(open(log, "wb")) if log is not None else None
 
         def also() -> None:  # after the death signal, in the child
@@ -94,14 +97,19 @@ class Children:
         )
         for fd in fds:  # the child's alone now: a lock it holds ends with it
             os.close(fd)
-        self.procs.append((proc, lifetime.INTERRUPT_GRACE_S * (1 + depth)))
+        terminal = out is None and "stdout" not in popen
+        self.procs.append((proc, lifetime.INTERRUPT_GRACE_S * (1 + depth), terminal))
         return proc
 
     def stop(self) -> None:
         """Those still running, stopped by the one policy (``stop``)."""
-        stop([(proc, grace) for proc, grace in self.procs if proc.poll() is None])
+        stop([(proc, grace) for proc, grace, _ in self.procs if proc.poll() is None])
 
     def __enter__(self) -> Children:
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+            self._took_sigterm = True
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
@@ -109,26 +117,23 @@ class Children:
             self.stop()
         finally:
             self._logs.close()
+            if self._took_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        said = any(on and p.returncode == Exit.INTERRUPTED for p, _, on in self.procs)
+        if kind is KeyboardInterrupt and said:
+            raise SystemExit(Exit.INTERRUPTED) from None
 
 
-@contextlib.contextmanager
-def watched() -> Iterator[Children]:
-    """``Children`` for a ``with`` block, a SIGTERM in it taken as a Ctrl-C (unless this process
-    handles SIGTERM itself: a bisection does)."""
-    with Children() as children, _sigterm_as_ctrl_c():
-        yield children
-
-
-def run(argv: list[str], *, timeout: float | None = None, depth: int = 0, **start) -> int:
+def run(argv: list[str], *, timeout: float | None = None, **start) -> int:
     """One child session, waited for (``Children.start``'s arguments); its exit status. A Ctrl-C
-    stops it and goes on; past ``timeout`` its group is killed and ``subprocess.TimeoutExpired``
-    raised."""
-    with watched() as children:
-        proc = children.start(argv, depth=depth, **start)
+    stops it and goes on; past ``timeout`` its group is killed (hung: no grace) and
+    ``subprocess.TimeoutExpired`` raised."""
+    with Children() as children:
+        proc = children.start(argv, **start)
         try:
             return proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            lifetime.kill_group(proc)  # hung: no grace
+            lifetime.kill_group(proc)
             raise
 
 
@@ -155,23 +160,6 @@ def stop(procs: list[tuple[subprocess.Popen, float]]) -> None:
             file=sys.stderr,
             flush=True,
         )
-
-
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    import threading
-
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-    ):
-        yield
-        return
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def tail(text: str, lines: int = 20, sep: str = "\n") -> str:

@@ -95,20 +95,10 @@ def _launches(args: list, files: dict, site: Path, junit: dict) -> dict[str, tup
 
 
 def _side(argv: list, env: dict, root: Path, log_dir: Path | None) -> int:
-    """One side's counted run (it saves its counts itself); the base's output goes to a log."""
-    with child_sessions.watched() as children:
-        # a counted run: its own counted sessions get their grace first (depth)
-        proc = children.start(
-            argv, cwd=root, env=env, log=log_dir and log_dir / "base-side.log", depth=1
-        )
-        try:
-            return proc.wait()
-        except KeyboardInterrupt:
-            children.stop()
-            if log_dir is None and proc.returncode == Exit.INTERRUPTED:
-                # the head (the run's output) said where
-                raise SystemExit(Exit.INTERRUPTED) from None
-            raise
+    """One side's counted run (it saves its counts itself); the base's output goes to a log, the
+    head's is the run's (after a Ctrl-C, it says where). Its counted sessions get their grace."""
+    log = log_dir and log_dir / "base-side.log"
+    return child_sessions.run(argv, cwd=root, env=env, log=log, depth=1)
 
 
 def _sides_line(base_meta: dict, head_meta: dict) -> str:

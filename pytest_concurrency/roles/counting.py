@@ -297,7 +297,7 @@ def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
     dying with this process, ignoring a Ctrl-C until its session started). Their exit statuses;
     None after a Ctrl-C, forwarded to each, once all have ended."""
     callgrind.prepare()
-    with contextlib.ExitStack() as directories, child_sessions.watched() as children:
+    with contextlib.ExitStack() as directories, child_sessions.Children() as children:
         running = []
         for args, added, log, fds, layout in commands:
             directory = directories.enter_context(
