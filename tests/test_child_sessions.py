@@ -139,23 +139,26 @@ CASES = {
 }
 
 
+#: Each case's cost, measured on 2 cores at a load of 22-40 (other jobs running): its process tree's
+#: CPU seconds (user + sys, ``/usr/bin/time`` around pytest running the one case) and its time by
+#: the clock; the last two by the clock alone, run side by side at a load of 20-30.
 @pytest.mark.once
 @pytest.mark.parametrize(
     "role",
     [
-        # ~6 s here: a save, then the judged session's second process stopped
+        # 20 CPU s, 79 s: a save, then the judged session's second process stopped
         pytest.param("remeasure", marks=[pytest.mark.slow, pytest.mark.essential]),
-        # ~8 s here: a bisection's start, its first step stopped (test_shards.py stops one in the
-        # fast tier: its line, its worktree)
+        # 9 CPU s, 27 s: a bisection's start, its first step stopped (test_shards.py stops one in
+        # the fast tier's once env: its line, its worktree)
         pytest.param("bisection", marks=pytest.mark.slow),
-        # ~25 s here: the base installed (pip), both sides started, then stopped
+        # 22 CPU s, 63 s: the base installed (pip), both sides started, then stopped
         pytest.param("against", marks=pytest.mark.slow),
-        # ~20 s here: a probe, then the counted session stopped under valgrind
+        # 35 CPU s, 155 s: a probe, then the counted session stopped under valgrind
         pytest.param("counting", marks=pytest.mark.slow),
-        # ~40 s here: the base installed, its counted run's counted session stopped
+        # 217 s: the base installed, its counted run's counted session stopped
         pytest.param("counted_against", marks=pytest.mark.slow),
-        # ~60 s here: a save; a judged session whose suspect a second process did not confirm;
-        # the base commit installed, its counted session stopped
+        # 298 s: a save; a judged session whose suspect a second process did not confirm; the
+        # base commit installed, its counted session stopped
         pytest.param("arbiter", marks=pytest.mark.slow),
     ],
 )
