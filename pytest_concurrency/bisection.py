@@ -46,14 +46,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .backends import watchdog
 from .exit_codes import NOT_RUN, Exit
+from .roles import child_sessions
 
 _TAIL = 6  # lines of a skipped step's output shown
 #: A bisection's own directory in TMPDIR: the prefix, then its process's id (``work_dir``)
 PREFIX = "pytest-concurrency-bisect-"
 OWNER = ".owner"  # in it: a file its process holds locked (``flock``) for as long as it runs
-END_S = 5.0  # an interrupted step's processes' time to end on SIGTERM before they are killed
 
 
 class BisectError(Exception):
@@ -321,24 +320,26 @@ class Search:
             if good
             else [f"--concurrency-baseline={self.baseline}"]
         )
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *self.args,
-            f"--concurrency-measure={self.measure}",
-            "-p",
-            "no:cacheprovider",
-            f"--concurrency-verdicts={out}",
-            *extra,
-        ]
-        done = _step_process(command, cwd=cwd, env=env)
-        output = done.stdout + done.stderr
-        if not os.path.exists(out) or done.returncode in NOT_RUN:
+        command = child_sessions.command(
+            [
+                *self.args,
+                f"--concurrency-measure={self.measure}",
+                "-p",
+                "no:cacheprovider",
+                f"--concurrency-verdicts={out}",
+                *extra,
+            ]
+        )
+        log = os.path.join(self.work, f"step-{i}.log")
+        # a counted run, whose own counted sessions get their grace first (depth)
+        code = child_sessions.run(command, cwd=cwd, env=env, log=log, depth=1)
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            output = fh.read()
+        if not os.path.exists(out) or code in NOT_RUN:
             return Step(
                 i,
                 "skipped",
-                why=f"did not collect or run (pytest exit {done.returncode}): {_tail(output)}",
+                why=f"did not collect or run (pytest exit {code}): {_tail(output)}",
             )
         v = verdict_file.read(out)
         if good:
@@ -609,34 +610,15 @@ def _uninterrupted():
 
 
 def _step_process(command, **popen) -> subprocess.CompletedProcess:
-    """A step's command (git in its worktree, the build, pip, the counted pytest run), its output
-    captured: in a process group of its own that gets SIGTERM when this process ends, even by
-    SIGKILL (PDEATHSIG); interrupted, the group gets SIGTERM, then SIGKILL after ``END_S``."""
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # a Ctrl-C at the terminal is this process's to pass on
-        preexec_fn=watchdog.with_parent(signal.SIGTERM),
-        **popen,
-    ) as proc:
-        try:
-            out, err = proc.communicate()
-        except BaseException:
-            _end_group(proc)
-            raise
+    """A step's command (git in its worktree, the build, pip), its output captured, started and
+    stopped as the counted runs are (child_sessions.py: its own group, dying with this process,
+    a Ctrl-C forwarded, killed if it has not ended after the grace)."""
+    with child_sessions.Children() as children:
+        proc = children.start(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+        )
+        out, err = proc.communicate()
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
-
-
-def _end_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)  # a pytest session ends as interrupted, writing nothing
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(END_S)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # and whatever it left in its group
-    proc.wait()
 
 
 def work_dir() -> tuple[str, int]:
@@ -799,5 +781,4 @@ def _with_path(paths: list[str]) -> dict:
 
 
 def _tail(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return " | ".join(lines[-_TAIL:])[-600:]
+    return child_sessions.tail(text, _TAIL, " | ")[-600:]

@@ -566,7 +566,7 @@ def test_the_first_pair_runs_both_sides_with_command_lines_of_one_shape():
 def test_both_sides_start_with_their_stacks_at_one_address():
     # the head has the user's command line, the base a shorter one and other variables: with the
     # address layout fixed, their stacks would start apart (~0.1 s: four short processes)
-    from pytest_concurrency.backends import watchdog
+    from pytest_concurrency import lifetime
 
     launches = {
         lockstep.A: (
@@ -588,7 +588,7 @@ def test_both_sides_start_with_their_stacks_at_one_address():
                 capture_output=True,
                 text=True,
                 check=True,
-                preexec_fn=watchdog.no_address_randomization,
+                preexec_fn=lifetime.no_address_randomization,
             ).stdout
             for argv, env in launches.values()
         }

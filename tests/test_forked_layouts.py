@@ -86,7 +86,7 @@ def test_a_forked_layout_moves_the_heap_by_its_number():
         assert layouts.forked_to() == 2
         assert len(layouts._kept[-1]) == 2 * layouts.PAD_OBJECTS
         # the same objects a started layout allocates before pytest is imported
-        assert f"range({2 * layouts.PAD_OBJECTS})" in layouts.pytest_argv(2)[1]
+        assert f"range({2 * layouts.PAD_OBJECTS})" in layouts.padding(2)
     finally:
         del layouts._kept[before:]
         layouts._current = 0

@@ -19,7 +19,7 @@ from pytest_concurrency.gate import stats
 from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import callgrind, client_request, memory, profile
 from pytest_concurrency.measure.records import Record
-from pytest_concurrency.roles import counting
+from pytest_concurrency.roles import child_sessions, counting
 
 needs_valgrind = needs("valgrind", callgrind.unavailable_reason())
 
@@ -529,21 +529,21 @@ def test_a_counted_session_runs_without_the_projects_faulthandler_timer(tmp_path
     started = []
 
     class Proc:
+        returncode = 0
+
         def __init__(self, argv, **kw):
             started.append(argv)
 
         def wait(self, timeout=None):
             return 0
 
+        poll = wait
+
     monkeypatch.setattr(callgrind, "prepare", lambda: None)
-    monkeypatch.setattr(counting.subprocess, "Popen", Proc)
+    monkeypatch.setattr(child_sessions.subprocess, "Popen", Proc)
     monkeypatch.setattr(counting.scratch, "directory", lambda: str(tmp_path))
     codes = counting.run_sessions(
-        [
-            counting.Command(
-                ["-m", "pytest", "-o", "faulthandler_timeout=30", "test_x.py"], {}, None
-            )
-        ],
+        [counting.Command(["-o", "faulthandler_timeout=30", "test_x.py"], {}, None)],
         str(tmp_path),
     )
     assert codes == [0]

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import needs
 
+from pytest_concurrency import lifetime
 from pytest_concurrency.backends import scratch
 from pytest_concurrency.measure import callgrind
-from pytest_concurrency.roles import counting
+from pytest_concurrency.roles import child_sessions
 from pytest_concurrency.runner import isolate, lockstep
 
 MARKER = "PYTEST_CONCURRENCY_TEST_MARKER"
@@ -226,8 +227,8 @@ def test_any_session_sweeps_what_killed_sessions_left_in_tmpdir(pytester, monkey
 def test_a_relaunched_counted_session_takes_ctrl_c_only_once_started():
     """~0.5 s: under valgrind, Python's start-up takes 10-20 s, and a Ctrl-C in it was a traceback."""
     code = (
-        "import signal; from pytest_concurrency.backends import watchdog; "
-        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); watchdog.take_ctrl_c(); "
+        "import signal; from pytest_concurrency import lifetime; "
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN); lifetime.take_ctrl_c(); "
         "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     )
     done = subprocess.run(
@@ -235,7 +236,9 @@ def test_a_relaunched_counted_session_takes_ctrl_c_only_once_started():
         capture_output=True,
         text=True,
         check=True,
-        preexec_fn=counting._counted_child(),
+        preexec_fn=lifetime.with_parent(
+            also=lifetime.ctrl_c_ignored
+        ),  # as child_sessions starts it
     )
     assert done.stdout.split() == ["True", "True"]
 
@@ -358,73 +361,6 @@ def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(
     assert _ours(marker) == [], "a layout pass outlived the interrupted launcher"
 
 
-#: A test that waits in the second process its suspect is measured again in (the first process
-#: to run it makes the file ``FIRST``; a later one says it started, then waits for its Ctrl-C).
-WAITS_WHEN_AGAIN = """
-import os, time
-
-
-def test_w(benchmark):
-    try:
-        os.close(os.open(os.environ["FIRST"], os.O_CREAT | os.O_EXCL))
-    except FileExistsError:
-        with open(os.environ["AGAIN_STARTED"], "w") as fh:
-            fh.write(str(os.getpid()))
-        time.sleep(120)
-    benchmark(sum, range(10))
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.essential
-@pytest.mark.once
-def test_ctrl_c_while_suspects_run_again_writes_nothing_and_ends_their_process(pytester):
-    """~6 s: a save, then a judged session stopped in its second process."""
-    pytester.makepyfile(test_w=WAITS_WHEN_AGAIN)
-    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only"]
-    args.append("--benchmark-max-time=0.05")
-    env = {
-        **os.environ,
-        "FIRST": str(pytester.path / "first"),
-        "AGAIN_STARTED": str(pytester.path / "again"),
-    }
-    saved = subprocess.run(
-        [*args, "--concurrency-save-baseline=b.json"], cwd=pytester.path, env=env, timeout=120
-    )
-    assert saved.returncode == 0
-    (pytester.path / "first").unlink()
-    judged = subprocess.Popen(
-        [
-            *args,
-            "--concurrency-baseline=b.json",
-            "--concurrency-remeasure=every",
-            "--concurrency-report-md=r.md",
-        ],
-        cwd=pytester.path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # as in a terminal: a background job ignores it
-    try:
-        deadline = time.monotonic() + 120
-        while not (pytester.path / "again").exists():
-            assert time.monotonic() < deadline and judged.poll() is None, judged.stdout.read()
-            time.sleep(0.1)
-        again = int((pytester.path / "again").read_text())
-        judged.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches the session
-        out, _ = judged.communicate(timeout=60)
-    finally:
-        if judged.poll() is None:
-            judged.kill()
-    assert judged.returncode == pytest.ExitCode.INTERRUPTED, out
-    assert "interrupted at the session's end: no baseline, report, verdict or rounds written" in out
-    assert "Traceback" not in out and not (pytester.path / "r.md").exists()
-    with pytest.raises(ProcessLookupError):  # the second process ended with the session
-        os.kill(again, 0)
-
-
 # -- Ctrl-C at every moment of a session: one line, pytest's status 2, no traceback ------------------
 
 #: A conftest that sends this process a Ctrl-C at one moment of its session (PATCHED: a function of
@@ -512,7 +448,7 @@ def test_a_ctrl_c_at_start_up_or_at_the_end_is_one_line_and_status_2(
 
 
 @pytest.mark.once
-def test_counted_processes_killed_after_a_ctrl_c_are_one_line(capsys):
+def test_child_sessions_killed_after_a_ctrl_c_are_one_line(capsys):
     """~1 s: each counted process that had not ended (under valgrind, a start-up ignores Ctrl-C)
     once said the same line."""
     ignoring = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)"
@@ -520,13 +456,11 @@ def test_counted_processes_killed_after_a_ctrl_c_are_one_line(capsys):
         subprocess.Popen([sys.executable, "-c", ignoring], start_new_session=True) for _ in range(3)
     ]
     time.sleep(0.5)  # each has started ignoring it (Python's start-up here is ~20 ms)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(counting, "INTERRUPT_GRACE_S", 0.5)
-        counting._stop(procs)
+    child_sessions.stop([(proc, 0.5) for proc in procs])
     err = capsys.readouterr().err
     assert all(proc.returncode == -signal.SIGKILL for proc in procs)
     assert err.count("pytest-concurrency: interrupted") == 1, err
-    assert "3 counted processes under valgrind had not ended" in err, err
+    assert "3 child sessions had not ended" in err, err
 
 
 PROBE_CTRL_C = """

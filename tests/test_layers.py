@@ -22,10 +22,12 @@ PACKAGE = Path(pytest_concurrency.__file__).parent
 
 #: Lowest first. A top-level module (plugin, cases, plain_tests, options, settings, session_end,
 #: __main__) is glue: layer 7, as are the role objects (roles/) that implement the plugin's hooks.
-#: exit_codes imports nothing of the package: every layer may name an exit status.
+#: exit_codes and lifetime import nothing of the package: every layer may name an exit status, and
+#: start a child process that dies with its parent.
 GLUE = 7
 LAYERS = {
     "exit_codes": 0,
+    "lifetime": 0,
     "backends": 1,
     "workloads": 2,
     "measure": 3,
@@ -134,6 +136,7 @@ def test_the_top_level_holds_only_the_glue_and_the_exit_statuses():
         "bisection.py",
         "cases.py",
         "exit_codes.py",
+        "lifetime.py",
         "options.py",
         "outputs.py",
         "plain_tests.py",

@@ -407,61 +407,6 @@ def bound_run(backend, seconds: float | None, what: str, on_timeout=None) -> Non
     backend.run = run
 
 
-#: libc's functions a child calls between fork and exec, looked up here: in a child forked from a
-#: process with threads, looking one up could wait forever on a lock a vanished thread held.
-_PRCTL = _PERSONALITY = None
-if sys.platform.startswith("linux"):
-    import ctypes
-
-    _LIBC = ctypes.CDLL(None)
-    _PRCTL, _PERSONALITY = _LIBC.prctl, _LIBC.personality
-
-
-def how_it_ended(code: int | None) -> str:
-    """A child's exit code (``Popen.returncode``, ``os.waitstatus_to_exitcode``) in words."""
-    if code is None or code >= 0:
-        return f"exit status {code}"
-    try:
-        return f"killed by signal {-code} ({signal.Signals(-code).name})"
-    except ValueError:
-        return f"killed by signal {-code}"
-
-
-def with_parent(
-    sig: int = signal.SIGKILL, also: Callable[[], object] | None = None
-) -> Callable[[], None]:
-    """A ``preexec_fn``: the child gets ``sig`` when the thread that started it ends, even by
-    ``kill -9`` of this process (PR_SET_PDEATHSIG, Linux), and exits at once if this process died
-    before that; then ``also``. A ``kill -9`` of a run so leaves nothing running on, nor writing
-    results afterwards."""
-    parent = os.getpid()
-
-    def preexec() -> None:
-        if _PRCTL is not None:
-            _PRCTL(1, sig)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
-            os._exit(1)
-        if also is not None:
-            also()
-
-    return preexec
-
-
-def ctrl_c_ignored() -> None:
-    """In a ``preexec_fn`` of a pytest session its launcher forwards a Ctrl-C to: the child ignores
-    one until its session has started (``take_ctrl_c``). Python's start-up and pytest's take seconds
-    (tens under valgrind), and an interrupt in them is a traceback of whatever import it hit; the
-    launcher kills a child that has not ended soon after it forwarded the Ctrl-C."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def take_ctrl_c() -> None:
-    """In such a session, once pytest's session has started: Ctrl-C ends it, with pytest's summary
-    and the plugin's line."""
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
 class StopFlag:
     """Set by the first SIGINT or SIGTERM after ``arm()``, which then goes on to the handler that
     was there (Python's, a KeyboardInterrupt). pytest's exit status alone misses a second Ctrl-C
@@ -536,9 +481,3 @@ def ctrl_c_after():
         signal.signal(signal.SIGINT, previous)
     if caught and callable(previous):
         previous(*caught[0])  # Python's own: KeyboardInterrupt
-
-
-def no_address_randomization() -> None:
-    """In a ``preexec_fn``: the child's address layout is the same in every run (Linux)."""
-    if _PERSONALITY is not None:
-        _PERSONALITY(0x0040000)  # ADDR_NO_RANDOMIZE

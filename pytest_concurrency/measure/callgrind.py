@@ -32,7 +32,8 @@ import shutil
 import subprocess
 import sys
 
-from ..backends import child_env, scratch, watchdog
+from .. import lifetime
+from ..backends import child_env, scratch
 from ..exit_codes import Exit
 from ..workloads import _live_memory
 from . import (
@@ -485,7 +486,7 @@ class Callgrind(Instrument):
             input=json.dumps(paths),
             capture_output=True,
             text=True,
-            preexec_fn=watchdog.with_parent(),
+            preexec_fn=lifetime.with_parent(),
         )
         read = json.loads(done.stdout) if done.returncode == Exit.OK else {}
         for extra in extras:

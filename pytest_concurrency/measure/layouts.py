@@ -10,7 +10,7 @@ code a test runs has no layout of its own. Counting it in several layouts and ta
 
 Layout 0 is the process as started. Layout N first allocates ``N * PAD_OBJECTS`` small objects of
 mixed sizes, kept alive: either in a process of its own before pytest, the plugins and the code
-under test are imported (``pytest_argv``), or in a process forked from the counted session after
+under test are imported (``padding``), or in a process forked from the counted session after
 its collection, before its first round (``pad``): there everything the tests allocate lands
 elsewhere, while the start-up's objects stay where the counted session has them.
 """
@@ -22,15 +22,10 @@ from __future__ import annotations
 PAD_OBJECTS = 101
 
 
-def pytest_argv(layout: int) -> list[str]:
-    """The interpreter's arguments that run pytest in ``layout`` (its own arguments follow)."""
-    if layout == 0:
-        return ["-m", "pytest"]
-    return [
-        "-c",
-        f"_pad = [str(k) * (1 + k % 14) for k in range({layout * PAD_OBJECTS})]\n"
-        "import runpy\nrunpy.run_module('pytest', run_name='__main__', alter_sys=True)",
-    ]
+def padding(layout: int) -> str:
+    """Python that moves a fresh process to ``layout`` before it imports anything (the launcher's
+    ``child_sessions.command`` runs pytest after it)."""
+    return f"_pad = [str(k) * (1 + k % 14) for k in range({layout * PAD_OBJECTS})]"
 
 
 _kept: list = []  # the objects ``pad`` allocated: alive as long as the process

@@ -13,13 +13,13 @@ import contextlib
 import json
 import os
 import selectors
-import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 
-from ..backends import toolchains, watchdog
+from .. import lifetime
+from ..backends import toolchains
 from ..measure import usage as machine
 from ..measure.driver import figures
 from ..measure.plan import CasePlan
@@ -157,7 +157,7 @@ def _messages(cmd: list[str], timeout: float | None):
                     or "(no output on stderr)"
                 )
                 raise NativeFailure(
-                    f"`{' '.join(cmd)}` ended ({watchdog.how_it_ended(code)}) before it finished; "
+                    f"`{' '.join(cmd)}` ended ({lifetime.how_it_ended(code)}) before it finished; "
                     f"its stderr:\n{text}"
                 )
         finally:
@@ -182,11 +182,6 @@ def _lines(proc: subprocess.Popen, timeout: float | None):
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its own group: nothing it started survives
-        except ProcessLookupError:
-            pass
-    proc.wait()
+    lifetime.kill_group(proc)  # its own group: nothing it started survives
     if proc.stdout is not None:
         proc.stdout.close()

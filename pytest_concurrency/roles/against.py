@@ -23,7 +23,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -31,12 +30,12 @@ from pathlib import Path
 
 import pytest
 
-from ..backends import watchdog
+from .. import lifetime
 from ..exit_codes import NOT_RUN, Exit
 from ..gate import atomic, paired
 from ..measure import records
 from ..runner import lockstep, sides
-from . import crash
+from . import child_sessions, crash
 from .arbiter import Arbiter
 from .argv import head_only_removed, own_coverage_data
 from .role import AGAINST_INTERRUPTED, SIDE, Role
@@ -44,7 +43,6 @@ from .session import MeasuringSession, only_these
 
 MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
 MIN_ROUND_S = 0.002  # a round's time, at least (pytest-benchmark's --benchmark-min-time)
-INTERRUPT_GRACE_S = 10.0
 #: The head's session ended so, and said why: there is nothing to judge, nor to run again.
 HEAD_SAID_WHY = (Exit.INTERRUPTED, Exit.USAGE_ERROR, Exit.NO_TESTS_COLLECTED)
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
@@ -228,7 +226,7 @@ def _run_pair(
         # directory: its files and the user's session's must not be combined into each other
         own = side == lockstep.A or only is not None
         launches[side] = (
-            [sys.executable, "-m", "pytest", *argv, *role.argv()],
+            child_sessions.command([*argv, *role.argv()]),
             {
                 **env,
                 "PYTHONPATH": _prepend(path, env.get("PYTHONPATH")),
@@ -237,39 +235,23 @@ def _run_pair(
         )
     sides.same_size(launches)
     procs = {}
-    try:
-        with open(pair.log, "wb") as base_log, open(directory / "head-side.log", "wb") as head_log:
-            for side, out in (
-                (lockstep.A, base_log),
-                (lockstep.B, None if only is None else head_log),
+    try:  # a Ctrl-C: the head's session (the run's output, in the first pair) says where
+        with child_sessions.Children() as children:
+            for side, log in (
+                (lockstep.A, pair.log),
+                (lockstep.B, None if only is None else directory / "head-side.log"),
             ):
                 argv, side_env = launches[side]
-                # a session of its own: a Ctrl-C reaches it once, forwarded from here (_stop)
-                procs[side] = subprocess.Popen(
-                    argv,
-                    cwd=str(run.root),
-                    env=side_env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    start_new_session=True,
-                    stderr=subprocess.STDOUT if out else None,
-                    # both sides alike: one address layout (a layout is one more
-                    # difference between two processes), and killed with the run
-                    preexec_fn=watchdog.with_parent(also=_side_child),
+                # both sides alike: one address layout (a layout is one more difference between
+                # two processes), a Ctrl-C taken once their sessions started
+                procs[side] = children.start(
+                    argv, cwd=run.root, env=side_env, log=log, quiet_start=True, same_layout=True
                 )
                 threading.Thread(
                     target=_leave_on_exit, args=(coordinator, side, procs[side]), daemon=True
                 ).start()
             pair.codes = _wait(procs)
-    except KeyboardInterrupt:
-        _stop(procs)
-        head = procs.get(lockstep.B)
-        if only is None and head and head.returncode == Exit.INTERRUPTED:
-            # the head's session (the run's output) said where
-            raise SystemExit(Exit.INTERRUPTED) from None
-        raise
     finally:
-        _stop(procs)
         coordinator.close()
     pair.errors = list(coordinator.stalled)
     if pair.codes[lockstep.A] is None:
@@ -278,13 +260,6 @@ def _run_pair(
         )
     pair.read()
     return pair
-
-
-def _side_child() -> None:
-    """A side's ``preexec_fn`` (after the death signal): one address layout for both sides (a
-    layout is one more difference between two processes), a Ctrl-C only once its session started."""
-    watchdog.no_address_randomization()
-    watchdog.ctrl_c_ignored()
 
 
 def users_cache_dir(config) -> str:
@@ -381,18 +356,6 @@ def _leave_on_exit(coordinator, side: str, proc) -> None:
     coordinator.leave(side)  # never connected, or gone: the other side runs on alone
 
 
-def _stop(procs: dict) -> None:
-    for proc in procs.values():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    for proc in procs.values():
-        try:
-            proc.wait(INTERRUPT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def _judge(settings, run: sides.Run, first: _Pair, again: list, arbiter: Arbiter) -> int:
     from ..gate import undecided
     from ..report import terminal
@@ -419,7 +382,7 @@ def _judge(settings, run: sides.Run, first: _Pair, again: list, arbiter: Arbiter
                 f"the base side ({run.spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds"
                 + _ended_in(pair, lockstep.A)
                 + "; its log:\n"
-                + _tail(pair.log)
+                + child_sessions.log_tail(pair.log)
             )
         elif pair.codes[lockstep.A] not in (
             Exit.OK,
@@ -430,7 +393,7 @@ def _judge(settings, run: sides.Run, first: _Pair, again: list, arbiter: Arbiter
         ):
             errors.append(
                 f"the base side ({run.spec}) exited {pair.codes[lockstep.A]}; its log:\n"
-                + _tail(pair.log)
+                + child_sessions.log_tail(pair.log)
             )
     result = None
     if len(first.docs) == 2:
@@ -478,7 +441,7 @@ def _nothing_judged(spec, first: _Pair) -> str | None:
         return head.get("nothing_judged") or "the head's session recorded no benchmark"
     base_code = first.codes.get(lockstep.A)
     if head is not None and lockstep.A not in first.docs and base_code in NOT_RUN:
-        lines = _tail(first.log, 200).splitlines()
+        lines = child_sessions.log_tail(first.log, 200).splitlines()
         said = (
             [line for line in lines if line.startswith(("E   ", "ERROR "))]
             or lines
@@ -499,12 +462,6 @@ def _append_report(path: Path, result) -> None:
     head_part = path.read_text(encoding="utf-8") + "\n" if path.exists() else ""
     markdown.write(path, head_part + markdown.render_paired(result))
     print(f"pytest-concurrency: the verdicts against the base side added to {path}")
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    if not path.exists():
-        return "(no log)"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 # -- in each side's session --------------------------------------------------------------------------
@@ -537,7 +494,7 @@ class Side(MeasuringSession):
 
     def pytest_sessionstart(self, session) -> None:
         super().pytest_sessionstart(session)
-        watchdog.take_ctrl_c()  # ignored until now (_side_child)
+        lifetime.take_ctrl_c()  # ignored until now (child_sessions: quiet_start)
         bs = getattr(session.config, "_benchmarksession", None)
         if bs is not None:
             bs.options["min_rounds"] = max(bs.options.get("min_rounds") or 0, MIN_ROUNDS)

@@ -25,11 +25,11 @@ import subprocess
 import sys
 import tempfile
 
-from ..backends import scratch, watchdog
+from ..backends import scratch
 from ..gate import undecided, verdict_file
 from ..gate.history import Baseline
 from ..measure import callgrind
-from . import stretched_timeouts
+from . import child_sessions, stretched_timeouts
 from .argv import apart, own_coverage_data
 
 #: What the counted run must not inherit from the user's command line (the arbiter sets its own).
@@ -92,28 +92,23 @@ class Arbiter:
             # each counted round has its own deadline; this bounds what has none (a hung build of
             # the base side): two counted runs, each 30-50x a timed session of those tests
             budget = (self.settings.timeout or 120.0) * (len(tests) + 2) * COUNTED_SLOWER
-            with open(log, "wb") as output:
-                try:
-                    code = subprocess.run(
-                        [sys.executable, "-m", "pytest", *argv],
-                        cwd=str(self.config.invocation_params.dir),
-                        env={**os.environ, **own_coverage_data(where, "counted")},
-                        stdin=subprocess.DEVNULL,
-                        stdout=output,
-                        stderr=subprocess.STDOUT,
-                        preexec_fn=watchdog.with_parent(),  # a kill -9 of this one ends it too
-                        timeout=budget,
-                    ).returncode
-                except (
-                    subprocess.TimeoutExpired
-                ):  # run() has killed it, and its children die with it
-                    why = f"the counted run did not end within {budget:.0f} s and was stopped"
-                    return undecided.Counts(base=spec, why_not=_stay(len(keys), why))
+            try:
+                # a run against the base, whose sides run counted sessions (depth)
+                code = child_sessions.run(
+                    child_sessions.command(argv),
+                    cwd=self.config.invocation_params.dir,
+                    env={**os.environ, **own_coverage_data(where, "counted")},
+                    log=log,
+                    timeout=budget,
+                    depth=2,
+                )
+            except subprocess.TimeoutExpired:  # it has been stopped, with what it started
+                why = f"the counted run did not end within {budget:.0f} s and was stopped"
+                return undecided.Counts(base=spec, why_not=_stay(len(keys), why))
             try:
                 read = verdict_file.read(out)
             except verdict_file.VerdictFileError:
-                with open(log, encoding="utf-8", errors="replace") as fh:
-                    tail = " | ".join(line.strip() for line in fh.read().splitlines()[-5:])
+                tail = child_sessions.log_tail(log, 5, " | ")
                 return undecided.Counts(
                     base=spec,
                     why_not=_stay(len(keys), f"the counted run exited {code}: {tail}"),

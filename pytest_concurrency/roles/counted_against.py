@@ -14,19 +14,16 @@ the user's is stored.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .. import backends
-from ..backends import watchdog
 from ..exit_codes import Exit
 from ..gate import atomic, baseline, save
 from ..runner import sides
+from . import child_sessions
 from .argv import head_only_removed
-from .counting import INTERRUPT_GRACE_S
 from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 
 #: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
@@ -88,7 +85,7 @@ def _launches(args: list, files: dict, site: Path, junit: dict) -> dict[str, tup
     }
     launches = {}
     for side, role in roles.items():
-        argv = [sys.executable, "-m", "pytest", *args, f"--concurrency-save-baseline={files[side]}"]
+        argv = child_sessions.command([*args, f"--concurrency-save-baseline={files[side]}"])
         argv += [f"--junitxml={junit[side]}"] if junit else []
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [role.base_dir, env.get("PYTHONPATH")]))
@@ -98,45 +95,10 @@ def _launches(args: list, files: dict, site: Path, junit: dict) -> dict[str, tup
 
 
 def _side(argv: list, env: dict, root: Path, log_dir: Path | None) -> int:
-    """One side's counted run (it saves its counts itself); the base's output goes to a log."""
-    log = open(log_dir / "base-side.log", "wb") if log_dir is not None else None
-    try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=str(root),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT if log else None,
-            preexec_fn=watchdog.with_parent(),  # killed with the run
-        )
-        try:
-            return proc.wait()
-        except KeyboardInterrupt:
-            _let_end(proc)
-            if log is None and proc.returncode == Exit.INTERRUPTED:
-                # the head (the run's output) said where
-                raise SystemExit(Exit.INTERRUPTED) from None
-            raise
-    finally:
-        if log is not None:
-            log.close()
-
-
-def _let_end(proc) -> None:
-    """After a Ctrl-C: the side, in this process group, got it too, and ends as a counted run does
-    (its counted sessions get ``counting.INTERRUPT_GRACE_S``), removing what it made in TMPDIR; a
-    Ctrl-C sent to this process alone is forwarded once it is clear the side did not get it."""
-    for forward in (False, True):
-        if forward:
-            proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(INTERRUPT_GRACE_S + 5)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-    proc.kill()
-    proc.wait()
+    """One side's counted run (it saves its counts itself); the base's output goes to a log, the
+    head's is the run's (after a Ctrl-C, it says where). Its counted sessions get their grace."""
+    log = log_dir and log_dir / "base-side.log"
+    return child_sessions.run(argv, cwd=root, env=env, log=log, depth=1)
 
 
 def _sides_line(base_meta: dict, head_meta: dict) -> str:

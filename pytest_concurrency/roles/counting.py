@@ -34,8 +34,6 @@ import fcntl
 import functools
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,12 +41,12 @@ from typing import NamedTuple
 
 import pytest
 
-from .. import plain_tests
-from ..backends import scratch, watchdog
+from .. import lifetime, plain_tests
+from ..backends import scratch
 from ..exit_codes import Exit
 from ..gate import atomic
-from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
-from . import crash, forked_layouts, stretched_timeouts
+from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel
+from . import child_sessions, crash, forked_layouts, stretched_timeouts
 from .argv import apart, own_coverage_data
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
@@ -126,14 +124,11 @@ def tests_measured_here(config, base_dir: str | None = None) -> Found:
     with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
         out = os.path.join(directory, "count")
         role = Role(PROBE, out=out, base_dir=base_dir)
-        argv = [*params.args, "--collect-only", "-q", *role.argv()]
-        subprocess.run(
-            [sys.executable, "-m", "pytest", *argv],
-            cwd=str(params.dir),
+        child_sessions.run(
+            child_sessions.command([*params.args, "--collect-only", "-q", *role.argv()]),
+            cwd=params.dir,
             env={**os.environ, **own_coverage_data(directory, "probe")},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            log=os.path.join(directory, "log"),
         )
         try:
             with open(out, encoding="utf-8") as fh:
@@ -186,7 +181,7 @@ class Launcher:
                     forked=forked,
                     running=crash.path(where, "counted"),
                 )
-                counted = Command(["-m", "pytest", *params.args, *role.argv()], {}, None)
+                counted = Command([*params.args, *role.argv()], {}, None)
                 codes = run_sessions(
                     [counted, *(command for _, command in passes)], str(params.dir)
                 )
@@ -208,9 +203,6 @@ class Launcher:
         except (TypeError, ValueError):  # its own usage error is the counted session's to say
             given = KERNEL_MAX_TIME_S
         argv = [
-            sys.executable,
-            "-m",
-            "pytest",
             *apart(self.config, where, "kernel"),
             "--concurrency-measure=time",
             f"--benchmark-max-time={min(given, KERNEL_MAX_TIME_S)}",
@@ -219,32 +211,27 @@ class Launcher:
             ).argv(),
         ]
         started = time.monotonic()
+        log = _log(out)
         try:
-            done = subprocess.run(
-                argv,
-                cwd=str(self.config.invocation_params.dir),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                preexec_fn=watchdog.with_parent(),  # a kill -9 of this process ends it too
+            code = child_sessions.run(
+                child_sessions.command(argv),
+                cwd=self.config.invocation_params.dir,
                 env={**os.environ, **own_coverage_data(where, "kernel")},
+                log=log,
             )
-        except KeyboardInterrupt:  # run() has killed it; the counted session never starts
+        except KeyboardInterrupt:  # it has ended; the counted session never starts
             print(INTERRUPTED.format("the pass for kernel figures"), file=sys.stderr, flush=True)
             raise SystemExit(Exit.INTERRUPTED) from None
         _stop_if_crashed(
-            crash.path(where, "kernel"),
-            "the pass at full speed for kernel figures",
-            done.returncode,
+            crash.path(where, "kernel"), "the pass at full speed for kernel figures", code
         )
         count = _written(out)
         if count is None:
-            _failed(
-                f"the pass at full speed for kernel figures exited {done.returncode} and wrote "
-                "none: the tests counted here read them as not measured",
-                done.stdout,
+            print(
+                f"pytest-concurrency: the pass at full speed for kernel figures exited {code} and "
+                "wrote none: the tests counted here read them as not measured. Its last lines:\n  "
+                + child_sessions.log_tail(log, 15, "\n  "),
+                flush=True,
             )
             return None
         print(
@@ -267,9 +254,9 @@ class Launcher:
                 base_dir=self.base_dir,
                 running=_running(out),
             )
-            argv = [*layouts.pytest_argv(n), *apart(self.config, where, f"layout{n}"), *role.argv()]
+            argv = [*apart(self.config, where, f"layout{n}"), *role.argv()]
             env = own_coverage_data(where, f"layout{n}")
-            passes.append((out, Command(argv, env, _log(out), (_held(out),))))
+            passes.append((out, Command(argv, env, _log(out), (_held(out),), n)))
         if passes:
             count = len(passes) + 1
             print(
@@ -288,8 +275,6 @@ def _layout_files(where: str, count: int) -> tuple[str, ...]:
 # -- the counted processes, side by side under valgrind --------------------------------------
 
 
-INTERRUPT_GRACE_S = 10.0  # how long an interrupted counted session gets to end by itself
-
 #: A counted session runs 30-50x slower than the project's own ``faulthandler_timeout`` expects
 #: (aiohttp's: 30 s), and when it fires, faulthandler's thread dumps every thread's traceback: its
 #: instructions are counted in whatever round is running, and under valgrind the dump read a frame
@@ -298,98 +283,48 @@ QUIET_FAULTHANDLER = ["-o", "faulthandler_timeout=0"]
 
 
 class Command(NamedTuple):
-    """One pytest command line for ``run_sessions``."""
+    """One counted pytest session for ``run_sessions``."""
 
-    argv: list[str]
+    args: list[str]  # pytest's
     env: dict  # added to this process's environment
     log: str | None  # where its output goes; None: this terminal
     fds: tuple[int, ...] = ()  # handed to this process alone, and closed here once it started
+    layout: int = 0  # where its heap starts (measure/layouts.py)
 
 
 def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
-    """Run pytest command lines counted, side by side. Their exit statuses; None after a Ctrl-C,
-    forwarded to each, once all have ended (``_stop``).
-
-    Each dies with this process (PR_SET_PDEATHSIG on Linux): ``kill -9`` of the launcher once
-    left a counted session running, and it wrote its baseline a minute later. Each runs in a
-    session of its own, so a Ctrl-C reaches it exactly once, forwarded from here, and it ends
-    with pytest's own summary."""
-    # -W, -X, -O... as given to this python
-    from subprocess import _args_from_interpreter_flags  # type: ignore[attr-defined]
-
+    """Run pytest sessions counted, side by side (child_sessions.py: each in a session of its own,
+    dying with this process, ignoring a Ctrl-C until its session started). Their exit statuses;
+    None after a Ctrl-C, forwarded to each, once all have ended."""
     callgrind.prepare()
-    with contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as directories, child_sessions.Children() as children:
         running = []
-        for argv, added, log, fds in commands:
-            directory = stack.enter_context(
+        for args, added, log, fds, layout in commands:
+            directory = directories.enter_context(
                 tempfile.TemporaryDirectory(
                     prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True
                 )
             )
             env = {**callgrind.counted_env(dict(os.environ), directory), **added}
-            out = stack.enter_context(open(log, "w", encoding="utf-8")) if log else None
-            full = callgrind.command(
-                [sys.executable, *_args_from_interpreter_flags(), *argv, *QUIET_FAULTHANDLER],
-                directory,
+            argv = child_sessions.command([*args, *QUIET_FAULTHANDLER], layout)
+            proc = children.start(
+                callgrind.command(argv, directory),
+                cwd=cwd,
+                env=env,
+                log=log,
+                fds=fds,
+                quiet_start=True,
             )
-            running.append(
-                (
-                    subprocess.Popen(
-                        full,
-                        cwd=cwd,
-                        env=env,
-                        stdout=out,
-                        stderr=out and subprocess.STDOUT,
-                        start_new_session=True,
-                        preexec_fn=_counted_child(),
-                        pass_fds=fds,
-                    ),
-                    directory,
-                )
-            )
-            for fd in fds:  # the child's alone now: a lock it holds ends with it
-                os.close(fd)
+            running.append((proc, directory))
         try:
             codes = [proc.wait() for proc, _ in running]
         except KeyboardInterrupt:
-            _stop([proc for proc, _ in running])
-            return None
+            return None  # each is stopped on the way out of ``watched``
         for code, (_, directory) in zip(codes, running):
             # not pytest's own nor the gate's 7 and 8: valgrind may say why
             if code < 0 or code > Exit.NOTHING_JUDGED:
                 callgrind.show_logs(directory)
         return codes
-
-
-def _stop(procs: list) -> None:
-    """Forward a Ctrl-C to each, and kill those that have not ended ``INTERRUPT_GRACE_S`` later
-    (still starting under valgrind, where they ignore it: ``_counted_child``)."""
-    for proc in procs:
-        proc.send_signal(signal.SIGINT)
-    until = time.monotonic() + INTERRUPT_GRACE_S
-    killed = 0
-    for proc in procs:
-        try:
-            proc.wait(max(0.0, until - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            killed += 1
-    if killed:  # those killed say nothing: this is the line that does, once
-        them = f"{killed} counted processes" if killed > 1 else "a counted process"
-        print(
-            f"\npytest-concurrency: interrupted: {them} under valgrind had not ended "
-            f"{INTERRUPT_GRACE_S:g} s after the Ctrl-C (a start-up ignores it) and "
-            f"{'were' if killed > 1 else 'was'} killed; no baseline, report, verdict or rounds written",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
-def _counted_child():
-    """The relaunched session's ``preexec_fn``: it dies with the launcher, and ignores Ctrl-C until
-    the session has started (``watchdog.take_ctrl_c``)."""
-    return watchdog.with_parent(also=watchdog.ctrl_c_ignored)
 
 
 def launcher_gone(launcher: int) -> bool:
@@ -455,19 +390,6 @@ def _found(path: str) -> dict | None:
         return found if isinstance(found.get("tests"), dict) else None
     except (OSError, ValueError, AttributeError):
         return None
-
-
-def _last_lines(path: str, count: int = 15) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return "\n  ".join(fh.read().splitlines()[-count:])
-    except OSError as exc:
-        return f"(no output: {exc.strerror})"
-
-
-def _failed(what: str, output: str) -> None:
-    tail = "\n  ".join(output.splitlines()[-15:])
-    print(f"pytest-concurrency: {what}. Its last lines:\n  {tail}", flush=True)
 
 
 def refuse_other_hosts(config) -> None:
@@ -571,7 +493,7 @@ class LayoutPass(_Pass):
         super().pytest_configure(config)
 
     def pytest_sessionstart(self, session) -> None:
-        watchdog.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
+        lifetime.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
         super().pytest_sessionstart(session)
 
     def found(self, ran: list) -> dict:
@@ -618,7 +540,7 @@ class Counted(MeasuringSession):
         self.in_progress.done()
 
     def pytest_sessionstart(self, session) -> None:
-        watchdog.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
+        lifetime.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
         super().pytest_sessionstart(session)
 
     def counted_elsewhere(self, fullname: str) -> dict:
@@ -708,7 +630,8 @@ class _BeforeSaving:
                 how = "wrote no rounds" if found is None else f"exited {found['exitstatus']}"
                 self.notes.append(
                     f"layout {n}'s counted pass {how}: its tests were judged on the layouts that "
-                    f"counted them. Its last lines:\n  {_last_lines(_log(out))}"
+                    "counted them. Its last lines:\n  "
+                    + child_sessions.log_tail(_log(out), 15, "\n  ")
                 )
         self.notes.append(
             f"{counted} more layout{'s' * (counted != 1)} counted beside this session "

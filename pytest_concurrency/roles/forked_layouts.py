@@ -26,7 +26,7 @@ import sys
 import traceback
 import warnings
 
-from ..backends import watchdog
+from .. import lifetime
 from ..exit_codes import Exit
 from ..gate import atomic
 from ..measure import PROFILE_NONE, layouts
@@ -59,7 +59,7 @@ class Forked:
 
     def start(self, session, counted) -> None:
         """Fork a child for each layout; in the child, run its pass and exit (never return)."""
-        with_parent = watchdog.with_parent()  # made here: it checks the child's parent is this
+        with_parent = lifetime.with_parent()  # made here: it checks the child's parent is this
         for n, out in enumerate(self.outs, 1):
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()  # or the child's copy of what is buffered is written twice

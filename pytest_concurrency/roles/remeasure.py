@@ -22,11 +22,11 @@ import subprocess
 import sys
 import tempfile
 
-from ..backends import scratch, watchdog
+from ..backends import scratch
 from ..exit_codes import Exit
 from ..measure import records
 from ..measure.records import Record
-from . import crash
+from . import child_sessions, crash
 from .argv import apart, own_coverage_data
 from .role import AGAIN, Role
 
@@ -85,26 +85,16 @@ class SecondSessions:
             role = Role(AGAIN, out=out, only=only, running=crash.path(where, "again"))
             # each round has its own deadline (--concurrency-timeout); this bounds what has none
             budget = (self.settings.timeout or 120.0) * (len(node_ids) + 1)
-            with open(log, "wb") as output:
-                try:
-                    code = subprocess.run(
-                        [
-                            sys.executable,
-                            "-m",
-                            "pytest",
-                            *apart(config, where, "again"),
-                            *role.argv(),
-                        ],
-                        cwd=str(config.invocation_params.dir),
-                        env={**os.environ, **own_coverage_data(where, "again")},
-                        stdin=subprocess.DEVNULL,
-                        stdout=output,
-                        stderr=subprocess.STDOUT,
-                        preexec_fn=watchdog.with_parent(),  # a kill -9 of this one ends it too
-                        timeout=budget,
-                    ).returncode
-                except subprocess.TimeoutExpired:  # run() has killed it
-                    return f"the fresh process did not end within {budget:.0f} s and was stopped"
+            try:
+                code = child_sessions.run(
+                    child_sessions.command([*apart(config, where, "again"), *role.argv()]),
+                    cwd=config.invocation_params.dir,
+                    env={**os.environ, **own_coverage_data(where, "again")},
+                    log=log,
+                    timeout=budget,
+                )
+            except subprocess.TimeoutExpired:  # it has been stopped
+                return f"the fresh process did not end within {budget:.0f} s and was stopped"
             ended = crash.crashed(crash.path(where, "again"))
             if ended is not None:
                 return f"{ended} ended the fresh process ({crash.how(code)})"
@@ -114,8 +104,6 @@ class SecondSessions:
             except (OSError, ValueError):
                 doc = None
             if code not in _MEASURED or not isinstance(doc, dict):
-                with open(log, encoding="utf-8", errors="replace") as fh:
-                    tail = " | ".join(line.strip() for line in fh.read().splitlines()[-5:])
-                return f"the fresh process exited {code}: {tail}"
+                return f"the fresh process exited {code}: {child_sessions.log_tail(log, 5, ' | ')}"
         found.update((rec.key, rec) for rec in records.Document.of(doc).records)
         return ""

@@ -28,6 +28,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 
+from .. import lifetime
 from ..backends import watchdog
 
 DUMP_S = 1.0  # a silent child's time to write its threads' stacks (SIGUSR1) before it is killed
@@ -43,7 +44,7 @@ def run(
     child's reply (``call``'s dict, with ``threads``: the non-daemon threads it left) or None,
     whether it was killed for going silent, and how it ended (None: exit status 0). Raises
     ``OSError`` when no child could be started."""
-    arm = watchdog.with_parent(signal.SIGKILL)
+    arm = lifetime.with_parent(signal.SIGKILL)
     runs = memoryview(mmap.mmap(-1, 8)).cast("Q")  # shared (MAP_SHARED): the child's signs of life
     readable, writable = os.pipe()
     for stream in (sys.stdout, sys.stderr):  # or what is buffered would be written twice
@@ -160,7 +161,7 @@ def _end(pid: int) -> str | None:
     except ChildProcessError:
         return None
     code = os.waitstatus_to_exitcode(status)
-    return watchdog.how_it_ended(code) if code else None
+    return lifetime.how_it_ended(code) if code else None
 
 
 # -- in the child --------------------------------------------------------------------------------------

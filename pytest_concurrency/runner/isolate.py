@@ -25,8 +25,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from .. import measure
-from ..backends import watchdog
+from .. import lifetime, measure
 from ..measure import callgrind, driver
 from ..measure.plan import CasePlan
 from .worker import FORK_EACH, PLAIN
@@ -66,7 +65,7 @@ class Worker:
             bufsize=0,
             # SIGTERM, not SIGKILL: the worker takes its process group along (worker.py), the cases
             # it forked and their task processes included
-            preexec_fn=watchdog.with_parent(signal.SIGTERM),
+            preexec_fn=lifetime.with_parent(signal.SIGTERM),
         )
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr  # all three are pipes
         self.stdin, self.stdout, self.stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
@@ -137,17 +136,12 @@ class Worker:
             self.kill()
             code = self.proc.returncode
         self._drain.join(timeout=2)
-        status = watchdog.how_it_ended(code)
+        status = lifetime.how_it_ended(code)
         tail = "\n".join(self.stderr_tail) or "(no output on stderr)"
         return f"worker for {self.spec} {what}: {status}; last stderr lines:\n{tail}"
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
+        lifetime.kill_group(self.proc)
         self._close_pipes()
 
     def close(self) -> None:
