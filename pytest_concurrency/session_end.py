@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from . import backends, sharding
 from .backends import watchdog
-from .exit_codes import Exit
+from .exit_codes import Exit, of_run
 from .gate import atomic, baseline, calibrate, history, save, shards, undecided, verdict_file
 from .gate.judge import CountUndecided, MeasureAgain, judge
 from .gate.verdicts import GateResult, MemoryResult, nothing_in_common
@@ -71,18 +71,18 @@ class SessionOutcome:
 
     @property
     def exit_status(self) -> int:
-        """What the session exits with (when its tests passed): a failure wins (1), then a gate
-        that judged nothing (8), a baseline of another measuring side (7), then what neither time
-        nor counts decided (9, with --concurrency-undecided=exit), else 0."""
-        if self.failed:
-            return Exit.TESTS_FAILED
-        if self.nothing_judged:  # a gate that judged nothing must not pass quietly
-            return Exit.NOTHING_JUDGED
-        if self.gate is not None and self.gate.rerecord:
-            return Exit.RERECORD_BASELINE
-        if self.undecided_exit and self.gate is not None and self.gate.undecided:
-            return Exit.UNDECIDED
-        return Exit.OK
+        """What the session exits with when its tests passed (``status``)."""
+        return self.status(Exit.OK)
+
+    def status(self, given: int) -> int:
+        """What the session exits with, pytest's own status ``given``: exit_codes.of_run."""
+        return of_run(
+            given,
+            failed=self.failed,
+            nothing_judged=bool(self.nothing_judged),
+            rerecord=bool(self.gate is not None and self.gate.rerecord),
+            undecided=self.undecided_exit and bool(self.gate is not None and self.gate.undecided),
+        )
 
 
 def finish(

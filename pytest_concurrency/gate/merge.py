@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .. import measure
-from ..exit_codes import Exit
+from ..exit_codes import JUDGED, Exit, of_run
 from . import compare as gate_compare
-from . import history, shards
+from . import history, shards, undecided
 from .verdict_file import Verdicts
 from .verdicts import GateResult, KernelResult, MemoryResult, nothing_in_common
 
@@ -270,32 +270,22 @@ def verdicts(files: Sequence[tuple[str, Verdicts]]) -> Verdicts:
 
 
 def _exit_status(merged: Verdicts, statuses: list[int]) -> int:
-    """What one unsharded run would have exited with, as session_end.SessionOutcome says it."""
-    ours = {
-        Exit.OK,
-        Exit.TESTS_FAILED,
-        Exit.NO_TESTS_COLLECTED,
-        Exit.RERECORD_BASELINE,
-        Exit.NOTHING_JUDGED,
-    }
-    other = [s for s in statuses if s not in ours]  # interrupted, internal or usage error
-    if other:
-        return other[0]
-    failed = (
-        merged.tests_failed
+    """What one unsharded run would have exited with (exit_codes.of_run): what the shards say of
+    their tests and the gate is judged again on the merged verdicts; a status of pytest's that
+    ended a shard early stands, and a shard that exited 9 says that its undecided rule is
+    ``exit`` (every shard runs with the same options)."""
+    ended = [s for s in statuses if s not in JUDGED]  # interrupted, internal or usage error
+    quiet = all(s == Exit.NO_TESTS_COLLECTED for s in statuses)
+    return of_run(
+        ended[0] if ended else Exit.NO_TESTS_COLLECTED if quiet else Exit.OK,
+        failed=merged.tests_failed
         or bool(merged.errors)
         or bool(merged.gate and merged.gate.failed)
-        or bool(merged.memory and merged.memory.failed)
+        or bool(merged.memory and merged.memory.failed),
+        nothing_judged=bool(merged.nothing_judged),
+        rerecord=bool(merged.gate is not None and merged.gate.rerecord),
+        undecided=Exit.UNDECIDED in statuses and bool(merged.gate and merged.gate.undecided),
     )
-    if failed:
-        return Exit.TESTS_FAILED
-    if merged.nothing_judged:
-        return Exit.NOTHING_JUDGED
-    if merged.gate is not None and merged.gate.rerecord:
-        return Exit.RERECORD_BASELINE
-    if all(s == Exit.NO_TESTS_COLLECTED for s in statuses):
-        return Exit.NO_TESTS_COLLECTED
-    return Exit.OK
 
 
 def _dedupe(items) -> list:
@@ -319,6 +309,9 @@ def _gate(gates: list[GateResult], first: Verdicts, by_position) -> GateResult:
         notes=notes,
         memory=_memory([g.memory for g in gates if g.memory is not None], by_position),
         kernel=_kernel([g.kernel for g in gates if g.kernel is not None], by_position),
+    )
+    result.undecided = undecided.joined(
+        [g.undecided for g in gates if g.undecided], [v.key for v in result.verdicts]
     )
     if result.refused:
         result.summary = f"comparison refused: {result.refused}"
