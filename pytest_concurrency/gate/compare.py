@@ -551,151 +551,228 @@ def _typical_drifts(base_sessions: Mapping, current: list, divided: Mapping) -> 
     return {judged: stats.typical_drift(found) for judged, found in drifts.items()}
 
 
+@dataclass
+class _Case:
+    """One benchmark as ``_judge`` reads it: the baseline's sessions and this run's record (over
+    their controls when ``over`` is set), the raw ones, and what its first steps found."""
+
+    sessions: list
+    cur: Record
+    raw_sessions: list
+    raw_cur: Record
+    over: controlled.Divided | None
+    not_divided: str | None  # why a timed benchmark could not be divided by its controls
+    speed: MachineSpeed
+    threshold: float = 0.0
+    widened: str = ""  # why the instrument's floor is above the threshold set
+    bad: Mapping = field(default_factory=dict)  # the disturbed sessions, left out
+    kept: dict = field(default_factory=dict)  # the others, by their index
+    layouts: list = field(default_factory=list)  # the kept sessions' rounds, one list a layout
+    baseline_median: float = 0.0
+    raw_change: float = 0.0  # this run's raw median against the kept sessions'
+
+    @property
+    def raw(self) -> list:
+        return self.layouts[0]
+
+    @property
+    def factor(self) -> float:
+        """The baseline's rounds scaled to this machine, when changes are judged normalized."""
+        return self.speed.ratio if self.speed.normalize and self.speed.ratio else 1.0
+
+
 def _judge(
     sessions: list, cur: Record, divided: controlled.Divided | str | None, judging: _Judging
 ) -> Verdict:
-    """``divided``: ``_over_controls``'s."""
-    base_meta, cur_meta, instrument, speed, settings = (
-        judging.base_meta,
-        judging.cur_meta,
-        judging.instrument,
-        judging.speed,
-        judging.settings,
-    )
-    raw_cur, raw_sessions = cur, sessions
-    if isinstance(divided, controlled.Divided):  # judged on rounds over their controls
-        sessions, cur, speed = divided.sessions, divided.current, MachineSpeed()
-    counted_in = min(
-        len(cur.layouts), *(1 + len(s.layouts) for s in sessions)
-    )  # layouts, the fewer side's
-    threshold = settings.threshold_for(cur, instrument.default_threshold_for(counted_in))
-    floor = instrument.threshold_floor(cur)
-    widened = ""  # why the instrument's floor is above the threshold set
-    if floor is not None and floor[0] > threshold:
-        threshold, widened = floor
-    bad = session_quality.disturbed(sessions, threshold) if instrument.machine_bound else {}
-    kept = {i: s for i, s in enumerate(sessions) if i not in bad}
-    raw = [x for s in kept.values() for x in s.samples]
-    layouts = [
-        raw,
-        *(rounds for s in kept.values() for rounds in s.layouts),
-    ]  # counted in other layouts too
-    baseline_median = stats.center(layouts)
-    verdict = Verdict(
-        cur.key,
-        UNCHANGED,
-        baseline_median=baseline_median,
-        current_median=cur.median,
-        threshold=threshold,
-        versions_changed=versions_changed(sessions[0].backend_version, cur, base_meta, cur_meta),
-        rounds=(len(raw), len(cur.samples)),
-        sessions=len(kept),
-        measure=cur.measure,
-        base_threshold=threshold,
-    )
-    if widened:
-        verdict.note = f"threshold {threshold:.0%}: {widened}"
-    if bad:
-        verdict.note = _join(verdict.note, session_quality.left_out(bad, sessions))
-    if not (baseline_median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
+    """``divided``: ``_over_controls``'s. In steps: the benchmark's threshold and kept sessions,
+    its changes, the threshold widened by drift, the decision, then what leaves it inconclusive
+    (a baseline too noisy, a change within the sessions' own span, the machine)."""
+    case = _case(sessions, cur, divided, judging)
+    verdict = _first_verdict(case, judging)
+    if not (case.baseline_median > 0 and case.cur.median > 0):  # no samples (nan), a 0-time clock
         verdict.status = INCONCLUSIVE
         verdict.note = "no usable raw samples on one side: nothing to compare"
         return verdict
-    verdict.raw_change = raw_cur.median / _raw_center(raw_sessions, bad) - 1
-    if speed.ratio:
-        verdict.normalized_change = cur.median / (baseline_median * speed.ratio) - 1
-    if isinstance(divided, controlled.Divided):
-        verdict.normalized_change = cur.median / baseline_median - 1
-        verdict.machine_speed = divided.machine_speed
-    elif isinstance(divided, str):
-        verdict.not_divided = divided
-    # normalized: the baseline's samples as they would have run on this machine
-    factor = speed.ratio if speed.normalize and speed.ratio else 1.0
-    reference = [x * factor for x in raw]
-    medians = {i: stats.median(s.samples) for i, s in kept.items()}
+    _changes(verdict, case)
+    judged_at, widening, drifts = _widened_by_drift(verdict, case, judging)
+    c = _decide(case, judged_at, judging)
+    verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
+    verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
+    verdict.decided_by = (
+        "control" if case.over is not None else "normalized" if case.speed.normalize else "raw"
+    )
+    if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > case.threshold:
+        _too_noisy(verdict, c, widening, drifts)
+    _within_their_span(verdict, case, judging)
+    _the_machine(verdict, c, case, judging)
+    return verdict
+
+
+def _case(
+    sessions: list, cur: Record, divided: controlled.Divided | str | None, judging: _Judging
+) -> _Case:
+    over = divided if isinstance(divided, controlled.Divided) else None
+    not_divided = divided if isinstance(divided, str) else None
+    case = _Case(sessions, cur, sessions, cur, over, not_divided, judging.speed)
+    if over is not None:  # judged on rounds over their controls
+        case.sessions, case.cur, case.speed = over.sessions, over.current, MachineSpeed()
+    case.threshold, case.widened = _threshold(case.sessions, case.cur, judging)
+    if judging.instrument.machine_bound:
+        case.bad = session_quality.disturbed(case.sessions, case.threshold)
+    case.kept = {i: s for i, s in enumerate(case.sessions) if i not in case.bad}
+    raw = [x for s in case.kept.values() for x in s.samples]
+    # counted in other layouts too
+    case.layouts = [raw, *(rounds for s in case.kept.values() for rounds in s.layouts)]
+    case.baseline_median = stats.center(case.layouts)
+    return case
+
+
+def _threshold(sessions: list, cur: Record, judging: _Judging) -> tuple[float, str]:
+    """The threshold set (or the instrument's default for the layouts counted, the fewer side's),
+    and why the instrument's floor above it is used instead ("" if not)."""
+    instrument = judging.instrument
+    counted_in = min(len(cur.layouts), *(1 + len(s.layouts) for s in sessions))
+    threshold = judging.settings.threshold_for(cur, instrument.default_threshold_for(counted_in))
+    floor = instrument.threshold_floor(cur)
+    if floor is not None and floor[0] > threshold:
+        return floor
+    return threshold, ""
+
+
+def _first_verdict(case: _Case, judging: _Judging) -> Verdict:
+    """The verdict before the decision: unchanged, with what it is judged on."""
+    verdict = Verdict(
+        case.cur.key,
+        UNCHANGED,
+        baseline_median=case.baseline_median,
+        current_median=case.cur.median,
+        threshold=case.threshold,
+        versions_changed=versions_changed(
+            case.sessions[0].backend_version, case.cur, judging.base_meta, judging.cur_meta
+        ),
+        rounds=(len(case.raw), len(case.cur.samples)),
+        sessions=len(case.kept),
+        measure=case.cur.measure,
+        base_threshold=case.threshold,
+    )
+    if case.widened:
+        verdict.note = f"threshold {case.threshold:.0%}: {case.widened}"
+    if case.bad:
+        verdict.note = _join(verdict.note, session_quality.left_out(case.bad, case.sessions))
+    return verdict
+
+
+def _changes(verdict: Verdict, case: _Case) -> None:
+    """The changes shown beside the decision: raw, normalized, over the controls."""
+    case.raw_change = case.raw_cur.median / _raw_center(case.raw_sessions, case.bad) - 1
+    verdict.raw_change = case.raw_change
+    if case.speed.ratio:
+        verdict.normalized_change = case.cur.median / (case.baseline_median * case.speed.ratio) - 1
+    if case.over is not None:
+        verdict.normalized_change = case.cur.median / case.baseline_median - 1
+        verdict.machine_speed = case.over.machine_speed
+    elif case.not_divided is not None:
+        verdict.not_divided = case.not_divided
+
+
+def _widened_by_drift(verdict: Verdict, case: _Case, judging: _Judging) -> tuple[float, str, str]:
+    """The threshold the comparison uses: the one set, or widened by how far the baseline's
+    sessions drift; with the note that says so and the drift's own words ("" when not widened)."""
+    threshold = case.threshold
+    medians = {i: stats.median(s.samples) for i, s in case.kept.items()}
     # a suite's typical drift also speaks for a benchmark left with one or two sessions (the
     # others disturbed): yarl's test_url_build_access_raw_path, judged on one at 7%, failed an A/A
-    typical = judging.typical.get(isinstance(divided, controlled.Divided))
+    typical = judging.typical.get(case.over is not None)
     drift = stats.session_drift(
         list(medians.values()), 1 if typical is not None else stats.MIN_SESSIONS_FOR_DRIFT
     )
-    judged_at = threshold  # the threshold the comparison uses: the one set, or widened by drift
-    if drift is not None:
-        verdict.drift = drift[0] if drift[1] > 1 else None  # one session: no drift of its own
-        allowance, suite = stats.allowance(drift, typical)
-        if allowance > threshold:
-            judged_at = allowance
-            verdict.threshold = allowance
-            verdict.widened_by = (
-                SUITE_DRIFT if suite else session_quality.widened_by(medians, sessions)
-            )
-            drifts = (
-                f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"
-                if len(kept) > 1
-                else "one baseline session left"
-            )
-            if typical is not None:
-                drifts += f", this suite's typical benchmark {typical:.1%}"
-            widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
-            verdict.note = _join(verdict.note, widening)
-    if instrument.exact:
+    if drift is None:
+        return threshold, "", ""
+    verdict.drift = drift[0] if drift[1] > 1 else None  # one session: no drift of its own
+    allowance, suite = stats.allowance(drift, typical)
+    if allowance <= threshold:
+        return threshold, "", ""
+    verdict.threshold = allowance
+    verdict.widened_by = (
+        SUITE_DRIFT if suite else session_quality.widened_by(medians, case.sessions)
+    )
+    drifts = (
+        f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(case.kept)} sessions"
+        if len(case.kept) > 1
+        else "one baseline session left"
+    )
+    if typical is not None:
+        drifts += f", this suite's typical benchmark {typical:.1%}"
+    widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
+    verdict.note = _join(verdict.note, widening)
+    return allowance, widening, drifts
+
+
+def _decide(case: _Case, judged_at: float, judging: _Judging):
+    if judging.instrument.exact:
         # one session counted in the same layouts as this one (against the base, a one-session
         # baseline): layout N pairs with layout N
-        paired = len(kept) == 1 and len(layouts) == len(cur.layouts)
-        c = stats.decide_layouts(layouts, cur.layouts, judged_at, paired=paired)
-    else:
-        c = stats.decide(reference, cur.samples, judged_at, settings.rigor)
-    verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
-    verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
-    verdict.decided_by = "normalized" if speed.normalize else "raw"
-    if isinstance(divided, controlled.Divided):
-        verdict.decided_by = "control"
-    if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:
-        # never "unchanged" beyond the threshold set; and only a slowdown it may hide is worth a
-        # note of its own in the summary; neither fails the build (unchanged code often drifts so)
-        verdict.status, verdict.too_noisy = INCONCLUSIVE, c.change > 0
-        fix = (
-            "time cannot tell a change this size on this machine; counting instructions can "
-            "(--concurrency-measure=instructions)"
-            if verdict.widened_by == SUITE_DRIFT
-            else "re-record the baseline"
-        )
-        verdict.note = _join(
-            f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
-            f"{verdict.widened_by}): {fix}",
-            verdict.note.replace(widening, drifts),
-        )
-    spanned = instrument.machine_bound and session_quality.within_their_span(
-        sessions,
-        baseline_median,
-        cur.median / factor,
-        threshold,  # in the baseline's scale
+        paired = len(case.kept) == 1 and len(case.layouts) == len(case.cur.layouts)
+        return stats.decide_layouts(case.layouts, case.cur.layouts, judged_at, paired=paired)
+    # normalized: the baseline's samples as they would have run on this machine
+    reference = [x * case.factor for x in case.raw]
+    return stats.decide(reference, case.cur.samples, judged_at, judging.settings.rigor)
+
+
+def _too_noisy(verdict: Verdict, c, widening: str, drifts: str) -> None:
+    """Never "unchanged" beyond the threshold set; and only a slowdown it may hide is worth a
+    note of its own in the summary; neither fails the build (unchanged code often drifts so)."""
+    verdict.status, verdict.too_noisy = INCONCLUSIVE, c.change > 0
+    fix = (
+        "time cannot tell a change this size on this machine; counting instructions can "
+        "(--concurrency-measure=instructions)"
+        if verdict.widened_by == SUITE_DRIFT
+        else "re-record the baseline"
+    )
+    verdict.note = _join(
+        f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
+        f"{verdict.widened_by}): {fix}",
+        verdict.note.replace(widening, drifts),
+    )
+
+
+def _within_their_span(verdict: Verdict, case: _Case, judging: _Judging) -> None:
+    """A change of time within what the baseline's own sessions spanned is not decided."""
+    spanned = judging.instrument.machine_bound and session_quality.within_their_span(
+        case.sessions,
+        case.baseline_median,
+        case.cur.median / case.factor,
+        case.threshold,  # in the baseline's scale
     )
     if spanned and verdict.status in SPEED_CHANGED:
         verdict.status, verdict.within_sessions = INCONCLUSIVE, verdict.status
         verdict.note = _join(spanned, verdict.note)
+
+
+def _the_machine(verdict: Verdict, c, case: _Case, judging: _Judging) -> None:
+    """A verdict of time the machine's load or speed swing may have made is not decided."""
+    machine_bound = judging.instrument.machine_bound
+    cpus = judging.cur_meta.get("cpu_count") or 1
     machine = (
-        interference.load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
-        if instrument.machine_bound
-        else None
+        interference.load_change(case.sessions, case.cur, c.status, cpus) if machine_bound else None
     )
-    if isinstance(divided, controlled.Divided):
+    if case.over is not None:
         # the machine's speed, however it swung, divided out; a busy core beside it did not:
         # there, unchanged code read -30% to +20% over its controls, 8 A/As in 50 "regressed"
         # (docs/gates/time.md), so the load guard above stands for these verdicts too
-        at = verdict.threshold or threshold
-        said = controlled.the_machines(verdict.raw_change, c.change, divided.machine_speed, at)
+        at = verdict.threshold or case.threshold
+        speed = case.over.machine_speed
+        said = controlled.the_machines(case.raw_change, c.change, speed, at)
         verdict.note = _join(verdict.note, said)
         if verdict.status in SPEED_CHANGED:
-            machine = machine or controlled.disagree(
-                verdict.raw_change, c.change, divided.machine_speed, at
-            )
-    elif instrument.machine_bound:
-        machine = machine or interference.speed_swing(cur_meta, c, settings.machine_tolerance)
+            machine = machine or controlled.disagree(case.raw_change, c.change, speed, at)
+    elif machine_bound:
+        machine = machine or interference.speed_swing(
+            judging.cur_meta, c, judging.settings.machine_tolerance
+        )
     if machine:
         verdict.status, verdict.interference = INCONCLUSIVE, machine
         verdict.note = _join(verdict.note, machine)
-    return verdict
 
 
 def _raw_center(sessions: list, left_out: Mapping) -> float:
