@@ -154,8 +154,40 @@ def compare(
     the user did not save it (``GateResult.against``): nothing then asks to save or refresh it."""
     settings = settings or GateSettings()
     current = list(current)
-    base_meta = base.meta
-    mismatch = _python_mismatch(base_meta, current_meta)
+    mismatch = _python_mismatch(base.meta, current_meta)
+    stopped = _not_compared(base.meta, current_meta, settings, mismatch)
+    if stopped is not None:
+        return stopped
+    notes = (
+        [f"compared across Python versions as asked ({ALLOW_CROSS_PYTHON_FLAG}): {mismatch}"]
+        if mismatch
+        else []
+    )
+    instrument = measure.instrument(current_meta.get("measure"))
+    speed = _speed(base, current_meta, mismatch, settings, instrument, against, notes)
+    notes += _baseline_notes(base, current_meta, against)
+    judging = _Judging(base.meta, current_meta, instrument, speed, settings, {})
+    result = GateResult(
+        verdicts=_verdicts(base, current, judging, against),
+        calibration_ratio=speed.ratio,
+        notes=notes,
+        memory=memory_gate.judge(base, current, settings.memory_threshold),
+        kernel=kernel_gate.judge(
+            base, current, interference.busier(base.sessions, current, current_meta)
+        ),
+        against=against,
+    )
+    if reference is not None:
+        set_aside(result, reference)
+    result.summary = summary(result, settings, instrument)
+    return result
+
+
+def _not_compared(
+    base_meta: Mapping, current_meta: Mapping, settings: GateSettings, mismatch: str | None
+) -> GateResult | None:
+    """A comparison refused (another measuring setup, another Python unless allowed), or a
+    baseline to record again; None: compare."""
     refused = _measure_mismatch(base_meta, current_meta) or (
         mismatch if not settings.allow_cross_python else None
     )
@@ -164,29 +196,38 @@ def compare(
     rerecord = measuring.rerecord_reason(base_meta, current_meta, SAVE_FLAG)
     if rerecord:
         return GateResult(rerecord=rerecord, summary=f"re-record the baseline: {rerecord}")
-    notes = (
-        [f"compared across Python versions as asked ({ALLOW_CROSS_PYTHON_FLAG}): {mismatch}"]
-        if mismatch
-        else []
-    )
-    instrument = measure.instrument(current_meta.get("measure"))
-    speed = MachineSpeed()
+    return None
+
+
+def _speed(
+    base: history.Baseline,
+    current_meta: Mapping,
+    mismatch: str | None,
+    settings: GateSettings,
+    instrument: measure.Instrument,
+    against: str,
+    notes: list,
+) -> MachineSpeed:
+    """Time: the machine's speed against the baseline's; counts: none, and ``notes`` say why."""
     if instrument.machine_bound:
-        speed = _machine_speed(base, current_meta, mismatch, settings, notes)
-    else:
-        if not against:  # against the base, both sides are counted here, now
-            notes.append(
-                f"{instrument.kind} do not depend on the machine's speed or load: a baseline from "
-                f"another machine of the same architecture, in the same directory, compares as well"
-            )
-        notes += [n for n in (measuring.layout_note(base_meta, current_meta),) if n]
-    cpus = (base_meta.get("cpu_count"), current_meta.get("cpu_count"))
+        return _machine_speed(base, current_meta, mismatch, settings, notes)
+    if not against:  # against the base, both sides are counted here, now
+        notes.append(
+            f"{instrument.kind} do not depend on the machine's speed or load: a baseline from "
+            f"another machine of the same architecture, in the same directory, compares as well"
+        )
+    notes += [n for n in (measuring.layout_note(base.meta, current_meta),) if n]
+    return MachineSpeed()
+
+
+def _baseline_notes(base: history.Baseline, current_meta: Mapping, against: str) -> list[str]:
+    """What the baseline's setup and sessions make worth saying beside the verdicts."""
+    notes = []
+    cpus = (base.meta.get("cpu_count"), current_meta.get("cpu_count"))
     if cpus[0] != cpus[1]:
         notes.append(
             f"CPU count differs ({cpus[0]} in the baseline, {cpus[1]} now): threaded models may scale differently"
         )
-
-    base_sessions = base.sessions
     notes += [f"baseline has {r.label} twice; the first one is used" for r in base.twice]
     held = base.count
     if held < stats.MIN_SESSIONS_FOR_DRIFT and not against:
@@ -196,62 +237,63 @@ def compare(
             f"drifts between sessions"
         )
     notes += [n for n in (session_quality.different_code(base.identities, base.saved),) if n]
+    return notes
+
+
+def _verdicts(
+    base: history.Baseline, current: list[Record], judging: _Judging, against: str
+) -> list[Verdict]:
+    """One verdict for each benchmark of this run and each of the baseline's it did not run, in
+    the gate's order. ``judging``: all but the typical drifts, found here."""
+    base_sessions = base.sessions
     explained = base.latest  # what explains a change
     divided = {
-        rec.key: _over_controls(base_sessions.get(rec.key), rec, instrument) for rec in current
+        rec.key: _over_controls(base_sessions.get(rec.key), rec, judging.instrument)
+        for rec in current
     }
-    typical = _typical_drifts(base_sessions, current, divided)
-    judging = _Judging(base_meta, current_meta, instrument, speed, settings, typical)
-    seen = set()
+    judging = dataclasses.replace(judging, typical=_typical_drifts(base_sessions, current, divided))
     verdicts = []
     for rec in current:
-        seen.add(rec.key)
         sessions = base_sessions.get(rec.key)
         if sessions is None:
-            verdicts.append(
-                Verdict(
-                    rec.key,
-                    NEW,
-                    current_median=rec.median,
-                    measure=rec.measure,
-                    note=f"not run by {against}"
-                    if against
-                    else f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it",
-                )
-            )
+            verdicts.append(_new(rec, against))
             continue
         verdict = _judge(sessions, rec, divided[rec.key], judging)
         if verdict.status == REGRESSED and rec.key in explained:
-            why = instrument.explain(explained[rec.key], rec)
+            why = judging.instrument.explain(explained[rec.key], rec)
             verdict.note = _join(verdict.note, why or "")
         verdicts.append(verdict)
-    for key, sessions in base_sessions.items():
-        if key not in seen:
-            verdicts.append(
-                Verdict(
-                    key,
-                    MISSING,
-                    baseline_median=stats.median(sessions[0].samples),
-                    measure=instrument.kind,
-                    note=f"{'run by ' + against if against else 'in the baseline'} but not run "
-                    "now: deselected, skipped, failed or renamed?",
-                )
-            )
+    seen = {rec.key for rec in current}
+    verdicts += [
+        _missing(key, sessions, judging.instrument, against)
+        for key, sessions in base_sessions.items()
+        if key not in seen
+    ]
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
-    result = GateResult(
-        verdicts=verdicts,
-        calibration_ratio=speed.ratio,
-        notes=notes,
-        memory=memory_gate.judge(base, current, settings.memory_threshold),
-        kernel=kernel_gate.judge(
-            base, current, interference.busier(base_sessions, current, current_meta)
-        ),
-        against=against,
+    return verdicts
+
+
+def _new(rec: Record, against: str) -> Verdict:
+    return Verdict(
+        rec.key,
+        NEW,
+        current_median=rec.median,
+        measure=rec.measure,
+        note=f"not run by {against}"
+        if against
+        else f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it",
     )
-    if reference is not None:
-        set_aside(result, reference)
-    result.summary = summary(result, settings, instrument)
-    return result
+
+
+def _missing(key: tuple, sessions: list, instrument: measure.Instrument, against: str) -> Verdict:
+    return Verdict(
+        key,
+        MISSING,
+        baseline_median=stats.median(sessions[0].samples),
+        measure=instrument.kind,
+        note=f"{'run by ' + against if against else 'in the baseline'} but not run "
+        "now: deselected, skipped, failed or renamed?",
+    )
 
 
 def speed_changes(
@@ -286,54 +328,64 @@ def add_session(
     clean commit (``_same_code``): then the new speed is not the code's but one the benchmark
     settles into in some processes (yarl's ``test_url_joinpath_with_truediv``: 258, 136, 132 µs
     in three saves of one release), and the earlier sessions stay to say so."""
-    messages, restart = [], []
-    same_code = previous is not None and _same_code(previous, doc[history.SECTION])
+    if previous is None or keep <= 1:
+        return history.merge(doc, previous, keep, []), []
+    meta = doc[history.SECTION]
+    same_code = _same_code(previous, meta)
     # counts are never disturbed
-    exact = measure.instrument(doc[history.SECTION].get("measure")).exact
+    exact = measure.instrument(meta.get("measure")).exact
     saved = session_quality.saved_at(str(doc.get("datetime") or "")) or "now"
-    if previous is not None and keep > 1:
-        latest = previous.latest
-        by_key = {r.key: r for r in current}
-        flags = {}
-        for v in speed_changes(previous, current, doc[history.SECTION], settings):
-            before = latest.get(v.key)
-            if exact or (
-                not same_code
-                and before is not None
-                and before.extra.get("disturbed")
-                and abs(by_key[v.key].median / before.median - 1) <= (v.base_threshold or 0)
-            ):
-                restart.append(v.key)
-                how = "" if exact else ", confirmed by a second session"
-                messages.append(
-                    f"{key_label(v.key)} changed speed ({v.change:+.1%}){how}: its earlier baseline "
-                    f"sessions were dropped, they measured other code"
-                )
-            elif same_code:
-                flags[v.key] = (
-                    f"{v.change:+.1%} against the earlier sessions of the same commit: a speed it "
-                    f"settles into in some processes, or disturbed"
-                )
-            else:
-                flags[v.key] = (
-                    f"{v.change:+.1%} against the earlier sessions: disturbed, or the code changed "
-                    f"speed (then the next session saved confirms it)"
-                )
-            if v.key in flags:
-                messages.append(
-                    f"{key_label(v.key)} measured {flags[v.key]}; this session (saved {saved}) is "
-                    f"flagged disturbed and left out by the gate, the earlier sessions are kept"
-                )
-        for bench in doc.get("benchmarks") or ():
-            extra = bench.get("extra_info") or {}
-            key = (
-                extra.get("workload"),
-                params_id(extra.get("params") or {}),
-                extra.get("backend"),
+    latest = previous.latest
+    by_key = {r.key: r for r in current}
+    messages, restart, flags = [], [], {}
+    for v in speed_changes(previous, current, meta, settings):
+        before = latest.get(v.key)
+        if exact or (
+            not same_code
+            and before is not None
+            and before.extra.get("disturbed")
+            and abs(by_key[v.key].median / before.median - 1) <= (v.base_threshold or 0)
+        ):
+            restart.append(v.key)
+            how = "" if exact else ", confirmed by a second session"
+            messages.append(
+                f"{key_label(v.key)} changed speed ({v.change:+.1%}){how}: its earlier baseline "
+                f"sessions were dropped, they measured other code"
             )
-            if key in flags:
-                extra["disturbed"] = flags[key]
+            continue
+        flags[v.key] = _disturbed(v, same_code)
+        messages.append(
+            f"{key_label(v.key)} measured {flags[v.key]}; this session (saved {saved}) is "
+            f"flagged disturbed and left out by the gate, the earlier sessions are kept"
+        )
+    _flag_disturbed(doc, flags)
     return history.merge(doc, previous, keep, restart), messages
+
+
+def _disturbed(v: Verdict, same_code: bool) -> str:
+    """Why a session whose speed moved against the earlier ones is flagged disturbed."""
+    if same_code:
+        return (
+            f"{v.change:+.1%} against the earlier sessions of the same commit: a speed it "
+            f"settles into in some processes, or disturbed"
+        )
+    return (
+        f"{v.change:+.1%} against the earlier sessions: disturbed, or the code changed "
+        f"speed (then the next session saved confirms it)"
+    )
+
+
+def _flag_disturbed(doc: dict, flags: Mapping[tuple, str]) -> None:
+    """Each flagged benchmark of ``doc`` marked ``disturbed`` (why) in its extra_info."""
+    for bench in doc.get("benchmarks") or ():
+        extra = bench.get("extra_info") or {}
+        key = (
+            extra.get("workload"),
+            params_id(extra.get("params") or {}),
+            extra.get("backend"),
+        )
+        if key in flags:
+            extra["disturbed"] = flags[key]
 
 
 def _same_code(previous: history.Baseline, meta: Mapping) -> bool:
@@ -804,36 +856,22 @@ def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_met
     return out
 
 
-def _scale(decided_by: set) -> str:
-    """How the verdicts' changes were read, said once for the summary."""
-    if "normalized" in decided_by:
-        return "normalized"
-    if "control" in decided_by:
-        return "over their controls" + (", some raw" if "raw" in decided_by else "")
-    return "raw"
-
-
-def summary(result: GateResult, settings: GateSettings, instrument) -> str:
-    counts = [
-        f"{len(result.by_status(s))} {s}"
-        for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)
-    ]
-    if result.by_status(REFERENCE):
-        counts.append(f"{len(result.by_status(REFERENCE))} native reference (not gated)")
-    scale = _scale({v.decided_by for v in result.verdicts if v.decided_by})
+def _judged_at(result: GateResult, settings: GateSettings, instrument) -> str:
+    """The thresholds, and the alpha and scale of time (or the instrument, exact)."""
     used = sorted({v.base_threshold for v in result.verdicts if v.base_threshold is not None})
     thresholds = ([settings.threshold] if settings.threshold else used) or [
         instrument.default_threshold
     ]
-    text = (
-        f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
-        f"(threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{t:.0%}' for t in thresholds)}, "
-        + (
-            f"{instrument.kind}, exact)"
-            if instrument.exact
-            else f"alpha {settings.alpha:g}, {scale})"
-        )
-    )
+    said = f"threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{t:.0%}' for t in thresholds)}, "
+    if instrument.exact:
+        return said + f"{instrument.kind}, exact"
+    scale = _scale({v.decided_by for v in result.verdicts if v.decided_by})
+    return said + f"alpha {settings.alpha:g}, {scale}"
+
+
+def _about_the_baseline(result: GateResult) -> str:
+    """What the verdicts say of the baseline: stale, or too noisy to tell (and the fix)."""
+    text = ""
     if result.by_status(IMPROVED) and not result.against:
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
     suite = [v for v in result.too_noisy if v.widened_by == SUITE_DRIFT]
@@ -845,6 +883,32 @@ def summary(result: GateResult, settings: GateSettings, instrument) -> str:
             f"; {len(suite)} inconclusive within what this suite's sessions drift: time cannot tell, "
             "instructions can"
         )
+    return text
+
+
+def _scale(decided_by: set) -> str:
+    """How the verdicts' changes were read, said once for the summary."""
+    if "normalized" in decided_by:
+        return "normalized"
+    if "control" in decided_by:
+        return "over their controls" + (", some raw" if "raw" in decided_by else "")
+    return "raw"
+
+
+def summary(result: GateResult, settings: GateSettings, instrument) -> str:
+    """The gate's one line: passed or FAILED, the count of each verdict, the thresholds and how
+    the changes were read, then what the run should do about its baseline and other figures."""
+    counts = [
+        f"{len(result.by_status(s))} {s}"
+        for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)
+    ]
+    if result.by_status(REFERENCE):
+        counts.append(f"{len(result.by_status(REFERENCE))} native reference (not gated)")
+    text = (
+        f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
+        f"({_judged_at(result, settings, instrument)})"
+    )
+    text += _about_the_baseline(result)
     if result.memory is not None:
         text += f"; {memory_gate.summary(result.memory)}"
     if result.kernel is not None and result.kernel.verdicts:
