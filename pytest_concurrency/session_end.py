@@ -303,21 +303,25 @@ def said(outcome: SessionOutcome) -> list[tuple[str, bool]]:
 
 
 def write_verdicts(
-    session, settings, outcome: SessionOutcome, positions, written: list[str]
-) -> None:
-    """``--concurrency-verdicts``: this session's records, verdicts and exit status, once its exit
-    status is known (a merge of shards renders them again: ``python -m pytest_concurrency merge``)."""
-    if outcome.interrupted:
-        return
-    shard = sharding.of(session.config)
+    settings,
+    outcome: SessionOutcome,
+    written: list[str],
+    exit_status: int,
+    tests_failed: bool,
+    positions=None,
+    shard: sharding.Selector | None = None,
+) -> int:
+    """``--concurrency-verdicts``: the records, verdicts and exit status, once the status is
+    known (a merge of shards renders them again: ``python -m pytest_concurrency merge``); the
+    status, or 1 when they could not be written (said on stderr)."""
     v = verdict_file.from_session(
         outcome.records,
         outcome.node_ids,
-        positions,
+        positions or {},
         gate=outcome.gate,
         memory=outcome.memory,
-        exit_status=int(session.exitstatus),
-        tests_failed=session.testsfailed > 0,
+        exit_status=exit_status,
+        tests_failed=tests_failed,
         errors=list(outcome.errors),
         nothing_judged=outcome.nothing_judged,
         measure=settings.instrument.kind,
@@ -326,15 +330,13 @@ def write_verdicts(
         identity=shards.identity(),
         shard=shard.section() if shard is not None else None,
     )
+    path = settings.verdicts
     _, why = _guarded(
-        settings.verdicts,
-        lambda: verdict_file.write(settings.verdicts, v),
-        f"the verdicts were written to {settings.verdicts}",
-        written,
+        path, lambda: verdict_file.write(path, v), f"the verdicts were written to {path}", written
     )
-    if why:
-        print(
-            f"pytest-concurrency: ERROR: the verdicts {settings.verdicts} were not written: {why}",
-            file=sys.stderr,
-        )
-        session.exitstatus = Exit.TESTS_FAILED
+    if not why:
+        return exit_status
+    print(
+        f"pytest-concurrency: ERROR: the verdicts {path} were not written: {why}", file=sys.stderr
+    )
+    return Exit.TESTS_FAILED

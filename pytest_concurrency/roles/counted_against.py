@@ -194,26 +194,6 @@ def _judge(
         print(line)
     code = outcome.status(head_code)
     if settings.verdicts:  # the head's counts judged on the base's (read by roles/arbiter.py)
-        _write_verdicts(settings, outcome, code, written)
+        failed = code == Exit.TESTS_FAILED and not outcome.failed
+        return session_end.write_verdicts(settings, outcome, written, code, failed)
     return code
-
-
-def _write_verdicts(settings, outcome: session_end.SessionOutcome, code: int, written) -> None:
-    from ..gate import shards, verdict_file
-
-    v = verdict_file.from_session(
-        outcome.records,
-        {},
-        {},
-        gate=outcome.gate,
-        memory=outcome.memory,
-        exit_status=int(code),
-        tests_failed=code == Exit.TESTS_FAILED and not outcome.failed,
-        errors=list(outcome.errors),
-        measure=settings.instrument.kind,
-        threshold=settings.threshold,
-        alpha=settings.gate.alpha,
-        identity=shards.identity(),
-    )
-    verdict_file.write(settings.verdicts, v)
-    written.append(f"the verdicts were written to {settings.verdicts}")

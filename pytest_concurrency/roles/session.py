@@ -337,15 +337,18 @@ class MeasuringSession:
         if self.outcome is not None:
             session.exitstatus = self.outcome.status(session.exitstatus)
         shard = sharding.of(session.config)
-        if (
-            shard is not None
-            and shard.empty
-            and session.exitstatus in (Exit.OK, Exit.NO_TESTS_COLLECTED)
-        ):
+        quiet = (Exit.OK, Exit.NO_TESTS_COLLECTED)
+        if shard is not None and shard.empty and session.exitstatus in quiet:
             session.exitstatus = Exit.OK  # its tests are all in other shards
         if self.settings.verdicts is not None and self.outcome is not None:
-            session_end.write_verdicts(
-                session, self.settings, self.outcome, self.positions, self.written
+            session.exitstatus = session_end.write_verdicts(
+                self.settings,
+                self.outcome,
+                self.written,
+                int(session.exitstatus),
+                tests_failed=session.testsfailed > 0,
+                positions=self.positions,
+                shard=shard,
             )
 
     def finish(self, session, bs) -> session_end.SessionOutcome | None:
