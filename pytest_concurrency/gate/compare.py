@@ -166,9 +166,13 @@ def compare(
     instrument = measure.instrument(current_meta.get("measure"))
     speed = _speed(base, current_meta, mismatch, settings, instrument, against, notes)
     notes += _baseline_notes(base, current_meta, against)
-    judging = _Judging(base.meta, current_meta, instrument, speed, settings, {})
+    divided = {
+        rec.key: _over_controls(base.sessions.get(rec.key), rec, instrument) for rec in current
+    }
+    typical = _typical_drifts(base.sessions, current, divided)
+    judging = _Judging(base.meta, current_meta, instrument, speed, settings, typical)
     result = GateResult(
-        verdicts=_verdicts(base, current, judging, against),
+        verdicts=_verdicts(base, current, divided, judging, against),
         calibration_ratio=speed.ratio,
         notes=notes,
         memory=memory_gate.judge(base, current, settings.memory_threshold),
@@ -241,17 +245,12 @@ def _baseline_notes(base: history.Baseline, current_meta: Mapping, against: str)
 
 
 def _verdicts(
-    base: history.Baseline, current: list[Record], judging: _Judging, against: str
+    base: history.Baseline, current: list[Record], divided: Mapping, judging: _Judging, against: str
 ) -> list[Verdict]:
     """One verdict for each benchmark of this run and each of the baseline's it did not run, in
-    the gate's order. ``judging``: all but the typical drifts, found here."""
+    the gate's order; ``divided``: each one's ``_over_controls``."""
     base_sessions = base.sessions
     explained = base.latest  # what explains a change
-    divided = {
-        rec.key: _over_controls(base_sessions.get(rec.key), rec, judging.instrument)
-        for rec in current
-    }
-    judging = dataclasses.replace(judging, typical=_typical_drifts(base_sessions, current, divided))
     verdicts = []
     for rec in current:
         sessions = base_sessions.get(rec.key)

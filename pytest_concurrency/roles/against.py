@@ -76,9 +76,7 @@ class Orchestrator:
     def __init__(self, config, settings):
         self.config = config
         self.settings = settings
-        self.written: list[
-            str
-        ] = []  # what of the user's the run wrote (the head's session: its own)
+        self.written: list[str] = []  # the user's files this process wrote (the head: its own)
 
     def main(self) -> int:
         return orchestrate(self.config, self.settings, self.written)
