@@ -34,3 +34,41 @@ class Exit(enum.IntEnum):
 #: pytest ended before the session's tests gave anything to read (interrupted, its own or a usage
 #: error, nothing collected)
 NOT_RUN = (Exit.INTERRUPTED, Exit.INTERNAL_ERROR, Exit.USAGE_ERROR, Exit.NO_TESTS_COLLECTED)
+
+#: What a run of ours ends with once its tests ran: pytest's quiet statuses, and the gate's own
+JUDGED = (
+    Exit.OK,
+    Exit.NO_TESTS_COLLECTED,
+    Exit.TESTS_FAILED,
+    Exit.RERECORD_BASELINE,
+    Exit.NOTHING_JUDGED,
+    Exit.UNDECIDED,
+)
+
+
+def of_run(
+    given: int,
+    *,
+    failed: bool = False,
+    nothing_judged: bool = False,
+    rerecord: bool = False,
+    undecided: bool = False,
+) -> int:
+    """The one rule of what a run exits with. ``given``: pytest's status (a session's), or the
+    status of the run whose verdicts these are (a shard, the head's session), itself of this rule;
+    the rest, what the gate found. A status of pytest's that says why the tests gave nothing to
+    read (interrupted, an internal or usage error) stands; then a failure wins (1), then a gate
+    that judged nothing (8), a baseline of another measuring side (7), what neither time nor
+    counts decided with --concurrency-undecided=exit (9), else ``given`` (0, or 5: nothing
+    collected)."""
+    if given not in JUDGED:
+        return given
+    for found, status in (
+        (failed, Exit.TESTS_FAILED),
+        (nothing_judged, Exit.NOTHING_JUDGED),
+        (rerecord, Exit.RERECORD_BASELINE),
+        (undecided, Exit.UNDECIDED),
+    ):
+        if found or given == status:
+            return status
+    return given

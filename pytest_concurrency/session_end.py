@@ -8,11 +8,13 @@ The role hands it what it knows as values (``Ended``); the pipeline never calls 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import backends, sharding
 from .backends import watchdog
-from .exit_codes import Exit
+from .exit_codes import Exit, of_run
 from .gate import atomic, baseline, calibrate, history, save, shards, undecided, verdict_file
 from .gate.judge import CountUndecided, MeasureAgain, judge
 from .gate.verdicts import GateResult, MemoryResult, nothing_in_common
@@ -45,6 +47,11 @@ class Ended:
     #: the file saved is the run's own (a side of a counted run against the base, whose counts the
     #: run judges): the user asked for no baseline there, so where it was written is not said
     saved_for_the_run: bool = False
+    #: the records' own ``pytest_concurrency`` section, when another process measured them (the
+    #: head side of a counted run against the base): judged and saved with it, not this process's
+    meta: dict | None = None
+    #: what ``base`` is when the user did not save it (``GateResult.against``): the base side
+    against: str = ""
 
 
 @dataclass
@@ -71,18 +78,18 @@ class SessionOutcome:
 
     @property
     def exit_status(self) -> int:
-        """What the session exits with (when its tests passed): a failure wins (1), then a gate
-        that judged nothing (8), a baseline of another measuring side (7), then what neither time
-        nor counts decided (9, with --concurrency-undecided=exit), else 0."""
-        if self.failed:
-            return Exit.TESTS_FAILED
-        if self.nothing_judged:  # a gate that judged nothing must not pass quietly
-            return Exit.NOTHING_JUDGED
-        if self.gate is not None and self.gate.rerecord:
-            return Exit.RERECORD_BASELINE
-        if self.undecided_exit and self.gate is not None and self.gate.undecided:
-            return Exit.UNDECIDED
-        return Exit.OK
+        """What the session exits with when its tests passed (``status``)."""
+        return self.status(Exit.OK)
+
+    def status(self, given: int) -> int:
+        """What the session exits with, pytest's own status ``given``: exit_codes.of_run."""
+        return of_run(
+            given,
+            failed=self.failed,
+            nothing_judged=bool(self.nothing_judged),
+            rerecord=bool(self.gate is not None and self.gate.rerecord),
+            undecided=self.undecided_exit and bool(self.gate is not None and self.gate.undecided),
+        )
 
 
 def finish(
@@ -90,70 +97,100 @@ def finish(
 ) -> SessionOutcome:
     """The session's end, in order: its records -> judged (against the baseline, or for leaks
     alone) -> saved as the baseline's latest session -> the reports."""
-    recs = ended.records
     outcome = SessionOutcome(
-        recs, node_ids=ended.node_ids, undecided_exit=settings.undecided == undecided.EXIT
+        ended.records, node_ids=ended.node_ids, undecided_exit=settings.undecided == undecided.EXIT
     )
-    shard = ended.shard
     if ended.other_shards:
         outcome.messages.append(shards.left_out_line(ended.other_shards, settings.shard))
-    if not recs and (settings.save_baseline or base is not None):
-        if shard is None or not shard.empty:
-            outcome.nothing_judged = ended.nothing_judged
-            if settings.save_baseline:
-                outcome.nothing_judged += f"; {settings.save_baseline} was left as it was"
-            _report(outcome, settings, ended.written)
-            return outcome
-        # an empty shard: what the baseline holds of it is missing (its tests are gone)
-        outcome.messages.append(shard.empty_line())
-        if base is None:
-            _report(outcome, settings, ended.written)
-            return outcome
-    meta = None
-    if settings.save_baseline or settings.baseline:
-        calibration = (
-            calibrate.session(calibration, calibrate.measure())
-            if settings.instrument.machine_bound
-            else None
-        )
-        meta = baseline.current_meta(
-            {r.backend: r.backend_version for r in recs}, calibration, settings.instrument
-        )
-        if shard is not None:
-            meta["shard"] = {**shard.section(), "identity": shards.identity(meta["cpu_model"])}
+    if not _nothing_to_judge(outcome, settings, base, ended):
+        meta = _meta(settings, calibration, ended)
+        _judge(outcome, settings, base, meta, ended)
+        if settings.save_baseline and meta is not None and ended.records:
+            _save(outcome, settings, meta, ended)
+        if settings.history is not None and ended.records:
+            _keep_run(outcome, settings, ended)
+    _report(outcome, settings, ended.written)
+    return outcome
+
+
+def _nothing_to_judge(outcome: SessionOutcome, settings, base, ended: Ended) -> bool:
+    """No record where a gate or a save was asked for: the gate judged nothing (said), unless
+    this is an empty shard, whose part of the baseline is missing (its tests are gone)."""
+    if ended.records or not (settings.save_baseline or base is not None):
+        return False
+    shard = ended.shard
+    if shard is None or not shard.empty:
+        outcome.nothing_judged = ended.nothing_judged
+        if settings.save_baseline:
+            outcome.nothing_judged += f"; {settings.save_baseline} was left as it was"
+        return True
+    outcome.messages.append(shard.empty_line())
+    return base is None
+
+
+def _meta(settings, calibration: dict | None, ended: Ended) -> dict | None:
+    """The ``pytest_concurrency`` section the records are judged and saved with (None: neither
+    a baseline nor a save was asked for)."""
+    if ended.meta is not None:
+        return dict(ended.meta)
+    if not (settings.save_baseline or settings.baseline):
+        return None
+    calibration = (
+        calibrate.session(calibration, calibrate.measure())
+        if settings.instrument.machine_bound
+        else None
+    )
+    meta = baseline.current_meta(
+        {r.backend: r.backend_version for r in ended.records}, calibration, settings.instrument
+    )
+    if ended.shard is not None:
+        meta["shard"] = {**ended.shard.section(), "identity": shards.identity(meta["cpu_model"])}
+    return meta
+
+
+def _judge(outcome: SessionOutcome, settings, base, meta: dict | None, ended: Ended) -> None:
     reference = None if settings.gate_native else backends.is_native
     judged = judge(
-        base, recs, meta, settings.gate, reference, ended.measure_again, ended.count_undecided
+        base,
+        ended.records,
+        meta,
+        settings.gate,
+        reference,
+        ended.measure_again,
+        ended.count_undecided,
+        against=ended.against,
     )
     outcome.records, outcome.gate, outcome.memory = judged.records, judged.gate, judged.memory
     outcome.messages.extend(judged.messages)
-    if judged.gate is not None and recs:  # a gate that compared nothing must not pass quietly
-        outcome.nothing_judged = nothing_in_common(judged.gate, str(settings.baseline))
-    if settings.save_baseline and meta is not None and recs:
-        if ended.refused:  # a failed benchmark, or killed by the user: not what a baseline holds
-            outcome.errors.append(
-                f"no baseline written to {settings.save_baseline}: {ended.refused}"
-            )
-        elif ended.document is not None:  # the latest session, in front of those already there
-            # history is added to the copy, not to this run's meta
-            doc = {**ended.document, "pytest_concurrency": dict(meta)}
-            try:
-                said = save.store(
-                    settings.save_baseline,
-                    doc,
-                    recs,
-                    settings.gate,
-                    settings.baseline_sessions,
-                    ended.written.append,
-                    say_where=not ended.saved_for_the_run,
-                )
-                outcome.messages.extend(said)
-            except baseline.BaselineError as exc:
-                outcome.errors.append(str(exc))
-    if settings.history is not None and recs:
-        _keep_run(outcome, settings, ended)
-    _report(outcome, settings, ended.written)
-    return outcome
+    if judged.gate is not None and ended.records:  # a gate that compared nothing must not pass
+        outcome.nothing_judged = nothing_in_common(
+            judged.gate, ended.against or str(settings.baseline)
+        )
+
+
+def _save(outcome: SessionOutcome, settings, meta: dict, ended: Ended) -> None:
+    """The records saved as the latest session of ``--concurrency-save-baseline``, in front of
+    those already there: not a failed benchmark's, nor a run the user killed."""
+    if ended.refused:
+        outcome.errors.append(f"no baseline written to {settings.save_baseline}: {ended.refused}")
+        return
+    if ended.document is None:
+        return
+    # history is added to the copy, not to this run's meta
+    doc = {**ended.document, "pytest_concurrency": dict(meta)}
+    try:
+        said = save.store(
+            settings.save_baseline,
+            doc,
+            ended.records,
+            settings.gate,
+            settings.baseline_sessions,
+            ended.written.append,
+            say_where=not ended.saved_for_the_run,
+        )
+        outcome.messages.extend(said)
+    except baseline.BaselineError as exc:
+        outcome.errors.append(str(exc))
 
 
 def _keep_run(outcome: SessionOutcome, settings, ended: Ended) -> None:
@@ -173,16 +210,13 @@ def _keep_run(outcome: SessionOutcome, settings, ended: Ended) -> None:
         memory=outcome.memory,
         shard=ended.shard.section() if ended.shard is not None else None,
     )
-    try:
-        with watchdog.ctrl_c_after():
-            path = runlog.write(settings.history, doc)
-            ended.written.append(f"the run was added to the history {settings.history}")
-    except OSError as exc:
-        why = (
-            str(exc)
-            if isinstance(exc, atomic.UnsafeLink)
-            else atomic.why_not_written(exc, settings.history)
-        )
+    path, why = _guarded(
+        settings.history,
+        lambda: runlog.write(settings.history, doc),
+        f"the run was added to the history {settings.history}",
+        ended.written,
+    )
+    if why:
         outcome.errors.append(f"the run was not added to the history {settings.history}: {why}")
     else:
         outcome.messages.append(f"run added to the history: {path}")
@@ -193,19 +227,9 @@ def _report(outcome: SessionOutcome, settings, written: list[str]) -> None:
         from .report import markdown
 
         text = markdown.render(outcome.records, outcome.gate, outcome.memory)
-        try:
-            with watchdog.ctrl_c_after():
-                markdown.write(settings.report_md, text)
-                written.append(f"the markdown report was written to {settings.report_md}")
-        except OSError as exc:  # a full disk: the session's one line, not a traceback
-            why = (
-                str(exc)
-                if isinstance(exc, atomic.UnsafeLink)
-                else atomic.why_not_written(exc, settings.report_md)
-            )
-            outcome.errors.append(
-                f"the markdown report {settings.report_md} was not written: {why}"
-            )
+        error = write_report(settings.report_md, text, written)
+        if error:  # a full disk: the session's one line, not a traceback
+            outcome.errors.append(error)
         else:
             outcome.messages.append(f"markdown report written to {settings.report_md}")
     if settings.plot_dir:
@@ -220,41 +244,84 @@ def _report(outcome: SessionOutcome, settings, written: list[str]) -> None:
             outcome.messages.append(f"{len(paths)} charts written to {settings.plot_dir}")
 
 
+def write_report(path, text: str, written: list[str]) -> str | None:
+    """The markdown report ``text`` written to ``path`` (``--concurrency-report-md``), by every
+    session's end and by a run against the base; why not, in one line, or None."""
+    from .report import markdown
+
+    _, why = _guarded(
+        path,
+        lambda: markdown.write(path, text),
+        f"the markdown report was written to {path}",
+        written,
+    )
+    return f"the markdown report {path} was not written: {why}" if why else None
+
+
+def _guarded(path, write: Callable[[], Any], done: str, written: list[str]) -> tuple[Any, str]:
+    """``write()`` a file of the user's at ``path``, a Ctrl-C held until it is whole, ``done``
+    added to ``written`` once it is; what ``write`` returned, and why it failed ("" if not)."""
+    try:
+        with watchdog.ctrl_c_after():
+            result = write()
+            written.append(done)
+    except OSError as exc:
+        if isinstance(exc, atomic.UnsafeLink):
+            return None, str(exc)
+        return None, atomic.why_not_written(exc, path)
+    return result, ""
+
+
 def show(tr, outcome: SessionOutcome) -> None:
-    from .report import escape, terminal
+    from .report import terminal
 
     if outcome.records or outcome.gate:
         every = tr.config.getoption("verbose", 0) > 0  # -v: how close each unchanged one came
         terminal.write(tr, outcome.records, outcome.gate, outcome.memory, every)
-    for line in outcome.messages:
-        tr.write_line(f"pytest-concurrency: {escape.terminal(line)}")
-    for line in outcome.errors:
-        tr.write_line(f"pytest-concurrency: ERROR: {escape.terminal(line)}", red=True, bold=True)
+    for line, alarm in said(outcome):
+        tr.write_line(line, red=alarm, bold=alarm)
+
+
+def said(outcome: SessionOutcome) -> list[tuple[str, bool]]:
+    """The lines said after the tables, each with whether it is an alarm (an error, a gate that
+    judged nothing)."""
+    from .report import escape
+
+    lines = [(f"pytest-concurrency: {escape.terminal(line)}", False) for line in outcome.messages]
+    lines += [
+        (f"pytest-concurrency: ERROR: {escape.terminal(line)}", True) for line in outcome.errors
+    ]
     if outcome.nothing_judged:
-        tr.write_line(
-            f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): "
-            f"{outcome.nothing_judged}",
-            red=True,
-            bold=True,
+        lines.append(
+            (
+                f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): "
+                f"{outcome.nothing_judged}",
+                True,
+            )
         )
+    return lines
 
 
 def write_verdicts(
-    session, settings, outcome: SessionOutcome, positions, written: list[str]
-) -> None:
-    """``--concurrency-verdicts``: this session's records, verdicts and exit status, once its exit
-    status is known (a merge of shards renders them again: ``python -m pytest_concurrency merge``)."""
-    if outcome.interrupted:
-        return
-    shard = sharding.of(session.config)
+    settings,
+    outcome: SessionOutcome,
+    written: list[str],
+    exit_status: int,
+    tests_failed: bool,
+    positions=None,
+    shard: sharding.Selector | None = None,
+) -> int:
+    """``--concurrency-verdicts``: the records, verdicts and exit status, once the status is
+    known (a merge of shards renders them again: ``python -m pytest_concurrency merge``); the
+    status, or 1 when they could not be written (said on stderr)."""
     v = verdict_file.from_session(
         outcome.records,
         outcome.node_ids,
-        positions,
+        positions or {},
         gate=outcome.gate,
         memory=outcome.memory,
-        exit_status=int(session.exitstatus),
-        tests_failed=session.testsfailed > 0,
+        exit_status=exit_status,
+        tests_failed=tests_failed,
         errors=list(outcome.errors),
         nothing_judged=outcome.nothing_judged,
         measure=settings.instrument.kind,
@@ -263,18 +330,13 @@ def write_verdicts(
         identity=shards.identity(),
         shard=shard.section() if shard is not None else None,
     )
-    try:
-        with watchdog.ctrl_c_after():
-            verdict_file.write(settings.verdicts, v)
-            written.append(f"the verdicts were written to {settings.verdicts}")
-    except OSError as exc:
-        why = (
-            str(exc)
-            if isinstance(exc, atomic.UnsafeLink)
-            else atomic.why_not_written(exc, settings.verdicts)
-        )
-        print(
-            f"pytest-concurrency: ERROR: the verdicts {settings.verdicts} were not written: {why}",
-            file=sys.stderr,
-        )
-        session.exitstatus = Exit.TESTS_FAILED
+    path = settings.verdicts
+    _, why = _guarded(
+        path, lambda: verdict_file.write(path, v), f"the verdicts were written to {path}", written
+    )
+    if not why:
+        return exit_status
+    print(
+        f"pytest-concurrency: ERROR: the verdicts {path} were not written: {why}", file=sys.stderr
+    )
+    return Exit.TESTS_FAILED

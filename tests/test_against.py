@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -14,12 +15,15 @@ from pathlib import Path
 import pytest
 from conftest import needs
 
-from pytest_concurrency.gate import paired
+from pytest_concurrency import measure
+from pytest_concurrency.exit_codes import Exit
+from pytest_concurrency.gate import baseline, paired
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import callgrind
 from pytest_concurrency.measure.records import Record
-from pytest_concurrency.roles import against, argv
+from pytest_concurrency.roles import against, argv, counted_against
 from pytest_concurrency.runner import lockstep, sides
+from pytest_concurrency.settings import Settings
 
 # -- statistics, on synthetic rounds ----------------------------------------------------------------
 
@@ -629,6 +633,121 @@ def test_counted_against_the_base_starts_both_sides_in_one_shape(tmp_path, monke
         assert f"--concurrency-save-baseline={files[side]}" in line
         assert f"--junitxml={junit[side]}" in line  # the head's copied to the user's after
         assert env["PYTHONPATH"] == f"{given[side].base_dir}{os.pathsep}/elsewhere"
+
+
+# -- the end of a run against the base: the session's end's steps, timed or counted ----------------
+
+
+def _timed_pairs(directory: Path) -> list:
+    """Two pairs of sessions as their sides leave them (``side-A.json``, ``side-B.json``, both
+    exited 0), the same code on both sides: time decides, so nothing is counted."""
+    meta = baseline.current_meta({}, None)
+    pairs = []
+    for number in (1, 2):
+        pair = against._Pair(directory / str(number))
+        pair.directory.mkdir(parents=True)
+        for side, turns in zip((lockstep.A, lockstep.B), _rounds(30, 1.0, 1.0, seed=number)):
+            rec = Record(
+                "test_x.py::test_work",
+                {},
+                "",
+                [seconds for _, seconds in turns],
+                extra={"paired_rounds": turns},
+                name="test_work",
+            )
+            doc = {"identity": {}, **baseline.document_from_records([rec], meta)}
+            (pair.directory / f"side-{side}.json").write_text(json.dumps(doc))
+        pair.codes = {lockstep.A: Exit.OK, lockstep.B: Exit.OK}
+        pair.read()
+        pairs.append(pair)
+    return pairs
+
+
+def _counted_sides(directory: Path) -> dict:
+    """Each side's counts as its counted session saves them (``base.json``, ``head.json``): one
+    benchmark in two layouts, the same on both sides."""
+    meta = baseline.current_meta({}, None, measure.instrument("instructions"))
+    files = {side: directory / f"{side}.json" for side in ("base", "head")}
+    for path in files.values():
+        counts = [1e6, 1.0001e6, 0.9999e6]
+        rec = Record(
+            "test_x.py::test_work",
+            {},
+            "",
+            counts,
+            extra={"measure": "instructions", "layouts": [counts, counts]},
+            name="test_work",
+        )
+        baseline.save(path, baseline.document_from_records([rec], meta))
+    return files
+
+
+def _run_against(tmp_path: Path, how: str, written: list, capsys) -> tuple[int, str]:
+    """The end of a run against the base, timed or counted, as the run would get there; its exit
+    status and what it printed."""
+    run = sides.Run("base", tmp_path / "site", tmp_path / "run", tmp_path)  # type: ignore[arg-type]
+    run.directory.mkdir(parents=True)
+    report = tmp_path / "report.md"
+    if how == "timed":
+        first, second = _timed_pairs(run.directory)
+        code = against._judge(Settings(report_md=report), run, first, [second], None, written)
+    else:
+        files = _counted_sides(run.directory)
+        settings = Settings(measure="instructions", report_md=report)
+        code = counted_against._judge(settings, run, files, Exit.OK, Exit.OK, written)
+    return code, capsys.readouterr().out
+
+
+# ~0.5 s (after scipy.stats is imported, as by the paired tests above): the judging of two pairs
+# of sessions, or of two counted sides, from their files; no process started
+@pytest.mark.once
+@pytest.mark.parametrize("how", ["timed", "counted"])
+def test_a_report_on_a_full_disk_is_one_error_and_exit_1_timed_or_counted(
+    tmp_path, monkeypatch, capsys, how
+):
+    """Both against paths wrote the markdown report unguarded: a full disk ended the run in an
+    OSError traceback after its verdicts, where a session's end says one line and exits 1."""
+    from pytest_concurrency.report import markdown
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    assert _run_against(tmp_path / "whole", how, [], capsys)[0] == Exit.OK
+    monkeypatch.setattr(markdown, "write", full)
+    written: list[str] = []
+    code, out = _run_against(tmp_path, how, written, capsys)
+    report = tmp_path / "report.md"
+    assert code == Exit.TESTS_FAILED and not written and not report.exists(), out
+    assert (
+        f"pytest-concurrency: ERROR: the markdown report {report} was not written: No space left "
+        "on device: free space (or quota) on the file system of"
+    ) in out
+
+
+# ~0.5 s, as above
+@pytest.mark.once
+@pytest.mark.parametrize("how", ["timed", "counted"])
+def test_the_report_against_the_base_is_written_as_a_sessions_and_a_ctrl_c_after_names_it(
+    tmp_path, capsys, how
+):
+    """Counted, the run wrote its report by itself, in a step of its own; timed, it appended the
+    verdicts to the head's part. Both now go through the session end's report step: the head's
+    tables, then the verdicts against the base, and once it is written what a Ctrl-C after it
+    says (Orchestrator.interrupted) names it."""
+    from pytest_concurrency.report import markdown
+
+    report = tmp_path / "report.md"
+    if how == "timed":  # the head's session wrote its part before the run judged the pairs
+        report.write_text(markdown.render([]))
+    written: list[str] = []
+    code, out = _run_against(tmp_path, how, written, capsys)
+    text = report.read_text()
+    assert code == Exit.OK and written == [f"the markdown report was written to {report}"], out
+    assert text.startswith(markdown.TITLE) and r"test\_x.py::test\_work" in text, text
+    if how == "timed":
+        assert text.count(markdown.TITLE) == 1 and markdown.PAIRED_TITLE in text, text
+    else:  # the head's counts judged on the base's, in the head's tables
+        assert "0 regressions, 1 unchanged" in text and markdown.PAIRED_TITLE not in text, text
 
 
 # -- real runs: a small library twice, a user's plain test -------------------------------------------

@@ -12,6 +12,7 @@ evidence/shard_evidence.py).
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import merge, shards, verdict_file
 from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import (
+    INCONCLUSIVE,
     MISSING,
     NEW,
     REGRESSED,
@@ -260,6 +262,35 @@ def test_merged_verdicts_are_one_runs_summary_order_and_exit_status():
     assert merged.gate.memory.not_measured == {("x", "why"): 4}
     one, two = _two_shards()
     assert merge.verdicts([("2.json", two), ("1.json", one)]).exit_status == 0
+
+
+@pytest.mark.once
+def test_a_shard_that_exited_undecided_makes_the_merged_run_exit_undecided_unless_one_failed():
+    """~0 s: a shard's 9 (--concurrency-undecided=exit) was read as a status that ended it early
+    and won over another shard's regression (1); each shard's UNDECIDED lines were dropped."""
+    from pytest_concurrency.gate import undecided
+
+    one, two = _two_shards()
+    one.gate.verdicts[0].status = INCONCLUSIVE
+    said = undecided.settle(one.gate.verdicts, [one.records[0].key], undecided.Counts())
+    one.gate.undecided, one.exit_status = said, Exit.UNDECIDED
+    merged = merge.verdicts([("1.json", one), ("2.json", two)])
+    assert merged.exit_status == Exit.UNDECIDED
+    assert merged.gate.undecided == said and said[0].startswith("UNDECIDED: 1 benchmark ")
+    both = copy.deepcopy(one)
+    both.shard.update(index=2)
+    both.records[0].workload, both.records[0].name = "b", "b"
+    both.gate.verdicts[0].key = both.records[0].key
+    both.gate.undecided = undecided.settle(
+        both.gate.verdicts,
+        [both.records[0].key],
+        undecided.Counts(why_not="valgrind is not on PATH"),
+    )
+    both.positions = {both.records[0].key: 2}
+    said = merge.verdicts([("1.json", one), ("2.json", both)]).gate.undecided
+    assert said[0].startswith("UNDECIDED: 2 benchmarks ") and said[-1] == "valgrind is not on PATH"
+    _, failed = _two_shards(change_b=0.05)
+    assert merge.verdicts([("1.json", one), ("2.json", failed)]).exit_status == Exit.TESTS_FAILED
 
 
 @pytest.mark.once

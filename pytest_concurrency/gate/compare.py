@@ -154,8 +154,44 @@ def compare(
     the user did not save it (``GateResult.against``): nothing then asks to save or refresh it."""
     settings = settings or GateSettings()
     current = list(current)
-    base_meta = base.meta
-    mismatch = _python_mismatch(base_meta, current_meta)
+    mismatch = _python_mismatch(base.meta, current_meta)
+    stopped = _not_compared(base.meta, current_meta, settings, mismatch)
+    if stopped is not None:
+        return stopped
+    notes = (
+        [f"compared across Python versions as asked ({ALLOW_CROSS_PYTHON_FLAG}): {mismatch}"]
+        if mismatch
+        else []
+    )
+    instrument = measure.instrument(current_meta.get("measure"))
+    speed = _speed(base, current_meta, mismatch, settings, instrument, against, notes)
+    notes += _baseline_notes(base, current_meta, against)
+    divided = {
+        rec.key: _over_controls(base.sessions.get(rec.key), rec, instrument) for rec in current
+    }
+    typical = _typical_drifts(base.sessions, current, divided)
+    judging = _Judging(base.meta, current_meta, instrument, speed, settings, typical)
+    result = GateResult(
+        verdicts=_verdicts(base, current, divided, judging, against),
+        calibration_ratio=speed.ratio,
+        notes=notes,
+        memory=memory_gate.judge(base, current, settings.memory_threshold),
+        kernel=kernel_gate.judge(
+            base, current, interference.busier(base.sessions, current, current_meta)
+        ),
+        against=against,
+    )
+    if reference is not None:
+        set_aside(result, reference)
+    result.summary = summary(result, settings, instrument)
+    return result
+
+
+def _not_compared(
+    base_meta: Mapping, current_meta: Mapping, settings: GateSettings, mismatch: str | None
+) -> GateResult | None:
+    """A comparison refused (another measuring setup, another Python unless allowed), or a
+    baseline to record again; None: compare."""
     refused = _measure_mismatch(base_meta, current_meta) or (
         mismatch if not settings.allow_cross_python else None
     )
@@ -164,29 +200,38 @@ def compare(
     rerecord = measuring.rerecord_reason(base_meta, current_meta, SAVE_FLAG)
     if rerecord:
         return GateResult(rerecord=rerecord, summary=f"re-record the baseline: {rerecord}")
-    notes = (
-        [f"compared across Python versions as asked ({ALLOW_CROSS_PYTHON_FLAG}): {mismatch}"]
-        if mismatch
-        else []
-    )
-    instrument = measure.instrument(current_meta.get("measure"))
-    speed = MachineSpeed()
+    return None
+
+
+def _speed(
+    base: history.Baseline,
+    current_meta: Mapping,
+    mismatch: str | None,
+    settings: GateSettings,
+    instrument: measure.Instrument,
+    against: str,
+    notes: list,
+) -> MachineSpeed:
+    """Time: the machine's speed against the baseline's; counts: none, and ``notes`` say why."""
     if instrument.machine_bound:
-        speed = _machine_speed(base, current_meta, mismatch, settings, notes)
-    else:
-        if not against:  # against the base, both sides are counted here, now
-            notes.append(
-                f"{instrument.kind} do not depend on the machine's speed or load: a baseline from "
-                f"another machine of the same architecture, in the same directory, compares as well"
-            )
-        notes += [n for n in (measuring.layout_note(base_meta, current_meta),) if n]
-    cpus = (base_meta.get("cpu_count"), current_meta.get("cpu_count"))
+        return _machine_speed(base, current_meta, mismatch, settings, notes)
+    if not against:  # against the base, both sides are counted here, now
+        notes.append(
+            f"{instrument.kind} do not depend on the machine's speed or load: a baseline from "
+            f"another machine of the same architecture, in the same directory, compares as well"
+        )
+    notes += [n for n in (measuring.layout_note(base.meta, current_meta),) if n]
+    return MachineSpeed()
+
+
+def _baseline_notes(base: history.Baseline, current_meta: Mapping, against: str) -> list[str]:
+    """What the baseline's setup and sessions make worth saying beside the verdicts."""
+    notes = []
+    cpus = (base.meta.get("cpu_count"), current_meta.get("cpu_count"))
     if cpus[0] != cpus[1]:
         notes.append(
             f"CPU count differs ({cpus[0]} in the baseline, {cpus[1]} now): threaded models may scale differently"
         )
-
-    base_sessions = base.sessions
     notes += [f"baseline has {r.label} twice; the first one is used" for r in base.twice]
     held = base.count
     if held < stats.MIN_SESSIONS_FOR_DRIFT and not against:
@@ -196,62 +241,58 @@ def compare(
             f"drifts between sessions"
         )
     notes += [n for n in (session_quality.different_code(base.identities, base.saved),) if n]
+    return notes
+
+
+def _verdicts(
+    base: history.Baseline, current: list[Record], divided: Mapping, judging: _Judging, against: str
+) -> list[Verdict]:
+    """One verdict for each benchmark of this run and each of the baseline's it did not run, in
+    the gate's order; ``divided``: each one's ``_over_controls``."""
+    base_sessions = base.sessions
     explained = base.latest  # what explains a change
-    divided = {
-        rec.key: _over_controls(base_sessions.get(rec.key), rec, instrument) for rec in current
-    }
-    typical = _typical_drifts(base_sessions, current, divided)
-    judging = _Judging(base_meta, current_meta, instrument, speed, settings, typical)
-    seen = set()
     verdicts = []
     for rec in current:
-        seen.add(rec.key)
         sessions = base_sessions.get(rec.key)
         if sessions is None:
-            verdicts.append(
-                Verdict(
-                    rec.key,
-                    NEW,
-                    current_median=rec.median,
-                    measure=rec.measure,
-                    note=f"not run by {against}"
-                    if against
-                    else f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it",
-                )
-            )
+            verdicts.append(_new(rec, against))
             continue
         verdict = _judge(sessions, rec, divided[rec.key], judging)
         if verdict.status == REGRESSED and rec.key in explained:
-            why = instrument.explain(explained[rec.key], rec)
+            why = judging.instrument.explain(explained[rec.key], rec)
             verdict.note = _join(verdict.note, why or "")
         verdicts.append(verdict)
-    for key, sessions in base_sessions.items():
-        if key not in seen:
-            verdicts.append(
-                Verdict(
-                    key,
-                    MISSING,
-                    baseline_median=stats.median(sessions[0].samples),
-                    measure=instrument.kind,
-                    note=f"{'run by ' + against if against else 'in the baseline'} but not run "
-                    "now: deselected, skipped, failed or renamed?",
-                )
-            )
+    seen = {rec.key for rec in current}
+    verdicts += [
+        _missing(key, sessions, judging.instrument, against)
+        for key, sessions in base_sessions.items()
+        if key not in seen
+    ]
     verdicts.sort(key=lambda v: (_ORDER[v.status], v.key))
-    result = GateResult(
-        verdicts=verdicts,
-        calibration_ratio=speed.ratio,
-        notes=notes,
-        memory=memory_gate.judge(base, current, settings.memory_threshold),
-        kernel=kernel_gate.judge(
-            base, current, interference.busier(base_sessions, current, current_meta)
-        ),
-        against=against,
+    return verdicts
+
+
+def _new(rec: Record, against: str) -> Verdict:
+    return Verdict(
+        rec.key,
+        NEW,
+        current_median=rec.median,
+        measure=rec.measure,
+        note=f"not run by {against}"
+        if against
+        else f"not in the baseline: refresh it ({SAVE_FLAG}) to gate it",
     )
-    if reference is not None:
-        set_aside(result, reference)
-    result.summary = summary(result, settings, instrument)
-    return result
+
+
+def _missing(key: tuple, sessions: list, instrument: measure.Instrument, against: str) -> Verdict:
+    return Verdict(
+        key,
+        MISSING,
+        baseline_median=stats.median(sessions[0].samples),
+        measure=instrument.kind,
+        note=f"{'run by ' + against if against else 'in the baseline'} but not run "
+        "now: deselected, skipped, failed or renamed?",
+    )
 
 
 def speed_changes(
@@ -286,54 +327,64 @@ def add_session(
     clean commit (``_same_code``): then the new speed is not the code's but one the benchmark
     settles into in some processes (yarl's ``test_url_joinpath_with_truediv``: 258, 136, 132 µs
     in three saves of one release), and the earlier sessions stay to say so."""
-    messages, restart = [], []
-    same_code = previous is not None and _same_code(previous, doc[history.SECTION])
+    if previous is None or keep <= 1:
+        return history.merge(doc, previous, keep, []), []
+    meta = doc[history.SECTION]
+    same_code = _same_code(previous, meta)
     # counts are never disturbed
-    exact = measure.instrument(doc[history.SECTION].get("measure")).exact
+    exact = measure.instrument(meta.get("measure")).exact
     saved = session_quality.saved_at(str(doc.get("datetime") or "")) or "now"
-    if previous is not None and keep > 1:
-        latest = previous.latest
-        by_key = {r.key: r for r in current}
-        flags = {}
-        for v in speed_changes(previous, current, doc[history.SECTION], settings):
-            before = latest.get(v.key)
-            if exact or (
-                not same_code
-                and before is not None
-                and before.extra.get("disturbed")
-                and abs(by_key[v.key].median / before.median - 1) <= (v.base_threshold or 0)
-            ):
-                restart.append(v.key)
-                how = "" if exact else ", confirmed by a second session"
-                messages.append(
-                    f"{key_label(v.key)} changed speed ({v.change:+.1%}){how}: its earlier baseline "
-                    f"sessions were dropped, they measured other code"
-                )
-            elif same_code:
-                flags[v.key] = (
-                    f"{v.change:+.1%} against the earlier sessions of the same commit: a speed it "
-                    f"settles into in some processes, or disturbed"
-                )
-            else:
-                flags[v.key] = (
-                    f"{v.change:+.1%} against the earlier sessions: disturbed, or the code changed "
-                    f"speed (then the next session saved confirms it)"
-                )
-            if v.key in flags:
-                messages.append(
-                    f"{key_label(v.key)} measured {flags[v.key]}; this session (saved {saved}) is "
-                    f"flagged disturbed and left out by the gate, the earlier sessions are kept"
-                )
-        for bench in doc.get("benchmarks") or ():
-            extra = bench.get("extra_info") or {}
-            key = (
-                extra.get("workload"),
-                params_id(extra.get("params") or {}),
-                extra.get("backend"),
+    latest = previous.latest
+    by_key = {r.key: r for r in current}
+    messages, restart, flags = [], [], {}
+    for v in speed_changes(previous, current, meta, settings):
+        before = latest.get(v.key)
+        if exact or (
+            not same_code
+            and before is not None
+            and before.extra.get("disturbed")
+            and abs(by_key[v.key].median / before.median - 1) <= (v.base_threshold or 0)
+        ):
+            restart.append(v.key)
+            how = "" if exact else ", confirmed by a second session"
+            messages.append(
+                f"{key_label(v.key)} changed speed ({v.change:+.1%}){how}: its earlier baseline "
+                f"sessions were dropped, they measured other code"
             )
-            if key in flags:
-                extra["disturbed"] = flags[key]
+            continue
+        flags[v.key] = _disturbed(v, same_code)
+        messages.append(
+            f"{key_label(v.key)} measured {flags[v.key]}; this session (saved {saved}) is "
+            f"flagged disturbed and left out by the gate, the earlier sessions are kept"
+        )
+    _flag_disturbed(doc, flags)
     return history.merge(doc, previous, keep, restart), messages
+
+
+def _disturbed(v: Verdict, same_code: bool) -> str:
+    """Why a session whose speed moved against the earlier ones is flagged disturbed."""
+    if same_code:
+        return (
+            f"{v.change:+.1%} against the earlier sessions of the same commit: a speed it "
+            f"settles into in some processes, or disturbed"
+        )
+    return (
+        f"{v.change:+.1%} against the earlier sessions: disturbed, or the code changed "
+        f"speed (then the next session saved confirms it)"
+    )
+
+
+def _flag_disturbed(doc: dict, flags: Mapping[tuple, str]) -> None:
+    """Each flagged benchmark of ``doc`` marked ``disturbed`` (why) in its extra_info."""
+    for bench in doc.get("benchmarks") or ():
+        extra = bench.get("extra_info") or {}
+        key = (
+            extra.get("workload"),
+            params_id(extra.get("params") or {}),
+            extra.get("backend"),
+        )
+        if key in flags:
+            extra["disturbed"] = flags[key]
 
 
 def _same_code(previous: history.Baseline, meta: Mapping) -> bool:
@@ -578,151 +629,228 @@ def _typical_drifts(base_sessions: Mapping, current: list, divided: Mapping) -> 
     return {judged: stats.typical_drift(found) for judged, found in drifts.items()}
 
 
+@dataclass
+class _Case:
+    """One benchmark as ``_judge`` reads it: the baseline's sessions and this run's record (over
+    their controls when ``over`` is set), the raw ones, and what its first steps found."""
+
+    sessions: list
+    cur: Record
+    raw_sessions: list
+    raw_cur: Record
+    over: controlled.Divided | None
+    not_divided: str | None  # why a timed benchmark could not be divided by its controls
+    speed: MachineSpeed
+    threshold: float = 0.0
+    widened: str = ""  # why the instrument's floor is above the threshold set
+    bad: Mapping = field(default_factory=dict)  # the disturbed sessions, left out
+    kept: dict = field(default_factory=dict)  # the others, by their index
+    layouts: list = field(default_factory=list)  # the kept sessions' rounds, one list a layout
+    baseline_median: float = 0.0
+    raw_change: float = 0.0  # this run's raw median against the kept sessions'
+
+    @property
+    def raw(self) -> list:
+        return self.layouts[0]
+
+    @property
+    def factor(self) -> float:
+        """The baseline's rounds scaled to this machine, when changes are judged normalized."""
+        return self.speed.ratio if self.speed.normalize and self.speed.ratio else 1.0
+
+
 def _judge(
     sessions: list, cur: Record, divided: controlled.Divided | str | None, judging: _Judging
 ) -> Verdict:
-    """``divided``: ``_over_controls``'s."""
-    base_meta, cur_meta, instrument, speed, settings = (
-        judging.base_meta,
-        judging.cur_meta,
-        judging.instrument,
-        judging.speed,
-        judging.settings,
-    )
-    raw_cur, raw_sessions = cur, sessions
-    if isinstance(divided, controlled.Divided):  # judged on rounds over their controls
-        sessions, cur, speed = divided.sessions, divided.current, MachineSpeed()
-    counted_in = min(
-        len(cur.layouts), *(1 + len(s.layouts) for s in sessions)
-    )  # layouts, the fewer side's
-    threshold = settings.threshold_for(cur, instrument.default_threshold_for(counted_in))
-    floor = instrument.threshold_floor(cur)
-    widened = ""  # why the instrument's floor is above the threshold set
-    if floor is not None and floor[0] > threshold:
-        threshold, widened = floor
-    bad = session_quality.disturbed(sessions, threshold) if instrument.machine_bound else {}
-    kept = {i: s for i, s in enumerate(sessions) if i not in bad}
-    raw = [x for s in kept.values() for x in s.samples]
-    layouts = [
-        raw,
-        *(rounds for s in kept.values() for rounds in s.layouts),
-    ]  # counted in other layouts too
-    baseline_median = stats.center(layouts)
-    verdict = Verdict(
-        cur.key,
-        UNCHANGED,
-        baseline_median=baseline_median,
-        current_median=cur.median,
-        threshold=threshold,
-        versions_changed=versions_changed(sessions[0].backend_version, cur, base_meta, cur_meta),
-        rounds=(len(raw), len(cur.samples)),
-        sessions=len(kept),
-        measure=cur.measure,
-        base_threshold=threshold,
-    )
-    if widened:
-        verdict.note = f"threshold {threshold:.0%}: {widened}"
-    if bad:
-        verdict.note = _join(verdict.note, session_quality.left_out(bad, sessions))
-    if not (baseline_median > 0 and cur.median > 0):  # no samples (nan) or a zero-time clock
+    """``divided``: ``_over_controls``'s. In steps: the benchmark's threshold and kept sessions,
+    its changes, the threshold widened by drift, the decision, then what leaves it inconclusive
+    (a baseline too noisy, a change within the sessions' own span, the machine)."""
+    case = _case(sessions, cur, divided, judging)
+    verdict = _first_verdict(case, judging)
+    if not (case.baseline_median > 0 and case.cur.median > 0):  # no samples (nan), a 0-time clock
         verdict.status = INCONCLUSIVE
         verdict.note = "no usable raw samples on one side: nothing to compare"
         return verdict
-    verdict.raw_change = raw_cur.median / _raw_center(raw_sessions, bad) - 1
-    if speed.ratio:
-        verdict.normalized_change = cur.median / (baseline_median * speed.ratio) - 1
-    if isinstance(divided, controlled.Divided):
-        verdict.normalized_change = cur.median / baseline_median - 1
-        verdict.machine_speed = divided.machine_speed
-    elif isinstance(divided, str):
-        verdict.not_divided = divided
-    # normalized: the baseline's samples as they would have run on this machine
-    factor = speed.ratio if speed.normalize and speed.ratio else 1.0
-    reference = [x * factor for x in raw]
-    medians = {i: stats.median(s.samples) for i, s in kept.items()}
+    _changes(verdict, case)
+    judged_at, widening, drifts = _widened_by_drift(verdict, case, judging)
+    c = _decide(case, judged_at, judging)
+    verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
+    verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
+    verdict.decided_by = (
+        "control" if case.over is not None else "normalized" if case.speed.normalize else "raw"
+    )
+    if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > case.threshold:
+        _too_noisy(verdict, c, widening, drifts)
+    _within_their_span(verdict, case, judging)
+    _the_machine(verdict, c, case, judging)
+    return verdict
+
+
+def _case(
+    sessions: list, cur: Record, divided: controlled.Divided | str | None, judging: _Judging
+) -> _Case:
+    over = divided if isinstance(divided, controlled.Divided) else None
+    not_divided = divided if isinstance(divided, str) else None
+    case = _Case(sessions, cur, sessions, cur, over, not_divided, judging.speed)
+    if over is not None:  # judged on rounds over their controls
+        case.sessions, case.cur, case.speed = over.sessions, over.current, MachineSpeed()
+    case.threshold, case.widened = _threshold(case.sessions, case.cur, judging)
+    if judging.instrument.machine_bound:
+        case.bad = session_quality.disturbed(case.sessions, case.threshold)
+    case.kept = {i: s for i, s in enumerate(case.sessions) if i not in case.bad}
+    raw = [x for s in case.kept.values() for x in s.samples]
+    # counted in other layouts too
+    case.layouts = [raw, *(rounds for s in case.kept.values() for rounds in s.layouts)]
+    case.baseline_median = stats.center(case.layouts)
+    return case
+
+
+def _threshold(sessions: list, cur: Record, judging: _Judging) -> tuple[float, str]:
+    """The threshold set (or the instrument's default for the layouts counted, the fewer side's),
+    and why the instrument's floor above it is used instead ("" if not)."""
+    instrument = judging.instrument
+    counted_in = min(len(cur.layouts), *(1 + len(s.layouts) for s in sessions))
+    threshold = judging.settings.threshold_for(cur, instrument.default_threshold_for(counted_in))
+    floor = instrument.threshold_floor(cur)
+    if floor is not None and floor[0] > threshold:
+        return floor
+    return threshold, ""
+
+
+def _first_verdict(case: _Case, judging: _Judging) -> Verdict:
+    """The verdict before the decision: unchanged, with what it is judged on."""
+    verdict = Verdict(
+        case.cur.key,
+        UNCHANGED,
+        baseline_median=case.baseline_median,
+        current_median=case.cur.median,
+        threshold=case.threshold,
+        versions_changed=versions_changed(
+            case.sessions[0].backend_version, case.cur, judging.base_meta, judging.cur_meta
+        ),
+        rounds=(len(case.raw), len(case.cur.samples)),
+        sessions=len(case.kept),
+        measure=case.cur.measure,
+        base_threshold=case.threshold,
+    )
+    if case.widened:
+        verdict.note = f"threshold {case.threshold:.0%}: {case.widened}"
+    if case.bad:
+        verdict.note = _join(verdict.note, session_quality.left_out(case.bad, case.sessions))
+    return verdict
+
+
+def _changes(verdict: Verdict, case: _Case) -> None:
+    """The changes shown beside the decision: raw, normalized, over the controls."""
+    case.raw_change = case.raw_cur.median / _raw_center(case.raw_sessions, case.bad) - 1
+    verdict.raw_change = case.raw_change
+    if case.speed.ratio:
+        verdict.normalized_change = case.cur.median / (case.baseline_median * case.speed.ratio) - 1
+    if case.over is not None:
+        verdict.normalized_change = case.cur.median / case.baseline_median - 1
+        verdict.machine_speed = case.over.machine_speed
+    elif case.not_divided is not None:
+        verdict.not_divided = case.not_divided
+
+
+def _widened_by_drift(verdict: Verdict, case: _Case, judging: _Judging) -> tuple[float, str, str]:
+    """The threshold the comparison uses: the one set, or widened by how far the baseline's
+    sessions drift; with the note that says so and the drift's own words ("" when not widened)."""
+    threshold = case.threshold
+    medians = {i: stats.median(s.samples) for i, s in case.kept.items()}
     # a suite's typical drift also speaks for a benchmark left with one or two sessions (the
     # others disturbed): yarl's test_url_build_access_raw_path, judged on one at 7%, failed an A/A
-    typical = judging.typical.get(isinstance(divided, controlled.Divided))
+    typical = judging.typical.get(case.over is not None)
     drift = stats.session_drift(
         list(medians.values()), 1 if typical is not None else stats.MIN_SESSIONS_FOR_DRIFT
     )
-    judged_at = threshold  # the threshold the comparison uses: the one set, or widened by drift
-    if drift is not None:
-        verdict.drift = drift[0] if drift[1] > 1 else None  # one session: no drift of its own
-        allowance, suite = stats.allowance(drift, typical)
-        if allowance > threshold:
-            judged_at = allowance
-            verdict.threshold = allowance
-            verdict.widened_by = (
-                SUITE_DRIFT if suite else session_quality.widened_by(medians, sessions)
-            )
-            drifts = (
-                f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(kept)} sessions"
-                if len(kept) > 1
-                else "one baseline session left"
-            )
-            if typical is not None:
-                drifts += f", this suite's typical benchmark {typical:.1%}"
-            widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
-            verdict.note = _join(verdict.note, widening)
-    if instrument.exact:
+    if drift is None:
+        return threshold, "", ""
+    verdict.drift = drift[0] if drift[1] > 1 else None  # one session: no drift of its own
+    allowance, suite = stats.allowance(drift, typical)
+    if allowance <= threshold:
+        return threshold, "", ""
+    verdict.threshold = allowance
+    verdict.widened_by = (
+        SUITE_DRIFT if suite else session_quality.widened_by(medians, case.sessions)
+    )
+    drifts = (
+        f"this benchmark's median drifts {verdict.drift:.1%} between the baseline's {len(case.kept)} sessions"
+        if len(case.kept) > 1
+        else "one baseline session left"
+    )
+    if typical is not None:
+        drifts += f", this suite's typical benchmark {typical:.1%}"
+    widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
+    verdict.note = _join(verdict.note, widening)
+    return allowance, widening, drifts
+
+
+def _decide(case: _Case, judged_at: float, judging: _Judging):
+    if judging.instrument.exact:
         # one session counted in the same layouts as this one (against the base, a one-session
         # baseline): layout N pairs with layout N
-        paired = len(kept) == 1 and len(layouts) == len(cur.layouts)
-        c = stats.decide_layouts(layouts, cur.layouts, judged_at, paired=paired)
-    else:
-        c = stats.decide(reference, cur.samples, judged_at, settings.rigor)
-    verdict.status, verdict.p_value, verdict.note = c.status, c.p_value, _join(verdict.note, c.note)
-    verdict.change, verdict.ci = c.change, (c.ci[0] - 1, c.ci[1] - 1)
-    verdict.decided_by = "normalized" if speed.normalize else "raw"
-    if isinstance(divided, controlled.Divided):
-        verdict.decided_by = "control"
-    if verdict.widened_by and c.status == UNCHANGED and abs(c.change) > threshold:
-        # never "unchanged" beyond the threshold set; and only a slowdown it may hide is worth a
-        # note of its own in the summary; neither fails the build (unchanged code often drifts so)
-        verdict.status, verdict.too_noisy = INCONCLUSIVE, c.change > 0
-        fix = (
-            "time cannot tell a change this size on this machine; counting instructions can "
-            "(--concurrency-measure=instructions)"
-            if verdict.widened_by == SUITE_DRIFT
-            else "re-record the baseline"
-        )
-        verdict.note = _join(
-            f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
-            f"{verdict.widened_by}): {fix}",
-            verdict.note.replace(widening, drifts),
-        )
-    spanned = instrument.machine_bound and session_quality.within_their_span(
-        sessions,
-        baseline_median,
-        cur.median / factor,
-        threshold,  # in the baseline's scale
+        paired = len(case.kept) == 1 and len(case.layouts) == len(case.cur.layouts)
+        return stats.decide_layouts(case.layouts, case.cur.layouts, judged_at, paired=paired)
+    # normalized: the baseline's samples as they would have run on this machine
+    reference = [x * case.factor for x in case.raw]
+    return stats.decide(reference, case.cur.samples, judged_at, judging.settings.rigor)
+
+
+def _too_noisy(verdict: Verdict, c, widening: str, drifts: str) -> None:
+    """Never "unchanged" beyond the threshold set; and only a slowdown it may hide is worth a
+    note of its own in the summary; neither fails the build (unchanged code often drifts so)."""
+    verdict.status, verdict.too_noisy = INCONCLUSIVE, c.change > 0
+    fix = (
+        "time cannot tell a change this size on this machine; counting instructions can "
+        "(--concurrency-measure=instructions)"
+        if verdict.widened_by == SUITE_DRIFT
+        else "re-record the baseline"
+    )
+    verdict.note = _join(
+        f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
+        f"{verdict.widened_by}): {fix}",
+        verdict.note.replace(widening, drifts),
+    )
+
+
+def _within_their_span(verdict: Verdict, case: _Case, judging: _Judging) -> None:
+    """A change of time within what the baseline's own sessions spanned is not decided."""
+    spanned = judging.instrument.machine_bound and session_quality.within_their_span(
+        case.sessions,
+        case.baseline_median,
+        case.cur.median / case.factor,
+        case.threshold,  # in the baseline's scale
     )
     if spanned and verdict.status in SPEED_CHANGED:
         verdict.status, verdict.within_sessions = INCONCLUSIVE, verdict.status
         verdict.note = _join(spanned, verdict.note)
+
+
+def _the_machine(verdict: Verdict, c, case: _Case, judging: _Judging) -> None:
+    """A verdict of time the machine's load or speed swing may have made is not decided."""
+    machine_bound = judging.instrument.machine_bound
+    cpus = judging.cur_meta.get("cpu_count") or 1
     machine = (
-        interference.load_change(sessions, cur, c.status, cur_meta.get("cpu_count") or 1)
-        if instrument.machine_bound
-        else None
+        interference.load_change(case.sessions, case.cur, c.status, cpus) if machine_bound else None
     )
-    if isinstance(divided, controlled.Divided):
+    if case.over is not None:
         # the machine's speed, however it swung, divided out; a busy core beside it did not:
         # there, unchanged code read -30% to +20% over its controls, 8 A/As in 50 "regressed"
         # (docs/gates/time.md), so the load guard above stands for these verdicts too
-        at = verdict.threshold or threshold
-        said = controlled.the_machines(verdict.raw_change, c.change, divided.machine_speed, at)
+        at = verdict.threshold or case.threshold
+        speed = case.over.machine_speed
+        said = controlled.the_machines(case.raw_change, c.change, speed, at)
         verdict.note = _join(verdict.note, said)
         if verdict.status in SPEED_CHANGED:
-            machine = machine or controlled.disagree(
-                verdict.raw_change, c.change, divided.machine_speed, at
-            )
-    elif instrument.machine_bound:
-        machine = machine or interference.speed_swing(cur_meta, c, settings.machine_tolerance)
+            machine = machine or controlled.disagree(case.raw_change, c.change, speed, at)
+    elif machine_bound:
+        machine = machine or interference.speed_swing(
+            judging.cur_meta, c, judging.settings.machine_tolerance
+        )
     if machine:
         verdict.status, verdict.interference = INCONCLUSIVE, machine
         verdict.note = _join(verdict.note, machine)
-    return verdict
 
 
 def _raw_center(sessions: list, left_out: Mapping) -> float:
@@ -754,36 +882,22 @@ def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_met
     return out
 
 
-def _scale(decided_by: set) -> str:
-    """How the verdicts' changes were read, said once for the summary."""
-    if "normalized" in decided_by:
-        return "normalized"
-    if "control" in decided_by:
-        return "over their controls" + (", some raw" if "raw" in decided_by else "")
-    return "raw"
-
-
-def summary(result: GateResult, settings: GateSettings, instrument) -> str:
-    counts = [
-        f"{len(result.by_status(s))} {s}"
-        for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)
-    ]
-    if result.by_status(REFERENCE):
-        counts.append(f"{len(result.by_status(REFERENCE))} native reference (not gated)")
-    scale = _scale({v.decided_by for v in result.verdicts if v.decided_by})
+def _judged_at(result: GateResult, settings: GateSettings, instrument) -> str:
+    """The thresholds, and the alpha and scale of time (or the instrument, exact)."""
     used = sorted({v.base_threshold for v in result.verdicts if v.base_threshold is not None})
     thresholds = ([settings.threshold] if settings.threshold else used) or [
         instrument.default_threshold
     ]
-    text = (
-        f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
-        f"(threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{t:.0%}' for t in thresholds)}, "
-        + (
-            f"{instrument.kind}, exact)"
-            if instrument.exact
-            else f"alpha {settings.alpha:g}, {scale})"
-        )
-    )
+    said = f"threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{t:.0%}' for t in thresholds)}, "
+    if instrument.exact:
+        return said + f"{instrument.kind}, exact"
+    scale = _scale({v.decided_by for v in result.verdicts if v.decided_by})
+    return said + f"alpha {settings.alpha:g}, {scale}"
+
+
+def _about_the_baseline(result: GateResult) -> str:
+    """What the verdicts say of the baseline: stale, or too noisy to tell (and the fix)."""
+    text = ""
     if result.by_status(IMPROVED) and not result.against:
         text += f"; baseline is stale: refresh it ({SAVE_FLAG})"
     suite = [v for v in result.too_noisy if v.widened_by == SUITE_DRIFT]
@@ -795,6 +909,32 @@ def summary(result: GateResult, settings: GateSettings, instrument) -> str:
             f"; {len(suite)} inconclusive within what this suite's sessions drift: time cannot tell, "
             "instructions can"
         )
+    return text
+
+
+def _scale(decided_by: set) -> str:
+    """How the verdicts' changes were read, said once for the summary."""
+    if "normalized" in decided_by:
+        return "normalized"
+    if "control" in decided_by:
+        return "over their controls" + (", some raw" if "raw" in decided_by else "")
+    return "raw"
+
+
+def summary(result: GateResult, settings: GateSettings, instrument) -> str:
+    """The gate's one line: passed or FAILED, the count of each verdict, the thresholds and how
+    the changes were read, then what the run should do about its baseline and other figures."""
+    counts = [
+        f"{len(result.by_status(s))} {s}"
+        for s in (REGRESSED, IMPROVED, INCONCLUSIVE, NEW, MISSING, UNCHANGED)
+    ]
+    if result.by_status(REFERENCE):
+        counts.append(f"{len(result.by_status(REFERENCE))} native reference (not gated)")
+    text = (
+        f"{'FAILED' if result.failed else 'passed'}: {', '.join(counts)} "
+        f"({_judged_at(result, settings, instrument)})"
+    )
+    text += _about_the_baseline(result)
     if result.memory is not None:
         text += f"; {memory_gate.summary(result.memory)}"
     if result.kernel is not None and result.kernel.verdicts:

@@ -37,10 +37,12 @@ def judge(
     reference: Callable[[str], bool] | None = None,
     again: MeasureAgain | None = None,
     count: CountUndecided | None = None,
+    against: str = "",
 ) -> Judged:
     """Leaks fail without a baseline; with one, the gate's verdicts. ``reference(backend)``: a row
     shown beside the others, not gated; ``again``: a suspect's second session; ``count``: what
-    time left undecided counted (nothing runs when time decided everything)."""
+    time left undecided counted (nothing runs when time decided everything); ``against``: what
+    ``base`` is when the user did not save it (compare.compare)."""
     leaks = (
         memory_gate.judge(None, records, settings.memory_threshold)
         if memory_gate.has_figures(records)
@@ -48,11 +50,11 @@ def judge(
     )
     if base is None or meta is None:
         return Judged(records, None, leaks, [])
-    result = first = compare.compare(base, records, meta, settings, reference)
+    result = first = compare.compare(base, records, meta, settings, reference, against)
     reruns, said = again(compare.suspects(first), records) if again else ({}, [])
     if reruns:
         records = compare.faster_sessions(records, reruns)
-        second = compare.compare(base, records, meta, settings, reference)
+        second = compare.compare(base, records, meta, settings, reference, against)
         result = compare.reproduce(first, second, reruns)
     if count is not None and result.refused is None and result.rerecord is None:
         keys = undecided.of_stored(first, result)

@@ -130,29 +130,10 @@ def judge(
             continue
         for why in (rec.extra.get("memory_not_measured") or {}).items():
             result.not_measured[why] = result.not_measured.get(why, 0) + 1
-        leaked = [leak for leak in LEAKS if _leaked(rec.extra, leak)]
-        if _explained_by_the_heaps(rec.extra, leaked):
-            leaked = [leak for leak in leaked if leak.key != OUTSIDE]
-        result.verdicts += [
-            MemoryVerdict(
-                rec.key,
-                leak.key,
-                LEAKED,
-                current=_value(rec.extra, leak),
-                note=_per(rec.extra, leak),
-            )
-            for leak in leaked
-        ]
-        if (
-            base is None or rec.key not in known
-        ):  # a benchmark new to the baseline: the time gate says so
-            continue
-        for metric in METRICS:
-            now = _value(rec.extra, metric)
-            if now is not None:
-                result.verdicts.append(
-                    _judge(metric, rec, base.get((rec.key, metric.key)), now, threshold)
-                )
+        result.verdicts += _leaks(rec)
+        # a benchmark new to the baseline: the time gate says so
+        if base is not None and rec.key in known:
+            result.verdicts += _changes(rec, base, threshold)
     what = {m.key: m.what for m in METRICS}  # only a metric, never a leak, can be new
     missing = sorted({what[v.metric] for v in result.verdicts if v.status == NEW})
     if missing:
@@ -164,6 +145,30 @@ def judge(
     order = {LEAKED: 0, REGRESSED: 1, IMPROVED: 2, NEW: 3, UNCHANGED: 4}
     result.verdicts.sort(key=lambda v: (order[v.status], v.key, v.metric))
     return result
+
+
+def _leaks(rec: Record) -> list[MemoryVerdict]:
+    """What ``rec`` leaked, a verdict a figure (the resident growth left out where a heap's
+    explains it)."""
+    leaked = [leak for leak in LEAKS if _leaked(rec.extra, leak)]
+    if _explained_by_the_heaps(rec.extra, leaked):
+        leaked = [leak for leak in leaked if leak.key != OUTSIDE]
+    return [
+        MemoryVerdict(
+            rec.key, leak.key, LEAKED, current=_value(rec.extra, leak), note=_per(rec.extra, leak)
+        )
+        for leak in leaked
+    ]
+
+
+def _changes(rec: Record, base: Mapping, threshold: float) -> list[MemoryVerdict]:
+    """Each memory figure of ``rec`` against the baseline's."""
+    verdicts = []
+    for metric in METRICS:
+        now = _value(rec.extra, metric)
+        if now is not None:
+            verdicts.append(_judge(metric, rec, base.get((rec.key, metric.key)), now, threshold))
+    return verdicts
 
 
 def has_figures(records: Iterable[Record]) -> bool:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .. import measure
-from ..exit_codes import Exit
+from ..exit_codes import JUDGED, Exit, of_run
 from . import compare as gate_compare
-from . import history, shards
+from . import history, shards, undecided
 from .verdict_file import Verdicts
 from .verdicts import GateResult, KernelResult, MemoryResult, nothing_in_common
 
@@ -142,16 +142,29 @@ def _no_overlap(keys_by_file: Sequence[tuple[str, list[tuple]]]) -> None:
 def baselines(bases: Sequence[tuple[str, history.Baseline]]) -> dict:
     """One baseline document from the shards' baselines (each read by ``baseline.load``)."""
     metas = [(path, base.meta) for path, base in bases]
-    sections = [(path, meta.get("shard")) for path, meta in metas]
-    _covered(sections)
+    _baselines_belong_together(metas)
+    _no_overlap([(p, list(base.sessions)) for p, base in bases])
+    docs = [base.doc for _, base in bases]
+    return {
+        **docs[0],
+        "benchmarks": [b for doc in docs for b in doc["benchmarks"]],
+        "datetime": max(str(doc.get("datetime") or "") for doc in docs),
+        history.SECTION: _joined_meta(metas),
+    }
+
+
+def _baselines_belong_together(metas: Sequence[tuple[str, Mapping]]) -> None:
+    """The shards' baselines cover the suite once, each says what measured it, and all measured
+    one run of one code (a ``MergeError`` if not)."""
+    _covered([(path, meta.get("shard")) for path, meta in metas])
     for path, meta in metas:
-        if not isinstance((meta.get("shard") or {}).get("identity"), Mapping) and len(bases) > 1:
+        if not isinstance((meta.get("shard") or {}).get("identity"), Mapping) and len(metas) > 1:
             raise MergeError(
                 f"{path} does not say what measured it (saved without --concurrency-shard?): "
                 "save each shard with this version",
                 Exit.MERGE_MISMATCH,
             )
-    if len(bases) > 1:
+    if len(metas) > 1:
         _same_run([(p, m.get("measure") or "time", m["shard"]["identity"]) for p, m in metas])
     first_path, first = metas[0]
     for path, meta in metas[1:]:
@@ -168,7 +181,12 @@ def baselines(bases: Sequence[tuple[str, history.Baseline]]) -> dict:
                     f"{first.get(key)!r}): shards merge only from one run of one code",
                     Exit.MERGE_MISMATCH,
                 )
-    _no_overlap([(p, list(base.sessions)) for p, base in bases])
+
+
+def _joined_meta(metas: Sequence[tuple[str, Mapping]]) -> dict:
+    """The shards' ``pytest_concurrency`` sections as one run's: the first's, without its shard,
+    with every shard's backends, code, typical calibration and history."""
+    first = metas[0][1]
     meta = {k: v for k, v in first.items() if k != "shard"}
     meta["backends"] = _union([m.get("backends") or {} for _, m in metas], "backends", metas)
     meta["under_test"] = _union([m.get("under_test") or {} for _, m in metas], "code", metas)
@@ -184,13 +202,7 @@ def baselines(bases: Sequence[tuple[str, history.Baseline]]) -> dict:
         )
         for i in range(depth)
     ]
-    docs = [base.doc for _, base in bases]
-    return {
-        **docs[0],
-        "benchmarks": [b for doc in docs for b in doc["benchmarks"]],
-        "datetime": max(str(doc.get("datetime") or "") for doc in docs),
-        history.SECTION: meta,
-    }
+    return meta
 
 
 def _union(parts: list[Mapping], what: str, metas) -> dict:
@@ -215,19 +227,7 @@ def _joined_session(entries: list[Mapping]) -> dict:
 
 def verdicts(files: Sequence[tuple[str, Verdicts]]) -> Verdicts:
     """One run's verdicts from its shards' verdict files."""
-    count = _covered([(p, v.shard) for p, v in files])
-    if count > 1:
-        _same_run([(p, v.measure, v.identity) for p, v in files])
-    _no_overlap([(p, [r.key for r in v.records]) for p, v in files])
-    judged = {v.gate is not None for _, v in files}
-    if len(judged) > 1:
-        a = next(p for p, v in files if v.gate is not None)
-        b = next(p for p, v in files if v.gate is None)
-        raise MergeError(
-            f"{a} was judged against a baseline and {b} was not: run every shard with the same "
-            "options",
-            Exit.MERGE_COVERAGE,
-        )
+    _verdicts_belong_together(files)
     ordered = [v for _, v in sorted(files, key=lambda f: (f[1].shard or {}).get("index", 1))]
     first = ordered[0]
     position = {k: i for v in ordered for k, i in v.positions.items()}
@@ -257,45 +257,59 @@ def verdicts(files: Sequence[tuple[str, Verdicts]]) -> Verdicts:
         shard=None,
         fullnames={k: n for v in ordered for k, n in v.fullnames.items()},
         positions=position,
+        nothing_judged=_nothing_judged(ordered, records, gate),
     )
-    judging = any(v.nothing_judged is not None for v in ordered) or gate is not None
-    if not records and judging:
-        merged.nothing_judged = next(
-            (v.nothing_judged for v in ordered if v.nothing_judged), "no benchmark was recorded"
-        )
-    elif gate is not None:  # the shards' benchmarks, none of them in the baseline
-        merged.nothing_judged = nothing_in_common(gate)
     merged.exit_status = _exit_status(merged, [v.exit_status for v in ordered])
     return merged
 
 
+def _verdicts_belong_together(files: Sequence[tuple[str, Verdicts]]) -> None:
+    """The shards' verdict files cover the suite once, from one run judged one way (a
+    ``MergeError`` if not)."""
+    count = _covered([(p, v.shard) for p, v in files])
+    if count > 1:
+        _same_run([(p, v.measure, v.identity) for p, v in files])
+    _no_overlap([(p, [r.key for r in v.records]) for p, v in files])
+    judged = {v.gate is not None for _, v in files}
+    if len(judged) > 1:
+        a = next(p for p, v in files if v.gate is not None)
+        b = next(p for p, v in files if v.gate is None)
+        raise MergeError(
+            f"{a} was judged against a baseline and {b} was not: run every shard with the same "
+            "options",
+            Exit.MERGE_COVERAGE,
+        )
+
+
+def _nothing_judged(ordered: list[Verdicts], records: list, gate: GateResult | None) -> str | None:
+    """Why the merged run judged nothing (a gate that judged nothing must not pass), or None."""
+    judging = any(v.nothing_judged is not None for v in ordered) or gate is not None
+    if not records and judging:
+        return next(
+            (v.nothing_judged for v in ordered if v.nothing_judged), "no benchmark was recorded"
+        )
+    if gate is not None:  # the shards' benchmarks, none of them in the baseline
+        return nothing_in_common(gate)
+    return None
+
+
 def _exit_status(merged: Verdicts, statuses: list[int]) -> int:
-    """What one unsharded run would have exited with, as session_end.SessionOutcome says it."""
-    ours = {
-        Exit.OK,
-        Exit.TESTS_FAILED,
-        Exit.NO_TESTS_COLLECTED,
-        Exit.RERECORD_BASELINE,
-        Exit.NOTHING_JUDGED,
-    }
-    other = [s for s in statuses if s not in ours]  # interrupted, internal or usage error
-    if other:
-        return other[0]
-    failed = (
-        merged.tests_failed
+    """What one unsharded run would have exited with (exit_codes.of_run): what the shards say of
+    their tests and the gate is judged again on the merged verdicts; a status of pytest's that
+    ended a shard early stands, and a shard that exited 9 says that its undecided rule is
+    ``exit`` (every shard runs with the same options)."""
+    ended = [s for s in statuses if s not in JUDGED]  # interrupted, internal or usage error
+    quiet = all(s == Exit.NO_TESTS_COLLECTED for s in statuses)
+    return of_run(
+        ended[0] if ended else Exit.NO_TESTS_COLLECTED if quiet else Exit.OK,
+        failed=merged.tests_failed
         or bool(merged.errors)
         or bool(merged.gate and merged.gate.failed)
-        or bool(merged.memory and merged.memory.failed)
+        or bool(merged.memory and merged.memory.failed),
+        nothing_judged=bool(merged.nothing_judged),
+        rerecord=bool(merged.gate is not None and merged.gate.rerecord),
+        undecided=Exit.UNDECIDED in statuses and bool(merged.gate and merged.gate.undecided),
     )
-    if failed:
-        return Exit.TESTS_FAILED
-    if merged.nothing_judged:
-        return Exit.NOTHING_JUDGED
-    if merged.gate is not None and merged.gate.rerecord:
-        return Exit.RERECORD_BASELINE
-    if all(s == Exit.NO_TESTS_COLLECTED for s in statuses):
-        return Exit.NO_TESTS_COLLECTED
-    return Exit.OK
 
 
 def _dedupe(items) -> list:
@@ -304,10 +318,6 @@ def _dedupe(items) -> list:
 
 def _gate(gates: list[GateResult], first: Verdicts, by_position) -> GateResult:
     ratios = {g.calibration_ratio for g in gates}
-    notes = _dedupe(n for g in gates for n in g.notes)
-    if len(ratios) > 1:
-        shown = ", ".join(f"{r:.3f}" for r in sorted(r for r in ratios if r is not None))
-        notes.append(f"the shards' machine speed against the baseline's: {shown}")
     result = GateResult(
         verdicts=sorted(
             (v for g in gates for v in g.verdicts),
@@ -316,18 +326,34 @@ def _gate(gates: list[GateResult], first: Verdicts, by_position) -> GateResult:
         refused=next((g.refused for g in gates if g.refused), None),
         rerecord=next((g.rerecord for g in gates if g.rerecord), None),
         calibration_ratio=ratios.pop() if len(ratios) == 1 else None,
-        notes=notes,
+        notes=_notes(gates, ratios),
         memory=_memory([g.memory for g in gates if g.memory is not None], by_position),
         kernel=_kernel([g.kernel for g in gates if g.kernel is not None], by_position),
     )
-    if result.refused:
-        result.summary = f"comparison refused: {result.refused}"
-    elif result.rerecord:
-        result.summary = f"re-record the baseline: {result.rerecord}"
-    else:  # the gate's own summary, of the whole suite's verdicts
-        settings = gate_compare.GateSettings(threshold=first.threshold, alpha=first.alpha)
-        result.summary = gate_compare.summary(result, settings, measure.instrument(first.measure))
+    result.undecided = undecided.joined(
+        [g.undecided for g in gates if g.undecided], [v.key for v in result.verdicts]
+    )
+    result.summary = _summary(result, first)
     return result
+
+
+def _notes(gates: list[GateResult], ratios: set) -> list:
+    """The shards' notes, each once, and their machine speeds when they differ."""
+    notes = _dedupe(n for g in gates for n in g.notes)
+    if len(ratios) > 1:
+        shown = ", ".join(f"{r:.3f}" for r in sorted(r for r in ratios if r is not None))
+        notes.append(f"the shards' machine speed against the baseline's: {shown}")
+    return notes
+
+
+def _summary(result: GateResult, first: Verdicts) -> str:
+    if result.refused:
+        return f"comparison refused: {result.refused}"
+    if result.rerecord:
+        return f"re-record the baseline: {result.rerecord}"
+    # the gate's own summary, of the whole suite's verdicts
+    settings = gate_compare.GateSettings(threshold=first.threshold, alpha=first.alpha)
+    return gate_compare.summary(result, settings, measure.instrument(first.measure))
 
 
 def _memory(parts: list[MemoryResult], by_position) -> MemoryResult | None:

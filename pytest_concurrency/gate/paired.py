@@ -272,6 +272,24 @@ def _load(others: float) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Pooled:
+    """The pairs of sessions' log ratios, what is expected of them pooled with what they show."""
+
+    logs: list  # each pair's log ratio
+    unlike: set  # the pairs set aside (``_unlike``)
+    mean: float  # of the pairs kept
+    n: int  # the pairs kept
+    observed: float  # their variance
+    expected: float  # one pair's variance, as expected
+    half: float  # the mean's standard error
+    q99: float  # Student's t at 99% and 90%, on the degrees of freedom of both
+    q90: float
+
+    def interval(self, q: float) -> tuple[float, float]:
+        return math.exp(self.mean - q * self.half) - 1, math.exp(self.mean + q * self.half) - 1
+
+
 def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> PairedVerdict:
     """Time, with each pair of sessions as the unit (see the module's doc)."""
     z99 = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
@@ -279,66 +297,83 @@ def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> 
     if not per_pair:
         verdict.note = _too_few(max(map(len, groups)))
         return verdict
-    logs = [p[0] for p in per_pair]
-    own = [p[1] for p in per_pair]  # each pair's standard error
-    expected = BETWEEN_SESSIONS**2 + statistics.fmean(e * e for e in own)  # one pair's variance
-    unlike = _unlike(logs, math.sqrt(expected))
-    kept = [x for i, x in enumerate(logs) if i not in unlike]
-    n = len(kept)
-    mean = statistics.fmean(kept)
-    # what is expected, worth PRIOR_PAIRS pairs, pooled with what the pairs show (a scaled inverse
-    # chi-square prior), with Student's t on the degrees of freedom of both
-    observed = statistics.variance(kept) if n > 1 else 0.0
-    from scipy.stats import t  # lazy, as in gate/stats.py: ~0.3 s to import
-
-    df = PRIOR_PAIRS + n - 1
-    sd = math.sqrt((PRIOR_PAIRS * expected + (n - 1) * observed) / df)
-    q99, q90 = (float(t.ppf(0.5 + c / 2, df)) for c in (CONFIDENCE, 0.90))
-    half = sd / math.sqrt(n)
-    verdict.change = math.exp(mean) - 1
-    low, high = math.exp(mean - q99 * half) - 1, math.exp(mean + q99 * half) - 1
-    verdict.ci = (low, high)
-    steady = ", ".join(pct(math.exp(x) - 1) for x in logs)
-    aside = (
-        (
-            "; set aside, unlike the others: "
-            + ", ".join(f"pair {i + 1} ({pct(math.exp(logs[i]) - 1)})" for i in sorted(unlike))
-        )
-        if unlike
-        else ""
-    )
-    if (low > 0 and verdict.change > threshold) or (high < 0 and verdict.change < -threshold):
-        against = [i for i in unlike if (logs[i] - mean) * verdict.change < 0]
-        if against and len(logs) < MAX_SESSIONS:
-            verdict.note = (
-                f"a change only with pair {against[0] + 1} set aside, which reads the other way "
-                f"({steady}): decided after {MAX_SESSIONS} pairs, not before"
-            )
-        elif n >= MIN_SESSIONS_FOR_CHANGE:
-            verdict.status = REGRESSED if verdict.change > 0 else IMPROVED
-            verdict.note = f"pairs of sessions {steady}{aside}" if len(logs) > 1 else ""
-        else:
-            verdict.note = "a change must show in a second pair of sessions (two processes of the same code differ)"
-    elif (
-        -threshold <= math.exp(mean - q90 * half) - 1
-        and math.exp(mean + q90 * half) - 1 <= threshold
-    ):
-        verdict.status = UNCHANGED  # equivalent within the threshold, at 95% each side
-        verdict.note = aside[2:]
-    elif observed > 2 * expected:
-        verdict.note = f"the pairs of sessions differ ({steady}): more pairs would tell{aside}"
-    elif abs(verdict.change) > threshold:
-        verdict.note = f"beyond the threshold, but the interval reaches back to no change: more pairs would tell{aside}"
-    else:
-        verdict.note = f"within the threshold, but the interval reaches beyond it: more pairs would tell{aside}"
-    visible = math.exp(q99 * half) - 1  # the smallest change these pairs would call a change
+    pooled = _pooled(per_pair)
+    verdict.change = change = math.exp(pooled.mean) - 1
+    verdict.ci = pooled.interval(pooled.q99)
+    _decide(verdict, pooled, change, threshold)
+    visible = (
+        math.exp(pooled.q99 * pooled.half) - 1
+    )  # the smallest change these pairs would call one
     if verdict.status == INCONCLUSIVE and visible > threshold:
+        n = pooled.n
         verdict.note += (
             f"; the smallest change {n} pair{'s' * (n != 1)} of sessions could show on this machine "
             f"today: {pct(visible)} (threshold {threshold:.0%}); counting instructions sees much "
             f"less (--concurrency-measure=instructions)"
         )
     return verdict
+
+
+def _pooled(per_pair: list) -> _Pooled:
+    """What is expected, worth PRIOR_PAIRS pairs, pooled with what the pairs show (a scaled
+    inverse chi-square prior), with Student's t on the degrees of freedom of both."""
+    from scipy.stats import t  # lazy, as in gate/stats.py: ~0.3 s to import
+
+    logs = [p[0] for p in per_pair]
+    own = [p[1] for p in per_pair]  # each pair's standard error
+    expected = BETWEEN_SESSIONS**2 + statistics.fmean(e * e for e in own)  # one pair's variance
+    unlike = _unlike(logs, math.sqrt(expected))
+    kept = [x for i, x in enumerate(logs) if i not in unlike]
+    n = len(kept)
+    observed = statistics.variance(kept) if n > 1 else 0.0
+    df = PRIOR_PAIRS + n - 1
+    sd = math.sqrt((PRIOR_PAIRS * expected + (n - 1) * observed) / df)
+    q99, q90 = (float(t.ppf(0.5 + c / 2, df)) for c in (CONFIDENCE, 0.90))
+    return _Pooled(
+        logs, unlike, statistics.fmean(kept), n, observed, expected, sd / math.sqrt(n), q99, q90
+    )
+
+
+def _decide(verdict: PairedVerdict, pooled: _Pooled, change: float, threshold: float) -> None:
+    """The verdict's status on the pairs' interval, and its note."""
+    low, high = pooled.interval(pooled.q99)
+    steady = ", ".join(pct(math.exp(x) - 1) for x in pooled.logs)
+    aside = (
+        "; set aside, unlike the others: "
+        + ", ".join(
+            f"pair {i + 1} ({pct(math.exp(pooled.logs[i]) - 1)})" for i in sorted(pooled.unlike)
+        )
+        if pooled.unlike
+        else ""
+    )
+    low90, high90 = pooled.interval(pooled.q90)
+    if (low > 0 and change > threshold) or (high < 0 and change < -threshold):
+        _a_change(verdict, pooled, change, steady, aside)
+    elif -threshold <= low90 and high90 <= threshold:
+        verdict.status = UNCHANGED  # equivalent within the threshold, at 95% each side
+        verdict.note = aside[2:]
+    elif pooled.observed > 2 * pooled.expected:
+        verdict.note = f"the pairs of sessions differ ({steady}): more pairs would tell{aside}"
+    elif abs(change) > threshold:
+        verdict.note = f"beyond the threshold, but the interval reaches back to no change: more pairs would tell{aside}"
+    else:
+        verdict.note = f"within the threshold, but the interval reaches beyond it: more pairs would tell{aside}"
+
+
+def _a_change(verdict: PairedVerdict, pooled: _Pooled, change: float, steady: str, aside: str):
+    """A change beyond the threshold: decided once the pairs allow it."""
+    logs = pooled.logs
+    against = [i for i in pooled.unlike if (logs[i] - pooled.mean) * change < 0]
+    if against and len(logs) < MAX_SESSIONS:
+        verdict.note = (
+            f"a change only with pair {against[0] + 1} set aside, which reads the other way "
+            f"({steady}): decided after {MAX_SESSIONS} pairs, not before"
+        )
+    elif pooled.n >= MIN_SESSIONS_FOR_CHANGE:
+        verdict.status = REGRESSED if change > 0 else IMPROVED
+        verdict.note = f"pairs of sessions {steady}{aside}" if len(logs) > 1 else ""
+    else:
+        verdict.note = "a change must show in a second pair of sessions (two processes of the same code differ)"
 
 
 def _one_pair(ratios: list, z99: float) -> tuple[float, float] | None:

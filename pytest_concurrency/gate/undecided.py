@@ -102,13 +102,26 @@ def settle(verdicts: Iterable, keys: Iterable[tuple], counts: Counts) -> list[st
         left.append(f"{key_label(v.key)}: {time}; {said}")
     if not left:
         return []
-    n = len(left)
-    head = (
+    return [_headline(len(left)), *left, *([counts.why_not] if counts.why_not else [])]
+
+
+def _headline(n: int) -> str:
+    return (
         f"UNDECIDED: {n} benchmark{'s' * (n != 1)} neither time nor counts could decide: this run "
         "passes without a verdict on "
         f"{'them' if n != 1 else 'it'} (--concurrency-undecided=exit ends it with its own status)"
     )
-    return [head, *left, *([counts.why_not] if counts.why_not else [])]
+
+
+def joined(parts: Iterable[list[str]], keys: Iterable[tuple]) -> list[str]:
+    """The lines ``settle`` said for each of a run's shards, said once for the run: one headline
+    counting the benchmarks of ``keys`` (the merged verdicts') named, then theirs, then each
+    shard's why-not once."""
+    said = [line for part in parts for line in part[1:]]
+    labels = tuple(f"{key_label(k)}: " for k in keys)
+    named = [line for line in said if line.startswith(labels)]
+    rest = list(dict.fromkeys(line for line in said if not line.startswith(labels)))
+    return [_headline(len(named)), *named, *rest] if said else []
 
 
 def _why_time(v) -> str:

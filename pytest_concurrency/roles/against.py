@@ -30,10 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from .. import lifetime
-from ..exit_codes import NOT_RUN, Exit
+from .. import lifetime, session_end
+from ..exit_codes import NOT_RUN, Exit, of_run
 from ..gate import atomic, paired
 from ..measure import records
+from ..report import terminal
 from ..runner import lockstep, sides
 from . import child_sessions, crash
 from .arbiter import Arbiter
@@ -45,6 +46,8 @@ MIN_ROUNDS = paired.MIN_ROUNDS  # a benchmark's rounds on each side, at least
 MIN_ROUND_S = 0.002  # a round's time, at least (pytest-benchmark's --benchmark-min-time)
 #: The head's session ended so, and said why: there is nothing to judge, nor to run again.
 HEAD_SAID_WHY = (Exit.INTERRUPTED, Exit.USAGE_ERROR, Exit.NO_TESTS_COLLECTED)
+#: What a base side that wrote its rounds may exit with: it ran its tests through.
+_BASE_RAN = (Exit.OK, Exit.TESTS_FAILED, Exit.NO_TESTS_COLLECTED, Exit.RERECORD_BASELINE, None)
 #: How long the base side may run on after the head ended (its last tests, unpaired, or a stall).
 BASE_GRACE_S = 300.0
 
@@ -70,10 +73,10 @@ class Orchestrator:
     def __init__(self, config, settings):
         self.config = config
         self.settings = settings
-        self.written: list[str] = []  # counted: the head's side saved as the user asked
+        self.written: list[str] = []  # the user's files this process wrote (the head: its own)
 
     def main(self) -> int:
-        return orchestrate(self.config, self.settings, self.written.append)
+        return orchestrate(self.config, self.settings, self.written)
 
     def interrupted(self) -> str:
         """A Ctrl-C that no side's session said a line for (plugin.CtrlCAnywhere)."""
@@ -84,9 +87,9 @@ class Orchestrator:
         )
 
 
-def orchestrate(config, settings, wrote) -> int:
+def orchestrate(config, settings, written: list[str]) -> int:
     """Install the base side, run both sides in turns, judge the pairs; the run's exit status.
-    ``wrote(line)``: a file of the user's was written (counted: the head's side saved)."""
+    ``written``: each file of the user's this process wrote, added as it is written."""
     from . import counted_against
 
     # counted, each side is a whole counted run: nothing refused
@@ -103,8 +106,8 @@ def orchestrate(config, settings, wrote) -> int:
             raise pytest.UsageError(f"--concurrency-against={settings.against}: {exc}") from None
         run = sides.Run(spec, site, Path(scratch.name), root)
         if not settings.instrument.machine_bound:  # counts need no turns: each side counted whole
-            return counted_against.run(config, settings, run, wrote)
-        return _run_sides(config, settings, run)
+            return counted_against.run(config, settings, run, written)
+        return _run_sides(config, settings, run, written)
     finally:
         if settings.against_keep:
             _keep(Path(scratch.name), settings.against_keep)
@@ -132,7 +135,7 @@ def _keep(directory: Path, keep: Path) -> None:
             shutil.copyfile(path, target)
 
 
-def _run_sides(config, settings, run: sides.Run) -> int:
+def _run_sides(config, settings, run: sides.Run, written: list[str]) -> int:
     args = list(config.invocation_params.args)
     print(
         f"pytest-concurrency: this code (head) against {run.spec} (base), round for round in turns; "
@@ -149,7 +152,7 @@ def _run_sides(config, settings, run: sides.Run) -> int:
         again: list = []
         if first.codes[lockstep.B] not in HEAD_SAID_WHY:
             again = _again(settings, run, args, first, cached)
-        return _judge(settings, run, first, again, Arbiter(config, settings))
+        return _judge(settings, run, first, again, Arbiter(config, settings), written)
     except KeyboardInterrupt:  # the head's session has ended, and said what it wrote
         print(
             "\npytest-concurrency: interrupted after the head's session: no verdict against the "
@@ -356,9 +359,11 @@ def _leave_on_exit(coordinator, side: str, proc) -> None:
     coordinator.leave(side)  # never connected, or gone: the other side runs on alone
 
 
-def _judge(settings, run: sides.Run, first: _Pair, again: list, arbiter: Arbiter) -> int:
+def _judge(
+    settings, run: sides.Run, first: _Pair, again: list, arbiter: Arbiter, written: list[str]
+) -> int:
+    """The pairs judged, said and added to the head's report; the run's exit status."""
     from ..gate import undecided
-    from ..report import terminal
 
     head_code = first.codes[lockstep.B]
     if head_code in HEAD_SAID_WHY:
@@ -369,69 +374,67 @@ def _judge(settings, run: sides.Run, first: _Pair, again: list, arbiter: Arbiter
             f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): against the base: {why}"
         )
         return Exit.NOTHING_JUDGED
-    errors = []
-    for pair in (first, *again):
-        errors += pair.errors
-        if lockstep.B not in pair.docs:
-            errors.append(
-                f"the head's session ended (exit {pair.codes[lockstep.B]}) without its rounds"
-                + _ended_in(pair, lockstep.B)
-            )
-        if lockstep.A not in pair.docs:
-            errors.append(
-                f"the base side ({run.spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds"
-                + _ended_in(pair, lockstep.A)
-                + "; its log:\n"
-                + child_sessions.log_tail(pair.log)
-            )
-        elif pair.codes[lockstep.A] not in (
-            Exit.OK,
-            Exit.TESTS_FAILED,
-            Exit.NO_TESTS_COLLECTED,
-            Exit.RERECORD_BASELINE,
-            None,
-        ):
-            errors.append(
-                f"the base side ({run.spec}) exited {pair.codes[lockstep.A]}; its log:\n"
-                + child_sessions.log_tail(pair.log)
-            )
+    errors = [error for pair in (first, *again) for error in _pair_errors(run.spec, pair)]
     result = None
     if len(first.docs) == 2:
-        base_ids, head_ids = (
-            first.docs[lockstep.A].get("identity") or {},
-            first.docs[lockstep.B].get("identity") or {},
-        )
-        errors += sides.check(run.site, base_ids, head_ids)
-        further = [
-            (p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2
-        ]
-        threshold = paired.thresholds(settings.gate)
-        result = paired.judge(
-            first.records(lockstep.A), first.records(lockstep.B), threshold, again=further
-        )
-        result.sides = paired.sides_line(base_ids, head_ids)
-        keys = undecided.of_paired(result.verdicts)
-        if keys and not errors:  # what time left undecided, counted on both sides
-            counts = arbiter.count(keys, str(run.spec), first.tests_of(lockstep.B, keys))
-            result.undecided = undecided.settle(result.verdicts, keys, counts)
+        result = _paired(settings, run, first, again, arbiter, errors)
         width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, else 80
         for line in terminal.paired_lines(result, width):
             print(line)
         if settings.report_md:
-            _append_report(settings.report_md, result)
+            errors += _append_report(settings.report_md, result, written)
     for error in errors:
         print(f"pytest-concurrency: ERROR: {error}")
-    failed = bool(errors) or bool(result and result.failed)
-    if head_code in (Exit.OK, Exit.RERECORD_BASELINE) and failed:
-        return Exit.TESTS_FAILED
-    if (
-        head_code == Exit.OK
-        and result
-        and result.undecided
-        and settings.undecided == undecided.EXIT
-    ):
-        return Exit.UNDECIDED
-    return head_code
+    return of_run(
+        head_code,
+        failed=bool(errors) or bool(result and result.failed),
+        undecided=bool(result and result.undecided) and settings.undecided == undecided.EXIT,
+    )
+
+
+def _pair_errors(spec, pair: _Pair) -> list[str]:
+    """What went wrong in one pair of sessions: a side that ended without its rounds, a base
+    side that exited with a status that says it did not run its tests through."""
+    errors = list(pair.errors)
+    if lockstep.B not in pair.docs:
+        errors.append(
+            f"the head's session ended (exit {pair.codes[lockstep.B]}) without its rounds"
+            + _ended_in(pair, lockstep.B)
+        )
+    if lockstep.A not in pair.docs:
+        errors.append(
+            f"the base side ({spec}) ended (exit {pair.codes[lockstep.A]}) without its rounds"
+            + _ended_in(pair, lockstep.A)
+            + "; its log:\n"
+            + child_sessions.log_tail(pair.log)
+        )
+    elif pair.codes[lockstep.A] not in _BASE_RAN:
+        errors.append(
+            f"the base side ({spec}) exited {pair.codes[lockstep.A]}; its log:\n"
+            + child_sessions.log_tail(pair.log)
+        )
+    return errors
+
+
+def _paired(settings, run: sides.Run, first: _Pair, again: list, arbiter: Arbiter, errors: list):
+    """The first pair's rounds judged with the later pairs', what time left undecided counted
+    on both sides (when nothing went wrong: ``errors``, to which the sides' own are added)."""
+    from ..gate import undecided
+
+    base_ids = first.docs[lockstep.A].get("identity") or {}
+    head_ids = first.docs[lockstep.B].get("identity") or {}
+    errors += sides.check(run.site, base_ids, head_ids)
+    further = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
+    threshold = paired.thresholds(settings.gate)
+    result = paired.judge(
+        first.records(lockstep.A), first.records(lockstep.B), threshold, again=further
+    )
+    result.sides = paired.sides_line(base_ids, head_ids)
+    keys = undecided.of_paired(result.verdicts)
+    if keys and not errors:  # what time left undecided, counted on both sides
+        counts = arbiter.count(keys, str(run.spec), first.tests_of(lockstep.B, keys))
+        result.undecided = undecided.settle(result.verdicts, keys, counts)
+    return result
 
 
 def _nothing_judged(spec, first: _Pair) -> str | None:
@@ -441,27 +444,25 @@ def _nothing_judged(spec, first: _Pair) -> str | None:
         return head.get("nothing_judged") or "the head's session recorded no benchmark"
     base_code = first.codes.get(lockstep.A)
     if head is not None and lockstep.A not in first.docs and base_code in NOT_RUN:
-        lines = child_sessions.log_tail(first.log, 200).splitlines()
-        said = (
-            [line for line in lines if line.startswith(("E   ", "ERROR "))]
-            or lines
-            or ["no output"]
-        )
         return (
             f"the base side ({spec}) could not collect its tests (exit {base_code}): "
-            f"{said[0].removeprefix('E   ').strip()}"
+            f"{child_sessions.first_error(first.log)}"
         )
     return None
 
 
-def _append_report(path: Path, result) -> None:
+def _append_report(path: Path, result, written: list[str]) -> list[str]:
     """The verdicts against the base after the head's tables in its markdown report (one file for
-    the CI job summary; the head's session wrote its part, if it got that far)."""
+    the CI job summary; the head's session wrote its part, if it got that far), written as every
+    session's report is (session_end.write_report); the error, if it was not."""
     from ..report import markdown
 
     head_part = path.read_text(encoding="utf-8") + "\n" if path.exists() else ""
-    markdown.write(path, head_part + markdown.render_paired(result))
+    error = session_end.write_report(path, head_part + markdown.render_paired(result), written)
+    if error:
+        return [error]
     print(f"pytest-concurrency: the verdicts against the base side added to {path}")
+    return []
 
 
 # -- in each side's session --------------------------------------------------------------------------

@@ -174,3 +174,11 @@ def log_tail(log: str | Path, lines: int = 20, sep: str = "\n") -> str:
         return tail(Path(log).read_text(errors="replace"), lines, sep) or "(no output)"
     except OSError:
         return "(no log)"
+
+
+def first_error(log: str | Path, lines: int = 200) -> str:
+    """What a child that ended early said of why: the first error line (pytest's ``E   `` or an
+    ``ERROR``) of its log's last ``lines``, else its last line."""
+    kept = log_tail(log, lines).splitlines()
+    said = [line for line in kept if line.startswith(("E   ", "ERROR"))] or kept[-1:]
+    return said[0].removeprefix("E   ").strip() if said else "no output"

@@ -18,9 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from .. import backends
+from .. import session_end
 from ..exit_codes import Exit
-from ..gate import atomic, baseline, save
+from ..gate import atomic, baseline
+from ..report import terminal
 from ..runner import sides
 from . import child_sessions
 from .argv import head_only_removed
@@ -30,7 +31,7 @@ from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 _NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
 
 
-def run(config, settings, run: sides.Run, wrote) -> int:
+def run(config, settings, run: sides.Run, written: list[str]) -> int:
     """Count the base side, then the head; judge the head's counts against the base's; with
     ``--concurrency-save-baseline``, the head's counts saved there as any counted session's are."""
     args = [a for a in head_only_removed(config.invocation_params.args) if not _side_only(a)]
@@ -60,7 +61,7 @@ def run(config, settings, run: sides.Run, wrote) -> int:
         f"{time.monotonic() - started - counted_base:.0f} s",
         flush=True,
     )
-    return _judge(settings, run, files, base_code, head_code, wrote)
+    return _judge(settings, run, files, base_code, head_code, written)
 
 
 def _side_only(arg: str) -> bool:
@@ -113,78 +114,46 @@ def _sides_line(base_meta: dict, head_meta: dict) -> str:
     return "; ".join(moved) or "the same versions on both sides (the base side's own code first)"
 
 
-def _judge(settings, run: sides.Run, files: dict, base_code: int, head_code: int, wrote) -> int:
-    from ..gate import compare as gate
-    from ..report import terminal
-
+def _judge(
+    settings, run: sides.Run, files: dict, base_code: int, head_code: int, written: list[str]
+) -> int:
+    """The head's counts through the session's end (session_end.finish: judged against the
+    base's, saved, reported, as any session's), said here; the run's exit status."""
     if head_code in (Exit.INTERRUPTED, Exit.USAGE_ERROR):
         return head_code
     log = run.directory / "base-side.log"
     if not files["base"].exists():
-        tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
-        said = [line for line in tail if line.startswith(("E   ", "ERROR"))] or tail[-1:]
         print(
             f"pytest-concurrency: NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): against the base: the "
             f"base side ({run.spec}) exited {base_code} and counted nothing: "
-            f"{(said or ['no output'])[0].strip()}"
+            f"{child_sessions.first_error(log, 15)}"
         )
         return Exit.NOTHING_JUDGED
     if not files["head"].exists():
         return head_code or Exit.NOTHING_JUDGED  # the head's session said why
     try:
-        base, head_side = baseline.load(files["base"]), baseline.load(files["head"])
+        base, head = baseline.load(files["base"]), baseline.load(files["head"])
     except baseline.BaselineError as exc:
         print(f"pytest-concurrency: ERROR: {exc}")
         return Exit.TESTS_FAILED
-    head = list(head_side.records)
-    reference = None if settings.gate_native else backends.is_native
-    result = gate.compare(
-        base, head, head_side.meta, settings.gate, reference, against=f"the base side ({run.spec})"
+    ended = session_end.Ended(
+        records=list(head.records),
+        node_ids={},
+        document=dict(head.doc),  # saved only if every benchmark test passed (the head's end)
+        nothing_judged="the head side recorded no benchmark",
+        refused=None,
+        written=written,
+        meta=head.meta,
+        against=f"the base side ({run.spec})",
     )
+    outcome = session_end.finish(settings, base, None, ended)
     print(" counted against the base side ".center(80, "-"))
-    print(f"Sides: {_sides_line(base.meta, head_side.meta)}")
-    print(terminal.render(head, result, every=True))
-    if settings.report_md:
-        from ..report import markdown
-
-        markdown.write(settings.report_md, markdown.render(head, result, result.memory))
-        print(
-            f"pytest-concurrency: the verdicts against the base side written to {settings.report_md}"
-        )
-    # the head side saved only if every benchmark test passed (session_end)
-    if settings.save_baseline:
-        try:
-            keep = settings.baseline_sessions
-            doc = dict(head_side.doc)
-            for line in save.store(settings.save_baseline, doc, head, settings.gate, keep, wrote):
-                print(f"pytest-concurrency: {line}")
-        except baseline.BaselineError as exc:
-            print(f"pytest-concurrency: ERROR: {exc}")
-            return Exit.TESTS_FAILED
-    if head_code not in (Exit.OK, Exit.RERECORD_BASELINE):
-        code = head_code
-    else:
-        code = Exit.TESTS_FAILED if result.failed else Exit.OK
+    print(f"Sides: {_sides_line(base.meta, head.meta)}")
+    print(terminal.render(outcome.records, outcome.gate, memory=outcome.memory, every=True))
+    for line, _ in session_end.said(outcome):
+        print(line)
+    code = outcome.status(head_code)
     if settings.verdicts:  # the head's counts judged on the base's (read by roles/arbiter.py)
-        _write_verdicts(settings, head, result, code, wrote)
+        failed = code == Exit.TESTS_FAILED and not outcome.failed
+        return session_end.write_verdicts(settings, outcome, written, code, failed)
     return code
-
-
-def _write_verdicts(settings, head: list, result, code: int, wrote) -> None:
-    from ..gate import shards, verdict_file
-
-    v = verdict_file.from_session(
-        head,
-        {},
-        {},
-        gate=result,
-        memory=result.memory,
-        exit_status=int(code),
-        tests_failed=code == Exit.TESTS_FAILED and not result.failed,
-        measure=settings.instrument.kind,
-        threshold=settings.threshold,
-        alpha=settings.gate.alpha,
-        identity=shards.identity(),
-    )
-    verdict_file.write(settings.verdicts, v)
-    wrote(f"the verdicts were written to {settings.verdicts}")

@@ -334,15 +334,21 @@ class MeasuringSession:
         self.outcome = self.finish(session, bs)
         # 1 for a failure, 7 for a baseline to record again; and a gate that judged
         # nothing says so with its own status, even when pytest ran no test at all (5)
-        quiet = (Exit.OK, Exit.NO_TESTS_COLLECTED)
-        if self.outcome is not None and session.exitstatus in quiet:
-            session.exitstatus = self.outcome.exit_status or session.exitstatus
+        if self.outcome is not None:
+            session.exitstatus = self.outcome.status(session.exitstatus)
         shard = sharding.of(session.config)
+        quiet = (Exit.OK, Exit.NO_TESTS_COLLECTED)
         if shard is not None and shard.empty and session.exitstatus in quiet:
             session.exitstatus = Exit.OK  # its tests are all in other shards
         if self.settings.verdicts is not None and self.outcome is not None:
-            session_end.write_verdicts(
-                session, self.settings, self.outcome, self.positions, self.written
+            session.exitstatus = session_end.write_verdicts(
+                self.settings,
+                self.outcome,
+                self.written,
+                int(session.exitstatus),
+                tests_failed=session.testsfailed > 0,
+                positions=self.positions,
+                shard=shard,
             )
 
     def finish(self, session, bs) -> session_end.SessionOutcome | None:
