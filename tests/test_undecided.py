@@ -113,6 +113,15 @@ def test_undecided_is_inconclusive_or_a_suspect_a_second_process_did_not_confirm
     assert undecided.of_stored(GateResult([disagree, agree]), GateResult([disagree, agree])) == [
         WORK
     ]
+    # unchanged behind a baseline that drifts past the threshold (FastAPI's +7.8% read -0.5% at a
+    # load of 30, its sessions 151% apart) is undecided; a drift within the threshold decides
+    drifting = _verdict(WORK, UNCHANGED, change=-0.005, drift=1.51, threshold=1828.0)
+    steady = _verdict(NAP, UNCHANGED, change=0.01, drift=0.03, threshold=0.09)
+    for v in (drifting, steady):
+        v.base_threshold = 0.07
+    assert undecided.of_stored(GateResult([drifting, steady]), GateResult([drifting, steady])) == [
+        WORK
+    ]
     counted = [_verdict(WORK, INCONCLUSIVE, measure="instructions")]  # counts are never re-counted
     assert undecided.of_stored(GateResult(counted), GateResult(counted)) == []
 
