@@ -39,10 +39,35 @@ def test_plain():
 """
 
 
+#: Each switch of callgrind's instrumentation, by the process that asked for it.
+SWITCHES = """
+import os
+
+from pytest_concurrency.measure import client_request
+
+LOG = os.path.join(os.path.dirname(__file__), "switches.txt")
+
+
+def _logged(name, request):
+    def switch():
+        result = request()
+        with open(LOG, "a") as fh:
+            fh.write(f"{os.getpid()} {name}\\n")
+        return result
+
+    return switch
+
+
+client_request.start_instrumentation = _logged("on", client_request.start_instrumentation)
+client_request.stop_instrumentation = _logged("off", client_request.stop_instrumentation)
+"""
+
+
 @pytest.mark.slow  # a counted session of two small tests and two forked layouts: ~90 s here, loaded
 @needs_valgrind
 def test_a_counted_session_forks_its_layouts_after_its_collection(pytester):
     pytester.makepyfile(test_forked=SUITE)
+    pytester.makeconftest(SWITCHES)
     base = pytester.path / "base.json"
     saved = pytester.runpytest_subprocess(
         "-p",
@@ -75,6 +100,13 @@ def test_a_counted_session_forks_its_layouts_after_its_collection(pytester):
     assert "syscalls_per_op" not in benches["test_json"]["extra_info"]
     # a child's output stays in its log: the session's own terminal shows the session's
     assert "RUN IN LAYOUT 1" not in out and "RUN IN LAYOUT 2" not in out, out
+    # instrumentation on from the first counted test to the last, off before the plain test: each
+    # switch makes callgrind translate again what runs after it
+    switches: dict[str, list[str]] = {}
+    for line in (pytester.path / "switches.txt").read_text().splitlines():
+        pid, switch = line.split()
+        switches.setdefault(pid, []).append(switch)
+    assert sorted(switches.values()) == [["on", "off"]] * 3, switches
 
 
 def test_a_forked_layout_moves_the_heap_by_its_number():
