@@ -14,12 +14,16 @@ from pytest_concurrency.measure import callgrind, layouts
 
 needs_valgrind = needs("valgrind", callgrind.unavailable_reason())
 
-#: Two tests: one that fails only in the forked layout 2 (its other layouts still count it), and
-#: one whose every call allocates objects that live across the loop, so where they land moves its
-#: count a little from layout to layout. Each child prints a line its own log keeps.
+#: Three tests: one that fails only in the forked layout 2 (its other layouts still count it), one
+#: whose every call allocates objects that live across the loop, so where they land moves its
+#: count a little from layout to layout, and one that runs git (which valgrind leaves untraced).
+#: Each child prints a line its own log keeps.
 SUITE = """
 import json
+import os
+import subprocess
 
+from pytest_concurrency.backends import child_env
 from pytest_concurrency.measure import layouts
 
 
@@ -27,6 +31,15 @@ def test_json(benchmark):
     print("RUN IN LAYOUT", layouts.forked_to())
     data = [{"k": str(i), "v": [i, i * 2]} for i in range(200)]
     benchmark(lambda: json.loads(json.dumps(data)))
+
+
+def test_git_runs_outside_valgrind(benchmark):
+    git = subprocess.Popen(["git", "--version"], stdout=subprocess.DEVNULL)
+    assert git.wait() == 0
+    # a process valgrind traces leaves its counts in the counted session's directory at its end
+    directory = child_env.get(child_env.CALLGRIND_DIR)
+    assert not os.path.exists(os.path.join(directory, f"callgrind.{git.pid}"))
+    benchmark(sorted, [3, 1, 2])
 
 
 def test_not_in_layout_two(benchmark):
@@ -87,7 +100,7 @@ def test_a_counted_session_forks_its_layouts_after_its_collection(pytester):
         ]
     )
     # the session's own outcomes, as without the plugin: the failure in a layout is not the test's
-    saved.assert_outcomes(passed=2, skipped=1)
+    saved.assert_outcomes(passed=3, skipped=1)
     assert "kernel figures" not in out, out  # the kernel pass runs only when asked for
     benches = {b["name"]: b for b in json.loads(base.read_text())["benchmarks"]}
     own = benches["test_json"]["stats"]["data"]
