@@ -65,8 +65,8 @@ _NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG}"
 #: Programs a counted session runs that count nothing, left untraced: each traced one pays a
 #: valgrind start-up (0.5-1 s of CPU for ``git rev-parse``). pytest-benchmark asks git (and hg)
 #: for the commit at a session's start and again when it saves, this plugin asks git for the code
-#: identity and valgrind for its version, ``platform`` asks ``file``: on yarl's 11 URL
-#: benchmarks, 18 s of a counted save's 71 s of CPU went to them.
+#: identity and valgrind for its version, ``platform`` asks ``file`` (a counted save of yarl's 11
+#: URL benchmarks: 63 s of CPU with them untraced, 71 s traced; docs/gates/instructions.md).
 _NOT_TRACED_PROGRAMS = "*/git,*/hg,*/file,*/valgrind"
 INSTALL_HINT = (
     "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
