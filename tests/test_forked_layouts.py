@@ -76,7 +76,7 @@ client_request.stop_instrumentation = _logged("off", client_request.stop_instrum
 """
 
 
-@pytest.mark.slow  # a counted session of two small tests and two forked layouts: ~90 s here, loaded
+@pytest.mark.slow  # a counted session of three small tests, two forked layouts: 100-180 s, loaded
 @needs_valgrind
 def test_a_counted_session_forks_its_layouts_after_its_collection(pytester):
     pytester.makepyfile(test_forked=SUITE)

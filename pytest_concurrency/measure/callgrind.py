@@ -66,7 +66,7 @@ _NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG}"
 #: valgrind start-up (0.5-1 s of CPU for ``git rev-parse``). pytest-benchmark asks git (and hg)
 #: for the commit at a session's start and again when it saves, this plugin asks git for the code
 #: identity and valgrind for its version, ``platform`` asks ``file`` (a counted save of yarl's 11
-#: URL benchmarks: 63 s of CPU with them untraced, 71 s traced; docs/gates/instructions.md).
+#: URL benchmarks: 63-70 s of CPU with them untraced, 71-79 s traced, at load 5-42).
 _NOT_TRACED_PROGRAMS = "*/git,*/hg,*/file,*/valgrind"
 INSTALL_HINT = (
     "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
