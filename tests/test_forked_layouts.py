@@ -14,12 +14,16 @@ from pytest_concurrency.measure import callgrind, layouts
 
 needs_valgrind = needs("valgrind", callgrind.unavailable_reason())
 
-#: Two tests: one that fails only in the forked layout 2 (its other layouts still count it), and
-#: one whose every call allocates objects that live across the loop, so where they land moves its
-#: count a little from layout to layout. Each child prints a line its own log keeps.
+#: Three tests: one that fails only in the forked layout 2 (its other layouts still count it), one
+#: whose every call allocates objects that live across the loop, so where they land moves its
+#: count a little from layout to layout, and one that runs git (which valgrind leaves untraced).
+#: Each child prints a line its own log keeps.
 SUITE = """
 import json
+import os
+import subprocess
 
+from pytest_concurrency.backends import child_env
 from pytest_concurrency.measure import layouts
 
 
@@ -27,6 +31,15 @@ def test_json(benchmark):
     print("RUN IN LAYOUT", layouts.forked_to())
     data = [{"k": str(i), "v": [i, i * 2]} for i in range(200)]
     benchmark(lambda: json.loads(json.dumps(data)))
+
+
+def test_git_runs_outside_valgrind(benchmark):
+    git = subprocess.Popen(["git", "--version"], stdout=subprocess.DEVNULL)
+    assert git.wait() == 0
+    # a process valgrind traces leaves its counts in the counted session's directory at its end
+    directory = child_env.get(child_env.CALLGRIND_DIR)
+    assert not os.path.exists(os.path.join(directory, f"callgrind.{git.pid}"))
+    benchmark(sorted, [3, 1, 2])
 
 
 def test_not_in_layout_two(benchmark):
@@ -39,10 +52,35 @@ def test_plain():
 """
 
 
-@pytest.mark.slow  # a counted session of two small tests and two forked layouts: ~90 s here, loaded
+#: Each switch of callgrind's instrumentation, by the process that asked for it.
+SWITCHES = """
+import os
+
+from pytest_concurrency.measure import client_request
+
+LOG = os.path.join(os.path.dirname(__file__), "switches.txt")
+
+
+def _logged(name, request):
+    def switch():
+        result = request()
+        with open(LOG, "a") as fh:
+            fh.write(f"{os.getpid()} {name}\\n")
+        return result
+
+    return switch
+
+
+client_request.start_instrumentation = _logged("on", client_request.start_instrumentation)
+client_request.stop_instrumentation = _logged("off", client_request.stop_instrumentation)
+"""
+
+
+@pytest.mark.slow  # a counted session of three small tests, two forked layouts: 100-180 s, loaded
 @needs_valgrind
 def test_a_counted_session_forks_its_layouts_after_its_collection(pytester):
     pytester.makepyfile(test_forked=SUITE)
+    pytester.makeconftest(SWITCHES)
     base = pytester.path / "base.json"
     saved = pytester.runpytest_subprocess(
         "-p",
@@ -62,7 +100,7 @@ def test_a_counted_session_forks_its_layouts_after_its_collection(pytester):
         ]
     )
     # the session's own outcomes, as without the plugin: the failure in a layout is not the test's
-    saved.assert_outcomes(passed=2, skipped=1)
+    saved.assert_outcomes(passed=3, skipped=1)
     assert "kernel figures" not in out, out  # the kernel pass runs only when asked for
     benches = {b["name"]: b for b in json.loads(base.read_text())["benchmarks"]}
     own = benches["test_json"]["stats"]["data"]
@@ -75,6 +113,13 @@ def test_a_counted_session_forks_its_layouts_after_its_collection(pytester):
     assert "syscalls_per_op" not in benches["test_json"]["extra_info"]
     # a child's output stays in its log: the session's own terminal shows the session's
     assert "RUN IN LAYOUT 1" not in out and "RUN IN LAYOUT 2" not in out, out
+    # instrumentation on from the first counted test to the last, off before the plain test: each
+    # switch makes callgrind translate again what runs after it
+    switches: dict[str, list[str]] = {}
+    for line in (pytester.path / "switches.txt").read_text().splitlines():
+        pid, switch = line.split()
+        switches.setdefault(pid, []).append(switch)
+    assert sorted(switches.values()) == [["on", "off"]] * 3, switches
 
 
 def test_a_forked_layout_moves_the_heap_by_its_number():

@@ -84,6 +84,13 @@ class Instrument:
         """The figures per operation from a median round (``extra_info`` keys)."""
         raise NotImplementedError
 
+    #: Whether what a process does between its measured stretches stays measurable (callgrind:
+    #: instrumented), as the session asks while another measured test follows (``pause``).
+    stays_on = False
+
+    def pause(self) -> None:
+        """Stop what measuring costs until the next stretch (callgrind's instrumentation)."""
+
     def after_rounds(self, profile: str = PROFILE_HERE) -> dict:
         """Extra figures right after the last round (``extra_info`` keys); ``profile``: where
         the last round's profile is read (``PROFILE_HERE`` ...)."""

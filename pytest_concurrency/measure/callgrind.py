@@ -63,6 +63,12 @@ HASH_SEED = "0"  # str/bytes hashes decide dict and set layouts, and so the coun
 #: (``Callgrind.worker_command``).
 ALLOCATOR = "malloc"
 _NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG}"
+#: Programs a counted session runs that count nothing, left untraced: each traced one pays a
+#: valgrind start-up (0.5-1 s of CPU for ``git rev-parse``). pytest-benchmark asks git (and hg)
+#: for the commit at a session's start and again when it saves, this plugin asks git for the code
+#: identity and valgrind for its version, ``platform`` asks ``file`` (a counted save of yarl's 11
+#: URL benchmarks: 63-70 s of CPU with them untraced, 71-79 s traced, at load 5-42).
+_NOT_TRACED_PROGRAMS = "*/git,*/hg,*/file,*/valgrind"
 INSTALL_HINT = (
     "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
 )
@@ -108,6 +114,7 @@ def command(argv: list[str], directory: str) -> list[str]:
         "--collect-jumps=no",
         "--trace-children=yes",
         f"--trace-children-skip-by-arg={_NOT_TRACED}",
+        f"--trace-children-skip={_NOT_TRACED_PROGRAMS}",
         "--max-threads=8192",  # valgrind's default, 500, is less than the spawn workload's 3000 threads
         *argv,
     ]
@@ -307,7 +314,14 @@ class Counter:
 
     def pause(self) -> None:
         """After a stretch of rounds: what runs until the next reading (pytest between tests,
-        the reports, parsing the profile) runs uninstrumented, 3-4x faster, never counted."""
+        the reports, parsing the profile) runs uninstrumented, 3-4x faster, never counted.
+
+        Each switch, off or on, makes callgrind discard every translation it made, and what runs
+        next is translated again: yarl's URL benchmarks cost 1.3 s of CPU a test in a counted
+        session that switched off after each test, 0.4-0.8 s in one that stayed on between them
+        (``Callgrind.stays_on``)."""
+        if self._paused:
+            return
         client_request.stop_instrumentation()
         self._paused = True
 
@@ -452,6 +466,11 @@ class Callgrind(Instrument):
             self._counter = Counter(directory)
         return self._counter
 
+    def pause(self) -> None:
+        """Instrumentation off, if this process switched it on (``Counter.pause``)."""
+        if self._counter is not None and self._counter._pid == os.getpid():
+            self._counter.pause()
+
     def per_op(self, median: float, ops: int) -> dict:
         return {"instructions_per_op": median / ops}
 
@@ -460,7 +479,8 @@ class Callgrind(Instrument):
             gc.unfreeze()
             self._frozen = False
         counter = self.counter()
-        counter.pause()
+        if not self.stays_on:  # else the session switches it off where no counted test follows
+            counter.pause()
         if profile == PROFILE_NONE:
             return {}
         if profile == PROFILE_HANDED_OVER:  # reading a dump under valgrind: 0.3-1.4 s

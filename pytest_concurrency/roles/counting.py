@@ -37,7 +37,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
 
@@ -50,6 +50,9 @@ from . import child_sessions, crash, forked_layouts, stretched_timeouts
 from .argv import apart, own_coverage_data
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 #: How long the kernel pass times each test (pytest-benchmark's ``--benchmark-max-time``, 1 s by
 #: default): its figures are per call, read in ten groups of rounds or more lasting 2 ms each
@@ -434,6 +437,24 @@ def _skipped(item) -> bool:
         return False
 
 
+class _CountedOneAfterAnother:
+    """A session under valgrind whose tests are counted in its own process keeps callgrind's
+    instrumentation on from one counted test to the next and switches it off before anything
+    else (a test counted elsewhere, the session's end): each switch makes callgrind translate
+    again all the code that runs after it (``Counter.pause``)."""
+
+    settings: Settings
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self.settings.instrument.stays_on = True
+        try:
+            return (yield from super().pytest_runtest_protocol(item, nextitem))  # type: ignore[misc]
+        finally:
+            if nextitem is None or not measured_here(nextitem):
+                self.settings.instrument.pause()
+
+
 class _Pass(MeasuringSession):
     """A pass before the counted session: only the tests measured in the session's process, no
     xdist workers (pytest-benchmark switches itself off in them); at its end it writes what it
@@ -484,7 +505,7 @@ class KernelPass(_Pass):
         }
 
 
-class LayoutPass(_Pass):
+class LayoutPass(_CountedOneAfterAnother, _Pass):
     """Counted under valgrind in another layout: the rounds of each test."""
 
     @pytest.hookimpl(tryfirst=True)
@@ -500,7 +521,7 @@ class LayoutPass(_Pass):
         return {b.fullname: list(b.stats.data) for b in ran if b.stats.data}
 
 
-class Counted(MeasuringSession):
+class Counted(_CountedOneAfterAnother, MeasuringSession):
     """The user's session run again under valgrind by a ``Launcher``."""
 
     profiles = PROFILE_HANDED_OVER  # read at full speed at the end (``_BeforeSaving``)
@@ -586,6 +607,7 @@ class _BeforeSaving:
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        self.instrument.pause()  # a loop -x stopped left it on
         bs = getattr(session.config, "_benchmarksession", None)
         if self._forked is not None and exitstatus == Exit.INTERRUPTED:
             self._forked.stop()

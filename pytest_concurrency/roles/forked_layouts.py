@@ -109,6 +109,7 @@ class Forked:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
                 if session.shouldfail or session.shouldstop:  # -x, --maxfail: as pytest's loop
                     break
+            counted.settings.instrument.pause()  # on until the last test's end (counting.py)
             _summary(session.config)
             bs = session.config._benchmarksession
             ran = [b for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats]
