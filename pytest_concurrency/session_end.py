@@ -45,6 +45,9 @@ class Ended:
     #: the file saved is the run's own (a side of a counted run against the base, whose counts the
     #: run judges): the user asked for no baseline there, so where it was written is not said
     saved_for_the_run: bool = False
+    #: the code under test (``{"commit", "dirty"}``) from pytest-benchmark's commit hook; None:
+    #: read from git here (``baseline.code_identity``)
+    code: dict | None = None
 
 
 @dataclass
@@ -117,7 +120,10 @@ def finish(
             else None
         )
         meta = baseline.current_meta(
-            {r.backend: r.backend_version for r in recs}, calibration, settings.instrument
+            {r.backend: r.backend_version for r in recs},
+            calibration,
+            settings.instrument,
+            ended.code,
         )
         if shard is not None:
             meta["shard"] = {**shard.section(), "identity": shards.identity(meta["cpu_model"])}
