@@ -1,10 +1,8 @@
 """pytest-benchmark's internals, touched here and nowhere else (tests/test_benchmark_adapter.py
-enforces it): its session (``config._benchmarksession``), the ``benchmark`` fixture's private
-attributes (the runner and stats factories, its mode, its calibration) and a record's ``stats``
-and ``has_error``. An upgrade of pytest-benchmark is checked in this one module.
-
-A fixture's ``stats`` is a ``Metadata`` (``None`` until its first round); the session's
-``benchmarks`` are those ``Metadata``, each holding its rounds in ``.stats.data``.
+checks it), so that an upgrade of it is checked in one module: its session (on the ``Config``),
+the ``benchmark`` fixture's private attributes and a record's rounds. A fixture's ``stats`` is a
+``Metadata`` (``None`` until it made its record), the session's ``benchmarks`` are those, and
+each one's rounds are its ``.stats.data``. Layer 0, like exit_codes: it imports nothing of ours.
 """
 
 from __future__ import annotations
@@ -12,30 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-#: pytest-benchmark's names this module wraps, for the test that no other module uses them
-PRIVATE_NAMES = frozenset(
-    {
-        "_benchmarksession",
-        "_calibrate_timer",
-        "_get_precision",
-        "_make_runner",
-        "_make_stats",
-        "_max_time",
-        "_min_rounds",
-        "_mode",
-        "_precisions",
-        "_timer",
-        "has_error",
-        "stats",
-        "get_machine_info",
-        "autosave",
-        "groups",
-        "display",
-    }
-)
-
-
-# -- the session -----------------------------------------------------------------------------
+# -- the session -------------------------------------------------------------------------------
 
 
 def session(config) -> Any | None:
@@ -44,7 +19,6 @@ def session(config) -> Any | None:
 
 
 def benchmarks(bs) -> list:
-    """Every benchmark of the session so far (``Metadata``, with or without rounds)."""
     return list(bs.benchmarks)
 
 
@@ -55,12 +29,11 @@ def measures(config) -> bool:
 
 
 def at_least(bs, option: str, value: float) -> None:
-    """Raise one of its options (``min_rounds``, ``min_time``) to at least ``value``."""
+    """One of its options (``min_rounds``, ``min_time``) raised to at least ``value``."""
     bs.options[option] = max(bs.options.get(option) or 0, value)
 
 
 def use_timer(bs, timer: Callable[[], float]) -> None:
-    """Its timer for every benchmark from now on."""
     from pytest_benchmark.utils import NameWrapper
 
     bs.options["timer"] = NameWrapper(timer)
@@ -74,13 +47,12 @@ def nothing_saved(config) -> None:
 
 
 def replace_table(bs, display: Callable[[Any], None]) -> None:
-    """Its table at the terminal's summary replaced by ``display(terminalreporter)``."""
     bs.display = display
 
 
 def table_without(bs, left_out: Callable[[dict], bool], then: Callable[[int, Any], None]) -> None:
-    """Its table drawn without the rows (``as_dict`` of each) that ``left_out`` names; ``then``
-    is told how many were left out, and the terminal reporter, after the table."""
+    """Its table without the rows (each an ``as_dict``) ``left_out`` names; then ``then(how many
+    were left out, the terminal reporter)``."""
     display = bs.display
 
     def display_others(tr) -> None:
@@ -98,10 +70,9 @@ def table_without(bs, left_out: Callable[[dict], bool], then: Callable[[int, Any
 
 
 def document(config, bs, commit: dict | None = None) -> dict:
-    """pytest-benchmark's own JSON of this session, raw rounds included, with the machine's and
-    the commit's identity as its hooks make them (``pytest_benchmark_generate_machine_info``,
-    ``..._commit_info``: a suite that overrides them is heard); ``commit``: the commit hook's,
-    when it was asked already."""
+    """Its own JSON of this session, raw rounds included, the machine and the commit as its hooks
+    say (``pytest_benchmark_generate_machine_info``, ``..._commit_info``: a suite's own heard);
+    ``commit``: the commit hook's, when asked already."""
     return config.hook.pytest_benchmark_generate_json(
         config=config,
         benchmarks=bs.benchmarks,
@@ -112,13 +83,12 @@ def document(config, bs, commit: dict | None = None) -> dict:
 
 
 def commit_info(config) -> dict:
-    """The code under test, from pytest-benchmark's hook (git or mercurial, or a suite's own)."""
     return config.hook.pytest_benchmark_generate_commit_info(config=config)
 
 
 def code_identity(info: dict) -> dict:
-    """A baseline's ``code`` (``{"commit", "dirty"}``, the shape every saved baseline has) from
-    pytest-benchmark's commit info; ``{}`` when it knows no commit (no repository, no git)."""
+    """A baseline's ``code`` (``{"commit", "dirty"}``, as every saved baseline has it) from the
+    commit hook's info; ``{}`` when it knows no commit (no repository, no git)."""
     commit = info.get("id")
     if not commit or commit in ("unversioned", "unknown"):
         return {}
@@ -139,7 +109,7 @@ def json_text(doc, indent: int) -> str:
 
 
 def summary_of(samples) -> dict:
-    """pytest-benchmark's statistics of ``samples`` (seconds), as its files hold them."""
+    """pytest-benchmark's statistics of ``samples``, as its files hold them."""
     from pytest_benchmark.stats import Stats
 
     stats = Stats()
@@ -148,16 +118,7 @@ def summary_of(samples) -> dict:
     return stats.as_dict()
 
 
-# -- a record (a session's benchmark, or a fixture's) -----------------------------------------
-
-
-def recorded(bench) -> bool:
-    """Whether a benchmark of the session ran without error and recorded rounds."""
-    return (
-        not getattr(bench, "has_error", False)
-        and bench.stats is not None
-        and bool(bench.stats.data)
-    )
+# -- a session's benchmark ---------------------------------------------------------------------
 
 
 def ran(bench) -> bool:
@@ -165,8 +126,11 @@ def ran(bench) -> bool:
     return not getattr(bench, "has_error", False) and bench.stats is not None
 
 
+def recorded(bench) -> bool:
+    return ran(bench) and bool(bench.stats.data)
+
+
 def rounds(bench) -> list[float]:
-    """A session's benchmark's rounds."""
     return list(bench.stats.data) if bench.stats is not None else []
 
 
@@ -181,87 +145,70 @@ def is_fixture(obj) -> bool:
 
 
 def measured(fixture) -> bool:
-    """Whether the fixture has made its record (its first round ran)."""
+    """Whether the fixture made its record (its first round ran)."""
     return getattr(fixture, "stats", None) is not None
 
 
 def fixture_rounds(fixture) -> list[float]:
-    """The fixture's measured rounds (none before its record is made)."""
-    meta = getattr(fixture, "stats", None)
-    return list(meta.stats.data) if meta is not None else []
+    return rounds(fixture.stats) if measured(fixture) else []
 
 
-def fixture_iterations(fixture) -> int:
-    meta = getattr(fixture, "stats", None)
-    return meta.iterations if meta is not None else 1
-
-
-def mode(fixture) -> str | None:
-    return fixture._mode
-
-
-def errored(fixture) -> bool:
-    return fixture.has_error
-
-
-def mark_used(fixture, how: str, has_error: bool | None = None) -> None:
-    """Tell pytest-benchmark the fixture was used (``how``: said where it was not used twice)."""
+def mark_used(fixture, how: str) -> None:
+    """Tell pytest-benchmark the fixture was used (``how``: said if it is used twice)."""
     fixture._mode = how
-    if has_error is not None:
-        fixture.has_error = has_error
 
 
 def mark_failed(fixture) -> None:
-    """The fixture's test failed in its rounds: pytest-benchmark keeps no record of it."""
+    """Its rounds failed: pytest-benchmark keeps no record of it."""
     fixture.has_error = True
 
 
-def runner_factory(fixture) -> Callable:
-    """Its runner factory: ``make_runner(function, args, kwargs)`` returns a runner, whose every
-    call (calibration's, warm-up's, each round's) runs the function and reads the timer."""
-    return fixture._make_runner
+def sent_record(fixture) -> dict:
+    """What ``take_record`` makes the fixture's record of in another process."""
+    meta = fixture.stats
+    return {
+        "mode": fixture._mode,
+        "has_error": fixture.has_error,
+        "iterations": meta.iterations if meta is not None else 1,
+        "samples": rounds(meta) if meta is not None else [],
+    }
 
 
-def set_runner_factory(fixture, make_runner: Callable) -> None:
+def take_record(fixture, sent: dict) -> None:
+    """The record ``sent_record`` sent, made here as the fixture would have."""
+    fixture._mode, fixture.has_error = sent["mode"], sent["has_error"]
+    if sent["samples"]:
+        meta = fixture._make_stats(sent["iterations"])
+        for sample in sent["samples"]:  # per iteration already: not ``update``, which divides
+            meta.stats.update(sample)
+
+
+def factories(fixture) -> tuple[Callable, Callable]:
+    """``make_runner(function, args, kwargs)``: a runner, each call of which (calibration's,
+    warm-up's, a round's) runs the function and reads the timer; ``make_stats(iterations)``:
+    the record (added to the session's), whose ``update(seconds)`` adds a round."""
+    return fixture._make_runner, fixture._make_stats
+
+
+def use_factories(fixture, make_runner: Callable, make_stats: Callable | None = None) -> None:
     fixture._make_runner = make_runner
-
-
-def stats_factory(fixture) -> Callable:
-    """Its record factory: ``make_stats(iterations)`` makes the record (``Metadata``, added to
-    the session's); its ``update(seconds)`` adds a round."""
-    return fixture._make_stats
-
-
-def set_stats_factory(fixture, make_stats: Callable) -> None:
-    fixture._make_stats = make_stats
-
-
-def add_rounds(fixture, iterations: int, per_iteration: list[float]) -> None:
-    """A record of rounds already divided by their iterations (``update`` would divide)."""
-    meta = fixture._make_stats(iterations)
-    for sample in per_iteration:
-        meta.stats.update(sample)
+    if make_stats is not None:
+        fixture._make_stats = make_stats
 
 
 def round_limits(fixture) -> tuple[int, float]:
-    """Its ``min_rounds`` and ``max_time`` (seconds)."""
+    """Its least rounds and its time for them (seconds)."""
     return fixture._min_rounds, fixture._max_time
 
 
 def calibrate_with(fixture, calibrate, precision, min_rounds: int) -> None:
     """Its calibration (``calibrate(runner)``), its timer's precision (``precision(timer)``) and
     its least rounds replaced."""
-    fixture._calibrate_timer = calibrate
-    fixture._get_precision = precision
+    fixture._calibrate_timer, fixture._get_precision = calibrate, precision
     fixture._min_rounds = min_rounds
 
 
-def min_rounds(fixture) -> int:
-    return fixture._min_rounds
-
-
 def precision(fixture) -> float:
-    """Its timer's precision, as its calibration reads it."""
     return fixture._get_precision(fixture._timer)
 
 

@@ -145,12 +145,9 @@ def call_apart(item, instrument, timeout: float | None, prepare: Callable[[], No
         after_call(item, instrument, reply["outcome"] == "passed", lambda fullname: {})
         control_figures(item)
         reply["bench"] = {
-            "mode": adapter.mode(bench),
-            "has_error": adapter.errored(bench),
+            **adapter.sent_record(bench),
             "group": bench.group,
             "extra_info": bench.extra_info,
-            "iterations": adapter.fixture_iterations(bench),
-            "samples": adapter.fixture_rounds(bench),
         }
         return reply
 
@@ -218,12 +215,10 @@ def _apply(
 
 def _take_record(bench, sent: dict) -> None:
     """pytest-benchmark's record of the child's rounds, made here as the fixture would have."""
-    adapter.mark_used(bench, sent["mode"], has_error=sent["has_error"])
-    if sent["group"] is not None:
+    if sent["group"] is not None:  # before the record, which takes it
         bench.group = sent["group"]
     bench.extra_info.update(sent["extra_info"])
-    if sent["samples"]:  # per iteration already
-        adapter.add_rounds(bench, sent["iterations"], sent["samples"])
+    adapter.take_record(bench, sent)
 
 
 def _callspec_id(item) -> str:

@@ -16,6 +16,26 @@ from pytest_concurrency.gate import baseline
 
 PACKAGE = Path(pytest_concurrency.__file__).parent
 ADAPTER = PACKAGE / "benchmark_adapter.py"
+#: pytest-benchmark's names the adapter wraps: its session on the config, the fixture's private
+#: attributes, a record's error flag and rounds, the session's machine info, saves and table
+PRIVATE_NAMES = {
+    "_benchmarksession",
+    "_calibrate_timer",
+    "_get_precision",
+    "_make_runner",
+    "_make_stats",
+    "_max_time",
+    "_min_rounds",
+    "_mode",
+    "_precisions",
+    "_timer",
+    "has_error",
+    "stats",
+    "get_machine_info",
+    "autosave",
+    "groups",
+    "display",
+}
 
 
 def internals_used(path: Path, root: Path = PACKAGE.parent) -> list[str]:
@@ -34,7 +54,7 @@ def internals_used(path: Path, root: Path = PACKAGE.parent) -> list[str]:
             "pytest_benchmark"
         ):
             found.append(f"{where} imports from {node.module}")
-        elif isinstance(node, ast.Attribute) and node.attr in benchmark_adapter.PRIVATE_NAMES:
+        elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_NAMES:
             found.append(f"{where} .{node.attr}")
         elif (
             isinstance(node, ast.Call)
@@ -42,7 +62,7 @@ def internals_used(path: Path, root: Path = PACKAGE.parent) -> list[str]:
             and node.func.id in ("getattr", "setattr", "hasattr")
             and len(node.args) > 1
             and isinstance(node.args[1], ast.Constant)
-            and node.args[1].value in benchmark_adapter.PRIVATE_NAMES
+            and node.args[1].value in PRIVATE_NAMES
         ):
             found.append(f"{where} {node.func.id}(..., {node.args[1].value!r})")
     return found

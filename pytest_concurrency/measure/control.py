@@ -278,7 +278,7 @@ def beside(benchmark, aside=contextlib.nullcontext) -> Bracket:
     ``aside``: a context the bracket's own work runs in (kernel figures read over several rounds
     leave it out)."""
     bracket = Bracket(aside)
-    make_runner, make_stats = adapter.runner_factory(benchmark), adapter.stats_factory(benchmark)
+    make_runner, make_stats = adapter.factories(benchmark)
     made = [False]
 
     def making_stats(iterations):
@@ -298,6 +298,5 @@ def beside(benchmark, aside=contextlib.nullcontext) -> Bracket:
 
         return run
 
-    adapter.set_runner_factory(benchmark, bracketing)
-    adapter.set_stats_factory(benchmark, making_stats)
+    adapter.use_factories(benchmark, bracketing, making_stats)
     return bracket

@@ -171,11 +171,7 @@ class KernelPerRounds:
         self._closed = False
         self._sizing: list[float] = []  # the first rounds' wall seconds, which size the groups
         self._fixture = benchmark
-        make_runner, make_stats, pedantic = (
-            adapter.runner_factory(benchmark),
-            adapter.stats_factory(benchmark),
-            benchmark.pedantic,
-        )
+        (make_runner, make_stats), pedantic = adapter.factories(benchmark), benchmark.pedantic
 
         def counting_pedantic(*args, **named):
             with contextlib.suppress(TypeError):  # a wrong call: pedantic says so
@@ -212,8 +208,7 @@ class KernelPerRounds:
 
             return run
 
-        adapter.set_runner_factory(benchmark, read_runner)
-        adapter.set_stats_factory(benchmark, making_stats)
+        adapter.use_factories(benchmark, read_runner, making_stats)
         benchmark.pedantic = counting_pedantic
 
     def _close_group(self) -> None:
@@ -268,7 +263,7 @@ class KernelPerRounds:
 def after_each_round(benchmark, then: Callable[[], object]) -> None:
     """Call ``then()`` after each call of pytest-benchmark's runner for this ``benchmark`` fixture
     (its calibration's, warm-up's and rounds'), outside its timer: a sign the test is alive."""
-    make_runner = adapter.runner_factory(benchmark)
+    make_runner = adapter.factories(benchmark)[0]
 
     def signalling(function, args, kwargs):
         runner = make_runner(function, args, kwargs)
@@ -281,7 +276,7 @@ def after_each_round(benchmark, then: Callable[[], object]) -> None:
 
         return run
 
-    adapter.set_runner_factory(benchmark, signalling)
+    adapter.use_factories(benchmark, signalling)
 
 
 class PlainCalls:
@@ -290,13 +285,13 @@ class PlainCalls:
 
     def __init__(self, benchmark):
         self.last = None
-        make_runner = adapter.runner_factory(benchmark)
+        make_runner = adapter.factories(benchmark)[0]
 
         def remembering(function, args, kwargs):
             self.last = (function, args, kwargs or {})
             return make_runner(function, args, kwargs)
 
-        adapter.set_runner_factory(benchmark, remembering)
+        adapter.use_factories(benchmark, remembering)
 
     def memory_figures(self) -> dict:
         """The memory pass (memory.py) on the measured call, per round; ``{}`` if none ran."""
@@ -361,7 +356,7 @@ class WarmUntilStable:
         self._benchmark = benchmark
         self._instrument = instrument
         self._around = (None, None)  # pedantic's setup and teardown
-        make_runner = adapter.runner_factory(benchmark)
+        make_runner = adapter.factories(benchmark)[0]
         pedantic = benchmark.pedantic
 
         def remembering_pedantic(*args, **kwargs):  # pedantic's own, read by its signature
@@ -394,12 +389,12 @@ class WarmUntilStable:
             return run
 
         benchmark.pedantic = remembering_pedantic
-        adapter.set_runner_factory(benchmark, warming)
+        adapter.use_factories(benchmark, warming)
         adapter.calibrate_with(
             benchmark,
             self._calibrate,
             functools.partial(counter_precision, type(benchmark), fresh=instrument.round_timer),
-            instrument.rounds(adapter.min_rounds(benchmark), 0)[0],
+            instrument.rounds(adapter.round_limits(benchmark)[0], 0)[0],
         )
 
     def _calibrate(self, runner) -> tuple[float, int, range]:
@@ -525,11 +520,11 @@ def _rounds_until_known(benchmark, one_round, plan: CasePlan, on_round) -> None:
     the median is known (``_enough``): pedantic runs a fixed count."""
     adapter.mark_used(benchmark, "benchmark.pedantic(...)")  # used once, as pedantic marks it
     try:
-        runner = adapter.runner_factory(benchmark)(one_round, (), {})
+        runner = adapter.factories(benchmark)[0](one_round, (), {})
         for _ in range(plan.warmup):
             on_round()
             runner(None)
-        stats = adapter.stats_factory(benchmark)(1)
+        stats = adapter.factories(benchmark)[1](1)
         samples: list[float] = []
         while not _enough(samples, plan):
             on_round()
@@ -601,7 +596,7 @@ def record_external(benchmark, backend_identity: dict, samples: list[float], ext
     benchmark.extra_info.update(extra)
     if getattr(benchmark, "disabled", False):
         return
-    stats = adapter.stats_factory(benchmark)(
+    stats = adapter.factories(benchmark)[1](
         1
     )  # pytest-benchmark's own record, as pedantic would create
     for sample in samples:
