@@ -596,8 +596,7 @@ def record_external(benchmark, backend_identity: dict, samples: list[float], ext
     benchmark.extra_info.update(extra)
     if getattr(benchmark, "disabled", False):
         return
-    stats = adapter.factories(benchmark)[1](
-        1
-    )  # pytest-benchmark's own record, as pedantic would create
+    make_stats = adapter.factories(benchmark)[1]
+    stats = make_stats(1)  # pytest-benchmark's own record, as pedantic would create
     for sample in samples:
         stats.update(sample)
