@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable, Collection
 
 import pytest
-from pytest_benchmark.fixture import BenchmarkFixture
 
+from . import benchmark_adapter as adapter
 from .backends import watchdog
 from .measure import PROFILE_HERE, control, driver, models, records
 
@@ -144,14 +144,10 @@ def call_apart(item, instrument, timeout: float | None, prepare: Callable[[], No
         reply = _call(item)
         after_call(item, instrument, reply["outcome"] == "passed", lambda fullname: {})
         control_figures(item)
-        meta = getattr(bench, "stats", None)
         reply["bench"] = {
-            "mode": bench._mode,
-            "has_error": bench.has_error,
+            **adapter.sent_record(bench),
             "group": bench.group,
             "extra_info": bench.extra_info,
-            "iterations": meta.iterations if meta else 1,
-            "samples": list(meta.stats.data) if meta else [],
         }
         return reply
 
@@ -164,7 +160,7 @@ def call_apart(item, instrument, timeout: float | None, prepare: Callable[[], No
     try:
         reply, silent, how = forked.run(child, signs, timeout)
     except OSError as exc:
-        bench._mode = "in the test's own process, which could not start"
+        adapter.mark_used(bench, "in the test's own process, which could not start")
         pytest.fail(
             f"{item.nodeid}: no process could be started for the test (--concurrency-isolate): "
             f"{exc}. The user's process limit (ulimit -u) or memory is reached: raise it, or run "
@@ -183,7 +179,7 @@ def _apply(
 ) -> None:
     bench = item.funcargs["benchmark"]
     if reply is None:  # it may have measured, in the child: not "the fixture was not used"
-        bench._mode = "in the test's own process, which ended without a result"
+        adapter.mark_used(bench, "in the test's own process, which ended without a result")
     if silent and timeout:  # only a session with a timeout watches for silence
         pytest.fail(
             f"{item.nodeid}: for {watchdog.silence(timeout):g} s {unsaid} and the test did not "
@@ -219,15 +215,10 @@ def _apply(
 
 def _take_record(bench, sent: dict) -> None:
     """pytest-benchmark's record of the child's rounds, made here as the fixture would have."""
-    bench._mode = sent["mode"]
-    bench.has_error = sent["has_error"]
-    if sent["group"] is not None:
+    if sent["group"] is not None:  # before the record, which takes it
         bench.group = sent["group"]
     bench.extra_info.update(sent["extra_info"])
-    if sent["samples"]:
-        stats = bench._make_stats(sent["iterations"])
-        for sample in sent["samples"]:  # per iteration already: not ``stats.update``, which divides
-            stats.stats.update(sample)
+    adapter.take_record(bench, sent)
 
 
 def _callspec_id(item) -> str:
@@ -363,7 +354,7 @@ def note_rounds(item) -> None:
     bench = getattr(item, "funcargs", {}).get("benchmark")
     if (
         not is_plain(item.fixturenames)
-        and issubclass(type(bench), BenchmarkFixture)  # not pytest-codspeed's
+        and adapter.is_fixture(bench)  # not pytest-codspeed's
         and ROUND_ENDED not in item.stash
     ):
         ended = item.stash[ROUND_ENDED] = [time.monotonic()]
@@ -376,7 +367,7 @@ def bracket_rounds(item, instrument, aside=contextlib.nullcontext) -> None:
     bench = getattr(item, "funcargs", {}).get("benchmark")
     if (
         instrument.machine_bound
-        and issubclass(type(bench), BenchmarkFixture)  # not pytest-codspeed's (see before_call)
+        and adapter.is_fixture(bench)  # not pytest-codspeed's (see before_call)
         and getattr(bench, "enabled", False)
         and CONTROL not in item.stash
     ):
@@ -388,9 +379,8 @@ def control_figures(item) -> None:
     elsewhere, in a worker or a child, brought theirs)."""
     bracket = item.stash.get(CONTROL, None)
     bench = getattr(item, "funcargs", {}).get("benchmark")
-    stats = getattr(bench, "stats", None)
-    if bracket is not None and bench is not None and stats is not None:
-        bench.extra_info.update(bracket.figures(len(stats.stats.data)))
+    if bracket is not None and bench is not None and adapter.measured(bench):
+        bench.extra_info.update(bracket.figures(len(adapter.fixture_rounds(bench))))
 
 
 def before_call(item, instrument, memory: bool, paired: bool = False) -> None:
@@ -401,7 +391,7 @@ def before_call(item, instrument, memory: bool, paired: bool = False) -> None:
     (``memory``); and warm it up when counted."""
     funcargs = getattr(item, "funcargs", {})
     # pytest-codspeed's fixture (--codspeed) passes for pytest-benchmark's by ``__class__``, not type
-    if not measured_here(funcargs) or not issubclass(type(funcargs["benchmark"]), BenchmarkFixture):
+    if not measured_here(funcargs) or not adapter.is_fixture(funcargs["benchmark"]):
         bracket_rounds(item, instrument)  # a workload case's rounds (none under --codspeed)
         return  # (the session says it judges nothing with --codspeed)
     bench = funcargs["benchmark"]
@@ -433,7 +423,7 @@ def after_call(
         item.stash[KERNEL].close()  # (``watch`` closes a ``run`` call's at teardown)
     bench = getattr(item, "funcargs", {}).get("benchmark")
     calls = item.stash.get(CALLS, None)
-    if passed and calls is not None and bench is not None and bench.stats is not None:
+    if passed and calls is not None and bench is not None and adapter.measured(bench):
         bench.extra_info.update(calls.memory_figures())
 
 
@@ -477,9 +467,11 @@ def _label(item, instrument, counted_elsewhere: Callable[[str], dict], profile: 
             "measure": instrument.kind,
         }
     )
-    if getattr(bench, "stats", None) is not None:  # it ran rounds: the last one ended last
+    if adapter.measured(bench):  # it ran rounds: the last one ended last
         bench.extra_info.update(instrument.after_rounds(profile=profile))
         if KERNEL in item.stash:  # each round's run call; the warm-up rounds came first
-            bench.extra_info.update(item.stash[KERNEL].figures(last=len(bench.stats.stats.data)))
+            bench.extra_info.update(
+                item.stash[KERNEL].figures(last=len(adapter.fixture_rounds(bench)))
+            )
         elif not instrument.machine_bound:  # kernel figures and other layouts: from passes
             bench.extra_info.update(counted_elsewhere(bench.fullname))

@@ -52,6 +52,9 @@ class Ended:
     meta: dict | None = None
     #: what ``base`` is when the user did not save it (``GateResult.against``): the base side
     against: str = ""
+    #: the code under test (``{"commit", "dirty"}``) from pytest-benchmark's commit hook; None:
+    #: read from git here (``baseline.code_identity``)
+    code: dict | None = None
 
 
 @dataclass
@@ -141,7 +144,10 @@ def _meta(settings, calibration: dict | None, ended: Ended) -> dict | None:
         else None
     )
     meta = baseline.current_meta(
-        {r.backend: r.backend_version for r in ended.records}, calibration, settings.instrument
+        {r.backend: r.backend_version for r in ended.records},
+        calibration,
+        settings.instrument,
+        ended.code,
     )
     if ended.shard is not None:
         meta["shard"] = {**ended.shard.section(), "identity": shards.identity(meta["cpu_model"])}

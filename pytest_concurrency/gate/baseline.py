@@ -9,7 +9,7 @@ comparison needs::
      "python": {"version": "3.11.7", "implementation": "CPython", "minor": "3.11"},
      "backends": {"gevent": "25.1.0", ...},      # spec -> version of the library behind it
      "libraries": {"greenlet": "3.1.1", ...},    # installed concurrency libraries
-     "code": {"commit": "1a2b3c...", "dirty": false},  # git HEAD of the cwd's repository ({} if none)
+     "code": {"commit": "1a2b3c...", "dirty": false},  # pytest-benchmark's commit hook ({} if none)
      "cpu_count": 2, "cpu_model": "AMD EPYC ...",  # the machine, for normalizing by calibration
      "measure": "time",                          # the instrument ("instructions": and "valgrind")
      "calibration": {...},                       # calibrate.measure(), when timing
@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
 from typing import Any
 
+from .. import benchmark_adapter
 from ..backends.base import ConcurrencyError
 from ..measure.records import SCHEMA as RECORD_SCHEMA
 from ..measure.records import Record
@@ -154,14 +155,19 @@ def code_identity(cwd=None, timeout: float = 5.0) -> dict:
 
 
 def current_meta(
-    backend_versions: Mapping[str, str], calibration: Mapping | None, instrument=None
+    backend_versions: Mapping[str, str],
+    calibration: Mapping | None,
+    instrument=None,
+    code: Mapping | None = None,
 ) -> dict:
     """This run's ``pytest_concurrency`` section.
 
     ``backend_versions``: spec -> ``Backend.version`` for the backends that ran;
     ``calibration``: ``calibrate.measure()`` taken in this run (``None`` if skipped);
-    ``instrument``: the session's (``measure.instrument``; ``None``: time). ``code`` is this run's
-    ``code_identity`` (with ``libraries``, what tells the baseline's sessions' code apart).
+    ``instrument``: the session's (``measure.instrument``; ``None``: time). ``code``: this run's
+    code (with ``libraries``, what tells the baseline's sessions' code apart), as
+    pytest-benchmark's commit hook gave it (``benchmark_adapter.code_identity``); ``None``: read
+    here (``code_identity``).
     """
     return {
         "schema_version": SCHEMA_VERSION,
@@ -169,7 +175,7 @@ def current_meta(
         "backends": dict(backend_versions),
         "libraries": library_versions(),
         "under_test": under_test_versions(),
-        "code": code_identity(),
+        "code": code_identity() if code is None else dict(code),
         "cpu_count": os.cpu_count(),
         "cpu_model": cpu_model(),
         "measure": instrument.kind if instrument else "time",
@@ -196,14 +202,12 @@ def _document(
     machine_info: Mapping | None = None,
     commit_info: Mapping | None = None,
 ) -> dict:
-    import pytest_benchmark
-
     return {
         "machine_info": dict(machine_info) if machine_info else _machine_info(),
         "commit_info": dict(commit_info) if commit_info else {},
         "benchmarks": list(benchmarks),
         "datetime": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-        "version": pytest_benchmark.__version__,
+        "version": benchmark_adapter.version(),
         SECTION: dict(meta),
     }
 
@@ -215,13 +219,8 @@ def document_from_records(
     commit_info: Mapping | None = None,
 ) -> dict:
     """A baseline document from ``Record``s (stats computed the way pytest-benchmark does)."""
-    from pytest_benchmark.stats import Stats
-
     benchmarks = []
     for rec in records:
-        stats = Stats()
-        for sample in rec.samples:
-            stats.update(sample)
         extra = dict(rec.extra)
         extra.update(
             workload=rec.workload,
@@ -242,7 +241,11 @@ def document_from_records(
                 "param": None,
                 "extra_info": extra,
                 "options": {},
-                "stats": {**stats.as_dict(), "data": list(rec.samples), "iterations": 1},
+                "stats": {
+                    **benchmark_adapter.summary_of(rec.samples),
+                    "data": list(rec.samples),
+                    "iterations": 1,
+                },
             }
         )
     return _document(benchmarks, meta, machine_info, commit_info)
@@ -264,13 +267,9 @@ def _machine_info() -> dict:
 
 def save(path, doc: Mapping) -> None:
     """Write ``doc`` to ``path`` atomically; on failure the old file is left untouched."""
-    from pytest_benchmark.utils import (
-        safe_dumps,
-    )  # its encoder: odd params become text, as in its files
-
     path = os.fspath(path)
-    # serialized first: a bad document never touches the disk
-    text = _one_line_lists(safe_dumps(_finite(_thinned(doc)), indent=2))
+    # serialized first (as pytest-benchmark writes its files): a bad document never touches the disk
+    text = _one_line_lists(benchmark_adapter.json_text(_finite(_thinned(doc)), indent=2))
     try:
         atomic.write_text(path, text)
     except OSError as exc:

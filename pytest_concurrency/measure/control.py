@@ -29,6 +29,8 @@ import statistics
 import time
 import zlib
 
+from .. import benchmark_adapter as adapter
+
 VERSION = 3  # bump when ``work`` or the figures change: controls of other versions do not compare
 #: The controls' time is at most this share of the rounds' (rounds are grouped to keep it so).
 MAX_COST = 0.10
@@ -276,7 +278,7 @@ def beside(benchmark, aside=contextlib.nullcontext) -> Bracket:
     ``aside``: a context the bracket's own work runs in (kernel figures read over several rounds
     leave it out)."""
     bracket = Bracket(aside)
-    make_runner, make_stats = benchmark._make_runner, benchmark._make_stats
+    make_runner, make_stats = adapter.factories(benchmark)
     made = [False]
 
     def making_stats(iterations):
@@ -296,5 +298,5 @@ def beside(benchmark, aside=contextlib.nullcontext) -> Bracket:
 
         return run
 
-    benchmark._make_runner, benchmark._make_stats = bracketing, making_stats
+    adapter.use_factories(benchmark, bracketing, making_stats)
     return bracket

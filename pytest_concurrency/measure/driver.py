@@ -19,6 +19,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from .. import benchmark_adapter as adapter
 from .. import workloads
 from ..backends import watchdog
 from ..workloads import Outcome, WorkloadError
@@ -170,11 +171,7 @@ class KernelPerRounds:
         self._closed = False
         self._sizing: list[float] = []  # the first rounds' wall seconds, which size the groups
         self._fixture = benchmark
-        make_runner, make_stats, pedantic = (
-            benchmark._make_runner,
-            benchmark._make_stats,
-            benchmark.pedantic,
-        )
+        (make_runner, make_stats), pedantic = adapter.factories(benchmark), benchmark.pedantic
 
         def counting_pedantic(*args, **named):
             with contextlib.suppress(TypeError):  # a wrong call: pedantic says so
@@ -211,7 +208,7 @@ class KernelPerRounds:
 
             return run
 
-        benchmark._make_runner, benchmark._make_stats = read_runner, making_stats
+        adapter.use_factories(benchmark, read_runner, making_stats)
         benchmark.pedantic = counting_pedantic
 
     def _close_group(self) -> None:
@@ -226,8 +223,8 @@ class KernelPerRounds:
 
     def _size_for(self, took: float) -> int:
         took = max(took, 1e-9)
-        b = self._fixture
-        expected = self._expected or max(b._min_rounds, math.ceil(b._max_time / took))
+        least, max_time = adapter.round_limits(self._fixture)
+        expected = self._expected or max(least, math.ceil(max_time / took))
         return max(1, min(math.ceil(self.GROUP_S / took), expected // self.GROUPS))
 
     @contextlib.contextmanager
@@ -266,7 +263,7 @@ class KernelPerRounds:
 def after_each_round(benchmark, then: Callable[[], object]) -> None:
     """Call ``then()`` after each call of pytest-benchmark's runner for this ``benchmark`` fixture
     (its calibration's, warm-up's and rounds'), outside its timer: a sign the test is alive."""
-    make_runner = benchmark._make_runner
+    make_runner = adapter.factories(benchmark)[0]
 
     def signalling(function, args, kwargs):
         runner = make_runner(function, args, kwargs)
@@ -279,7 +276,7 @@ def after_each_round(benchmark, then: Callable[[], object]) -> None:
 
         return run
 
-    benchmark._make_runner = signalling
+    adapter.use_factories(benchmark, signalling)
 
 
 class PlainCalls:
@@ -288,13 +285,13 @@ class PlainCalls:
 
     def __init__(self, benchmark):
         self.last = None
-        make_runner = benchmark._make_runner
+        make_runner = adapter.factories(benchmark)[0]
 
         def remembering(function, args, kwargs):
             self.last = (function, args, kwargs or {})
             return make_runner(function, args, kwargs)
 
-        benchmark._make_runner = remembering
+        adapter.use_factories(benchmark, remembering)
 
     def memory_figures(self) -> dict:
         """The memory pass (memory.py) on the measured call, per round; ``{}`` if none ran."""
@@ -319,7 +316,7 @@ def counter_precision(fixture_class, timer, fresh=None) -> float:
     (``TypeError`` on ``None * int``). Cached where it caches its own (a class attribute).
     ``fresh``: each pair is read with a new timer from it (``Instrument.round_timer``), as a
     round is."""
-    known = fixture_class._precisions
+    known = adapter.precisions(fixture_class)
     if timer not in known:
         pairs = (timer_pair(fresh() if fresh else timer) for _ in range(PRECISION_PAIRS))
         steps = [b - a for a, b in pairs]
@@ -359,7 +356,7 @@ class WarmUntilStable:
         self._benchmark = benchmark
         self._instrument = instrument
         self._around = (None, None)  # pedantic's setup and teardown
-        make_runner = benchmark._make_runner
+        make_runner = adapter.factories(benchmark)[0]
         pedantic = benchmark.pedantic
 
         def remembering_pedantic(*args, **kwargs):  # pedantic's own, read by its signature
@@ -392,12 +389,13 @@ class WarmUntilStable:
             return run
 
         benchmark.pedantic = remembering_pedantic
-        benchmark._make_runner = warming
-        benchmark._get_precision = functools.partial(
-            counter_precision, type(benchmark), fresh=instrument.round_timer
+        adapter.use_factories(benchmark, warming)
+        adapter.calibrate_with(
+            benchmark,
+            self._calibrate,
+            functools.partial(counter_precision, type(benchmark), fresh=instrument.round_timer),
+            instrument.rounds(adapter.round_limits(benchmark)[0], 0)[0],
         )
-        benchmark._calibrate_timer = self._calibrate
-        benchmark._min_rounds = instrument.rounds(benchmark._min_rounds, 0)[0]
 
     def _calibrate(self, runner) -> tuple[float, int, range]:
         """(one round's count, calls a round, their range), as pytest-benchmark's calibration
@@ -407,7 +405,7 @@ class WarmUntilStable:
         would read +0.9%, under a 1% threshold)."""
         if not self.counts:
             runner.warm_up(range(1))  # one call at a time, as pytest-benchmark calibrates first
-        precision = self._benchmark._get_precision(self._benchmark._timer)
+        precision = adapter.precision(self._benchmark)
         call = max(self.counts[-1] - precision, 1.0)  # the function's own instructions
         loops = min(max(1, math.ceil(precision / (READING_SHARE * call))), MAX_LOOPS)
         return self.counts[-1] * loops, loops, range(loops)
@@ -500,7 +498,7 @@ def bench_in_process(benchmark, backend, plan: CasePlan, on_round=None) -> None:
     else:
         _rounds_until_known(benchmark, one_round, plan, on_round or (lambda: None))
     around = stretch.close(len(outcomes))
-    samples = _samples(benchmark)
+    samples = adapter.fixture_rounds(benchmark)
     if samples:  # None under --benchmark-disable: the workload still ran and checked itself
         benchmark.extra_info.update(figures(samples, outcomes, instrument, around))
         benchmark.extra_info.update(
@@ -520,13 +518,13 @@ def _enough(samples: list[float], plan: CasePlan) -> bool:
 def _rounds_until_known(benchmark, one_round, plan: CasePlan, on_round) -> None:
     """``pedantic``'s rounds, each timed by the same runner (the session's timer), stopped once
     the median is known (``_enough``): pedantic runs a fixed count."""
-    benchmark._mode = "benchmark.pedantic(...)"  # used once, as pedantic marks it
+    adapter.mark_used(benchmark, "benchmark.pedantic(...)")  # used once, as pedantic marks it
     try:
-        runner = benchmark._make_runner(one_round, (), {})
+        runner = adapter.factories(benchmark)[0](one_round, (), {})
         for _ in range(plan.warmup):
             on_round()
             runner(None)
-        stats = benchmark._make_stats(1)
+        stats = adapter.factories(benchmark)[1](1)
         samples: list[float] = []
         while not _enough(samples, plan):
             on_round()
@@ -534,7 +532,7 @@ def _rounds_until_known(benchmark, one_round, plan: CasePlan, on_round) -> None:
             stats.update(duration)
             samples.append(duration)
     except Exception:
-        benchmark.has_error = True  # as pedantic's own failure: no record of it
+        adapter.mark_failed(benchmark)  # as pedantic's own failure: no record of it
         raise
 
 
@@ -598,11 +596,7 @@ def record_external(benchmark, backend_identity: dict, samples: list[float], ext
     benchmark.extra_info.update(extra)
     if getattr(benchmark, "disabled", False):
         return
-    stats = benchmark._make_stats(1)  # pytest-benchmark's own record, as pedantic would create
+    make_stats = adapter.factories(benchmark)[1]
+    stats = make_stats(1)  # pytest-benchmark's own record, as pedantic would create
     for sample in samples:
         stats.update(sample)
-
-
-def _samples(benchmark) -> list[float]:
-    meta = getattr(benchmark, "stats", None)
-    return list(meta.stats.data) if meta is not None else []

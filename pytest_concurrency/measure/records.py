@@ -1,6 +1,6 @@
 """One benchmark's result as the gate and the reports see it, read from either source.
 
-Sources: the live pytest-benchmark session (``config._benchmarksession.benchmarks``) and
+Sources: the live pytest-benchmark session (``benchmark_adapter.benchmarks``) and
 pytest-benchmark JSON files (``--benchmark-json``, ``--benchmark-save`` and our baselines).
 
 Our measurements live in the benchmark's ``extra_info`` as flat keys (readable in any
@@ -80,6 +80,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
+
+from .. import benchmark_adapter as adapter
 
 SCHEMA = 1
 
@@ -172,9 +174,9 @@ def from_session(benchmarks: Iterable[Any]) -> list[Record]:
     """Records of the benchmarks pytest-benchmark measured in this session."""
     out = []
     for bench in benchmarks:
-        if getattr(bench, "has_error", False) or not bench.stats.data:
+        if not adapter.recorded(bench):
             continue
-        rec = _from_parts(bench.name, bench.group, bench.extra_info or {}, bench.stats.data)
+        rec = _from_parts(bench.name, bench.group, bench.extra_info or {}, adapter.rounds(bench))
         if rec is not None:
             out.append(rec)
     return out
@@ -190,10 +192,10 @@ def document(benchmarks: Iterable[Any]) -> dict:
                 "fullname": b.fullname,
                 "group": b.group,
                 "extra_info": b.extra_info,
-                "stats": {"data": list(b.stats.data)},
+                "stats": {"data": adapter.rounds(b)},
             }
             for b in benchmarks
-            if not getattr(b, "has_error", False) and b.stats is not None and b.stats.data
+            if adapter.recorded(b)
         ]
     }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from .. import benchmark_adapter as adapter
 from .. import workloads
 from ..measure import driver
 from ..measure.plan import CasePlan
@@ -41,7 +42,5 @@ def bench(benchmark, backend, plan: CasePlan, on_round=None) -> None:
         pytest.fail(f"{what}: the native program failed: {exc}", pytrace=False)
     except workloads.WorkloadError as exc:
         pytest.fail(f"{what}: {exc}", pytrace=False)
-    benchmark._mode = (
-        "pytest-concurrency native program"  # tells pytest-benchmark the fixture was used
-    )
+    adapter.mark_used(benchmark, "pytest-concurrency native program")
     driver.record_external(benchmark, identity(backend, plan.workload, plan.params), samples, extra)

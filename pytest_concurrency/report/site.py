@@ -16,7 +16,7 @@ import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from html import escape
 
 from ..gate import atomic
@@ -295,32 +295,9 @@ def pr_summary(
 ) -> str:
     """Markdown for a pull request's summary: the benchmarks of one commit's runs (``commit``,
     else the newest run's), the ones a verdict flagged first, each linked to its page."""
-    runs = list(runs)
-    if commit:
-        chosen = [r for r in runs if (r.get("commit") or "").startswith(commit)]
-        if not chosen:
-            raise SiteError(f"no run of commit {commit} in the folder; name one it holds")
-    else:
-        if not runs:
-            raise SiteError("the folder holds no run; add runs with --concurrency-history")
-        newest = max(runs, key=lambda r: r["date"])
-        chosen = (
-            [r for r in runs if r.get("commit") == newest.get("commit")]
-            if newest.get("commit")
-            else [newest]
-        )
+    chosen = _runs_of_one_commit(list(runs), commit)
     url = site_url.rstrip("/")
-    rank = {V.REGRESSED: 0, V.LEAKED: 0, V.INCONCLUSIVE: 1, V.IMPROVED: 2}
-    rows = []
-    for run in chosen:
-        verdicts = {v["id"]: v for v in run["verdicts"] if v.get("figure") == run.get("measure")}
-        verdicts.update({v["id"]: v for v in run["verdicts"] if v["status"] in trend.MARKED})
-        for b in run["benchmarks"]:
-            v = verdicts.get(b["id"])
-            status = v["status"] if v else ""
-            case = trend.case_of(b) if b.get("workload") else b["id"]
-            rows.append((rank.get(status, 3), b["id"], run, b, status, _change(v), case))
-    rows.sort(key=lambda r: (r[0], r[1]))
+    rows = sorted(_summary_rows(chosen), key=lambda r: (r[0], r[1]))
     head = (chosen[0].get("commit") or "")[:10]
     out = [
         f"### Benchmarks of {md_escape.markdown(head) or 'this run'}: [their history]({url}/index.html)",
@@ -328,15 +305,51 @@ def pr_summary(
         "| benchmark | measure | now (per op) | verdict | history |",
         "|---|---|---|---|---|",
     ]
-    for _, bid, run, b, status, change, case in rows[:most]:
-        measure = str(run.get("measure") or "time")
-        now = f"{trend.amount(b.get('median'), measure)}/{b.get('unit') or 'call'}"
-        verdict = md_escape.markdown(f"{status} {change}".strip())
-        verdict = f"**{verdict}**" if status in trend.MARKED else verdict
-        out.append(
-            f"| {md_escape.markdown(bid)} | {md_escape.markdown(measure)} | {md_escape.markdown(now)} | "
-            f"{verdict} | [trend]({url}/c/{slug(case)}.html#{anchor(bid)}) |"
-        )
+    out += [_summary_line(url, *row[1:]) for row in rows[:most]]
     if len(rows) > most:
         out.append(f"\n{len(rows) - most} more on [the site]({url}/index.html).")
     return "\n".join(out) + "\n"
+
+
+def _runs_of_one_commit(runs: list[dict], commit: str | None) -> list[dict]:
+    """The runs of ``commit`` (a prefix), else of the newest run's commit (or that run alone)."""
+    if commit:
+        chosen = [r for r in runs if (r.get("commit") or "").startswith(commit)]
+        if not chosen:
+            raise SiteError(f"no run of commit {commit} in the folder; name one it holds")
+        return chosen
+    if not runs:
+        raise SiteError("the folder holds no run; add runs with --concurrency-history")
+    newest = max(runs, key=lambda r: r["date"])
+    if not newest.get("commit"):
+        return [newest]
+    return [r for r in runs if r.get("commit") == newest.get("commit")]
+
+
+#: the summary's order: what failed first, then what is unsure, improved, the rest
+_RANK = {V.REGRESSED: 0, V.LEAKED: 0, V.INCONCLUSIVE: 1, V.IMPROVED: 2}
+
+
+def _summary_rows(chosen: list[dict]) -> Iterator[tuple]:
+    """(rank, id, run, benchmark, status, change, case) of every benchmark of the runs."""
+    for run in chosen:
+        verdicts = {v["id"]: v for v in run["verdicts"] if v.get("figure") == run.get("measure")}
+        verdicts.update({v["id"]: v for v in run["verdicts"] if v["status"] in trend.MARKED})
+        for b in run["benchmarks"]:
+            v = verdicts.get(b["id"])
+            status = v["status"] if v else ""
+            case = trend.case_of(b) if b.get("workload") else b["id"]
+            yield (_RANK.get(status, 3), b["id"], run, b, status, _change(v), case)
+
+
+def _summary_line(
+    url: str, bid: str, run: dict, b: dict, status: str, change: str, case: str
+) -> str:
+    measure = str(run.get("measure") or "time")
+    now = f"{trend.amount(b.get('median'), measure)}/{b.get('unit') or 'call'}"
+    verdict = md_escape.markdown(f"{status} {change}".strip())
+    verdict = f"**{verdict}**" if status in trend.MARKED else verdict
+    return (
+        f"| {md_escape.markdown(bid)} | {md_escape.markdown(measure)} | {md_escape.markdown(now)} | "
+        f"{verdict} | [trend]({url}/c/{slug(case)}.html#{anchor(bid)}) |"
+    )

@@ -45,7 +45,6 @@ class Line:
 def chart(lines: list[Line], runs: list[int], fmt: Callable[[float], str], title: str) -> str:
     """A trend chart: each line's median through its points, its interval as a band, a marker
     (linked to its commit) on each failing verdict; ``runs``: every run on the chart, in order."""
-    xs = {run: i for i, run in enumerate(sorted(set(runs)))}
     values = [
         v
         for line in lines
@@ -55,66 +54,89 @@ def chart(lines: list[Line], runs: list[int], fmt: Callable[[float], str], title
     ]
     if not values:
         return ""
-    lo, hi = min(values), max(values)
-    pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
-    lo, hi = max(lo - pad, 0.0) if lo >= 0 else lo - pad, hi + pad
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    last = max(len(xs) - 1, 1)
-
-    def x(run: int) -> float:
-        return LEFT + xs[run] / last * plot_w
-
-    def y(v: float) -> float:
-        return TOP + (hi - v) / (hi - lo) * plot_h
-
+    scale = _Scale.of(sorted(set(runs)), min(values), max(values))
     out = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
-        f'role="img" aria-label="{escape(title)}">'
+        f'role="img" aria-label="{escape(title)}">',
+        *_axes(scale, fmt),
     ]
-    for k in range(5):  # the y axis: five values, each a grid line
-        v = lo + (hi - lo) * k / 4
+    for n, line in enumerate(lines):
+        out += _series(line, PALETTE[n % len(PALETTE)], scale)
+    out.append("</svg>")
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """Where a run and a value land in the plot: runs evenly apart, values padded by 5%."""
+
+    xs: dict  # run -> its place among the chart's runs
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, runs: list[int], lo: float, hi: float) -> _Scale:
+        pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
+        low = max(lo - pad, 0.0) if lo >= 0 else lo - pad
+        return cls({run: i for i, run in enumerate(runs)}, low, hi + pad)
+
+    def x(self, run: int) -> float:
+        last = max(len(self.xs) - 1, 1)
+        return LEFT + self.xs[run] / last * (WIDTH - LEFT - RIGHT)
+
+    def y(self, v: float) -> float:
+        return TOP + (self.hi - v) / (self.hi - self.lo) * (HEIGHT - TOP - BOTTOM)
+
+
+def _axes(scale: _Scale, fmt: Callable[[float], str]) -> list[str]:
+    """The y axis (five values, each a grid line) and the x axis's two ends."""
+    out = []
+    for k in range(5):
+        v = scale.lo + (scale.hi - scale.lo) * k / 4
+        y = scale.y(v)
         out.append(
-            f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{_n(y(v))}" y2="{_n(y(v))}"/>'
-            f'<text class="tick" x="{LEFT - 6}" y="{_n(y(v) + 4)}" text-anchor="end">'
+            f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{_n(y)}" y2="{_n(y)}"/>'
+            f'<text class="tick" x="{LEFT - 6}" y="{_n(y + 4)}" text-anchor="end">'
             f"{escape(fmt(v))}</text>"
         )
     out.append(
         f'<text class="tick" x="{LEFT}" y="{HEIGHT - 12}">oldest</text>'
         f'<text class="tick" x="{WIDTH - RIGHT}" y="{HEIGHT - 12}" text-anchor="end">'
-        f"latest ({len(xs)} runs)</text>"
+        f"latest ({len(scale.xs)} runs)</text>"
     )
-    for n, line in enumerate(lines):
-        colour = PALETTE[n % len(PALETTE)]
-        pts = [p for p in line.points if p.median is not None and math.isfinite(p.median)]
-        band = [p for p in pts if p.low is not None and p.high is not None]
-        group = f'<g class="series" data-model="{escape(line.label)}" style="color:{colour}">'
-        out.append(group)
-        if len(band) > 1:
-            upper = " ".join(f"{_n(x(p.run))},{_n(y(p.high))}" for p in band)
-            lower = " ".join(f"{_n(x(p.run))},{_n(y(p.low))}" for p in reversed(band))
-            out.append(f'<polygon class="band" points="{upper} {lower}"/>')
+    return out
+
+
+def _series(line: Line, colour: str, scale: _Scale) -> list[str]:
+    """One model's group: its band, its median's polyline, its points and its regressions."""
+    x, y = scale.x, scale.y
+    pts = [p for p in line.points if p.median is not None and math.isfinite(p.median)]
+    band = [p for p in pts if p.low is not None and p.high is not None]
+    out = [f'<g class="series" data-model="{escape(line.label)}" style="color:{colour}">']
+    if len(band) > 1:
+        upper = " ".join(f"{_n(x(p.run))},{_n(y(p.high))}" for p in band)
+        lower = " ".join(f"{_n(x(p.run))},{_n(y(p.low))}" for p in reversed(band))
+        out.append(f'<polygon class="band" points="{upper} {lower}"/>')
+    out.append(
+        '<polyline class="median" points="'
+        + " ".join(f"{_n(x(p.run))},{_n(y(p.median))}" for p in pts)
+        + '"/>'
+    )
+    for p in pts:
         out.append(
-            '<polyline class="median" points="'
-            + " ".join(f"{_n(x(p.run))},{_n(y(p.median))}" for p in pts)
-            + '"/>'
+            f'<circle class="point" cx="{x(p.run):.1f}" cy="{y(p.median):.1f}" r="2.5">'
+            f"<title>{escape(line.tip(p))}</title></circle>"
         )
-        for p in pts:
-            out.append(
-                f'<circle class="point" cx="{x(p.run):.1f}" cy="{y(p.median):.1f}" r="2.5">'
-                f"<title>{escape(line.tip(p))}</title></circle>"
-            )
-        for p in pts:
-            if p.verdict is None:
-                continue
-            cx, cy = x(p.run), y(p.median)
-            mark = (
-                f'<path class="regression" d="M{_n(cx)},{_n(cy - 14)} l-6,-10 h12 z">'
-                f"<title>{escape(p.verdict.get('words') or p.verdict['status'])}</title></path>"
-            )
-            href = line.link(p)
-            out.append(
-                f'<a class="regression-link" href="{escape(href)}">{mark}</a>' if href else mark
-            )
-        out.append("</g>")
-    out.append("</svg>")
-    return "".join(out)
+    out += [_regression(line, p, x(p.run), y(p.median)) for p in pts if p.verdict is not None]
+    out.append("</g>")
+    return out
+
+
+def _regression(line: Line, p, cx: float, cy: float) -> str:
+    """A failing verdict's marker, linked to its commit when the line knows where."""
+    mark = (
+        f'<path class="regression" d="M{_n(cx)},{_n(cy - 14)} l-6,-10 h12 z">'
+        f"<title>{escape(p.verdict.get('words') or p.verdict['status'])}</title></path>"
+    )
+    href = line.link(p)
+    return f'<a class="regression-link" href="{escape(href)}">{mark}</a>' if href else mark

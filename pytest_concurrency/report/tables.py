@@ -308,36 +308,45 @@ def _fill(tab: Table, *, with_gate: bool) -> None:
     fastest = min(meds) if meds else math.nan
     has_ideal = any(r.metric("ideal_s") is not None and not counted(r) for r in measured)
     for row in tab.rows:
-        rec = row.record
         cells = {"backend": backend_label(row.backend)}
-        if rec is None:
-            cells.update({c.id: NA for c in COLUMNS if c.id != "backend"})
-            if row.verdict is not None and row.verdict.baseline_median is not None:
-                cells["median"] = (
-                    f"({fmt_amount(row.verdict.baseline_median, row.verdict.measure)})"
-                )
-        else:
-            med = round_median(rec)
-            cells.update(
-                median=fmt_amount(med, rec.measure),
-                per_op=per_op_text(rec),
-                ideal=ideal_text(rec),
-                relative=f"{_sig3(med / fastest)}x" if math.isfinite(med / fastest) else NA,
-                cpu=cpu_text(rec),
-                ctx=ctx_text(rec),
-                memory=memory_text(rec),
-                kernel=kernel_report.cell(rec),
-            )
+        rec = row.record
+        cells.update(_measured_cells(rec, fastest) if rec is not None else _missing_cells(row))
         if with_gate:
             cells.update(_verdict_cells(row.verdict))
         row.cells = cells
-    tab.columns = tuple(
-        c
-        for c in COLUMNS
-        if (with_gate or c.id not in ("change", "verdict"))
-        and (has_ideal or c.id != "ideal")
-        and (c.id not in _OPTIONAL or any(row.cells.get(c.id, NA) != NA for row in tab.rows))
+    tab.columns = tuple(c for c in COLUMNS if _shown(c.id, tab, with_gate, has_ideal))
+
+
+def _missing_cells(row: Row) -> dict:
+    """A row the baseline has and this run measured not: its baseline's median in brackets."""
+    cells = {c.id: NA for c in COLUMNS if c.id != "backend"}
+    if row.verdict is not None and row.verdict.baseline_median is not None:
+        cells["median"] = f"({fmt_amount(row.verdict.baseline_median, row.verdict.measure)})"
+    return cells
+
+
+def _measured_cells(rec: Record, fastest: float) -> dict:
+    med = round_median(rec)
+    return dict(
+        median=fmt_amount(med, rec.measure),
+        per_op=per_op_text(rec),
+        ideal=ideal_text(rec),
+        relative=f"{_sig3(med / fastest)}x" if math.isfinite(med / fastest) else NA,
+        cpu=cpu_text(rec),
+        ctx=ctx_text(rec),
+        memory=memory_text(rec),
+        kernel=kernel_report.cell(rec),
     )
+
+
+def _shown(column: str, tab: Table, with_gate: bool, has_ideal: bool) -> bool:
+    """Whether a column is in the table: the gate's with a gate, the ideal where a row has one,
+    an optional one where a row has a figure."""
+    if not with_gate and column in ("change", "verdict"):
+        return False
+    if not has_ideal and column == "ideal":
+        return False
+    return column not in _OPTIONAL or any(row.cells.get(column, NA) != NA for row in tab.rows)
 
 
 _OPTIONAL = (

@@ -55,24 +55,32 @@ def order(runs: Iterable[dict], repo=None, branch: str | None = None) -> Ordered
     commits = branch_commits(repo, branch or "HEAD") if repo is not None else None
     missed = commits is not None and not {r.get("commit") for r in runs} & set(commits)
     if commits is not None and not missed:
-        place = {c: i for i, c in enumerate(commits)}
-        kept = [r for r in runs if r.get("commit") in place]
-        kept.sort(key=lambda r: (place[r["commit"]], r["date"]))
-        gone = len(runs) - len(kept)
-        how = f"in the order of {branch or 'HEAD'}'s commits (git rev-list --first-parent)"
-        if gone:
-            how += f"; {gone} run(s) of commits not on it left out"
-        return Ordered(kept, how, branch)
+        return _in_commit_order(runs, commits, branch)
     if branch is not None:
         runs = [r for r in runs if r.get("branch") in (branch, None)]
     runs.sort(key=lambda r: (r["date"], r.get("commit") or ""))
-    if repo is None:
-        why = "no git repository given"
-    elif missed:
-        why = f"none of the runs' commits is on {branch or 'HEAD'} in the repository at {repo}"
-    else:
-        why = f"no branch {branch or 'HEAD'} in a git repository at {repo}"
+    why = _why_not_commit_order(repo, branch, missed)
     return Ordered(runs, f"in the order of their dates, not of a branch's commits: {why}", branch)
+
+
+def _in_commit_order(runs: list[dict], commits: list[str], branch: str | None) -> Ordered:
+    """The runs of the branch's commits, in their order (runs of one commit by date)."""
+    place = {c: i for i, c in enumerate(commits)}
+    kept = [r for r in runs if r.get("commit") in place]
+    kept.sort(key=lambda r: (place[r["commit"]], r["date"]))
+    gone = len(runs) - len(kept)
+    how = f"in the order of {branch or 'HEAD'}'s commits (git rev-list --first-parent)"
+    if gone:
+        how += f"; {gone} run(s) of commits not on it left out"
+    return Ordered(kept, how, branch)
+
+
+def _why_not_commit_order(repo, branch: str | None, missed: bool) -> str:
+    if repo is None:
+        return "no git repository given"
+    if missed:
+        return f"none of the runs' commits is on {branch or 'HEAD'} in the repository at {repo}"
+    return f"no branch {branch or 'HEAD'} in a git repository at {repo}"
 
 
 @dataclass

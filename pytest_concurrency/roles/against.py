@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from .. import benchmark_adapter as adapter
 from .. import lifetime, session_end
 from ..exit_codes import NOT_RUN, Exit, of_run
 from ..gate import atomic, paired
@@ -496,13 +497,13 @@ class Side(MeasuringSession):
     def pytest_sessionstart(self, session) -> None:
         super().pytest_sessionstart(session)
         lifetime.take_ctrl_c()  # ignored until now (child_sessions: quiet_start)
-        bs = getattr(session.config, "_benchmarksession", None)
+        bs = adapter.session(session.config)
         if bs is not None:
-            bs.options["min_rounds"] = max(bs.options.get("min_rounds") or 0, MIN_ROUNDS)
+            adapter.at_least(bs, "min_rounds", MIN_ROUNDS)
             # every round waits for its turn over a socket (tens of microseconds, milliseconds
             # under load): rounds of microseconds, 200,000 of them a test, took longer than a
             # suite's faulthandler_timeout. Both sides alike: each round runs the function longer
-            bs.options["min_time"] = max(bs.options.get("min_time") or 0, MIN_ROUND_S)
+            adapter.at_least(bs, "min_time", MIN_ROUND_S)
 
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         """In a later pair of sessions: only the tests it measures again (the same on both sides)."""
@@ -535,15 +536,15 @@ class Side(MeasuringSession):
     def after_call(self, item, bench) -> None:
         """After it: its rounds' turns into the record (``paired_rounds``), for gate/paired.py."""
         calls = self.calls.pop(item.nodeid, None)
-        stats = getattr(bench, "stats", None)
-        if calls and stats is not None and stats.stats.data:
-            bench.extra_info["paired_rounds"] = calls[-len(stats.stats.data) :]
+        measured = adapter.fixture_rounds(bench)
+        if calls and measured:
+            bench.extra_info["paired_rounds"] = calls[-len(measured) :]
 
     def finish(self, session, bs):
         """Write its rounds and what it imported, let the other side go on, then end as a session."""
         doc = {
             "identity": sides.identity(Path(self.base_dir), base_side=self.side == lockstep.A),
-            **records.document(bs.benchmarks),
+            **records.document(adapter.benchmarks(bs)),
         }
         if not doc["benchmarks"]:
             doc["nothing_judged"] = self.nothing_judged()

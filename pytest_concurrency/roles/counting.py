@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
 
+from .. import benchmark_adapter as adapter
 from .. import lifetime, plain_tests
 from ..backends import scratch
 from ..exit_codes import Exit
@@ -485,9 +486,7 @@ class _Pass(MeasuringSession):
         items[:] = [item for item in items if measured_here(item)]
 
     def finish(self, session, bs):
-        ran = [
-            b for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats is not None
-        ]
+        ran = [b for b in adapter.benchmarks(bs) if adapter.ran(b)]
         found = {"exitstatus": int(session.exitstatus), "tests": self.found(ran)}
         atomic.write_text(self.role.need("out"), json.dumps(found))
         return None
@@ -518,7 +517,7 @@ class LayoutPass(_CountedOneAfterAnother, _Pass):
         super().pytest_sessionstart(session)
 
     def found(self, ran: list) -> dict:
-        return {b.fullname: list(b.stats.data) for b in ran if b.stats.data}
+        return {b.fullname: adapter.rounds(b) for b in ran if adapter.rounds(b)}
 
 
 class Counted(_CountedOneAfterAnother, MeasuringSession):
@@ -608,14 +607,14 @@ class _BeforeSaving:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
         self.instrument.pause()  # a loop -x stopped left it on
-        bs = getattr(session.config, "_benchmarksession", None)
+        bs = adapter.session(session.config)
         if self._forked is not None and exitstatus == Exit.INTERRUPTED:
             self._forked.stop()
         if bs is not None and exitstatus != Exit.INTERRUPTED:
             if self.role.layouts:
-                self._join(session.config, bs.benchmarks)
+                self._join(session.config, adapter.benchmarks(bs))
             if not self.interrupted:
-                self.instrument.received_apart([b.extra_info for b in bs.benchmarks])
+                self.instrument.received_apart([b.extra_info for b in adapter.benchmarks(bs)])
         yield
 
     def _join(self, config, benchmarks) -> None:

@@ -26,6 +26,7 @@ import sys
 import traceback
 import warnings
 
+from .. import benchmark_adapter as adapter
 from .. import lifetime
 from ..exit_codes import Exit
 from ..gate import atomic
@@ -111,11 +112,11 @@ class Forked:
                     break
             counted.settings.instrument.pause()  # on until the last test's end (counting.py)
             _summary(session.config)
-            bs = session.config._benchmarksession
-            ran = [b for b in bs.benchmarks if not getattr(b, "has_error", False) and b.stats]
+            bs = adapter.session(session.config)
+            ran = [b for b in adapter.benchmarks(bs) if adapter.ran(b)]
             found = {
                 "exitstatus": int(Exit.TESTS_FAILED if session.testsfailed else Exit.OK),
-                "tests": {b.fullname: list(b.stats.data) for b in ran if b.stats.data},
+                "tests": {b.fullname: adapter.rounds(b) for b in ran if adapter.rounds(b)},
             }
             atomic.write_text(out, json.dumps(found))
             code = 0

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .. import benchmark_adapter as adapter
 from .. import plain_tests, session_end, sharding
 from ..backends import watchdog
 from ..exit_codes import Exit
@@ -192,11 +193,9 @@ class MeasuringSession:
         test whose call is not forked. Isolated, the body of a ``concurrency_benchmark`` test
         still runs here (its workloads run in the workers)."""
         settings, config = self.settings, session.config
-        bs = getattr(config, "_benchmarksession", None)
         return (
             not settings.instrument.fresh_process
-            and bs is not None
-            and not bs.disabled
+            and adapter.measures(config)
             and not xdist_active(config)
             and any(
                 measures(item) and not plain_tests.runs_apart(item, settings)
@@ -316,7 +315,7 @@ class MeasuringSession:
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         # pytest-benchmark's own sessionfinish (a hookwrapper) has already collected the stats.
-        bs = getattr(session.config, "_benchmarksession", None)
+        bs = adapter.session(session.config)
         if bs is None or session.config.option.collectonly:
             return
         late = self.interrupted_at_the_end()
@@ -354,15 +353,18 @@ class MeasuringSession:
     def finish(self, session, bs) -> session_end.SessionOutcome | None:
         """The session's end as a pipeline (session_end.py), told what this role knows; a role
         that writes something else at its end (a pass, a side) does that instead or first."""
-        recs = records.from_session(bs.benchmarks)
-        node_ids = records.node_ids(bs.benchmarks)
+        recs = records.from_session(adapter.benchmarks(bs))
+        node_ids = records.node_ids(adapter.benchmarks(bs))
         again = self.second_sessions
         refused = self.may_save() or save.refusal(list(self.tally.failed))
         saving = self.settings.save_baseline and recs and not refused
+        judging = self.settings.save_baseline or self.settings.baseline
+        commit = adapter.commit_info(session.config) if judging else None
         ended = session_end.Ended(
             records=recs,
             node_ids=node_ids,
-            document=_document(session.config, bs) if saving else None,
+            document=adapter.document(session.config, bs, commit) if saving else None,
+            code=adapter.code_identity(commit) if commit is not None else None,
             nothing_judged=self.nothing_judged(),
             refused=refused,
             shard=sharding.of(session.config),
@@ -433,12 +435,10 @@ class MeasuringSession:
 def measure_with(config, instrument) -> None:
     """Make the instrument's counter pytest-benchmark's timer, for every benchmark."""
     timer = instrument.benchmark_timer()
-    bs = getattr(config, "_benchmarksession", None)
+    bs = adapter.session(config)
     if timer is None or bs is None:
         return
-    from pytest_benchmark.utils import NameWrapper
-
-    bs.options["timer"] = NameWrapper(timer)
+    adapter.use_timer(bs, timer)
 
     # its table would print every count as seconds; ours say what they are
     def display(tr) -> None:
@@ -447,7 +447,7 @@ def measure_with(config, instrument) -> None:
             "(see the tables below)"
         )
 
-    bs.display = display
+    adapter.replace_table(bs, display)
 
 
 def cases_left_out(config) -> None:
@@ -455,27 +455,18 @@ def cases_left_out(config) -> None:
     case (292 columns wide for the suite), where the comparison tables below give each model's
     figures in 100. A user's own benchmark tests keep their rows, and its regression check
     (--benchmark-compare-fail) runs as before. --concurrency-benchmark-table shows every row."""
-    bs = getattr(config, "_benchmarksession", None)
+    bs = adapter.session(config)
     if bs is None:
         return
-    display = bs.display
 
-    def display_others(tr) -> None:
-        groups = bs.groups or []
-        kept = [(g, [b for b in benches if not _is_case(b)]) for g, benches in groups]
-        left = sum(len(benches) for _, benches in groups) - sum(len(b) for _, b in kept)
-        bs.groups = [(g, benches) for g, benches in kept if benches]
-        try:
-            display(tr)
-        finally:
-            bs.groups = groups
+    def say(left: int, tr) -> None:
         if left:
             tr.write_line(
                 f"pytest-benchmark's table: {left} workload cases left out "
                 "(--concurrency-benchmark-table)"
             )
 
-    bs.display = display_others
+    adapter.table_without(bs, _is_case, say)
 
 
 def _is_case(bench: dict) -> bool:
@@ -574,17 +565,4 @@ class Tally:
 
 
 def nothing_saved_by_pytest_benchmark(config) -> None:
-    bs = getattr(config, "_benchmarksession", None)
-    if bs is not None:
-        bs.save = bs.autosave = bs.json = None
-
-
-def _document(config, bs) -> dict:
-    """pytest-benchmark's own JSON of this session, raw rounds included: a saved baseline's body."""
-    return config.hook.pytest_benchmark_generate_json(
-        config=config,
-        benchmarks=bs.benchmarks,
-        include_data=True,
-        machine_info=bs.get_machine_info(),
-        commit_info=config.hook.pytest_benchmark_generate_commit_info(config=config),
-    )
+    adapter.nothing_saved(config)

@@ -25,6 +25,7 @@ from concurrent.futures import Future
 
 import pytest
 
+from .. import benchmark_adapter as adapter
 from .. import lifetime, measure
 from ..measure import callgrind, driver
 from ..measure.plan import CasePlan
@@ -374,9 +375,7 @@ def bench(pool: WorkerPool, benchmark, plan: CasePlan, on_round=None, measured=N
             + (f"\nthe worker's last stderr lines:\n{stderr}" if stderr else ""),
             pytrace=False,
         )
-    benchmark._mode = (
-        "pytest-concurrency isolated worker"  # tells pytest-benchmark the fixture was used
-    )
+    adapter.mark_used(benchmark, "pytest-concurrency isolated worker")
     driver.record_external(benchmark, reply["identity"], reply["samples"], reply["extra"])
     benchmark.extra_info["isolated"] = True
     benchmark.extra_info["worker_wall_s"] = time.monotonic() - started

@@ -27,6 +27,7 @@ import time
 
 import pytest
 
+from .. import benchmark_adapter as adapter
 from ..backends import watchdog
 from ..measure import usage
 
@@ -224,7 +225,7 @@ def pair_rounds(benchmark, turns, side: str, nodeid: str, cpu: int | None = None
     CPU is the one the round ended on, others how many threads of other processes were running as
     it ended (``usage.OthersRunning``, at most every ``SAMPLE_EVERY_S``; both -1: unknown).
     """
-    make_runner = benchmark._make_runner
+    make_runner = adapter.factories(benchmark)[0]
     calls: list = []
     # the run's process started both sides
     others_running = usage.OthersRunning(os.getppid(), SAMPLE_EVERY_S)
@@ -255,7 +256,7 @@ def pair_rounds(benchmark, turns, side: str, nodeid: str, cpu: int | None = None
 
         return run
 
-    benchmark._make_runner = paired_runner
+    adapter.use_factories(benchmark, paired_runner)
     return calls
 
 
