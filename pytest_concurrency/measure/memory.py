@@ -13,8 +13,7 @@ a leak must grow in both sets. When no leak probe grew by its floor in the first
 floor, so their median is too, and the five could not have read a leak. The verdicts are the
 five's; the figures are the median of three (the peak, the largest of three rounds), and
 two of the pass's six rounds under ``tracemalloc`` (~3x a plain round each) are saved where
-nothing leaks. Judged in gate/memory.py; the keys
-(see records.py):
+nothing leaks. Judged in gate/memory.py; the keys (see records.py):
 
 ``retained_b_per_task_round``  Python heap, bytes per round per task the round spawned
 ``c_heap_b_per_task_round``    C heap less the Python heap's own growth, the same way
@@ -89,7 +88,7 @@ def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
     # counts the rounds' greenlets (the frozen ones are left out, the same in every reading).
     # Before it, only the young generations are collected (the measured rounds' garbage): a full
     # collection cost those ~55 ms once a pass too, half the pass at smoke scale. Older garbage
-    # is frozen as it is, the same in every reading, and collected after the pass as before.
+    # is frozen as it is, the same in every reading, and left to the next full collection.
     gc.collect(1)
     gc.freeze()
     tracemalloc.start()
