@@ -10,6 +10,7 @@ import pytest
 from . import backends, cases, options, plain_tests, roles, sharding, workloads
 from .backends import scratch, watchdog
 from .exit_codes import Exit
+from .report import terminal
 from .roles import codspeed
 from .roles.session import MARKER, marker_kwarg, measures
 from .settings import Settings, SettingsError, from_config, parse_backends
@@ -86,6 +87,13 @@ def pytest_configure(config):
     for name in plain_tests.BODY_MARKERS:  # pytest-codspeed's, when it is not installed
         config.addinivalue_line("markers", f"{name}: the whole test is the measured call")
     scratch.sweep()  # what killed sessions left, whichever role this process has
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_header(config):
+    """Every plugin's header lines, pytest's own among them, wrapped to the terminal's width."""
+    said = yield
+    return terminal.header_lines(said, config.get_terminal_writer().fullwidth)
 
 
 def pytest_generate_tests(metafunc):

@@ -4,6 +4,7 @@ grows in every round; what grew in one stretch only is read again and is no leak
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 from pytest_concurrency.measure import memory
 
@@ -35,6 +36,31 @@ def test_a_stretch_of_retention_in_the_first_rounds_is_no_leak():
     assert out["memory_rounds"] == 2 * memory.READINGS and out[KEY] <= 0, out
 
 
-def test_rounds_that_keep_nothing_are_read_once():
+def test_rounds_that_keep_nothing_stop_after_three():
+    # three growths at or under every floor: the median of five is too, so two rounds are saved
     out = _pass(lambda: sum(range(1000)))
+    assert out["memory_rounds"] == memory.ENOUGH < memory.READINGS and out[KEY] == 0, out
+
+
+def test_a_one_off_in_the_first_three_rounds_reads_all_five_and_is_no_leak():
+    kept, calls = [bytes(0)], itertools.count(1)  # no list that grows with the rounds
+
+    def one_round():
+        if next(calls) == memory.WARMUP + 2:  # a cache filled once, above the floor
+            kept[0] = bytes(4096)
+
+    out = _pass(one_round)
     assert out["memory_rounds"] == memory.READINGS and out[KEY] == 0, out
+
+
+def test_a_leak_that_starts_late_in_the_five_is_read_as_the_five_read_it():
+    # the three under the floors decide the five's median: what the later rounds keep cannot
+    # make it a leak, so stopping after three loses no verdict
+    kept, calls = [], itertools.count(1)
+
+    def one_round():
+        if next(calls) > memory.WARMUP + memory.ENOUGH:
+            kept.append(bytes(4096))
+
+    out = _pass(one_round)
+    assert out["memory_rounds"] == memory.ENOUGH and out[KEY] == 0, out

@@ -40,11 +40,12 @@ _FORK_WARNINGS = (
     r"Using fork\(\) is a bad idea",
 )
 
-#: What a task process would otherwise import itself, each one: the workloads' task functions and
-#: this backend (a task gets a fresh one). Imported once by the fork server instead, so that a task's
-#: start is the model's cost, not this package's imports (cancel's 10 tasks, at a load of 8-10 here:
-#: 1.9-3.9 s a round preloaded, 2.6-7.3 s not).
-_PRELOAD = ("pytest_concurrency.workloads", __name__)
+#: What a task process would otherwise import itself, each one: the seed workloads' modules (their
+#: task functions; the package alone imports none of them) and this backend (a task gets a fresh
+#: one). Imported once by the fork server instead, so that a task's start is the model's cost, not
+#: this package's imports: a cancel task spent ~100 ms of CPU importing cancel and psutil, 10-30
+#: tasks a round (a string, not an import: workloads is a layer above backends).
+_PRELOAD = ("pytest_concurrency.workloads.all_seeds", __name__)
 
 _USAGE_KEYS = ("cpu_user_s", "cpu_sys_s", "ctx_voluntary", "ctx_involuntary")
 

@@ -2,14 +2,18 @@
 
 Untimed and uncounted (no counter reading brackets it), in both measures, in the process
 that ran the rounds (an isolated worker's own). It runs ``WARMUP + READINGS`` more rounds
-with ``tracemalloc`` on; after each it collects the garbage, trims the C heap and reads every
-probe of ``memory_probes`` (Python heap, C heap, resident memory outside them, threads,
-greenlets, RSS). A leak is growth per
-round, taken as the **median of the round-to-round growths**: a steady leak grows the same
-in every round and reads whole; a one-off (a cache filling, a free list, a table that
-doubles, a new malloc arena) grows one round of ``READINGS`` and reads 0. When anything grew,
-``READINGS`` more rounds are read, and a leak must grow in both sets. Judged in
-gate/memory.py; the keys (see records.py):
+(fewer, below) with ``tracemalloc`` on; after each it collects the garbage, trims the C heap
+and reads every probe of ``memory_probes`` (Python heap, C heap, resident memory outside them,
+threads, greenlets, RSS). A leak is growth per round, taken as the **median of the
+round-to-round growths**: a steady leak grows the same in every round and reads whole; a
+one-off (a cache filling, a free list, a table that doubles, a new malloc arena) grows one
+round of ``READINGS`` and reads 0. When anything grew, ``READINGS`` more rounds are read, and
+a leak must grow in both sets. When no leak probe grew by its floor in the first ``ENOUGH``
+(three) rounds, the pass stops there: three of the five growths are then at or under every
+floor, so their median is too, and the five could not have read a leak. The verdicts are the
+five's; the figures are the median of three (the peak, the largest of three rounds), and
+two of the pass's six rounds under ``tracemalloc`` (~3x a plain round each) are saved where
+nothing leaks. Judged in gate/memory.py; the keys (see records.py):
 
 ``retained_b_per_task_round``  Python heap, bytes per round per task the round spawned
 ``c_heap_b_per_task_round``    C heap less the Python heap's own growth, the same way
@@ -37,6 +41,9 @@ from . import memory_probes
 
 WARMUP = 1  # rounds that fill caches and free lists first (their growth is not counted)
 READINGS = 5  # growths: the median of five stands a one-off in two of them
+#: Growths after which a pass where nothing grew by a floor stops (the median of ``READINGS``
+#: is the third smallest: with three at or under a floor, it is too).
+ENOUGH = READINGS // 2 + 1
 #: The least growth per round that can be a leak, whatever a round's task count: the gate's floors
 #: per round (gate/memory.py, where they are explained). Below them, a second set is not read.
 ROUND_FLOORS = {
@@ -64,7 +71,8 @@ def key_of(probe: str) -> str:
 
 def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
     """The figures above from ``WARMUP + READINGS`` calls of ``one_round()`` under ``guard()``
-    (``READINGS`` more when a leak probe grew in those);
+    (``WARMUP + ENOUGH`` when no leak probe grew by its floor in those, ``READINGS`` more when
+    one grew in the five);
     ``tasks_of(result)`` is how many tasks a round spawned (None: figures per round)."""
     probes, missing = memory_probes.available()
     rounds = WARMUP + 2 * READINGS
@@ -78,7 +86,10 @@ def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
     # plugins, every model imported: 60k objects and more) took ~55 ms, where the rounds' own
     # objects take well under 1 ms. Their garbage is collected as before; the greenlet probe
     # counts the rounds' greenlets (the frozen ones are left out, the same in every reading).
-    gc.collect()
+    # Before it, only the young generations are collected (the measured rounds' garbage): a full
+    # collection cost those ~55 ms once a pass too, half the pass at smoke scale. Older garbage
+    # is frozen as it is, the same in every reading, and left to the next full collection.
+    gc.collect(1)
     gc.freeze()
     tracemalloc.start()
     try:
@@ -94,6 +105,8 @@ def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
             for name, read in probes.items():
                 readings[name][done] = read()
             done += 1
+            if done == WARMUP + ENOUGH and not _any_over(readings, done):
+                break
             if done == WARMUP + READINGS and not _grew(_growths(readings, done)):
                 break
     finally:
@@ -119,17 +132,33 @@ def _growths(readings: dict, done: int) -> dict:
     ``READINGS`` (taken when the first grew), a leak probe's growth is the smaller of the two
     sets' medians: a leak grows in both, a stretch of retention in one (a multiprocessing ring
     on a loaded machine once kept 612 B per task per round in five rounds running)."""
-    sets = [slice(0, WARMUP + READINGS)] + (
+    sets = [slice(0, min(done, WARMUP + READINGS))] + (
         [slice(READINGS, done)] if done > WARMUP + READINGS else []
     )
-    c_own = (
-        {"c": [c - p for c, p in zip(readings["c"], readings["python"])]} if "c" in readings else {}
-    )
     out = {}
-    for name, values in {**readings, **c_own}.items():  # Python's large objects are malloc'd too
+    for name, values in _series(readings, done).items():
         medians = [_median_growth(values[part]) for part in sets]
         out[name] = medians[0] if name == "rss" else min(medians)
     return out
+
+
+def _series(readings: dict, done: int) -> dict:
+    """The first ``done`` readings by probe, the C heap's less the Python heap's (Python's large
+    objects are malloc'd too)."""
+    out = {name: values[:done] for name, values in readings.items()}
+    if "c" in out:
+        out["c"] = [c - p for c, p in zip(out["c"], out["python"])]
+    return out
+
+
+def _any_over(readings: dict, done: int) -> bool:
+    """Whether any leak probe grew by more than its floor in any round after the warm-up."""
+    return any(
+        b - a > ROUND_FLOORS[name]
+        for name, values in _series(readings, done).items()
+        if name in ROUND_FLOORS
+        for a, b in zip(values[WARMUP - 1 :], values[WARMUP:])
+    )
 
 
 def _grew(growth: dict) -> bool:

@@ -202,6 +202,26 @@ def write(
         tr.write_line(line)
 
 
+def header_lines(said: list, width: int) -> list[list[str]]:
+    """pytest's header lines (``pytest_report_header``'s results, a line or a list of lines from
+    each plugin, pytest's own among them) with every line longer than ``width`` wrapped, its rest
+    indented: nothing left out, and a CI log of ``width`` columns shows it whole (pytest-benchmark's
+    defaults line is 176 columns, the plugins line 107). A word longer than the width (a path)
+    stays whole."""
+
+    def wrapped(line: str) -> list[str]:
+        if len(line) <= width:
+            return [line]
+        return textwrap.wrap(
+            line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        ) or [line]
+
+    return [
+        [part for line in ([item] if isinstance(item, str) else item) for part in wrapped(line)]
+        for item in said
+    ]
+
+
 def paired_lines(result, width: int = 80) -> list[str]:
     """The verdicts against the base side (``--concurrency-against``), printed after the head's session."""
     from ..gate import paired
