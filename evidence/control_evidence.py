@@ -179,9 +179,10 @@ def run(project: Path, args: list[str], factor: float, busy: int) -> tuple[float
 def judge(base_doc: dict, pb_base: dict, session_doc: dict, second_doc: dict | None = None) -> dict:
     """rule -> {benchmark label: verdict} for one session's JSON (``second_doc``: another
     session's, for the ``TWICE`` rules)."""
-    from pytest_concurrency.gate import baseline, compare
-    from pytest_concurrency.gate.history import Baseline
+    from pytest_concurrency.gate import compare
     from pytest_concurrency.measure.records import from_json
+    from pytest_concurrency.store import baseline
+    from pytest_concurrency.store.history import Baseline
 
     meta = baseline.current_meta({}, None)
     recs = from_json(session_doc)

@@ -45,9 +45,9 @@ import textwrap
 import time
 
 from pytest_concurrency.gate import compare as gate
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED
 from pytest_concurrency.measure.records import from_json
+from pytest_concurrency.store.history import Baseline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: its benchmarks/
 #: --smoke: the smallest run that still counts real sessions under valgrind and judges them

@@ -49,12 +49,13 @@ from pytest_benchmark.stats import Stats
 from pytest_benchmark.utils import PercentageRegressionCheck
 
 from pytest_concurrency import backends, measure, workloads
-from pytest_concurrency.gate import baseline, calibrate, history
+from pytest_concurrency.gate import calibrate
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.verdicts import INCONCLUSIVE, REGRESSED
 from pytest_concurrency.measure import driver
 from pytest_concurrency.measure.plan import CasePlan
 from pytest_concurrency.measure.records import Record
+from pytest_concurrency.store import baseline, history
 
 DEFAULT_BACKENDS = "threading,greenlet,gevent,asyncio,uvloop"
 DEFAULT_CASE = {"n": 20, "m": 200, "capacity": 10}

@@ -32,9 +32,10 @@ def judge_once(path: str, n: int, brute: bool) -> dict:
     """In the child: load the baseline at ``path``, judge a session of ``n`` rounds against it."""
     import numpy as np
 
-    from pytest_concurrency.gate import baseline, stats
     from pytest_concurrency.gate import compare as gate
+    from pytest_concurrency.gate import stats
     from pytest_concurrency.measure.records import Record
+    from pytest_concurrency.store import baseline
 
     rng = np.random.default_rng(n)
     doc = baseline.load(path)
@@ -67,8 +68,8 @@ def save_baseline(path: str, n: int) -> None:
     import numpy as np
 
     from pytest_concurrency import measure
-    from pytest_concurrency.gate import baseline
     from pytest_concurrency.measure.records import Record
+    from pytest_concurrency.store import baseline
 
     rng = np.random.default_rng(n + 1)
     meta = baseline.current_meta({"asyncio": "3"}, None, measure.instrument("time"))

@@ -34,12 +34,12 @@ import threading
 import time
 
 from pytest_concurrency import backends, measure, workloads
-from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import kernel as kernel_gate
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure import driver
 from pytest_concurrency.measure.plan import CasePlan
 from pytest_concurrency.measure.records import Record
+from pytest_concurrency.store import baseline
+from pytest_concurrency.store.history import Baseline
 
 #: --smoke: the smallest run that still measures and judges one A/A and one changed trial
 SMOKE = {"trials": 1, "aa": 1, "backends": "threading", "changes": "yield"}

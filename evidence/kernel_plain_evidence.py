@@ -54,8 +54,8 @@ from against_evidence import busy_loops  # beside this script
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import kernel as kernel_gate
 from pytest_concurrency.gate import paired as paired_gate
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import from_json
+from pytest_concurrency.store.history import Baseline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: tests/data/
 INJECT_ENV = "KERNEL_INJECT"

@@ -26,8 +26,8 @@ import tempfile
 
 from pytest_concurrency.gate import memory as memory_gate
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import from_json, key_label
+from pytest_concurrency.store.history import Baseline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: its benchmarks/
 #: --smoke: the smallest run that still saves two real sessions and judges them both ways

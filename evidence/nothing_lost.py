@@ -161,7 +161,7 @@ def cases(kinds: set, modes: list) -> list[Case]:
             module, function = (
                 ("pytest_concurrency.gate.compare", "compare")
                 if mode == "counted against"
-                else ("pytest_concurrency.gate.baseline", "save")
+                else ("pytest_concurrency.store.baseline", "save")
             )
             found.append(
                 Case(

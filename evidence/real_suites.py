@@ -545,8 +545,9 @@ def thresholds(work: Path, condition: str) -> list[str]:
     work directory: the default, or widened by how far each benchmark drifts between the
     baseline's sessions (shrunk toward its suite's typical drift: ``stats.allowance``), read from
     the gate's own verdicts (``compare``, this machine's meta as ``judge_again``'s)."""
-    from pytest_concurrency.gate import baseline, compare, history
+    from pytest_concurrency.gate import compare
     from pytest_concurrency.measure.records import from_json
+    from pytest_concurrency.store import baseline, history
 
     lines = []
     for suite in SUITES.values():
@@ -577,8 +578,8 @@ def rebuilt(work: Path, suite: RealSuite, condition: str) -> dict | None:
     """The suite's stored time baseline saved again from its three saves' JSON by today's save
     rule (``gate.add_session``), each session's code one clean commit, as in a git checkout."""
     from pytest_concurrency.gate import compare
-    from pytest_concurrency.gate.history import SECTION, Baseline
     from pytest_concurrency.measure.records import from_json
+    from pytest_concurrency.store.history import SECTION, Baseline
 
     meta = dict(json.loads((work / f"{suite.dist}-time.json").read_text())[SECTION])
     meta.pop("history", None)

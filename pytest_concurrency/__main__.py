@@ -25,10 +25,10 @@ from .exit_codes import Exit
 from .gate import merge as merge_gate
 from .gate import verdicts as V
 from .gate.compare import DEFAULT_MACHINE_TOLERANCE
-from .gate.history import Baseline
 from .measure.records import Document, Record
 from .report import tables
 from .report.plot import PlotError
+from .store.history import Baseline
 
 
 class InputError(Exception):
@@ -51,7 +51,7 @@ def load_records(path: str) -> tuple[dict, list[Record], Baseline | None]:
     """The file's document, records and baseline (None: no ``pytest_concurrency`` section), read
     and checked as a session reads a baseline (the same reading and the same shape of
     ``benchmarks``), whatever wrote it."""
-    from .gate import baseline, shape
+    from .store import baseline, shape
 
     fix = "pass a file written by --benchmark-json, --benchmark-save or --concurrency-save-baseline"
     try:
@@ -99,8 +99,8 @@ def changes_only(baseline: list[Record], current: list[Record], why: str) -> V.G
 def compare(a_path: str, a: tuple, b: tuple, args) -> V.GateResult:
     """The gate's verdicts when it can judge these files (each as ``load_records`` read it), else
     the changes with the reason."""
-    from .gate import baseline
     from .gate import compare as gate
+    from .store import baseline
 
     (a_doc, a_recs, base), (_, b_recs, b_base) = a, b
     try:  # a file without our section was not parsed: check says what it is
@@ -345,7 +345,7 @@ def history(args) -> int:
                 raise InputError("--pr-summary needs --site-url URL: where the site is published")
             text = site.pr_summary(runs, url, args.commit)
             if args.output:
-                from .gate import atomic
+                from .store import atomic
 
                 atomic.write_text(args.output, text)
                 print(f"pull request summary written to {args.output}")
@@ -357,8 +357,9 @@ def history(args) -> int:
 
 
 def _import(directory: str, files: list[str], commit: str | None, branch: str | None) -> int:
-    from .gate import baseline, verdict_file
+    from .gate import verdict_file
     from .report import runlog
+    from .store import baseline
 
     docs = []
     for path in files:  # each read whole before any is written: a bad one adds nothing
@@ -387,7 +388,7 @@ def _import(directory: str, files: list[str], commit: str | None, branch: str | 
 
 def merge(args) -> int:
     """The shards' files joined; the exit status of the merged run, or of the refusal."""
-    from .gate import baseline
+    from .store import baseline
 
     try:
         if args.verdicts:
@@ -433,7 +434,7 @@ def merge(args) -> int:
 
 
 def _is_shard_baseline(path: str) -> bool:
-    from .gate import baseline
+    from .store import baseline
 
     try:
         doc = baseline.read(path)

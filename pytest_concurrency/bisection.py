@@ -732,7 +732,7 @@ def _same(a: str, b: str) -> bool:
 def _write_json(path: str | None, task: Search, found: list[Finding], error: str) -> None:
     if not path:
         return
-    from .gate import atomic
+    from .store import atomic
 
     doc = {
         "points": [p.name for p in task.points],

@@ -16,9 +16,9 @@ from .exit_codes import Exit
 from .gate import memory as memory_gate
 from .gate import undecided
 from .gate.compare import DEFAULT_MACHINE_TOLERANCE
-from .gate.history import DEFAULT_KEEP
-from .gate.shape import MAX_SAMPLES
 from .measure import stopping
+from .store.history import DEFAULT_KEEP
+from .store.shape import MAX_SAMPLES
 
 GROUP = ("concurrency", "concurrency models (pytest-concurrency-bench)")
 

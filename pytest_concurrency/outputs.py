@@ -65,7 +65,7 @@ def _reason(exc: Exception) -> str:
 
 def _json(path: str):
     """The file's JSON document (read as a baseline is, bounded); ``ValueError`` with the reason."""
-    from .gate import baseline
+    from .store import baseline
 
     try:
         return baseline.read(path, "file", "")
@@ -75,7 +75,8 @@ def _json(path: str):
 
 def _what(doc) -> str:
     """What a JSON document is, in a few words."""
-    from .gate import baseline, verdict_file
+    from .gate import verdict_file
+    from .store import baseline
 
     if isinstance(doc, dict):
         if baseline.SECTION in doc:
@@ -92,7 +93,7 @@ def _source(path: str) -> str | None:
 
 
 def _not_a_baseline(path: str) -> str | None:
-    from .gate import baseline
+    from .store import baseline
 
     try:
         baseline.load(path)

@@ -15,10 +15,11 @@ from typing import Any
 from . import backends, sharding
 from .backends import watchdog
 from .exit_codes import Exit, of_run
-from .gate import atomic, baseline, calibrate, history, save, shards, undecided, verdict_file
+from .gate import calibrate, save, shards, undecided, verdict_file
 from .gate.judge import CountUndecided, MeasureAgain, judge
 from .gate.verdicts import GateResult, MemoryResult, nothing_in_common
 from .measure.records import Record
+from .store import atomic, baseline, history
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from . import backends, measure, options, outputs
-from .gate import atomic, shards
+from .gate import shards
 from .gate.compare import GateSettings
 from .gate.shards import Shard
 from .measure import Instrument
+from .store import atomic
 
 _DEFAULTS: dict[str, Any] = {o.field: o.default for o in options.OPTIONS if o.field}
 

@@ -17,13 +17,14 @@ from conftest import needs
 
 from pytest_concurrency import measure
 from pytest_concurrency.exit_codes import Exit
-from pytest_concurrency.gate import baseline, paired
+from pytest_concurrency.gate import paired
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import callgrind
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.roles import against, argv, counted_against
 from pytest_concurrency.runner import lockstep, sides
 from pytest_concurrency.settings import Settings
+from pytest_concurrency.store import baseline
 
 # -- statistics, on synthetic rounds ----------------------------------------------------------------
 

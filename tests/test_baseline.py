@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from pytest_concurrency.gate import baseline
-from pytest_concurrency.gate.baseline import BaselineError
 from pytest_concurrency.measure import records
+from pytest_concurrency.store import baseline
+from pytest_concurrency.store.baseline import BaselineError
 
 # version-independent (the baseline store's files: JSON in, JSON out): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once

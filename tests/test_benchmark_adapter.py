@@ -12,7 +12,7 @@ from pytest_benchmark.utils import get_commit_info
 
 import pytest_concurrency
 from pytest_concurrency import benchmark_adapter
-from pytest_concurrency.gate import baseline
+from pytest_concurrency.store import baseline
 
 PACKAGE = Path(pytest_concurrency.__file__).parent
 ADAPTER = PACKAGE / "benchmark_adapter.py"

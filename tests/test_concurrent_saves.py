@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_concurrency.gate import atomic, baseline, history, save
+from pytest_concurrency.gate import save
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.settings import Settings
+from pytest_concurrency.store import atomic, baseline, history
 
 pytestmark = [  # version-independent (flock, the merge): once, on one Python
     pytest.mark.once,

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
 from pytest_concurrency.measure import control
 from pytest_concurrency.measure.records import Record
+from pytest_concurrency.store import baseline
+from pytest_concurrency.store.history import Baseline
 
 pytestmark = pytest.mark.once  # version-independent: the arithmetic, on one Python
 

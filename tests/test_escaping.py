@@ -11,12 +11,12 @@ import re
 import pytest
 
 from pytest_concurrency import __main__ as cli
-from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import escape, markdown, terminal
+from pytest_concurrency.store import baseline
+from pytest_concurrency.store.history import Baseline
 
 # version-independent (text made inert, in-process): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once

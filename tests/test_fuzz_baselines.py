@@ -28,10 +28,10 @@ import pytest
 
 from pytest_concurrency import __main__ as cli
 from pytest_concurrency.exit_codes import Exit
-from pytest_concurrency.gate import baseline, history
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.measure.records import from_json
 from pytest_concurrency.report import markdown, terminal
+from pytest_concurrency.store import baseline, history
 
 # version-independent (what reading a baseline does with hostile files; its few real sessions only read one): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once

@@ -11,10 +11,8 @@ import pytest
 
 from pytest_concurrency import measure
 from pytest_concurrency.exit_codes import Exit
-from pytest_concurrency.gate import baseline, history
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.compare import GateSettings
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import (
     IMPROVED,
     INCONCLUSIVE,
@@ -25,6 +23,8 @@ from pytest_concurrency.gate.verdicts import (
 )
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import tables
+from pytest_concurrency.store import baseline, history
+from pytest_concurrency.store.history import Baseline
 
 # version-independent (the gate on synthetic records): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once

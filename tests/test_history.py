@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from pytest_concurrency.gate import baseline, history
-from pytest_concurrency.gate.baseline import BaselineError
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import Record
+from pytest_concurrency.store import baseline, history
+from pytest_concurrency.store.baseline import BaselineError
+from pytest_concurrency.store.history import Baseline
 
 # version-independent (a baseline's sessions: arithmetic on records): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once

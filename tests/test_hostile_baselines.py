@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency import settings
-from pytest_concurrency.gate import atomic, baseline
 from pytest_concurrency.report import markdown
+from pytest_concurrency.store import atomic, baseline
 
 # version-independent (refusals of bad files, in-process): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once

@@ -417,7 +417,7 @@ def pytest_configure(config):
         ),
         pytest.param(
             CTRL_C_AT.format(
-                module="pytest_concurrency.gate.baseline", function="save", when="after"
+                module="pytest_concurrency.store.baseline", function="save", when="after"
             ),
             "pytest-concurrency: interrupted after the baseline was saved to b.json\n",
             True,

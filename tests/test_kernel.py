@@ -10,10 +10,8 @@ import threading
 import pytest
 from conftest import needs
 
-from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import kernel as kernel_gate
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import (
     IMPROVED,
     INCONCLUSIVE,
@@ -24,6 +22,8 @@ from pytest_concurrency.gate.verdicts import (
 from pytest_concurrency.measure import callgrind, kernel
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import kernel as kernel_report
+from pytest_concurrency.store import baseline
+from pytest_concurrency.store.history import Baseline
 
 with kernel.Counters() as _probe:
     SYSCALLS = _probe.source["syscalls"] == "perf_event_open"

@@ -1,9 +1,10 @@
 """The package's layers, read from its source (ast, nothing imported).
 
 Data flows down: backends -> workloads -> measure -> runner/native -> gate -> report -> the
-plugin glue at the top level. A module may import its own layer or a lower one, never a
-higher one, and no chain of imports may come back to where it started. Lazy imports inside
-functions count: they are dependencies all the same, only deferred.
+plugin glue at the top level; store/ (what is stored) is beside gate/, which reads it. A module
+may import its own layer or a lower one, never a higher one, and no chain of imports may come
+back to where it started. Lazy imports inside functions count: they are dependencies all the
+same, only deferred.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ LAYERS = {
     "runner": 4,
     "native": 4,
     "gate": 5,
+    "store": 5,  # beside gate/, importing nothing of it (below)
     "report": 6,
     "roles": GLUE,
 }
@@ -180,3 +182,15 @@ def test_the_checks_see_a_cycle_through_a_lazy_import_and_an_upward_import(tmp_p
         "pkg.measure.clock (layer 3) imports pkg.runner.worker (layer 4)",
         "pkg.workloads (layer 2) imports pkg.gate.verdicts (layer 5)",
     ]
+
+
+def test_storing_imports_nothing_of_the_judging():
+    """store/ and gate/ share a layer; the gate reads what is stored, never the other way round."""
+    graph = import_graph(PACKAGE)
+    assert [
+        f"{m} imports {d}"
+        for m, deps in sorted(graph.items())
+        if m.startswith("pytest_concurrency.store")
+        for d in sorted(deps)
+        if d.startswith("pytest_concurrency.gate")
+    ] == []

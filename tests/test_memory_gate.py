@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_concurrency.gate import baseline
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import memory as memory_gate
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import Record, from_json
 from pytest_concurrency.report import markdown, terminal
+from pytest_concurrency.store import baseline
+from pytest_concurrency.store.history import Baseline
 
 # version-independent (the memory gate's rule on records with known figures): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once
@@ -169,7 +169,7 @@ def test_the_gate_fails_on_memory_alone_and_every_report_has_the_section():
 
 
 def test_memory_figures_of_earlier_sessions_count_through_the_median():
-    from pytest_concurrency.gate import history
+    from pytest_concurrency.store import history
 
     sessions = None
     for value in (5.0, 5.6, 9.0):  # one odd session does not move the median

@@ -16,11 +16,12 @@ import pytest
 
 from pytest_concurrency.__main__ import main as cli
 from pytest_concurrency.exit_codes import Exit
-from pytest_concurrency.gate import baseline, history, verdict_file
+from pytest_concurrency.gate import verdict_file
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import runlog, site, trend
+from pytest_concurrency.store import baseline, history
+from pytest_concurrency.store.history import Baseline
 
 # version-independent (files written and read, pages made, the plugin's own mechanics in real
 # sessions): tox runs it on one Python, in its once env

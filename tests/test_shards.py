@@ -30,7 +30,6 @@ from pytest_concurrency import bisection
 from pytest_concurrency.__main__ import main as cli
 from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import merge, shards, verdict_file
-from pytest_concurrency.gate.history import Baseline
 from pytest_concurrency.gate.verdicts import (
     INCONCLUSIVE,
     MISSING,
@@ -45,6 +44,7 @@ from pytest_concurrency.gate.verdicts import (
     Verdict,
 )
 from pytest_concurrency.measure.records import Record
+from pytest_concurrency.store.history import Baseline
 
 needs_valgrind = needs("valgrind", None if shutil.which("valgrind") else "valgrind is not on PATH")
 

@@ -20,14 +20,8 @@ from dataclasses import dataclass, field
 
 from .. import measure
 from ..measure.records import Record, key_label, params_id
-from . import (
-    calibrate,
-    controlled,
-    history,
-    interference,
-    measuring,
-    stats,
-)
+from ..store import history
+from . import calibrate, controlled, interference, measuring, stats
 from . import (
     kernel as kernel_gate,
 )

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from ..measure import control
 from ..measure.records import Record
+from ..store.history import BaselineSession
 from . import sessions as session_quality
-from .history import BaselineSession
 
 
 @dataclass

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from .. import measure
 from ..measure.records import Record
-from . import compare, history, undecided
+from ..store import history
+from . import compare, undecided
 from . import memory as memory_gate
 from .verdicts import GateResult, MemoryResult
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..measure.records import Record
-from .history import Baseline
+from ..store.history import Baseline
 from .verdicts import (
     IMPROVED,
     INCONCLUSIVE,

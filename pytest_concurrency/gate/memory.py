@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from ..measure.memory import ROUND_FLOORS
 from ..measure.records import Record, key_label
-from . import history, stats
+from ..store import history
+from . import stats
 from .verdicts import IMPROVED, LEAKED, NEW, REGRESSED, UNCHANGED, MemoryResult, MemoryVerdict
 
 #: Default memory threshold: 20 A/A comparisons of the smoke suite here (evidence/memory_evidence.py)

@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 
 from .. import measure
 from ..exit_codes import JUDGED, Exit, of_run
+from ..store import history
 from . import compare as gate_compare
-from . import history, shards, undecided
+from . import shards, undecided
 from .verdict_file import Verdicts
 from .verdicts import GateResult, KernelResult, MemoryResult, nothing_in_common
 

@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 from ..backends import watchdog
 from ..measure.records import Record
-from . import baseline, compare, history
+from ..store import baseline, history
+from . import compare
 from .compare import GateSettings
 
 

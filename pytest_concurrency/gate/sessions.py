@@ -20,7 +20,8 @@ import datetime as _dt
 import math
 from collections.abc import Mapping, Sequence
 
-from . import history, stats
+from ..store import history
+from . import stats
 
 OUTLIER_MADS = 3.0  # scaled MADs (1.4826 x MAD estimates one standard deviation)
 SPREAD_FACTOR = 3.0

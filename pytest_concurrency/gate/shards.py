@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..measure.records import params_id
-from . import history, shape
+from ..store import history, shape
 
 FLAG = "--concurrency-shard"
 MAX_COUNT = shape.MAX_SHARDS
@@ -146,7 +146,7 @@ def identity(cpu_model: str | None = None) -> dict:
     import platform
 
     from .. import measure
-    from .baseline import cpu_model as read_cpu_model
+    from ..store.baseline import cpu_model as read_cpu_model
 
     return {
         **measure.measuring_side(),

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..measure.records import Record
-from . import atomic, shape, shards
+from ..store import atomic, shape
+from . import shards
 from .verdicts import (
     GateResult,
     KernelResult,
@@ -120,8 +121,8 @@ def _memory(m: MemoryResult) -> dict:
 
 def read(path) -> Verdicts:
     """A verdict file, checked; ``VerdictFileError`` in one line for anything else."""
-    from .baseline import BaselineError
-    from .baseline import read as read_json
+    from ..store.baseline import BaselineError
+    from ..store.baseline import read as read_json
 
     path = os.fspath(path)
     fix = "pass a file written by --concurrency-verdicts"

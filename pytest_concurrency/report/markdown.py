@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..gate import atomic
 from ..gate import verdicts as V
 from ..measure.records import Record, key_label
+from ..store import atomic
 from . import escape, tables
 
 #: The first line of each report this module writes: a file that starts with one is a report an

@@ -17,8 +17,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from ..gate import atomic
 from ..measure.records import Record, params_id
+from ..store import atomic
 from . import tables
 
 INSTALL_HINT = "pip install pytest-concurrency-bench[plot]"

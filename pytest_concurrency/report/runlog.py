@@ -1,6 +1,6 @@
 """The run log: every run kept, one file a run, in a folder (``--concurrency-history=DIR``).
 
-Not a baseline's kept sessions (gate/history.py: the last few, for the gate's drift): the run
+Not a baseline's kept sessions (store/history.py: the last few, for the gate's drift): the run
 log keeps every run, never rewrites a file and is read only by people (report/site.py draws
 it). Each file is one run, written atomically under a name no other run takes (its time, its
 commit and a random part), so the files of several CI jobs and shards join by copying them
@@ -34,12 +34,13 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..gate import atomic, baseline, shards, verdict_file
+from ..gate import shards, verdict_file
 from ..gate import verdicts as V
-from ..gate.history import MEMORY_KEYS
 from ..measure import kernel
 from ..measure import names as measure_names
 from ..measure.records import Record, key_label
+from ..store import atomic, baseline
+from ..store.history import MEMORY_KEYS
 from . import tables
 
 FORMAT = "pytest-concurrency run"

@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from html import escape
 
-from ..gate import atomic
 from ..gate import verdicts as V
+from ..store import atomic
 from . import escape as md_escape
 from . import svg, trend
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from .. import benchmark_adapter as adapter
-from ..gate import atomic
 from ..measure import records
+from ..store import atomic
 from . import crash
 from .role import Role
 from .session import MeasuringSession, no_xdist, only_these

@@ -33,10 +33,11 @@ import pytest
 from .. import benchmark_adapter as adapter
 from .. import lifetime, session_end
 from ..exit_codes import NOT_RUN, Exit, of_run
-from ..gate import atomic, paired
+from ..gate import paired
 from ..measure import records
 from ..report import terminal
 from ..runner import lockstep, sides
+from ..store import atomic
 from . import child_sessions, crash
 from .arbiter import Arbiter
 from .argv import head_only_removed, own_coverage_data

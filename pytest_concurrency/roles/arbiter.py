@@ -27,8 +27,8 @@ import tempfile
 
 from ..backends import scratch
 from ..gate import undecided, verdict_file
-from ..gate.history import Baseline
 from ..measure import callgrind
+from ..store.history import Baseline
 from . import child_sessions, stretched_timeouts
 from .argv import apart, own_coverage_data
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from .. import session_end
 from ..exit_codes import Exit
-from ..gate import atomic, baseline
 from ..report import terminal
 from ..runner import sides
+from ..store import atomic, baseline
 from . import child_sessions
 from .argv import head_only_removed
 from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role

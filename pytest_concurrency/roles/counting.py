@@ -45,8 +45,8 @@ from .. import benchmark_adapter as adapter
 from .. import lifetime, plain_tests
 from ..backends import scratch
 from ..exit_codes import Exit
-from ..gate import atomic
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel
+from ..store import atomic
 from . import child_sessions, crash, forked_layouts, stretched_timeouts
 from .argv import apart, own_coverage_data
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role

@@ -29,8 +29,8 @@ import warnings
 from .. import benchmark_adapter as adapter
 from .. import lifetime
 from ..exit_codes import Exit
-from ..gate import atomic
 from ..measure import PROFILE_NONE, layouts
+from ..store import atomic
 from . import crash
 
 

@@ -31,8 +31,8 @@ from ..settings import with_jobs
 from .role import AT_START_UP
 
 if TYPE_CHECKING:
-    from ..gate.history import Baseline
     from ..runner import isolate
+    from ..store.history import Baseline
     from .arbiter import Arbiter
     from .remeasure import SecondSessions
 
@@ -99,7 +99,7 @@ class MeasuringSession:
             self.settings = lanes_instead_of_xdist(config, self.settings)
         settings = self.settings
         if settings.baseline is not None:
-            from ..gate import baseline
+            from ..store import baseline
 
             # read now: a bad baseline must not cost a whole benchmark run first (a file the save
             # would refuse to replace was refused with the settings: outputs.py)
