@@ -145,6 +145,7 @@ def test_plugin_py_is_wiring():
         "pytest_load_initial_conftests",
         "pytest_cmdline_main",
         "pytest_configure",
+        "pytest_report_header",  # a wrapper: every plugin's header lines, to the terminal's width
         "pytest_generate_tests",
     ]
 
