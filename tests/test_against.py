@@ -446,6 +446,8 @@ def test_a_single_threaded_round_runs_on_the_shared_cpu_and_threads_keep_every_c
             inside.append(("done", os.sched_getaffinity(0)))
 
     class Benchmark:  # pytest-benchmark's fixture, as far as pair_rounds touches it
+        _make_stats = None  # read beside the runner's factory (benchmark_adapter.factories)
+
         def _make_runner(self, function, args, kwargs):
             return lambda loops_range: (
                 0.001,
