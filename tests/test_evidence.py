@@ -305,6 +305,12 @@ BY_HAND = {
     "count_cost.py": "needs the package index (PyPI) and minutes of counting",
     # yarl's sdist, one counted save with forked layouts (`python evidence/layout_separation.py --smoke`)
     "layout_separation.py": "needs the package index (PyPI) and minutes of counting",
+    # real suites' sdists checked out from source, what time left undecided counted on both
+    # sides (`python evidence/undecided_suites.py --suites fastapi --work DIR --sessions save,aa`)
+    "undecided_suites.py": "needs valgrind, the package index and tens of minutes of counting",
+    # compares four sessions of the main job taken in turns, two with each side's code (their
+    # --benchmark-json files: `python evidence/memory_pass_precision.py B1 A1 B2 A2`)
+    "memory_pass_precision.py": "reads four main-job sessions taken by hand (minutes each)",
 }
 
 
@@ -317,7 +323,7 @@ def test_every_evidence_script_has_a_smoke_run_here_or_is_run_by_hand():
 
 #: The layers an evidence script may import (tests/test_layers.py's, below the top-level glue, which
 #: is being restructured): anything else it drives through a pytest command line.
-LOWER = ("backends", "workloads", "measure", "runner", "gate", "report")
+LOWER = ("backends", "workloads", "measure", "runner", "gate", "store", "report")
 RESTRUCTURED = ("pytest_concurrency.runner.launch",)
 
 
