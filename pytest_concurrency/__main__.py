@@ -535,6 +535,7 @@ def main(argv=None) -> int:
         if args.command == "bisect":
             from . import bisection
 
+            outputs_checked([("--json", args.json, outputs.BISECTION)], [], "")
             return bisection.main(args)
         return report(args)
     except (InputError, PlotError, ConcurrencyError) as exc:  # each names its file and problem

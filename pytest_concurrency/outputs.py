@@ -13,7 +13,8 @@ An output replaces an existing file only of its own kind (an empty file is every
 * a markdown report: a file named ``*.md`` or ``*.markdown``, or a report this plugin wrote;
 * pytest-benchmark's ``--benchmark-json``: any file but the plugin's own (a baseline, a verdict
   file) and a Python source file; the rest is pytest-benchmark's to write, as without the plugin;
-* a directory (charts, ``--concurrency-against-keep``): a directory.
+* a directory (charts, ``--concurrency-against-keep``): a directory;
+* ``bisect --json``: the JSON of an earlier bisection.
 
 Anything else is refused in one line naming the options, the path and the fix, and left as it is.
 """
@@ -140,6 +141,18 @@ def _not_for_a_plain_report(path: str) -> str | None:
     return f"it is {what}" if what in ("a baseline", "a verdict file") else None
 
 
+def _not_a_bisection(path: str) -> str | None:
+    if _source(path):
+        return _source(path)
+    try:
+        doc = _json(path)
+    except ValueError as exc:
+        return str(exc)
+    if isinstance(doc, dict) and {"points", "steps", "found"} <= doc.keys():
+        return None
+    return f"it is {_what(doc)}"
+
+
 def _not_a_directory(path: str) -> str | None:
     return None if os.path.isdir(path) else "it is a file"
 
@@ -154,6 +167,7 @@ BENCHMARK_JSON = Kind(
     _not_for_a_plain_report,
 )
 DIRECTORY = Kind("a directory", "the directory", "charts", _not_a_directory)
+BISECTION = Kind("a bisection's JSON", "the bisection's JSON", "bisect.json", _not_a_bisection)
 
 
 def check(paths: Iterable[Named]) -> None:

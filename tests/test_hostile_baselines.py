@@ -329,6 +329,7 @@ def test_an_output_over_the_baseline_another_output_or_a_source_is_refused_befor
         ("--benchmark-json", "BENCHMARK_JSON", "(it is a baseline), so it is left untouched"),
         ("--concurrency-plot", "DIRECTORY", "exists and is not a directory (it is a file)"),
         ("merge OUT", "MARKDOWN", "is not a markdown report (its name does not end in .md"),
+        ("--json", "BISECTION", "exists and is not a bisection's JSON (it is a baseline)"),
     ],
 )
 def test_an_output_over_a_file_of_another_kind_is_one_line(tmp_path, option, kind, why):
@@ -357,6 +358,7 @@ def _named(tmp_path, option, name, kind):
         ("plain.json", '{"benchmarks": [], "machine_info": {}}', "BENCHMARK_JSON"),
         ("out.txt", "anything of pytest-benchmark's to replace", "BENCHMARK_JSON"),
         ("charts", None, "DIRECTORY"),
+        ("bisect.json", '{"points": [], "steps": [], "found": [], "error": ""}', "BISECTION"),
     ],
 )
 def test_an_output_replaces_a_file_of_its_own_kind(tmp_path, name, content, kind):

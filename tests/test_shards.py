@@ -551,6 +551,24 @@ def test_releases_are_the_indexs_from_good_to_bad():
 
 
 @pytest.mark.once
+def test_bisect_json_over_a_baseline_is_refused_before_anything_runs(tmp_path):
+    """~1 s (refused before git is asked anything). On the code before it, the baseline was
+    replaced by the steps and findings at the end of the bisection."""
+    shutil.copy(os.path.join(os.path.dirname(__file__), "data", "run_a.json"), tmp_path / "b.json")
+    before = (tmp_path / "b.json").read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_concurrency", "bisect", "--good", "a", "--bad", "b"]
+        + ["--json", "b.json", "--", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--json=b.json: 'b.json' exists and is not a bisection's JSON" in done.stderr
+    assert (tmp_path / "b.json").read_bytes() == before
+
+
+@pytest.mark.once
 def test_bisect_outside_a_git_checkout_is_one_line_and_exit_2(tmp_path):
     done = subprocess.run(
         [
