@@ -103,18 +103,21 @@ def _not_a_baseline(path: str) -> str | None:
     return None
 
 
-def _not_verdicts(path: str) -> str | None:
-    from .gate import verdict_file
-
+def _not_json_of(path: str, is_it: Callable[[dict], bool]) -> str | None:
+    """Why the file is not a JSON document ``is_it`` accepts; None when it is."""
     if _source(path):
         return _source(path)
     try:
         doc = _json(path)
     except ValueError as exc:
         return str(exc)
-    if isinstance(doc, dict) and doc.get("format") == verdict_file.FORMAT:
-        return None
-    return f"it is {_what(doc)}"
+    return None if isinstance(doc, dict) and is_it(doc) else f"it is {_what(doc)}"
+
+
+def _not_verdicts(path: str) -> str | None:
+    from .gate import verdict_file
+
+    return _not_json_of(path, lambda doc: doc.get("format") == verdict_file.FORMAT)
 
 
 def _not_markdown(path: str) -> str | None:
@@ -142,15 +145,7 @@ def _not_for_a_plain_report(path: str) -> str | None:
 
 
 def _not_a_bisection(path: str) -> str | None:
-    if _source(path):
-        return _source(path)
-    try:
-        doc = _json(path)
-    except ValueError as exc:
-        return str(exc)
-    if isinstance(doc, dict) and {"points", "steps", "found"} <= doc.keys():
-        return None
-    return f"it is {_what(doc)}"
+    return _not_json_of(path, lambda doc: {"points", "steps", "found"} <= doc.keys())
 
 
 def _not_a_directory(path: str) -> str | None:
