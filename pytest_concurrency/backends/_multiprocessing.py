@@ -47,6 +47,11 @@ _FORK_WARNINGS = (
 #: tasks a round (a string, not an import: workloads is a layer above backends).
 _PRELOAD = ("pytest_concurrency.workloads.all_seeds", __name__)
 
+#: Runs the main script in the fork server, which CPython's own preload of ``__main__`` does not
+#: before 3.13.8 (the module says why); its path goes there in ``MAIN_PATH_VAR``.
+_MAIN_LOADER = f"{__package__}._fork_server_main"
+MAIN_PATH_VAR = "PYTEST_CONCURRENCY_FORK_SERVER_MAIN"
+
 _USAGE_KEYS = ("cpu_user_s", "cpu_sys_s", "ctx_voluntary", "ctx_involuntary")
 
 
@@ -226,7 +231,25 @@ def _preload_in_fork_server(ctx) -> None:
     from multiprocessing import forkserver
 
     asked = getattr(forkserver._forkserver, "_preload_modules", ["__main__"])  # CPython's
-    ctx.set_forkserver_preload(list(dict.fromkeys([*asked, *_PRELOAD])))
+    main = [_MAIN_LOADER] if "__main__" in asked else []
+    ctx.set_forkserver_preload(list(dict.fromkeys([*asked, *main, *_PRELOAD])))
+
+
+def _start_fork_server() -> None:
+    """Start the fork server, if it is not running, with the main script's path for
+    ``_MAIN_LOADER`` in its environment (in this process's for that moment only)."""
+    from multiprocessing import forkserver, spawn
+
+    # None under python -m pytest: a package's __main__, which tasks do not run
+    main_path = spawn.get_preparation_data("main").get("init_main_from_path")
+    if main_path is not None and _MAIN_LOADER in getattr(
+        forkserver._forkserver, "_preload_modules", ()
+    ):
+        os.environ[MAIN_PATH_VAR] = main_path
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.pop(MAIN_PATH_VAR, None)
 
 
 class Backend(base.SyncBackend):
@@ -249,6 +272,7 @@ class Backend(base.SyncBackend):
         self._tasks: set[ProcessTask] = set()  # spawned in this run, not joined
         self._usage = dict.fromkeys(_USAGE_KEYS, 0)
         self._queues: list | None = None  # the channels made within run()
+        self._server_started = variant != "forkserver"  # the server is started at the first spawn
 
     def __reduce__(self):
         # Children get a fresh backend (sleep, channel, open_connection work there).
@@ -307,6 +331,9 @@ class Backend(base.SyncBackend):
             task._conn.close()
 
     def spawn(self, fn, *args):
+        if not self._server_started:
+            _start_fork_server()
+            self._server_started = True
         task = ProcessTask(self, fn, args)
         self._tasks.add(task)
         return task
