@@ -18,6 +18,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -76,8 +77,18 @@ def report_later(b, status, seconds, word):
 
 def fail_after_main_returned(b, status, seconds, message):
     status.put("about to raise")
-    b.sleep(seconds)  # main has returned by now
+    busy_until = time.monotonic() + seconds  # still working (not blocked) when main returns
+    while time.monotonic() < busy_until:
+        pass
     raise ValueError(message)
+
+
+def block_forever(b, status, ended):
+    try:
+        status.put("blocked")
+        b.channel(None).get()  # nothing will answer
+    finally:
+        ended.put("finally ran")
 
 
 def echo_roundtrip(b, host, port, payload):
@@ -624,6 +635,29 @@ def test_task_failing_just_after_main_returned_still_fails_run(spec):
 
     with pytest.raises(base.TaskFailed, match="boom-late"):
         b.run(main, b)
+
+
+def test_a_blocked_task_left_running_is_ended_without_waiting_out_the_grace(monkeypatch):
+    # A task blocked for good when main returns (a cancel workload's abandon end) waited the
+    # whole 1 s grace, every round, to be terminated after it anyway. Here the grace is a
+    # minute: run returning within half of it means the grace ended once the task was seen
+    # blocked. Two task processes: ~0.5 s.
+    from pytest_concurrency.backends import _multiprocessing
+
+    monkeypatch.setattr(_multiprocessing, "EXIT_GRACE_S", 60.0)
+    b = load("multiprocessing[forkserver]")
+    ended = b.channel(None)  # made before run: it outlives the run's own channels
+
+    def main(b):
+        status = b.channel(None)
+        for _ in range(2):
+            b.spawn(block_forever, b, status, ended)
+        return [status.get(), status.get()]
+
+    started = time.monotonic()
+    assert b.run(main, b) == ["blocked", "blocked"]
+    assert time.monotonic() - started < 30
+    assert [ended.get(timeout=5), ended.get(timeout=5)] == ["finally ran"] * 2  # torn down
 
 
 def test_fork_server_preloads_the_workloads_and_keeps_what_was_asked(monkeypatch):

@@ -23,6 +23,8 @@ import warnings
 from multiprocessing.connection import wait
 from typing import Any
 
+import psutil
+
 from . import base
 from ._sockets import SocketStream
 
@@ -30,6 +32,10 @@ from ._sockets import SocketStream
 #: terminating them. Terminating a child mid-``put`` can corrupt a queue; a short grace
 #: also lets a task that failed just after main's last get report its failure.
 EXIT_GRACE_S = 1.0
+#: The grace ends early once every child left is blocked: asleep, and spending no CPU and
+#: switching no context between two looks this far apart. It would only wait to kill them: a
+#: cancel workload's abandoned tasks waited out the whole second, every round.
+IDLE_LOOK_S = 0.05
 
 #: What forking the test process itself warns about. ``[fork]`` is chosen to measure exactly
 #: that, and the child only runs the task: silenced so that ``-W error`` runs work.
@@ -134,6 +140,21 @@ def _child_main(conn, fn, args) -> None:
         conn.send((False, (error, remote_tb), _own_usage()))
     finally:
         conn.close()
+
+
+def _blocked_state(tasks) -> dict | None:
+    """Each child's CPU time and context switches if every one is asleep, else None."""
+    state = {}
+    for task in tasks:
+        try:
+            proc = psutil.Process(task.process.pid)
+            with proc.oneshot():
+                if proc.status() != psutil.STATUS_SLEEPING:
+                    return None
+                state[task] = (proc.cpu_times()[:2], tuple(proc.num_ctx_switches()))
+        except psutil.Error:  # it ended meanwhile: its result is the next look's
+            return None
+    return state
 
 
 class ProcessTask:
@@ -307,13 +328,19 @@ class Backend(base.SyncBackend):
         tasks, self._tasks = self._tasks, set()
         pending: dict[Any, ProcessTask] = {task._conn: task for task in tasks}
         deadline = time.monotonic() + grace
+        last_look: dict | None = None
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             # readable = a result arrived or the child died (EOF): either way it ended
-            for conn in wait(list(pending), remaining):
+            ended = wait(list(pending), min(remaining, IDLE_LOOK_S))
+            for conn in ended:
                 pending.pop(conn).settle()
+            look = None if ended else _blocked_state(pending.values())
+            if look is not None and look == last_look:
+                break  # none of them moved: blocked for good, not finishing
+            last_look = look
         # All at once, against one deadline: told one after the other, each child's exit (its
         # finally blocks, its queues' flush) was waited for before the next one was told.
         left = list(pending.values())
