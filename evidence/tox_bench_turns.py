@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent / "tox_bench_turns"
 SMOKE_ARGS = ["--concurrency-scale=smoke", "-k", "cancel and abandon", "--concurrency-backends",
               "multiprocessing,asyncio"]  # fmt: skip
-CELL = re.compile(r"^\s*([\d.]+)s (?:call|setup|teardown)\s+\S+\[(.+)\]\s*$")
+CELL = re.compile(r"^\s*([\d.]+)s (?:call|setup|teardown)\s+\S+?::\w+\[(.+)\]\s*$")
 
 
 def _commit(path: Path, ref: str = "HEAD") -> str:
