@@ -24,8 +24,8 @@ def _import_main(path: str) -> None:
     process.current_process()._inheriting = True  # type: ignore[attr-defined]
     try:
         spawn.import_main_path(path)  # a no-op where CPython preloaded it already
-    except Exception:  # each task process then runs it itself, as before, and fails there
-        pass
+    except BaseException:  # (sys.exit too: it would end the server) each task process then
+        pass  # runs the script itself, as before, and fails there
     finally:
         del process.current_process()._inheriting  # type: ignore[attr-defined]
 
