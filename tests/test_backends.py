@@ -18,6 +18,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -76,8 +77,18 @@ def report_later(b, status, seconds, word):
 
 def fail_after_main_returned(b, status, seconds, message):
     status.put("about to raise")
-    b.sleep(seconds)  # main has returned by now
+    busy_until = time.monotonic() + seconds  # still working (not blocked) when main returns
+    while time.monotonic() < busy_until:
+        pass
     raise ValueError(message)
+
+
+def block_forever(b, status, ended):
+    try:
+        status.put("blocked")
+        b.channel(None).get()  # nothing will answer
+    finally:
+        ended.put("finally ran")
 
 
 def echo_roundtrip(b, host, port, payload):
@@ -626,6 +637,29 @@ def test_task_failing_just_after_main_returned_still_fails_run(spec):
         b.run(main, b)
 
 
+def test_a_blocked_task_left_running_is_ended_without_waiting_out_the_grace(monkeypatch):
+    # A task blocked for good when main returns (a cancel workload's abandon end) waited the
+    # whole 1 s grace, every round, to be terminated after it anyway. Here the grace is a
+    # minute: run returning within half of it means the grace ended once the task was seen
+    # blocked. Two task processes: ~0.5 s.
+    from pytest_concurrency.backends import _multiprocessing
+
+    monkeypatch.setattr(_multiprocessing, "EXIT_GRACE_S", 60.0)
+    b = load("multiprocessing[forkserver]")
+    ended = b.channel(None)  # made before run: it outlives the run's own channels
+
+    def main(b):
+        status = b.channel(None)
+        for _ in range(2):
+            b.spawn(block_forever, b, status, ended)
+        return [status.get(), status.get()]
+
+    started = time.monotonic()
+    assert b.run(main, b) == ["blocked", "blocked"]
+    assert time.monotonic() - started < 30
+    assert [ended.get(timeout=5), ended.get(timeout=5)] == ["finally ran"] * 2  # torn down
+
+
 def test_fork_server_preloads_the_workloads_and_keeps_what_was_asked(monkeypatch):
     # a task process imported its workload's module itself (and psutil): ~100 ms of CPU a task
     from multiprocessing import forkserver
@@ -637,6 +671,7 @@ def test_fork_server_preloads_the_workloads_and_keeps_what_was_asked(monkeypatch
     preloaded = forkserver._forkserver._preload_modules
     assert preloaded[:2] == ["__main__", "users_app"]
     assert "pytest_concurrency.backends._multiprocessing" in preloaded
+    assert "pytest_concurrency.backends._fork_server_main" in preloaded  # __main__ was asked
     assert len(preloaded) == len(set(preloaded))
     # what the server imports, in a fresh interpreter (~0.5 s), brings every seed workload's
     # module (its task functions) with it
@@ -648,6 +683,42 @@ def test_fork_server_preloads_the_workloads_and_keeps_what_was_asked(monkeypatch
     ).stdout.split()
     for name in workloads.names():
         assert type(workloads.get(name)).__module__ in imported
+
+
+#: A script that starts tasks from a fork server, as the ``pytest`` console script does: each task
+#: reports the pid of the process that ran the script's body, and its own.
+WHERE_MAIN_RAN = """
+import os
+from pytest_concurrency.backends import load
+
+RAN_IN = os.getpid()
+
+def where_main_ran():
+    return RAN_IN, os.getpid()
+
+if __name__ == "__main__":
+    b = load("multiprocessing[forkserver]")
+    for ran_in, task in b.run(lambda: [b.spawn(where_main_ran).join() for _ in range(2)]):
+        print(ran_in, task, os.getpid())
+"""
+
+
+def test_fork_server_runs_the_main_script_once_not_each_task(tmp_path):
+    # Started from a script (as the pytest console script starts a session) rather than with -m,
+    # each task process ran the script again itself: under pytest's, it imported pytest (~0.3 s
+    # of CPU a task), as CPython's fork server does not preload __main__ before 3.13.8. One fresh
+    # interpreter, its fork server and two tasks: ~1 s.
+    script = tmp_path / "where_main_ran.py"
+    script.write_text(WHERE_MAIN_RAN)
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout.split("\n")
+    rows = [tuple(map(int, line.split())) for line in out if line]
+    assert len(rows) == 2
+    servers = {ran_in for ran_in, _, _ in rows}
+    assert len(servers) == 1, f"the script ran in each task process: {rows}"
+    for ran_in, task, parent in rows:
+        assert ran_in not in (task, parent), rows  # the fork server's own pid
 
 
 IMPORTS_OF = (

@@ -23,6 +23,8 @@ import warnings
 from multiprocessing.connection import wait
 from typing import Any
 
+import psutil
+
 from . import base
 from ._sockets import SocketStream
 
@@ -30,6 +32,10 @@ from ._sockets import SocketStream
 #: terminating them. Terminating a child mid-``put`` can corrupt a queue; a short grace
 #: also lets a task that failed just after main's last get report its failure.
 EXIT_GRACE_S = 1.0
+#: The grace ends early once every child left is blocked: asleep, and spending no CPU and
+#: switching no context between two looks this far apart. It would only wait to kill them: a
+#: cancel workload's abandoned tasks waited out the whole second, every round.
+IDLE_LOOK_S = 0.05
 
 #: What forking the test process itself warns about. ``[fork]`` is chosen to measure exactly
 #: that, and the child only runs the task: silenced so that ``-W error`` runs work.
@@ -46,6 +52,11 @@ _FORK_WARNINGS = (
 #: this package's imports: a cancel task spent ~100 ms of CPU importing cancel and psutil, 10-30
 #: tasks a round (a string, not an import: workloads is a layer above backends).
 _PRELOAD = ("pytest_concurrency.workloads.all_seeds", __name__)
+
+#: Runs the main script in the fork server, which CPython's own preload of ``__main__`` does not
+#: before 3.13.8 (the module says why); its path goes there in ``MAIN_PATH_VAR``.
+_MAIN_LOADER = f"{__package__}._fork_server_main"
+MAIN_PATH_VAR = "PYTEST_CONCURRENCY_FORK_SERVER_MAIN"
 
 _USAGE_KEYS = ("cpu_user_s", "cpu_sys_s", "ctx_voluntary", "ctx_involuntary")
 
@@ -129,6 +140,21 @@ def _child_main(conn, fn, args) -> None:
         conn.send((False, (error, remote_tb), _own_usage()))
     finally:
         conn.close()
+
+
+def _blocked_state(tasks) -> dict | None:
+    """Each child's CPU time and context switches if every one is asleep, else None."""
+    state = {}
+    for task in tasks:
+        try:
+            proc = psutil.Process(task.process.pid)
+            with proc.oneshot():
+                if proc.status() != psutil.STATUS_SLEEPING:
+                    return None
+                state[task] = (proc.cpu_times()[:2], tuple(proc.num_ctx_switches()))
+        except psutil.Error:  # it ended meanwhile: its result is the next look's
+            return None
+    return state
 
 
 class ProcessTask:
@@ -226,7 +252,25 @@ def _preload_in_fork_server(ctx) -> None:
     from multiprocessing import forkserver
 
     asked = getattr(forkserver._forkserver, "_preload_modules", ["__main__"])  # CPython's
-    ctx.set_forkserver_preload(list(dict.fromkeys([*asked, *_PRELOAD])))
+    main = [_MAIN_LOADER] if "__main__" in asked else []
+    ctx.set_forkserver_preload(list(dict.fromkeys([*asked, *main, *_PRELOAD])))
+
+
+def _start_fork_server() -> None:
+    """Start the fork server, if it is not running, with the main script's path for
+    ``_MAIN_LOADER`` in its environment (in this process's for that moment only)."""
+    from multiprocessing import forkserver, spawn
+
+    # None under python -m pytest: a package's __main__, which tasks do not run
+    main_path = spawn.get_preparation_data("main").get("init_main_from_path")
+    if main_path is not None and _MAIN_LOADER in getattr(
+        forkserver._forkserver, "_preload_modules", ()
+    ):
+        os.environ[MAIN_PATH_VAR] = main_path
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.pop(MAIN_PATH_VAR, None)
 
 
 class Backend(base.SyncBackend):
@@ -249,6 +293,7 @@ class Backend(base.SyncBackend):
         self._tasks: set[ProcessTask] = set()  # spawned in this run, not joined
         self._usage = dict.fromkeys(_USAGE_KEYS, 0)
         self._queues: list | None = None  # the channels made within run()
+        self._server_started = variant != "forkserver"  # the server is started at the first spawn
 
     def __reduce__(self):
         # Children get a fresh backend (sleep, channel, open_connection work there).
@@ -283,13 +328,19 @@ class Backend(base.SyncBackend):
         tasks, self._tasks = self._tasks, set()
         pending: dict[Any, ProcessTask] = {task._conn: task for task in tasks}
         deadline = time.monotonic() + grace
+        last_look: dict | None = None
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             # readable = a result arrived or the child died (EOF): either way it ended
-            for conn in wait(list(pending), remaining):
+            ended = wait(list(pending), min(remaining, IDLE_LOOK_S))
+            for conn in ended:
                 pending.pop(conn).settle()
+            look = None if ended else _blocked_state(pending.values())
+            if look is not None and look == last_look:
+                break  # none of them moved: blocked for good, not finishing
+            last_look = look
         # All at once, against one deadline: told one after the other, each child's exit (its
         # finally blocks, its queues' flush) was waited for before the next one was told.
         left = list(pending.values())
@@ -307,6 +358,9 @@ class Backend(base.SyncBackend):
             task._conn.close()
 
     def spawn(self, fn, *args):
+        if not self._server_started:
+            _start_fork_server()
+            self._server_started = True
         task = ProcessTask(self, fn, args)
         self._tasks.add(task)
         return task
