@@ -83,16 +83,16 @@ class FromSource:
 SUITES = {
     # its modules skip themselves unless --codspeed is given (docs/existing-suite.md)
     "fastapi": FromSource(codspeed_suite.SUITE, {}, ("--codspeed",), 1500),
-    # built pure Python, its C implementation's ids fail to import: the pure one's, an insert (slowed)
-    # and a lookup (not)
+    # built pure Python, its C implementation's ids fail: the pure one's (by node id: ``-k py``
+    # matches the module's name too), an insert (slowed: item assignment) and a lookup (not)
     "multidict": FromSource(
         real_suites.SUITES["multidict"],
         {"MULTIDICT_NO_EXTENSIONS": "1"},
         iterations=2,
-        select=(
-            "tests/test_multidict_benchmarks.py",
-            "-k",
-            "(test_multidict_insert_str or test_multidict_getitem_str) and py",
+        select=tuple(
+            f"tests/test_multidict_benchmarks.py::test_multidict_{test}[{cls}-py]"
+            for test in ("insert_str", "get_hit")
+            for cls in ("cs", "ci")
         ),
         slowed=r"^test_multidict_insert_str",
     ),
