@@ -158,6 +158,40 @@ def test_the_base_of_a_stored_baseline_is_its_clean_commit():
     assert spec is None and "records no git commit" in why
 
 
+# a few seconds (35 s at a load of 13): one real session whose base side fails to install
+@pytest.mark.once
+def test_a_base_that_does_not_install_is_said_in_one_line_with_the_fix(pytester):
+    """The arbiter's counted run, as it ends against a baseline committed with the tests alone
+    (no pyproject.toml: pip cannot install the commit): its log read back as one line naming the
+    problem, pip's reason and the fix, not pip's output verbatim."""
+    pytester.makepyfile(test_a="def test_a(benchmark):\n    benchmark(sum, [1, 2])\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=pytester.path, check=True)
+    subprocess.run([*git, "add", "test_a.py"], cwd=pytester.path, check=True)
+    subprocess.run([*git, "commit", "-qm", "tests alone"], cwd=pytester.path, check=True)
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=pytester.path, capture_output=True, text=True
+    ).stdout.strip()
+    spec = f"git:{commit}"
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only",
+        "-p",
+        "no:cacheprovider",
+        "--concurrency-measure=instructions",
+        f"--concurrency-against={spec}",
+    )
+    log = pytester.path / "counted.log"
+    log.write_text(result.stdout.str() + "\n" + result.stderr.str())
+    said = arbiter.failed(result.ret, str(log), spec)
+    assert "\n" not in said and " | " not in said, said
+    assert said.startswith(f"its base side ({spec}) could not be installed apart: "), said
+    assert "Neither 'setup.py' nor 'pyproject.toml' found" in said, said
+    assert said.endswith(
+        f"the project must install from its tree, as the base side of a count does (in a checkout "
+        f"of {commit[:10]}, pip install --no-deps --target DIR . shows the whole error)"
+    ), said
+
+
 @pytest.mark.once
 def test_the_counted_run_takes_the_users_command_line_less_what_it_sets_itself():
     args = ["tests", "--concurrency-measure", "time", "--concurrency-against=git:x", "-q"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -108,11 +109,8 @@ class Arbiter:
             try:
                 read = verdict_file.read(out)
             except verdict_file.VerdictFileError:
-                tail = child_sessions.log_tail(log, 5, " | ")
-                return undecided.Counts(
-                    base=spec,
-                    why_not=_stay(len(keys), f"the counted run exited {code}: {tail}"),
-                )
+                why = failed(code, log, spec)
+                return undecided.Counts(base=spec, why_not=_stay(len(keys), why))
         wanted = set(keys)
         verdicts = read.gate.verdicts if read.gate is not None else []
         found = {v.key: (v.status, v.change) for v in verdicts if v.key in wanted}
@@ -135,6 +133,33 @@ def base_of(meta) -> tuple[str | None, str]:
             "files, which cannot be counted again: save the baseline from a clean checkout"
         )
     return f"git:{commit}", ""
+
+
+def failed(code: int, log: str, spec: str) -> str:
+    """Why the counted run wrote no verdicts, in one line. Its base side not installing apart is
+    the likely cause against a stored baseline (a checkout that does not install from its tree):
+    that is named with pip's own reason and the fix, not pip's output verbatim."""
+    said = child_sessions.log_tail(log, 40).splitlines()
+    at = next((i for i, line in enumerate(said) if f" could not install {spec}" in line), None)
+    if at is None:
+        return f"the counted run exited {code}: {child_sessions.log_tail(log, 5, ' | ')}"
+    pips = [line.strip() for line in said[at + 1 :] if line.strip()]
+    # pip's summary line (a failed build's "× ..."), else its last error, else its last line
+    reason = next((line for line in pips if line.startswith("×")), "") or next(
+        (line for line in reversed(pips) if line.lower().startswith("error:")),
+        pips[-1] if pips else "no reason given",
+    )
+    reason = re.sub(r"^(error:|×)\s*", "", reason, flags=re.IGNORECASE).rstrip(".")
+    kind, _, what = spec.partition(":")
+    where = (
+        f"in a checkout of {what[:10]}, pip install --no-deps --target DIR ."
+        if kind == "git"
+        else f"pip install --no-deps --target DIR {what}"
+    )
+    return (
+        f"its base side ({spec}) could not be installed apart: {reason}; the project must "
+        f"install from its tree, as the base side of a count does ({where} shows the whole error)"
+    )
 
 
 def _stay(n: int, why: str) -> str:
