@@ -208,11 +208,6 @@ def calibrate_with(fixture, calibrate, precision, min_rounds: int) -> None:
     fixture._min_rounds = min_rounds
 
 
-def least_rounds(fixture, rounds: int) -> None:
-    """Its least rounds, set from its calibration (with a count for a round, that is its rounds)."""
-    fixture._min_rounds = rounds
-
-
 def precision(fixture) -> float:
     return fixture._get_precision(fixture._timer)
 

@@ -68,11 +68,6 @@ class Instrument:
         """Whether the warm-up rounds so far are enough (they ran ``rounds()``'s warm-up at least)."""
         return True
 
-    def rounds_after_warmup(self, warmup_samples: list, planned: int) -> int:
-        """A user's plain test's rounds (``planned`` before its warm-up), once its warm-up calls
-        counted ``warmup_samples`` (an exact instrument's, ``measure.driver.WarmUntilStable``)."""
-        return planned
-
     def before_round(self) -> None:
         """Called before each round, outside what is measured."""
 

@@ -431,20 +431,9 @@ class Callgrind(Instrument):
     WARM = 0.002
     MAX_WARMUP = 5
 
-    #: A user's plain test whose warm-up settled (its last two calls counted alike) is counted in
-    #: one round a layout: it is judged on the median of three layouts (the third where the first
-    #: two disagree), and under valgrind a round's readings cost about 35 ms each. One whose
-    #: warm-up never settled (``MAX_WARMUP`` calls) still gets the ``ROUNDS`` whose median is
-    #: judged, and whose spread says the count wanders.
-    SETTLED_ROUNDS = 1
-
     def warmed(self, warmup_samples: list) -> bool:
-        return len(warmup_samples) >= self.MAX_WARMUP or self._settled(warmup_samples)
-
-    def rounds_after_warmup(self, warmup_samples: list, planned: int) -> int:
-        return self.SETTLED_ROUNDS if self._settled(warmup_samples) else planned
-
-    def _settled(self, warmup_samples: list) -> bool:
+        if len(warmup_samples) >= self.MAX_WARMUP:
+            return True
         return (
             len(warmup_samples) >= 2
             and abs(warmup_samples[-1] - warmup_samples[-2]) <= self.WARM * warmup_samples[-1]

@@ -391,12 +391,11 @@ class WarmUntilStable:
 
         benchmark.pedantic = remembering_pedantic
         adapter.use_factories(benchmark, warming)
-        self._rounds = instrument.rounds(adapter.round_limits(benchmark)[0], 0)[0]
         adapter.calibrate_with(
             benchmark,
             self._calibrate,
             functools.partial(counter_precision, type(benchmark), fresh=instrument.round_timer),
-            self._rounds,
+            instrument.rounds(adapter.round_limits(benchmark)[0], 0)[0],
         )
 
     def _calibrate(self, runner) -> tuple[float, int, range]:
@@ -410,9 +409,6 @@ class WarmUntilStable:
         precision = adapter.precision(self._benchmark)
         call = max(self.counts[-1] - precision, 1.0)  # the function's own instructions
         loops = min(max(1, math.ceil(precision / (READING_SHARE * call))), MAX_LOOPS)
-        adapter.least_rounds(
-            self._benchmark, self._instrument.rounds_after_warmup(self.counts, self._rounds)
-        )
         return self.counts[-1] * loops, loops, range(loops)
 
     def _warm_up(self, call, unread, args, kwargs) -> None:
