@@ -24,6 +24,13 @@ ratios to the anchor are printed at the end.
     python3 evidence/count_cost.py --suites yarl --pairs 3   # the issue's main figure
     python3 evidence/count_cost.py --suites propcache --pairs 3 --kinds anchor,save,judge
     python3 evidence/count_cost.py --table evidence/count_cost/results.jsonl
+    python3 evidence/count_cost.py --doc-table evidence/count_cost/results.jsonl   # the docs' table
+
+Each row names the ``design`` measured (``--design``: what the plugin at that commit does; "-" for
+the anchor and the timed session) and the plugin commits whose anchors it is judged beside
+(``beside``: a commit, its own by default, or a list of commits whose anchors are pooled).
+``--doc-table`` writes the table of every design, with its ratios to the anchors beside it, into
+docs/gates/instructions.md between its ``cost-table`` markers.
 
 It needs PyPI (the sdist, the suite's venv) and valgrind.
 """
@@ -60,6 +67,15 @@ SELECTIONS = {
 KINDS = ("anchor", "save", "judge", "timed")
 SMOKE = {"suites": "yarl", "pairs": 1, "kinds": "anchor,save"}
 COMMON = ["--numprocesses=0", "-p", "no:cacheprovider", "-q"]
+DOC = real_suites.REPO / "docs" / "gates" / "instructions.md"
+MARKERS = ("<!-- cost-table -->\n", "<!-- /cost-table -->\n")
+SESSIONS = {
+    "anchor": "pytest-codspeed simulation",
+    "timed": "plain pytest-benchmark",
+    "save": "counted save",
+    "judge": "counted judgement",
+    "against": "counted against the base",
+}
 COUNT = ["--concurrency-measure=instructions"]
 
 
@@ -159,6 +175,7 @@ def run(args) -> list[dict]:
                         "pair": pair,
                         "kind": kind,
                         "plugin": plugin,
+                        "design": "-" if kind in ("anchor", "timed") else args.design,
                         **measured(cmd, env, rundir, logs / f"{name}.log"),
                         "command": " ".join(
                             [*(f"{k}={v}" for k, v in env.items()), *map(str, cmd)]
@@ -198,6 +215,59 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def doc_table(rows: list[dict]) -> str:
+    """The docs' table: for each set of anchors (``beside``) and suite, the anchors, then each
+    kind and design beside them, in the order measured; the ratios are medians over sessions of
+    one kind and design to the median over the anchors beside them."""
+    lines = [
+        "| suite | session | design | n | CPU s (each) | wall s (each) | CPU / anchor | wall / anchor |",
+        "|---|---|---|---:|---|---|---:|---:|",
+    ]
+
+    def beside(row: dict) -> tuple[str, ...]:
+        found = row.get("beside") or row["plugin"]  # a commit, or several pooled
+        return tuple(found) if isinstance(found, list) else (found,)
+
+    for batch in dict.fromkeys(map(beside, rows)):
+        mine = [r for r in rows if beside(r) == batch]
+        for dist in dict.fromkeys(r["suite"] for r in mine):
+            anchors = [
+                r
+                for r in rows
+                if r["suite"] == dist and r["kind"] == "anchor" and r["plugin"] in batch
+            ]
+            if not anchors:
+                continue
+            a_cpu = statistics.median(r["cpu_s"] for r in anchors)
+            a_wall = statistics.median(r["wall_s"] for r in anchors)
+            groups: dict[tuple, list[dict]] = {
+                ("anchor", f"- (beside {', '.join(batch)})"): anchors
+            }
+            for r in mine:
+                if r["suite"] == dist and r["kind"] != "anchor":
+                    groups.setdefault((r["kind"], r.get("design", "-")), []).append(r)
+            order = list(SESSIONS)
+            for (kind, design), these in sorted(groups.items(), key=lambda g: order.index(g[0][0])):
+                cpu = [r["cpu_s"] for r in these]
+                wall = [r["wall_s"] for r in these]
+                lines.append(
+                    f"| {dist} | {SESSIONS[kind]} | {design} | {len(these)} | "
+                    f"{', '.join(f'{x:.0f}' for x in cpu)} | {', '.join(f'{x:.0f}' for x in wall)} | "
+                    f"{statistics.median(cpu) / a_cpu:.2f}x | {statistics.median(wall) / a_wall:.2f}x |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def write_doc_table(rows: list[dict], doc: Path = DOC) -> None:
+    """``doc_table`` between the markers of ``doc``, written whole to a file beside it, then moved."""
+    text = doc.read_text()
+    start, end = (text.index(m) for m in MARKERS)
+    new = text[: start + len(MARKERS[0])] + doc_table(rows) + text[end:]
+    part = doc.with_suffix(".md.part")
+    part.write_text(new)
+    os.replace(part, doc)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", default="yarl")
@@ -215,12 +285,23 @@ def main() -> int:
     )
     parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
     parser.add_argument("--table", metavar="JSONL", help="print the table of a results file")
+    parser.add_argument(
+        "--doc-table",
+        metavar="JSONL",
+        help="write the docs' table of a results file into docs/gates/instructions.md",
+    )
+    parser.add_argument(
+        "--design", default="?", help="what the plugin measured does (its rows' `design`)"
+    )
     if parser.parse_known_args()[0].smoke:
         parser.set_defaults(**SMOKE)
     args = parser.parse_args()
-    if args.table:
-        rows = [json.loads(x) for x in Path(args.table).read_text().splitlines() if x.strip()]
-        print(table(rows))
+    if args.table or args.doc_table:
+        path = Path(args.table or args.doc_table)
+        rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        if args.doc_table:
+            write_doc_table(rows)
+        print(doc_table(rows) if args.doc_table else table(rows))
         return 0
     rows = run(args)
     print(table(rows))

@@ -781,6 +781,22 @@ def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_
     assert [len(s.layouts) for s in kept] == [2, 2]
 
 
+@pytest.mark.parametrize(
+    "second, threshold", [(1.0009e6, 0.01), (0.9991e6, 0.01), (1.0011e6, 0.02), (0.998e6, 0.02)]
+)
+def test_two_layouts_that_agree_stand_for_three(second, threshold):
+    """~0 s: a counted session's third layout counts only the tests its first two disagree on
+    (roles/forked_layouts.py), as the median of three lies between any two: two within 0.1%
+    (measure/layouts.py ``AGREE``) are judged at the 1% of three layouts, two farther apart at
+    the 2% of fewer, on either side."""
+    counted_meta = {**meta(), "measure": "instructions", "calibration": None}
+    three = baseline.document_from_records([_in_layouts(1e6, 1e6, 1e6)], counted_meta)
+    two = baseline.document_from_records([_in_layouts(1e6, second)], counted_meta)
+    for base, current in ((three, _in_layouts(1e6, second)), (two, _in_layouts(1e6, 1e6, 1e6))):
+        (v,) = gate.compare(Baseline.of(base), [current], counted_meta).verdicts
+        assert v.threshold == pytest.approx(threshold), (second, v)
+
+
 @pytest.mark.parametrize("layouts", [[[]], [[1.0, "x"]], {"a": [1.0]}, [[-1.0]]])
 def test_a_baseline_with_layouts_that_are_not_rounds_is_refused_by_name(layouts):
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .. import measure
+from ..measure import layouts
 from ..measure.records import Record, key_label, params_id
 from ..store import history
 from . import calibrate, controlled, interference, measuring, stats
@@ -703,7 +704,12 @@ def _threshold(sessions: list, cur: Record, judging: _Judging) -> tuple[float, s
     """The threshold set (or the instrument's default for the layouts counted, the fewer side's),
     and why the instrument's floor above it is used instead ("" if not)."""
     instrument = judging.instrument
-    counted_in = min(len(cur.layouts), *(1 + len(s.layouts) for s in sessions))
+    # two layouts that agree stand for three (measure/layouts.py: the third is counted only
+    # where the first two disagree)
+    counted_in = min(
+        layouts.counted_in(cur.layouts),
+        *(layouts.counted_in([s.samples, *s.layouts]) for s in sessions),
+    )
     threshold = judging.settings.threshold_for(cur, instrument.default_threshold_for(counted_in))
     floor = instrument.threshold_floor(cur)
     if floor is not None and floor[0] > threshold:

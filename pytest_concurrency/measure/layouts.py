@@ -17,6 +17,8 @@ elsewhere, while the start-up's objects stay where the counted session has them.
 
 from __future__ import annotations
 
+from statistics import median
+
 #: Strings of several lengths, an odd number of them: each of the allocator's size classes moves by
 #: another amount, so the names imported afterwards land at other offsets in their pools.
 PAD_OBJECTS = 101
@@ -46,3 +48,27 @@ def forked_to() -> int:
 
 def _objects(layout: int) -> list[str]:
     return [str(k) * (1 + k % 14) for k in range(layout * PAD_OBJECTS)]
+
+
+#: Two layouts whose medians lie within this fraction of each other agree. The median of three
+#: lies between any two of them, so when two agree a third can move it by no more than this: a
+#: tenth of the 1% judged over three layouts (gate/stats.py ``SAME_COUNT``). Forked layouts that
+#: agree count alike or within 0.05% (yarl's URL benchmarks: 8 of 11 so); those that disagree, by
+#: 0.4-0.9% (docs/gates/instructions.md).
+AGREE = 0.001
+#: The layouts whose median a third is needed for only where the first two disagree.
+OF_THREE = 3
+
+
+def medians_agree(a: list[float], b: list[float]) -> bool:
+    """Whether two layouts' rounds have medians within ``AGREE`` of each other."""
+    ma, mb = median(a), median(b)
+    return abs(ma - mb) <= AGREE * max(abs(ma), abs(mb))
+
+
+def counted_in(layouts: list[list[float]]) -> int:
+    """How many layouts a count stands for: those counted, or three for two that agree (the third,
+    not counted, could not have moved their median of three beyond ``AGREE``)."""
+    if len(layouts) == OF_THREE - 1 and all(layouts) and medians_agree(*layouts):
+        return OF_THREE
+    return len(layouts)

@@ -45,7 +45,7 @@ from .. import benchmark_adapter as adapter
 from .. import lifetime, plain_tests
 from ..backends import scratch
 from ..exit_codes import Exit
-from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel
+from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from ..store import atomic
 from . import child_sessions, crash, forked_layouts, stretched_timeouts
 from .argv import apart, own_coverage_data
@@ -128,8 +128,11 @@ def tests_measured_here(config, base_dir: str | None = None) -> Found:
     with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
         out = os.path.join(directory, "count")
         role = Role(PROBE, out=out, base_dir=base_dir)
+        # coverage (a suite's addopts) traced the probe's imports and wrote its report: 1-2 s
+        # of yarl's 3-3.5 s of CPU, and nothing of what a collection finds
+        no_cov = ["--no-cov"] if config.pluginmanager.has_plugin("pytest_cov") else []
         child_sessions.run(
-            child_sessions.command([*params.args, "--collect-only", "-q", *role.argv()]),
+            child_sessions.command([*params.args, "--collect-only", "-q", *no_cov, *role.argv()]),
             cwd=params.dir,
             env={**os.environ, **own_coverage_data(directory, "probe")},
             log=os.path.join(directory, "log"),
@@ -173,7 +176,8 @@ class Launcher:
                         f"pytest-concurrency: counting in {len(outs)} more "
                         f"layout{'s' * (len(outs) > 1)} forked from it after its collection "
                         "(objects landing elsewhere; the gate judges the median over "
-                        f"{len(outs) + 1} layouts)",
+                        f"{len(outs) + 1} layouts"
+                        f"{', the third where the first two disagree' * (len(outs) == 2)})",
                         flush=True,
                     )
                 role = Role(
@@ -618,11 +622,15 @@ class _BeforeSaving:
         yield
 
     def _join(self, config, benchmarks) -> None:
+        waiting = self._forked.waiting if self._forked is not None else ()
         try:
-            while not all(map(self._ended, self.role.layouts)):
-                if self.role.launcher is not None and launcher_gone(self.role.launcher):
-                    return  # killed: nothing of this session becomes a result (may_save)
-                time.sleep(self.POLL_S)
+            if not self._wait([out for out in self.role.layouts if out not in waiting]):
+                return  # killed: nothing of this session becomes a result (may_save)
+            if waiting:
+                assert self._forked is not None
+                self._forked.tell(self._disagreeing(benchmarks, self.role.layouts[0]))
+                if not self._wait(waiting):
+                    return
         except KeyboardInterrupt:  # forwarded by the launcher, which stops the passes too
             if self._forked is not None:  # ... or this session, which forked them
                 self._forked.stop()
@@ -638,6 +646,35 @@ class _BeforeSaving:
             if others:  # the gate judges the median over layouts
                 bench.extra_info["layouts"] = others
         self._say_how_they_went()
+
+    def _wait(self, outs) -> bool:
+        """Wait for the passes that write ``outs`` to end; False if the launcher is gone."""
+        while not all(map(self._ended, outs)):
+            if self.role.launcher is not None and launcher_gone(self.role.launcher):
+                return False
+            time.sleep(self.POLL_S)
+        return True
+
+    def _disagreeing(self, benchmarks, first: str) -> list[str]:
+        """The tests counted here that layout 1 (which writes ``first``) did not count alike
+        (``layouts.medians_agree``): the third layout counts these, the median of three of the
+        others is theirs."""
+        theirs = _load(first)
+        names = [
+            b.fullname
+            for b in benchmarks
+            if adapter.rounds(b)
+            and not (
+                b.fullname in theirs
+                and layouts.medians_agree(adapter.rounds(b), theirs[b.fullname])
+            )
+        ]
+        self.notes.append(
+            f"the third layout counted {len(names)} of {sum(bool(adapter.rounds(b)) for b in benchmarks)} "
+            f"tests: the others counted alike in the first two (within {layouts.AGREE:.1%}), "
+            "whose median of three is theirs"
+        )
+        return names
 
     def _say_how_they_went(self) -> None:
         counted = 0

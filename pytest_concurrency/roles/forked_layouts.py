@@ -11,6 +11,12 @@ measured in the session's process with their output in a log of its own, writes 
 where a started pass would (``Role.layouts``), and ends with ``os._exit``: nothing of pytest's
 session end (its reports, junit XML, coverage data, pytest-benchmark's files) runs in it.
 
+Of three layouts, the third is a median's tie-breaker: the median of three lies between any two,
+so where the first two agree (``layouts.medians_agree``) it is theirs whatever the third counts.
+Its child is forked with the others, pads its heap, then waits for the counted session to say,
+once layout 1 has ended, which tests the first two disagree on (``tell``), and counts only those
+(none, most often: yarl's 11 URL benchmarks, 8 of 11 agreed).
+
 A child dies with the counted session (PR_SET_PDEATHSIG) and ignores Ctrl-C, which the counted
 session's end answers by killing it (``stop``). One that a test ended leaves that test's node id in
 its ``running`` file and its exit status beside its rounds file (``exit_path``), for the launcher.
@@ -57,19 +63,37 @@ class Forked:
         self._running = running  # out -> its child's ``running`` file (crash.py)
         self._measured_here = measured_here  # item -> whether the pass runs it
         self.pids: dict[str, int] = {}
+        # of three layouts, the third waits to be told which tests to count (``tell``)
+        self.waiting = outs[1:] if len(outs) + 1 == layouts.OF_THREE else ()
+        self._told: dict[str, int] = {}  # out -> the pipe its child reads the tests from
 
     def start(self, session, counted) -> None:
         """Fork a child for each layout; in the child, run its pass and exit (never return)."""
         with_parent = lifetime.with_parent()  # made here: it checks the child's parent is this
         for n, out in enumerate(self.outs, 1):
+            told = os.pipe() if out in self.waiting else None
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()  # or the child's copy of what is buffered is written twice
             with warnings.catch_warnings():  # 3.12+: fork with threads running (a suite's -W error)
                 warnings.simplefilter("ignore", DeprecationWarning)
                 pid = os.fork()
             if pid == 0:
-                self._child(session, counted, n, out, with_parent)
+                for fd in self._told.values():  # an earlier child's: its end is the parent's
+                    os.close(fd)
+                if told is not None:
+                    os.close(told[1])
+                self._child(session, counted, n, out, with_parent, told[0] if told else None)
             self.pids[out] = pid
+            if told is not None:
+                os.close(told[0])
+                self._told[out] = told[1]
+
+    def tell(self, names: list[str]) -> None:
+        """The waiting children count these tests (pytest-benchmark's names for them) and no
+        other; each writes its rounds file, empty of tests for none."""
+        for out in list(self._told):
+            with contextlib.suppress(OSError), open(self._told.pop(out), "w") as fh:
+                json.dump(names, fh)  # a child killed meanwhile: its exit status says so
 
     def ended(self, out: str) -> bool:
         """Whether the child writing ``out`` has ended (its exit status written if not 0)."""
@@ -87,6 +111,8 @@ class Forked:
 
     def stop(self) -> None:
         """Kill the children still running and wait for them (an interrupted session)."""
+        for out in list(self._told):
+            os.close(self._told.pop(out))
         for out, pid in list(self.pids.items()):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -94,7 +120,7 @@ class Forked:
                 os.waitpid(pid, 0)
             del self.pids[out]
 
-    def _child(self, session, counted, layout: int, out: str, with_parent) -> None:
+    def _child(self, session, counted, layout: int, out: str, with_parent, told) -> None:
         code = 1
         try:
             with_parent()  # dies with the counted session
@@ -105,6 +131,12 @@ class Forked:
             counted.memory_pass = False
             counted.in_progress = crash.Running(self._running(out))
             items = [item for item in session.items if self._measured_here(item)]
+            if told is not None:
+                names = _names(told)
+                if names is None:  # the counted session ended without a word: nothing to count
+                    code = 0
+                    return
+                items = [item for item in items if item.nodeid in names]
             for i, item in enumerate(items):
                 following = items[i + 1] if i + 1 < len(items) else None
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
@@ -127,6 +159,13 @@ class Forked:
                 with contextlib.suppress(Exception):
                     stream.flush()
             os._exit(code)
+
+
+def _names(fd: int) -> set[str] | None:
+    """The tests a waiting child is told to count (``Forked.tell``); None if it was told nothing."""
+    with open(fd, encoding="utf-8") as fh:
+        text = fh.read()  # blocks until the counted session writes and closes its end
+    return set(json.loads(text)) if text else None
 
 
 def _output_to(config, path: str) -> None:
