@@ -252,11 +252,11 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--output", metavar="PATH", help="with --verdicts: also write the merged verdict file"
     )
-    for tables in (r, m):  # both render the tables
-        tables.add_argument(
+    for rendering in (r, m):  # both render the tables
+        rendering.add_argument(
             "--width", type=_width, default=None, help="terminal width (default: this terminal's)"
         )
-        tables.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
+        rendering.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
     from . import bisection
 
     bisection.add_parser(sub)
