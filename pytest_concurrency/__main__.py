@@ -191,10 +191,6 @@ def parser() -> argparse.ArgumentParser:
         help="print one markdown table instead: a line per case, a column per model (per-op figure)",
     )
     r.add_argument(
-        "--width", type=_width, default=None, help="terminal width (default: this terminal's)"
-    )
-    r.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
-    r.add_argument(
         "--threshold",
         type=_percent,
         default=None,
@@ -256,10 +252,11 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--output", metavar="PATH", help="with --verdicts: also write the merged verdict file"
     )
-    m.add_argument(
-        "--width", type=_width, default=None, help="terminal width (default: this terminal's)"
-    )
-    m.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
+    for rendering in (r, m):  # both render the tables
+        rendering.add_argument(
+            "--width", type=_width, default=None, help="terminal width (default: this terminal's)"
+        )
+        rendering.add_argument("--color", action="store_true", help="colour the verdicts (ANSI)")
     from . import bisection
 
     bisection.add_parser(sub)

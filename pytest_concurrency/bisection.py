@@ -493,7 +493,7 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     from . import measure
 
-    with _interruptible():
+    with _on_signals(_raise_interrupted):
         try:
             if bool(args.versions) == bool(args.good or args.bad):
                 raise BisectError("give --good REV --bad REV, or --versions 'PKG==A..PKG==B'")
@@ -536,7 +536,7 @@ def _run(history, args) -> int:
             history.open(work)
             found = search(task, args.each)
         finally:
-            with _uninterrupted():
+            with _on_signals(signal.SIG_IGN):
                 history.close()
                 shutil.rmtree(work, ignore_errors=True)
                 os.close(lock)
@@ -586,22 +586,12 @@ def _raise_interrupted(signum, frame) -> None:
 
 
 @contextlib.contextmanager
-def _interruptible():
-    """A Ctrl-C or a SIGTERM (``timeout``, a cancelled CI job) raises ``Interrupted`` once."""
+def _on_signals(handler):
+    """A Ctrl-C or a SIGTERM (``timeout``, a cancelled CI job) handled by ``handler`` meanwhile:
+    ``_raise_interrupted`` raises ``Interrupted`` once; in the clean-up, ``SIG_IGN``: a signal
+    then is not to stop it halfway (the run ends right after)."""
     signals = (signal.SIGINT, signal.SIGTERM)
-    previous = {s: signal.signal(s, _raise_interrupted) for s in signals}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-@contextlib.contextmanager
-def _uninterrupted():
-    """The clean-up: a signal now is not to stop it halfway (the run ends right after)."""
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
+    previous = {s: signal.signal(s, handler) for s in signals}
     try:
         yield
     finally:

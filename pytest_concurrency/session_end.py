@@ -80,11 +80,6 @@ class SessionOutcome:
             or bool(self.memory and self.memory.failed)
         )
 
-    @property
-    def exit_status(self) -> int:
-        """What the session exits with when its tests passed (``status``)."""
-        return self.status(Exit.OK)
-
     def status(self, given: int) -> int:
         """What the session exits with, pytest's own status ``given``: exit_codes.of_run."""
         return of_run(

@@ -995,12 +995,11 @@ def test_a_slowdown_only_a_noisy_baseline_hides_passes_and_says_so():
     noisy = Verdict(("ring", "n=1", "gevent"), INCONCLUSIVE, too_noisy=True)
     regressed = Verdict(("ring", "n=1", "asyncio"), REGRESSED)
     outcome = session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy]))
-    assert outcome.exit_status == 0 and GateResult(verdicts=[noisy]).too_noisy == [noisy]
+    assert outcome.status(0) == 0 and GateResult(verdicts=[noisy]).too_noisy == [noisy]
     assert (
-        session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy, regressed])).exit_status
-        == 1
+        session_end.SessionOutcome([], gate=GateResult(verdicts=[noisy, regressed])).status(0) == 1
     )
-    assert session_end.SessionOutcome([], gate=GateResult()).exit_status == 0
+    assert session_end.SessionOutcome([], gate=GateResult()).status(0) == 0
 
 
 def test_counts_that_changed_restart_at_once():
@@ -1127,7 +1126,7 @@ def test_the_session_exits_seven_when_the_baseline_must_be_recorded_again():
     outcome = session_end.SessionOutcome(
         records=[], gate=GateResult(rerecord="the measuring side changed")
     )
-    assert outcome.exit_status == Exit.RERECORD_BASELINE == 7
+    assert outcome.status(0) == Exit.RERECORD_BASELINE == 7
 
 
 def test_new_and_missing_counted_benchmarks_read_in_instructions_not_seconds():

@@ -161,8 +161,12 @@ def compare(
     instrument = measure.instrument(current_meta.get("measure"))
     speed = _speed(base, current_meta, mismatch, settings, instrument, against, notes)
     notes += _baseline_notes(base, current_meta, against)
+    # each timed benchmark's sessions and rounds divided by their controls, or why they cannot be
     divided = {
-        rec.key: _over_controls(base.sessions.get(rec.key), rec, instrument) for rec in current
+        rec.key: controlled.divide(base.sessions[rec.key], rec)
+        if rec.key in base.sessions and instrument.machine_bound
+        else None
+        for rec in current
     }
     typical = _typical_drifts(base.sessions, current, divided)
     judging = _Judging(base.meta, current_meta, instrument, speed, settings, typical)
@@ -243,7 +247,7 @@ def _verdicts(
     base: history.Baseline, current: list[Record], divided: Mapping, judging: _Judging, against: str
 ) -> list[Verdict]:
     """One verdict for each benchmark of this run and each of the baseline's it did not run, in
-    the gate's order; ``divided``: each one's ``_over_controls``."""
+    the gate's order; ``divided``: each one's rounds over its controls (``compare``)."""
     base_sessions = base.sessions
     explained = base.latest  # what explains a change
     verdicts = []
@@ -460,17 +464,14 @@ def _within_process_spread(v: Verdict, first_median: float | None, again: Record
     if v.change > gap:
         return False
     v.status = INCONCLUSIVE
+    said = "one baseline session" if (v.sessions or 1) == 1 else f"{v.sessions} baseline sessions"
     v.note = _join(
         v.note,
         f"this run's two processes of the same code differ by {gap:.1%}, as much as this "
-        f"change: {_sessions_said(v.sessions or 1)} cannot tell it from a process's own speed "
+        f"change: {said} cannot tell it from a process's own speed "
         "(save 3 or more sessions to learn this benchmark's drift)",
     )
     return True
-
-
-def _sessions_said(n: int) -> str:
-    return "one baseline session" if n == 1 else f"{n} baseline sessions"
 
 
 def reproduce(first: GateResult, second: GateResult, reruns: Mapping[tuple, Record]) -> GateResult:
@@ -599,16 +600,6 @@ class _Judging:
     typical: Mapping[bool, float | None]
 
 
-def _over_controls(
-    sessions: list | None, rec: Record, instrument: measure.Instrument
-) -> controlled.Divided | str | None:
-    """A timed benchmark's sessions and rounds divided by their controls, or why they cannot be;
-    ``None``: not timed, or not in the baseline."""
-    if sessions is None or not instrument.machine_bound:
-        return None
-    return controlled.divide(sessions, rec)
-
-
 def _typical_drifts(base_sessions: Mapping, current: list, divided: Mapping) -> dict:
     """``_Judging.typical``: the drifts of this run's timed benchmarks, each as it is judged."""
     drifts: dict[bool, list] = {True: [], False: []}
@@ -657,9 +648,10 @@ class _Case:
 def _judge(
     sessions: list, cur: Record, divided: controlled.Divided | str | None, judging: _Judging
 ) -> Verdict:
-    """``divided``: ``_over_controls``'s. In steps: the benchmark's threshold and kept sessions,
-    its changes, the threshold widened by drift, the decision, then what leaves it inconclusive
-    (a baseline too noisy, a change within the sessions' own span, the machine)."""
+    """``divided``: its rounds over its controls (``compare``). In steps: the benchmark's
+    threshold and kept sessions, its changes, the threshold widened by drift, the decision, then
+    what leaves it inconclusive (a baseline too noisy, a change within the sessions' own span,
+    the machine)."""
     case = _case(sessions, cur, divided, judging)
     verdict = _first_verdict(case, judging)
     if not (case.baseline_median > 0 and case.cur.median > 0):  # no samples (nan), a 0-time clock
@@ -742,7 +734,9 @@ def _first_verdict(case: _Case, judging: _Judging) -> Verdict:
 
 def _changes(verdict: Verdict, case: _Case) -> None:
     """The changes shown beside the decision: raw, normalized, over the controls."""
-    case.raw_change = case.raw_cur.median / _raw_center(case.raw_sessions, case.bad) - 1
+    # raw: the kept sessions' raw rounds, whatever the judging was over
+    raw_kept = [x for i, s in enumerate(case.raw_sessions) if i not in case.bad for x in s.samples]
+    case.raw_change = case.raw_cur.median / stats.center([raw_kept]) - 1
     verdict.raw_change = case.raw_change
     if case.speed.ratio:
         verdict.normalized_change = case.cur.median / (case.baseline_median * case.speed.ratio) - 1
@@ -851,12 +845,6 @@ def _the_machine(verdict: Verdict, c, case: _Case, judging: _Judging) -> None:
     if machine:
         verdict.status, verdict.interference = INCONCLUSIVE, machine
         verdict.note = _join(verdict.note, machine)
-
-
-def _raw_center(sessions: list, left_out: Mapping) -> float:
-    """The baseline's center on raw time, of the sessions the gate kept: the raw change shown."""
-    kept = [s for i, s in enumerate(sessions) if i not in left_out]
-    return stats.center([[x for s in kept for x in s.samples]])
 
 
 def versions_changed(base_version: str, cur: Record, base_meta: Mapping, cur_meta: Mapping) -> dict:

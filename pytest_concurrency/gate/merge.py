@@ -197,11 +197,11 @@ def _joined_meta(metas: Sequence[tuple[str, Mapping]]) -> dict:
             (len(calibrations) - 1) // 2
         ]
     depth = max(len(m.get("history") or ()) for _, m in metas)
+    histories = [m.get("history") or [] for _, m in metas]
+    sessions = [[h[i] for h in histories if i < len(h)] for i in range(depth)]
     meta["history"] = [
-        _joined_session(
-            [(m.get("history") or [])[i] for _, m in metas if i < len(m.get("history") or [])]
-        )
-        for i in range(depth)
+        {**entries[0], "benchmarks": [b for e in entries for b in e["benchmarks"]]}
+        for entries in sessions
     ]
     return meta
 
@@ -217,10 +217,6 @@ def _union(parts: list[Mapping], what: str, metas) -> dict:
                     Exit.MERGE_MISMATCH,
                 )
     return dict(sorted(out.items()))
-
-
-def _joined_session(entries: list[Mapping]) -> dict:
-    return {**entries[0], "benchmarks": [b for e in entries for b in e["benchmarks"]]}
 
 
 # -- verdict files ----------------------------------------------------------------------------

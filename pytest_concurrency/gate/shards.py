@@ -85,17 +85,11 @@ def from_section(value, where: str) -> Shard | None:
     return Shard(int(value["index"]), int(value["count"]))
 
 
-def _nodeid(bench: Mapping) -> str | None:
-    """A baseline entry's node id (pytest-benchmark's ``fullname``), if it is one."""
-    name = bench.get("fullname")
-    return name if isinstance(name, str) and "::" in name else None
-
-
 def home(bench: Mapping, count: int) -> int:
     """The shard a baseline entry is judged in. Without a node id (a file not written by a
     pytest session) it is shard 1's, so that exactly one shard reports it, as one run would."""
-    nodeid = _nodeid(bench)
-    return of(nodeid, count) if nodeid else 1
+    nodeid = bench.get("fullname")  # pytest-benchmark's, when it is one
+    return of(nodeid, count) if isinstance(nodeid, str) and "::" in nodeid else 1
 
 
 def mine(base: history.Baseline, shard: Shard) -> tuple[history.Baseline, int]:

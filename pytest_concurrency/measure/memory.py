@@ -65,10 +65,6 @@ _KEYS = {
 }
 
 
-def key_of(probe: str) -> str:
-    return _KEYS[probe][0]
-
-
 def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
     """The figures above from ``WARMUP + READINGS`` calls of ``one_round()`` under ``guard()``
     (``WARMUP + ENOUGH`` when no leak probe grew by its floor in those, ``READINGS`` more when
@@ -123,7 +119,7 @@ def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
         tasks_per_round=tasks or None,
     )
     if missing:
-        out["memory_not_measured"] = {key_of(name): why for name, why in missing.items()}
+        out["memory_not_measured"] = {_KEYS[name][0]: why for name, why in missing.items()}
     return out
 
 

@@ -153,10 +153,6 @@ def _legend(ax, n: int) -> None:
     )
 
 
-def _case_label(params: dict, varying: list[str]) -> str:
-    return ", ".join(f"{k}={params.get(k)}" for k in varying)
-
-
 def _cases(records: list[Record]) -> list[str]:
     cases: list[str] = []
     for r in records:
@@ -183,7 +179,7 @@ def _bars(
         where.update({(case, backend): x for case, x in zip(cases, xs)})
     ax.set_xticks(range(len(cases)))
     by_pid = {params_id(r.params): r.params for r in records}
-    ax.set_xticklabels([_case_label(by_pid[c], varying) for c in cases])
+    ax.set_xticklabels([", ".join(f"{k}={by_pid[c].get(k)}" for k in varying) for c in cases])
     ax.grid(axis="y", which="both", alpha=0.3)
     ax.set_axisbelow(True)
     return {id(r): where[(params_id(r.params), r.backend)] for r in records}

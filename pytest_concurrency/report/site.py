@@ -114,10 +114,6 @@ def _change(v: Mapping | None) -> str:
     return fmt_change(v.get("change")) if v and v.get("change") is not None else ""
 
 
-def _amount(value: float, measure: str) -> str:
-    return trend.amount(value, measure)
-
-
 def _run_label(run: Mapping) -> str:
     commit = (run.get("commit") or "no commit")[:10]
     return f"{commit} {run.get('date', '')} {run.get('branch') or ''}".strip()
@@ -206,7 +202,7 @@ class Site:
                 svg.chart(
                     drawn,
                     runs,
-                    functools.partial(_amount, measure=measure),
+                    functools.partial(trend.amount, measure=measure),
                     f"{case}: {MEASURE_TITLES.get(measure, measure)}",
                 )
             )

@@ -54,8 +54,7 @@ _BASE_RAN = (Exit.OK, Exit.TESTS_FAILED, Exit.NO_TESTS_COLLECTED, Exit.RERECORD_
 BASE_GRACE_S = 300.0
 
 
-#: A Ctrl-C before the head's session said where it found it (installing the base, a side's start-up).
-def refuse(settings, config) -> None:
+def refuse(settings) -> None:
     """What --concurrency-against cannot pair round by round (yet): a usage error naming the ways out."""
     if settings.isolate:
         raise pytest.UsageError(
@@ -96,7 +95,7 @@ def orchestrate(config, settings, written: list[str]) -> int:
 
     # counted, each side is a whole counted run: nothing refused
     if settings.instrument.machine_bound:
-        refuse(settings, config)
+        refuse(settings)
     root = Path(str(config.invocation_params.dir))
     scratch = sides.run_directory()
     try:
@@ -147,7 +146,7 @@ def _run_sides(config, settings, run: sides.Run, written: list[str]) -> int:
     # with pytest's cache plugin off (-p no:cacheprovider) a cache_dir option is unknown to the
     # sides' pytest: a project whose warnings are errors (yarl's) failed to start
     cached = config.pluginmanager.has_plugin("cacheprovider")
-    cache = _run_cache(run.directory / "1", cached)
+    cache = str(run.directory / "1" / "cache") if cached else None
     lines = command_lines(args, True, cache, users_cache_dir(config) if cached else None)
     first = _run_pair(settings, run, 1, lines)
     try:
@@ -234,7 +233,7 @@ def _run_pair(
             child_sessions.command([*argv, *role.argv()]),
             {
                 **env,
-                "PYTHONPATH": _prepend(path, env.get("PYTHONPATH")),
+                "PYTHONPATH": os.pathsep.join([str(path), *filter(None, [env.get("PYTHONPATH")])]),
                 **(own_coverage_data(str(directory), f"side-{side}") if own else {}),
             },
         )
@@ -276,11 +275,6 @@ def users_cache_dir(config) -> str:
     return str(Path(config.rootpath, os.path.expanduser(os.path.expandvars(name))))
 
 
-def _run_cache(directory: Path, cached: bool) -> str | None:
-    """A pair's cache directory in the run's own, for ``command_lines`` (None: the plugin is off)."""
-    return str(directory / "cache") if cached else None
-
-
 def command_lines(
     args: list, first: bool, cache: str | None, head_cache: str | None = None
 ) -> dict:
@@ -319,13 +313,8 @@ def _again(settings, run: sides.Run, args: list, first: _Pair, cached: bool) -> 
     if len(first.docs) < 2:
         return []
     again: list = []
-    threshold = paired.thresholds(settings.gate)
     for number in range(2, paired.MAX_SESSIONS + 1):
-        done = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
-        result = paired.judge(
-            first.records(lockstep.A), first.records(lockstep.B), threshold, again=done
-        )
-        keys = set(paired.undecided(result))
+        keys = set(paired.undecided(_pairs_judged(settings, first, again)))
         only = first.tests_of(lockstep.B, keys)
         if not only:
             break
@@ -337,7 +326,8 @@ def _again(settings, run: sides.Run, args: list, first: _Pair, cached: bool) -> 
             "measurement)",
             flush=True,
         )
-        lines = command_lines(args, False, _run_cache(run.directory / str(number), cached))
+        cache = str(run.directory / str(number) / "cache") if cached else None
+        lines = command_lines(args, False, cache)
         again.append(_run_pair(settings, run, number, lines, only=only))
     return again
 
@@ -350,10 +340,6 @@ def _wait(procs: dict) -> dict:
     except subprocess.TimeoutExpired:
         codes[lockstep.A] = None
     return codes
-
-
-def _prepend(site: Path, path: str | None) -> str:
-    return os.pathsep.join([str(site), *filter(None, [path])])
 
 
 def _leave_on_exit(coordinator, side: str, proc) -> None:
@@ -426,17 +412,20 @@ def _paired(settings, run: sides.Run, first: _Pair, again: list, arbiter: Arbite
     base_ids = first.docs[lockstep.A].get("identity") or {}
     head_ids = first.docs[lockstep.B].get("identity") or {}
     errors += sides.check(run.site, base_ids, head_ids)
-    further = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
-    threshold = paired.thresholds(settings.gate)
-    result = paired.judge(
-        first.records(lockstep.A), first.records(lockstep.B), threshold, again=further
-    )
+    result = _pairs_judged(settings, first, again)
     result.sides = paired.sides_line(base_ids, head_ids)
     keys = undecided.of_paired(result.verdicts)
     if keys and not errors:  # what time left undecided, counted on both sides
         counts = arbiter.count(keys, str(run.spec), first.tests_of(lockstep.B, keys))
         result.undecided = undecided.settle(result.verdicts, keys, counts)
     return result
+
+
+def _pairs_judged(settings, first: _Pair, again: list):
+    """The first pair's rounds judged with those of the later pairs that wrote both sides'."""
+    further = [(p.records(lockstep.A), p.records(lockstep.B)) for p in again if len(p.docs) == 2]
+    threshold = paired.thresholds(settings.gate)
+    return paired.judge(first.records(lockstep.A), first.records(lockstep.B), threshold, further)
 
 
 def _nothing_judged(spec, first: _Pair) -> str | None:
@@ -492,7 +481,7 @@ class Side(MeasuringSession):
 
     @pytest.hookimpl(tryfirst=True)  # as MeasuringSession's: before xdist starts workers
     def pytest_configure(self, config) -> None:
-        refuse(self.settings, config)
+        refuse(self.settings)
         super().pytest_configure(config)
 
     def pytest_sessionstart(self, session) -> None:

@@ -466,11 +466,7 @@ def cases_left_out(config) -> None:
                 "(--concurrency-benchmark-table)"
             )
 
-    adapter.table_without(bs, _is_case, say)
-
-
-def _is_case(bench: dict) -> bool:
-    return "concurrency_case" in (bench.get("params") or {})
+    adapter.table_without(bs, lambda bench: "concurrency_case" in (bench.get("params") or {}), say)
 
 
 def marker_kwarg(node, name: str):

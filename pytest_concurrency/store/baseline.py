@@ -196,22 +196,6 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _document(
-    benchmarks: list[dict],
-    meta: Mapping,
-    machine_info: Mapping | None = None,
-    commit_info: Mapping | None = None,
-) -> dict:
-    return {
-        "machine_info": dict(machine_info) if machine_info else _machine_info(),
-        "commit_info": dict(commit_info) if commit_info else {},
-        "benchmarks": list(benchmarks),
-        "datetime": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-        "version": benchmark_adapter.version(),
-        SECTION: dict(meta),
-    }
-
-
 def document_from_records(
     records: Iterable[Record],
     meta: Mapping,
@@ -248,7 +232,14 @@ def document_from_records(
                 },
             }
         )
-    return _document(benchmarks, meta, machine_info, commit_info)
+    return {
+        "machine_info": dict(machine_info) if machine_info else _machine_info(),
+        "commit_info": dict(commit_info) if commit_info else {},
+        "benchmarks": benchmarks,
+        "datetime": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+        "version": benchmark_adapter.version(),
+        SECTION: dict(meta),
+    }
 
 
 def _machine_info() -> dict:
