@@ -11,8 +11,6 @@ joined (gate/merge.py). ``bisect``: the first commit or release where a benchmar
 threshold (bisection.py).
 """
 
-from __future__ import annotations
-
 import argparse
 import os
 import re

@@ -5,8 +5,6 @@ the ``benchmark`` fixture's private attributes and a record's rounds. A fixture'
 each one's rounds are its ``.stats.data``. Layer 0, like exit_codes: it imports nothing of ours.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any
 

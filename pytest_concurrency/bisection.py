@@ -28,8 +28,6 @@ cancelled CI job) ends it as a Ctrl-C does, cleaned up, with one line naming the
 at, exit 2. Each step's processes die with it (PDEATHSIG).
 """
 
-from __future__ import annotations
-
 import contextlib
 import fcntl
 import glob

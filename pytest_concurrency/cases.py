@@ -6,8 +6,6 @@ program (native/), a case of a worker-isolated or counted session in a worker pr
 (measure/driver.py).
 """
 
-from __future__ import annotations
-
 import itertools
 
 import pytest

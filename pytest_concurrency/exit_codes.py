@@ -3,8 +3,6 @@
 A leaf: it imports nothing of the package, so that every layer may name a status.
 """
 
-from __future__ import annotations
-
 import enum
 
 

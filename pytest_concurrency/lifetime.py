@@ -3,8 +3,6 @@ only when it can end cleanly. Imports nothing of the package, so every layer may
 backends' workers, the runners' fork servers, the native programs and the child pytest sessions
 (child_sessions.py)."""
 
-from __future__ import annotations
-
 import os
 import signal
 import subprocess

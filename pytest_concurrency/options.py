@@ -6,8 +6,6 @@ over the ini file, into a frozen ``Settings``. A new setting is one more ``Optio
 (and a field of ``Settings`` of the same name).
 """
 
-from __future__ import annotations
-
 import argparse
 from dataclasses import dataclass
 

@@ -19,8 +19,6 @@ An output replaces an existing file only of its own kind (an empty file is every
 Anything else is refused in one line naming the options, the path and the fix, and left as it is.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 from collections.abc import Callable, Iterable

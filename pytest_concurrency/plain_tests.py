@@ -8,8 +8,6 @@ session (passes.py); with ``memory=True`` (or ``--concurrency-memory``) its func
 again after its rounds for the memory pass; and its record gets the keys the gate matches on.
 """
 
-from __future__ import annotations
-
 import contextlib
 import inspect
 import os

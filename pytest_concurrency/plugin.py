@@ -1,8 +1,6 @@
 """pytest wiring: the options, the marker, the fixtures and their parametrization, and the
 registration of this process's role (roles/), whose object implements the rest of the hooks."""
 
-from __future__ import annotations
-
 import sys
 
 import pytest

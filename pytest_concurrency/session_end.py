@@ -5,8 +5,6 @@ order of these steps, and what a failure in one of them does to the session, is 
 The role hands it what it knows as values (``Ended``); the pipeline never calls the role back.
 """
 
-from __future__ import annotations
-
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field

@@ -9,8 +9,6 @@ before any benchmark runs.
 ``dataclasses.replace`` (``with_jobs`` for the lanes of a counted session under ``-n N``).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import math
 import os

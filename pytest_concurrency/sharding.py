@@ -5,8 +5,6 @@ against the base) collects the same suite and keeps the same shard, as each test
 hash of its node id (gate/shards.py). The other shards' tests are deselected, as ``-k`` would.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 
 import pytest

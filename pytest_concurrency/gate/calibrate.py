@@ -8,8 +8,6 @@ samples carry that, and the gate's statistics judge it). On a 2-core machine wit
 hogged, the median of repeats moved up to 2x while the fastest stayed within 2%.
 """
 
-from __future__ import annotations
-
 import platform
 import time
 

@@ -8,8 +8,6 @@ rounds are expressed in seconds at the baseline's typical control (``scale``), s
 the gate shows stays a time, "as the baseline's machine would have run them".
 """
 
-from __future__ import annotations
-
 import dataclasses
 import statistics
 from dataclasses import dataclass

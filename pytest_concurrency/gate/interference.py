@@ -6,8 +6,6 @@ gate.compare makes those inconclusive (and re-measures them), and the kernel gat
 same for figures the scheduler moves.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping
 
 from ..measure.records import Record

@@ -3,8 +3,6 @@ session's records against the baseline, or for leaks alone without one; a suspec
 (its test run in a fresh process) judged on the faster of its two sessions; what time still left
 undecided counted, and settled on the counts (gate/undecided.py)."""
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 

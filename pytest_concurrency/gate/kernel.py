@@ -16,8 +16,6 @@ A figure either side did not measure (no perf_event_open there, or no kernel fig
 as under valgrind) reads "not measured", with the reason: never unchanged, never passed.
 """
 
-from __future__ import annotations
-
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass

@@ -9,8 +9,6 @@ again, naming what changed. The user's own packages (and the concurrency librari
 what the gate is for: they never trigger it, they are named beside a verdict instead.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 
 #: What is compared, and how it is called in the message.

@@ -20,8 +20,6 @@ hooks (per live task); they repeat between runs far better than times, so there 
 statistics here, only sizes.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 

@@ -7,8 +7,6 @@ suite once (the same shard twice, shards of different splits, a shard missing, a
 two files, or shards that collected different suites).
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 
 from .. import measure

@@ -32,8 +32,6 @@ judged on time (``LOADED``), and none is measured after it. Kernel figures are c
 they are judged on their quads together, and a change must be in both halves of them.
 """
 
-from __future__ import annotations
-
 import collections
 import math
 import os

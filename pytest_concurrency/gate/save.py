@@ -2,8 +2,6 @@
 front of the sessions already there, under the file's lock, as the file is now (another session
 may have saved to it since this one started); or why it is not (``refusal``)."""
 
-from __future__ import annotations
-
 import sys
 from collections.abc import Callable
 

@@ -14,8 +14,6 @@ Sessions are kept newest first (index 0 is the baseline's latest); a message nam
 was saved (``named``), as a user who counts saves from the first would otherwise look at another.
 """
 
-from __future__ import annotations
-
 import datetime as _dt
 import math
 from collections.abc import Mapping, Sequence

@@ -12,8 +12,6 @@ merge knows which shards must be there and that they ran the same suite. Judging
 baseline's benchmarks of the other shards are left out, not reported missing.
 """
 
-from __future__ import annotations
-
 import re
 import zlib
 from collections.abc import Iterable, Mapping

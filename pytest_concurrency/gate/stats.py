@@ -20,8 +20,6 @@ per side cannot go below p = 0.1): such cases are ``inconclusive`` with the numb
 rounds needed, never a silent pass or a coin-flip failure.
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass

@@ -16,8 +16,6 @@ read a record's median, which is the same from them. ``position``: the test's pl
 collection (before shards were taken from it), so merged records come in one run's order.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import os
 import statistics

@@ -9,8 +9,6 @@ with the machine), never which instrument ran.
 ``driver`` runs and records rounds with whichever instrument the session uses.
 """
 
-from __future__ import annotations
-
 #: Where the profile of a test's last round (where its instructions went, for an instrument that
 #: knows) is read: here; by another process at full speed (``received``), this one being slow at it
 #: (a worker under valgrind, or a session run whole there); or nowhere (a pass that writes rounds).

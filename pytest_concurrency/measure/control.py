@@ -18,8 +18,6 @@ waits (timers, sockets served elsewhere, other threads or processes doing the wo
 process runs on several cores at once do not, and are judged on raw time (``scales``).
 """
 
-from __future__ import annotations
-
 import bisect
 import contextlib
 import gc

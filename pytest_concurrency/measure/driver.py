@@ -9,8 +9,6 @@ context switches and other processes' load (``usage.Window``), per round, warm-u
 since it also ran.
 """
 
-from __future__ import annotations
-
 import contextlib
 import functools
 import inspect

@@ -15,8 +15,6 @@ its collection, before its first round (``pad``): there everything the tests all
 elsewhere, while the start-up's objects stay where the counted session has them.
 """
 
-from __future__ import annotations
-
 from statistics import median
 
 #: Strings of several lengths, an odd number of them: each of the allocator's size classes moves by

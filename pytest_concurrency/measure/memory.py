@@ -30,8 +30,6 @@ nothing leaks. Judged in gate/memory.py; the keys (see records.py):
 The workload's own ``memory`` hook (spawn, cancel: KiB per live task) runs after this.
 """
 
-from __future__ import annotations
-
 import array
 import gc
 import statistics

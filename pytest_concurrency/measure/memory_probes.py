@@ -23,8 +23,6 @@
   on threading with nothing kept).
 """
 
-from __future__ import annotations
-
 import ctypes
 import gc
 import os

@@ -8,8 +8,6 @@ test whose parametrization names none has no model (``backend`` is ``""``), and 
 messages name it by itself. Nothing is guessed from what the test imports.
 """
 
-from __future__ import annotations
-
 import re
 from typing import Any
 

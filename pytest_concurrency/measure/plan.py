@@ -2,8 +2,6 @@
 by every function that measures a case wherever it runs (here: ``driver``; in a worker:
 ``runner/isolate.py``; in a native program: ``native/``)."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Any
 

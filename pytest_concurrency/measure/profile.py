@@ -11,8 +11,6 @@ and a regression is explained by what grew per op in each (``growth``): the func
 the code, the objects say whether it was the interpreter, a library's C code or libc.
 """
 
-from __future__ import annotations
-
 import os
 
 FUNCTIONS = 40  # the costliest functions of a round kept for "where did it grow"

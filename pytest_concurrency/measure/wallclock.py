@@ -1,7 +1,5 @@
 """The time instrument: wall-clock seconds per round, pytest-benchmark's own clock."""
 
-from __future__ import annotations
-
 import time
 
 from . import Instrument

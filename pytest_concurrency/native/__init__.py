@@ -8,8 +8,6 @@ and why a row is skipped. They are reference rows: the floor the same machine re
 natively, shown beside the Python models, not gated unless asked (see the README).
 """
 
-from __future__ import annotations
-
 from ..backends import child_env
 
 CORRUPT_ENV = child_env.NATIVE_CORRUPT  # "1": every round corrupts one message (tests)

@@ -1,7 +1,5 @@
 """A native reference row as a pytest-benchmark record, beside the Python models' rows."""
 
-from __future__ import annotations
-
 import pytest
 
 from .. import benchmark_adapter as adapter

@@ -14,8 +14,6 @@ kotlin-stdlib, kotlinx-coroutines-core and Maven's own build plugins from Maven 
 (into ``~/.m2``). Later builds reuse those downloads.
 """
 
-from __future__ import annotations
-
 import contextlib
 import fcntl
 import hashlib

@@ -6,8 +6,6 @@ here where they do not (ring's order-weighted sum, spawn's id sums). A wrong res
 ``WorkloadError`` naming the workload, its parameters and what was wrong.
 """
 
-from __future__ import annotations
-
 from ..workloads import Outcome, WorkloadError
 
 

@@ -7,8 +7,6 @@ Python's are. Every round is checked here, warm-up included (``checks``). A chil
 quiet for longer than the round timeout is killed with its process group.
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 import os

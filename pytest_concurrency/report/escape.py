@@ -7,8 +7,6 @@ so that such a file can neither move the terminal's cursor nor forge a line of a
 summary (a heading, a table, "All gates passed", an image loaded from another host).
 """
 
-from __future__ import annotations
-
 import re
 import unicodedata
 

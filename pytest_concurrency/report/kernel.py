@@ -5,8 +5,6 @@ what a model asks of the kernel for each unit of work; every figure is in the JS
 (``extra_info``) and in the gate's verdicts.
 """
 
-from __future__ import annotations
-
 from ..gate import kernel as kernel_gate
 from ..gate import verdicts as V
 from ..measure.records import Record

@@ -1,7 +1,5 @@
 """The comparison tables in GitHub markdown, for a CI job summary or a pull-request comment."""
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 
 from ..gate import verdicts as V

@@ -8,8 +8,6 @@ shows, per model, the syscalls, context switches and system CPU time each op cos
 recorded them (time mode; counted workload cases, from untimed rounds outside valgrind).
 """
 
-from __future__ import annotations
-
 import functools
 import math
 import os

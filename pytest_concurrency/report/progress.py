@@ -9,8 +9,6 @@ between rounds, never inside one, so it does not add to what is timed. Quiet unl
 is a terminal, and quiet on CI (``CI`` set, as CI services do): a log gets only noise.
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import sys

@@ -8,8 +8,6 @@ per measure, a line per model; ``regressions.html`` lists every failing verdict,
 Every text from a run file is escaped where it lands (HTML, JSON inside a script, markdown).
 """
 
-from __future__ import annotations
-
 import functools
 import hashlib
 import json

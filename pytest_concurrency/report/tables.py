@@ -5,8 +5,6 @@ round time; rows the baseline has but this run lacks come last with no current f
 Cells are plain text; renderers only lay them out (and colour the verdict).
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field

@@ -4,8 +4,6 @@ Rows never wrap: when the table is wider than ``width``, headers are abbreviated
 then the least important columns are dropped, then the backend name is shortened.
 """
 
-from __future__ import annotations
-
 import textwrap
 from collections.abc import Iterable
 

@@ -7,8 +7,6 @@ the branch are left out (a pull request's runs, another branch's). Without one, 
 order of their dates, and the site says so.
 """
 
-from __future__ import annotations
-
 import functools
 import math
 import subprocess

@@ -10,8 +10,6 @@ first). The role's object is registered with pytest's plugin manager: it holds t
 and implements that role's hooks, and no other module asks which process it is in.
 """
 
-from __future__ import annotations
-
 import pytest
 
 from ..runner import lockstep, sides

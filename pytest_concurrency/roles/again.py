@@ -1,7 +1,5 @@
 """The fresh process a stored time gate's suspects are measured again in (roles/remeasure.py)."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
 

@@ -1,8 +1,6 @@
 """What of the user's command line and environment a child pytest process gets: a side, a pass,
 a counted side, a second session."""
 
-from __future__ import annotations
-
 import os
 
 #: Options the base side must not act on: it writes no baseline, report or JSON of the user's.

@@ -4,8 +4,6 @@ is left to such checks and the gate measures: pytest-codspeed's measurement is t
 switch pytest-benchmark off), and without pytest-codspeed the flag is accepted and does nothing else.
 """
 
-from __future__ import annotations
-
 from .session import gate_asked
 
 CODSPEED_MODULE = "pytest_codspeed.plugin"  # registered by its entry point, or by -p

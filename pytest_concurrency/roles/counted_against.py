@@ -11,8 +11,6 @@ count went for a regression), the versions each side imported named in the verdi
 the user's is stored.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time

@@ -12,8 +12,6 @@ lines below that begin ``the session's process``, with no exit status (it is not
 parent, so it cannot read one).
 """
 
-from __future__ import annotations
-
 import os
 import signal
 

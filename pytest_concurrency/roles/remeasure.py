@@ -14,8 +14,6 @@ in one process and reproduced it in that process's second session (docs/evidence
 A change of the code shows in two processes; a process's offset does not.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import subprocess

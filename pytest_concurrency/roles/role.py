@@ -4,8 +4,6 @@
 (where to write what it found, the socket its turns are served on, ...); ``parse`` reads it back.
 """
 
-from __future__ import annotations
-
 import json
 from dataclasses import asdict, dataclass, fields
 

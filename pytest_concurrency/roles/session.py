@@ -10,8 +10,6 @@ a straight pipeline: the records -> the gate -> the baseline saved -> the report
 (session_end.py), shown in the terminal summary.
 """
 
-from __future__ import annotations
-
 import functools
 import json
 import sys

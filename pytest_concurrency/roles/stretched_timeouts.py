@@ -8,8 +8,6 @@ its command line, ``PYTEST_TIMEOUT`` or its ini keys) before pytest-timeout read
 ``@pytest.mark.timeout(N)`` on a test is that test's own and is left as it is.
 """
 
-from __future__ import annotations
-
 import os
 
 #: A counted round runs 30-50x slower than a timed one (measure/callgrind.py).

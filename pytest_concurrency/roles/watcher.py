@@ -17,8 +17,6 @@ Python's start-up is not waited for), a write to the pipe at each test's start a
 round), and ~3.5 ms at the session's end, to reap it (docs/security.md, "Nothing lost").
 """
 
-from __future__ import annotations
-
 import os
 import signal
 import subprocess

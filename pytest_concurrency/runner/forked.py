@@ -14,8 +14,6 @@ that the child's own watchdog names where a stalled run waited: ``watchdog.silen
 longest it may go without one.
 """
 
-from __future__ import annotations
-
 import faulthandler
 import json
 import mmap

@@ -10,8 +10,6 @@ forks a new process for every case, from the state it had right after loading th
 task processes it started.
 """
 
-from __future__ import annotations
-
 import collections
 import json
 import os

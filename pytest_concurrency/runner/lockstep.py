@@ -16,8 +16,6 @@ NODEID`` (starts that test), ``turn NODEID`` (answered ``go T`` when granted, T 
 number in the test), ``done`` (the round ended), ``bye``. The head's order is the order.
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 import os

@@ -15,8 +15,6 @@ the installed base. ``identity`` says where each side imported them from and whi
 and ``check`` refuses a side that imported the other side's code.
 """
 
-from __future__ import annotations
-
 import importlib.abc
 import importlib.machinery
 import os

@@ -23,8 +23,6 @@ by the address of the name and the type's version tag, and eventlet's switch cou
 (see measure/callgrind.py).
 """
 
-from __future__ import annotations
-
 import gc
 import json
 import os

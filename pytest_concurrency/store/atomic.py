@@ -23,8 +23,6 @@ holder removes the lock file when done (a waiter that then finds another file at
 none, locks again).
 """
 
-from __future__ import annotations
-
 import contextlib
 import errno
 import os

@@ -19,8 +19,6 @@ Files are written atomically (temp file in the same directory, fsync, ``os.repla
 an interrupted or failed save leaves the previous baseline as it was.
 """
 
-from __future__ import annotations
-
 import contextlib
 import datetime as _dt
 import errno

@@ -14,8 +14,6 @@ Limits (each far beyond what a session writes, each a bound on the time a file c
 rounds of a function that does nothing in its default second).
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
