@@ -19,7 +19,7 @@ import sys
 
 from . import outputs
 from .backends.base import ConcurrencyError
-from .exit_codes import Exit
+from .exit_codes import Exit, gates_failed
 from .gate import merge as merge_gate
 from .gate import verdicts as V
 from .gate.compare import DEFAULT_MACHINE_TOLERANCE
@@ -497,7 +497,7 @@ def report(args) -> int:
     memory = gate.memory if gate is not None else None
     if memory is None and memory_gate.has_figures(recs):  # leaks need no baseline
         memory = memory_gate.judge(None, recs, args.memory_threshold)
-    failed = (gate is not None and gate.failed) or (memory is not None and memory.failed)
+    failed = gates_failed(gate, memory)
     from .report import terminal
 
     if args.matrix:

@@ -44,6 +44,12 @@ JUDGED = (
 )
 
 
+def gates_failed(gate, memory) -> bool:
+    """Whether a judgement fails its run: a gate's regression (``gate.failed``) or a leak
+    (``memory.failed``); either may be None, not judged."""
+    return bool(gate is not None and gate.failed) or bool(memory is not None and memory.failed)
+
+
 def of_run(
     given: int,
     *,

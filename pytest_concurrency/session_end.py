@@ -12,7 +12,7 @@ from typing import Any
 
 from . import backends, sharding
 from .backends import watchdog
-from .exit_codes import Exit, of_run
+from .exit_codes import Exit, gates_failed, of_run
 from .gate import calibrate, save, shards, undecided, verdict_file
 from .gate.judge import CountUndecided, MeasureAgain, judge
 from .gate.verdicts import GateResult, MemoryResult, nothing_in_common
@@ -72,11 +72,7 @@ class SessionOutcome:
 
     @property
     def failed(self) -> bool:
-        return (
-            bool(self.errors)
-            or bool(self.gate and self.gate.failed)
-            or bool(self.memory and self.memory.failed)
-        )
+        return bool(self.errors) or gates_failed(self.gate, self.memory)
 
     def status(self, given: int) -> int:
         """What the session exits with, pytest's own status ``given``: exit_codes.of_run."""

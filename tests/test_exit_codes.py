@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_concurrency.exit_codes import Exit, of_run
+from pytest_concurrency.exit_codes import Exit, gates_failed, of_run
 
 pytestmark = pytest.mark.once
 
@@ -33,3 +33,12 @@ def test_a_status_of_the_rule_given_counts_as_what_it_says():
     assert of_run(Exit.TESTS_FAILED) == Exit.TESTS_FAILED
     assert of_run(Exit.NO_TESTS_COLLECTED) == Exit.NO_TESTS_COLLECTED
     assert of_run(Exit.NO_TESTS_COLLECTED, nothing_judged=True) == Exit.NOTHING_JUDGED
+
+
+def test_a_judgement_fails_its_run_on_a_regression_or_a_leak_not_on_a_gate_not_run():
+    from types import SimpleNamespace as judged
+
+    assert not gates_failed(None, None)
+    assert not gates_failed(judged(failed=False), judged(failed=False))
+    assert gates_failed(judged(failed=True), None)
+    assert gates_failed(None, judged(failed=True))

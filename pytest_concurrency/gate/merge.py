@@ -10,7 +10,7 @@ two files, or shards that collected different suites).
 from collections.abc import Mapping, Sequence
 
 from .. import measure
-from ..exit_codes import JUDGED, Exit, of_run
+from ..exit_codes import JUDGED, Exit, gates_failed, of_run
 from ..store import history
 from . import compare as gate_compare
 from . import shards, undecided
@@ -299,8 +299,7 @@ def _exit_status(merged: Verdicts, statuses: list[int]) -> int:
         ended[0] if ended else Exit.NO_TESTS_COLLECTED if quiet else Exit.OK,
         failed=merged.tests_failed
         or bool(merged.errors)
-        or bool(merged.gate and merged.gate.failed)
-        or bool(merged.memory and merged.memory.failed),
+        or gates_failed(merged.gate, merged.memory),
         nothing_judged=bool(merged.nothing_judged),
         rerecord=bool(merged.gate is not None and merged.gate.rerecord),
         undecided=Exit.UNDECIDED in statuses and bool(merged.gate and merged.gate.undecided),
