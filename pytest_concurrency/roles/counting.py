@@ -19,7 +19,8 @@ session's own process: a run with one becomes a ``Launcher``, which starts, in t
   of its own, which holds a lock, taken by the launcher before it started, until it ends however
   it ends. Counts do not depend on what else runs, so all N run at once (on two cores, 1.5
   sessions' time rather than 2); the counted session waits for them at its end
-  (``_BeforeSaving``).
+  (``_BeforeSaving``). Forked, the third of three counts only the tests the first two disagree
+  on (forked_layouts.py), once the counted session has compared its rounds with layout 1's.
 
 Each child is told its role on its command line (``Role.argv``). A pass writes nothing of the
 user's (the options a base side of --concurrency-against leaves out), has a cache directory of
