@@ -658,8 +658,8 @@ class _BeforeSaving:
 
     def _disagreeing(self, benchmarks, first: str) -> list[str]:
         """The tests counted here that layout 1 (which writes ``first``) did not count alike
-        (``layouts.medians_agree``): the third layout counts these, the median of three of the
-        others is theirs."""
+        (``layouts.medians_agree``): the third layout counts these; of the others, the median of
+        three is the first two's."""
         theirs = _load(first)
         names = [
             b.fullname
@@ -670,10 +670,10 @@ class _BeforeSaving:
                 and layouts.medians_agree(adapter.rounds(b), theirs[b.fullname])
             )
         ]
+        counted = sum(bool(adapter.rounds(b)) for b in benchmarks)
         self.notes.append(
-            f"the third layout counted {len(names)} of {sum(bool(adapter.rounds(b)) for b in benchmarks)} "
-            f"tests: the others counted alike in the first two (within {layouts.AGREE:.1%}), "
-            "whose median of three is theirs"
+            f"the third layout counted {len(names)} of {counted} tests: the others counted alike "
+            f"in the first two (within {layouts.AGREE:.1%}), whose median of three is theirs"
         )
         return names
 
