@@ -51,8 +51,8 @@ def _objects(layout: int) -> list[str]:
 #: Two layouts whose medians lie within this fraction of each other agree. The median of three
 #: lies between any two of them, so when two agree a third can move it by no more than this: a
 #: tenth of the 1% judged over three layouts (gate/stats.py ``SAME_COUNT``). Forked layouts that
-#: agree count alike or within 0.05% (yarl's URL benchmarks: 8 of 11 so); those that disagree, by
-#: 0.4-0.9% (docs/gates/instructions.md).
+#: agree count alike or within 0.05% (9 of yarl's 11 URL benchmarks in a save); those that
+#: disagree, by 0.4-0.9% (docs/gates/instructions.md).
 AGREE = 0.001
 #: The layouts whose median a third is needed for only where the first two disagree.
 OF_THREE = 3

@@ -19,7 +19,8 @@ session's own process: a run with one becomes a ``Launcher``, which starts, in t
   of its own, which holds a lock, taken by the launcher before it started, until it ends however
   it ends. Counts do not depend on what else runs, so all N run at once (on two cores, 1.5
   sessions' time rather than 2); the counted session waits for them at its end
-  (``_BeforeSaving``).
+  (``_BeforeSaving``). Forked, the third of three counts only the tests the first two disagree
+  on (forked_layouts.py), once the counted session has compared its rounds with layout 1's.
 
 Each child is told its role on its command line (``Role.argv``). A pass writes nothing of the
 user's (the options a base side of --concurrency-against leaves out), has a cache directory of
@@ -657,8 +658,8 @@ class _BeforeSaving:
 
     def _disagreeing(self, benchmarks, first: str) -> list[str]:
         """The tests counted here that layout 1 (which writes ``first``) did not count alike
-        (``layouts.medians_agree``): the third layout counts these, the median of three of the
-        others is theirs."""
+        (``layouts.medians_agree``): the third layout counts these; of the others, the median of
+        three is the first two's."""
         theirs = _load(first)
         names = [
             b.fullname
@@ -669,10 +670,10 @@ class _BeforeSaving:
                 and layouts.medians_agree(adapter.rounds(b), theirs[b.fullname])
             )
         ]
+        counted = sum(bool(adapter.rounds(b)) for b in benchmarks)
         self.notes.append(
-            f"the third layout counted {len(names)} of {sum(bool(adapter.rounds(b)) for b in benchmarks)} "
-            f"tests: the others counted alike in the first two (within {layouts.AGREE:.1%}), "
-            "whose median of three is theirs"
+            f"the third layout counted {len(names)} of {counted} tests: the others counted alike "
+            f"in the first two (within {layouts.AGREE:.1%}), whose median of three is theirs"
         )
         return names
 

@@ -15,7 +15,7 @@ Of three layouts, the third is a median's tie-breaker: the median of three lies 
 so where the first two agree (``layouts.medians_agree``) it is theirs whatever the third counts.
 Its child is forked with the others, pads its heap, then waits for the counted session to say,
 once layout 1 has ended, which tests the first two disagree on (``tell``), and counts only those
-(none, most often: yarl's 11 URL benchmarks, 8 of 11 agreed).
+(1 or 2 of yarl's 11 URL benchmarks in each save, none of propcache's 4).
 
 A child dies with the counted session (PR_SET_PDEATHSIG) and ignores Ctrl-C, which the counted
 session's end answers by killing it (``stop``). One that a test ended leaves that test's node id in
