@@ -89,13 +89,15 @@ def main() -> int:
     out = HERE / f"{'smoke' if opts.smoke else opts.label}.jsonl"
     with tempfile.TemporaryDirectory(prefix="tox-bench-base-") as tmp:
         sides = {"base": _export(opts.base, Path(tmp)), "this": ROOT}
-        commits = {"base": _commit(ROOT, opts.base), "this": _commit(ROOT)}
+        base_commit = _commit(ROOT, opts.base)
         for where in sides.values():  # the envs, built untimed
             subprocess.run([opts.tox, "-e", "bench", "--notest", "-q"], cwd=where, check=True)
         lines = []
         for pair in range(pairs):
             for side, where in sides.items():
-                row = {"side": side, "code": commits[side], "pair": pair, "args": args}
+                # this side's commit as tox packages it now (the checkout may move meanwhile)
+                code = base_commit if side == "base" else _commit(ROOT)
+                row = {"side": side, "code": code, "pair": pair, "args": args}
                 row.update(_run(opts.tox, where, args))
                 print(json.dumps(row), flush=True)
                 lines.append(json.dumps(row))
