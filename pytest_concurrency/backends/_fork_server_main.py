@@ -7,7 +7,7 @@ unless it inherited it from the fork server. CPython's fork server was meant to 
 ``__main__`` is among its preloads (the default) but never did before 3.13.8 (gh-126631: it reads
 a key that ``spawn.get_preparation_data`` does not set). Under the ``pytest`` script each task
 process imported pytest: ~0.3 s of CPU and ~12 MiB a task, and a cancel cell 20x slower than
-under ``python -m pytest``. The parent passes the script's path in ``MAIN_PATH_VAR``, set only
+under ``python -m pytest``. The parent passes the script's path in ``child_env.FORK_SERVER_MAIN``, set only
 while it starts the server (``_multiprocessing._start_fork_server``).
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from multiprocessing import process, spawn
 
-from ._multiprocessing import MAIN_PATH_VAR
+from . import child_env
 
 
 def _import_main(path: str) -> None:
@@ -30,6 +30,6 @@ def _import_main(path: str) -> None:
         del process.current_process()._inheriting  # type: ignore[attr-defined]
 
 
-_path = os.environ.pop(MAIN_PATH_VAR, None)  # popped: the tasks have no use for it
+_path = os.environ.pop(child_env.FORK_SERVER_MAIN, None)  # popped: the tasks have no use for it
 if _path:
     _import_main(_path)

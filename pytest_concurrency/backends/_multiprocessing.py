@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from . import base
+from . import base, child_env
 from ._sockets import SocketStream
 
 #: How long ``run`` lets still-running children finish after ``main`` returned, before
@@ -54,9 +54,8 @@ _FORK_WARNINGS = (
 _PRELOAD = ("pytest_concurrency.workloads.all_seeds", __name__)
 
 #: Runs the main script in the fork server, which CPython's own preload of ``__main__`` does not
-#: before 3.13.8 (the module says why); its path goes there in ``MAIN_PATH_VAR``.
+#: before 3.13.8 (the module says why); its path goes there in ``child_env.FORK_SERVER_MAIN``.
 _MAIN_LOADER = f"{__package__}._fork_server_main"
-MAIN_PATH_VAR = "PYTEST_CONCURRENCY_FORK_SERVER_MAIN"
 
 _USAGE_KEYS = ("cpu_user_s", "cpu_sys_s", "ctx_voluntary", "ctx_involuntary")
 
@@ -266,11 +265,11 @@ def _start_fork_server() -> None:
     if main_path is not None and _MAIN_LOADER in getattr(
         forkserver._forkserver, "_preload_modules", ()
     ):
-        os.environ[MAIN_PATH_VAR] = main_path
+        os.environ[child_env.FORK_SERVER_MAIN] = main_path
     try:
         forkserver.ensure_running()
     finally:
-        os.environ.pop(MAIN_PATH_VAR, None)
+        os.environ.pop(child_env.FORK_SERVER_MAIN, None)
 
 
 class Backend(base.SyncBackend):

@@ -22,12 +22,23 @@ USER_MALLOC = "PYTEST_CONCURRENCY_USER_MALLOC"
 LATENCY_SERVER = "PYTEST_CONCURRENCY_LATENCY_SERVER"
 #: "1": the native programs corrupt one message a round (the tests of their checks).
 NATIVE_CORRUPT = "PYTEST_CONCURRENCY_NATIVE_CORRUPT"
+#: The main script multiprocessing's fork server runs once (backends/_fork_server_main.py); set
+#: only while the server starts.
+FORK_SERVER_MAIN = "PYTEST_CONCURRENCY_FORK_SERVER_MAIN"
 #: Set by a user: behave as on a runner where perf_event_open is refused.
 NO_PERF = "PYTEST_CONCURRENCY_NO_PERF"
 #: Padding, never read: the two sides of --concurrency-against start with environments of one size.
 PAD = "PYTEST_CONCURRENCY_PAD"
 
-NAMES = (CALLGRIND_DIR, CALLGRIND_LATE, USER_MALLOC, LATENCY_SERVER, NATIVE_CORRUPT, NO_PERF)
+NAMES = (
+    CALLGRIND_DIR,
+    CALLGRIND_LATE,
+    USER_MALLOC,
+    LATENCY_SERVER,
+    NATIVE_CORRUPT,
+    FORK_SERVER_MAIN,
+    NO_PERF,
+)
 
 
 def get(name: str) -> str | None:
