@@ -164,12 +164,12 @@ def test_the_base_of_a_stored_baseline_is_its_clean_commit():
     assert spec is None and "records no git commit" in why
 
 
-# a few seconds (35 s at a load of 13): one real session whose base side fails to install
+# one real session whose base side fails to install: 21-24 s at a load of 8-13 (about 4 s of CPU)
 @pytest.mark.once
 def test_a_base_that_does_not_install_is_said_in_one_line_with_the_fix(pytester):
-    """The arbiter's counted run, as it ends against a baseline committed with the tests alone
-    (no pyproject.toml: pip cannot install the commit): its log read back as one line naming the
-    problem, pip's reason and the fix, not pip's output verbatim."""
+    """A counted run against the base, ending as the arbiter's does against a baseline committed
+    with the tests alone (no pyproject.toml: pip cannot install the commit): its log read back as
+    one line naming the problem, pip's reason and the fix, not pip's output verbatim."""
     pytester.makepyfile(test_a="def test_a(benchmark):\n    benchmark(sum, [1, 2])\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], cwd=pytester.path, check=True)
