@@ -178,10 +178,7 @@ def session(s: FromSource, py: Path, run: Path, name: str, args: list, busy: int
     first = next((x for x in out.splitlines() if x.startswith(said)), "")
     found = {}
     if verdicts.exists():
-        doc = json.loads(verdicts.read_text())
-        for v in (doc.get("gate") or {}).get("verdicts", []):
-            name = str(v["key"][0]).split("::")[-1]  # a test of the suite's: its name
-            found[name] = {k: v.get(k) for k in ("status", "change", "decided_by", "note")}
+        found = stored_verdicts(verdicts)
     else:  # against the base in time, which writes no verdict file yet: its terminal section
         found = paired_verdicts(out)
     return {
@@ -198,6 +195,18 @@ def session(s: FromSource, py: Path, run: Path, name: str, args: list, busy: int
         "verdicts": found,
         "command": " ".join(argv[1:]).replace(str(logs) + "/", ""),
     }
+
+
+def stored_verdicts(path: Path) -> dict:
+    """Each test's verdict in a ``--concurrency-verdicts`` file: its status, change and note, by
+    its name and parametrization (multidict's ``[...cs-py]`` and ``[...ci-py]`` are two)."""
+    found = {}
+    for v in (json.loads(path.read_text()).get("gate") or {}).get("verdicts", []):
+        test, pid = str(v["key"][0]).split("::")[-1], v["key"][1]
+        found[f"{test}[{pid}]" if pid else test] = {
+            k: v.get(k) for k in ("status", "change", "decided_by", "note")
+        }
+    return found
 
 
 #: a time verdict against the base, as report/terminal.py prints it (gate/paired.line)
