@@ -88,9 +88,5 @@ def tox_add_core_config(core_conf, state) -> None:
         )
     print(
         f"toxfile.py: testing on {', '.join(found)}"
-        + (
-            f"; not installed, skipped: {', '.join(absent)} (install them to test them too)"
-            if absent
-            else ""
-        )
+        + (f"; not installed, skipped: {', '.join(absent)}" if absent else "")
     )
