@@ -262,6 +262,7 @@ def _start_fork_server() -> None:
 
     # None under python -m pytest: a package's __main__, which tasks do not run
     main_path = spawn.get_preparation_data("main").get("init_main_from_path")
+    os.environ.pop(child_env.FORK_SERVER_MAIN, None)  # a user's value is no script to run
     if main_path is not None and _MAIN_LOADER in getattr(
         forkserver._forkserver, "_preload_modules", ()
     ):
