@@ -7,8 +7,9 @@ unless it inherited it from the fork server. CPython's fork server was meant to 
 ``__main__`` is among its preloads (the default) but never did before 3.13.8 (gh-126631: it reads
 a key that ``spawn.get_preparation_data`` does not set). Under the ``pytest`` script each task
 process imported pytest: ~0.3 s of CPU and ~12 MiB a task, and a cancel cell 20x slower than
-under ``python -m pytest``. The parent passes the script's path in ``child_env.FORK_SERVER_MAIN``, set only
-while it starts the server (``_multiprocessing._start_fork_server``).
+under ``python -m pytest``. The parent passes the script's path in
+``child_env.FORK_SERVER_MAIN``, set only while it starts the server
+(``_multiprocessing._start_fork_server``).
 """
 
 from __future__ import annotations
