@@ -6,6 +6,7 @@ back out of the rendered cells, so a wrong computation or a wrong unit both fail
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.measure.records import from_json, key_label, load_json_file, params_id
+from pytest_concurrency.measure.records import from_json, key_label, params_id
 from pytest_concurrency.report import markdown, tables, terminal
 
 # version-independent (the reports from fixed JSON files): tox runs it on one Python, in its once env
@@ -39,12 +40,12 @@ def close(rendered: float, expected: float) -> bool:
 
 @pytest.fixture(scope="module")
 def current():
-    return from_json(load_json_file(DATA / "run_b.json"))
+    return from_json(json.loads((DATA / "run_b.json").read_text()))
 
 
 @pytest.fixture(scope="module")
 def base():
-    return from_json(load_json_file(DATA / "run_a.json"))
+    return from_json(json.loads((DATA / "run_a.json").read_text()))
 
 
 def median(rec) -> float:

@@ -92,8 +92,6 @@ class PairedVerdict:
     ci: tuple | None = None  # its 99% interval, - 1
     pairs: int = 0  # quads
     threshold: float = DEFAULT_THRESHOLD
-    base_median: float | None = None
-    head_median: float | None = None
     sessions: int = 1  # pairs of sessions whose quads it was judged on
     note: str = ""
     #: time's last pair of sessions ran beside other processes' load (``LOADED``): another pair
@@ -212,8 +210,6 @@ def judge_pair(
         figure=figure,
         pairs=sum(map(len, groups)),
         threshold=threshold,
-        base_median=statistics.median(r[1] for r in base_rounds) if base_rounds else None,
-        head_median=statistics.median(r[1] for r in head_rounds) if head_rounds else None,
         sessions=len(groups),
     )
     if not groups:
@@ -527,7 +523,6 @@ def _kernel(base: Record, head: Record, more: Sequence = ()) -> list:
                 moved <= figure.floor or moved * head.kernel_round_ops <= figure.round_floor
             ):
                 v.status, v.note = UNCHANGED, "below the figure's floor (gate/kernel.py)"
-            v.base_median, v.head_median = per_op
             out.append(v)
     return out
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from ..measure.records import params_id
 from ..store import history, shape
 
-FLAG = "--concurrency-shard"
 MAX_COUNT = shape.MAX_SHARDS
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
@@ -79,7 +78,7 @@ def from_section(value, where: str) -> Shard | None:
         return None
     wrong = shape.shard(value)
     if wrong:
-        raise ShardError(f"{where}: its shard section is damaged: {shape.said('shard', wrong)}")
+        raise ShardError(f"{where}: its shard section is damaged: shard{wrong}")
     return Shard(int(value["index"]), int(value["count"]))
 
 

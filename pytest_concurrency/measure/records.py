@@ -75,7 +75,6 @@ with ``iterations=1``; seconds, or instructions when ``measure`` says so).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from statistics import median
@@ -241,8 +240,3 @@ class Document:
     def tests_of(self, keys) -> list[str]:
         """The node ids of the tests that measured the benchmarks ``keys``, sorted."""
         return sorted({i for r, i in zip(self.records, self.node_ids) if i and r.key in keys})
-
-
-def load_json_file(path) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
