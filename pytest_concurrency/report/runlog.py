@@ -34,7 +34,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..gate import shards, verdict_file
+from ..gate import paired, shards, verdict_file
 from ..gate import verdicts as V
 from ..measure import kernel
 from ..measure import names as measure_names
@@ -82,25 +82,6 @@ def _git(cwd, *args: str) -> str | None:
 # -- one run's figures ------------------------------------------------------------------------
 
 
-def median_interval(values: list[float]) -> tuple[float, float]:
-    """A distribution-free 95% interval of the median of ``values`` (order statistics: the
-    ranks a binomial(n, 1/2) count reaches with 95%); under 6 values, their range."""
-    s = sorted(values)
-    n = len(s)
-    if n < 6:
-        return s[0], s[-1]
-    # the largest j with P(B < j) <= 2.5%, B ~ Binomial(n, 1/2): [s[j-1], s[n-j]]
-    below, j = 0.0, 0
-    while True:
-        p = math.comb(n, j) / 2**n
-        if below + p > 0.025:
-            break
-        below += p
-        j += 1
-    j = max(j, 1)
-    return s[j - 1], s[n - j]
-
-
 def figures(rec: Record, test: str | None = None) -> dict:
     """One benchmark's entry: median and interval per op, per layout for counts, its kernel
     and memory figures."""
@@ -119,7 +100,11 @@ def figures(rec: Record, test: str | None = None) -> dict:
     median = tables.round_median(rec)
     out.update(median=median / ops if math.isfinite(median) else None, low=None, high=None)
     if len(rec.samples) > 1:  # a verdict file keeps one median a layout: no interval
-        low, high = median_interval(rec.samples)
+        # the median's 95% interval from order statistics; too few rounds for one: their range
+        low, high = paired.median_interval(rec.samples, 0.95) or (
+            min(rec.samples),
+            max(rec.samples),
+        )
         out.update(low=low / ops, high=high / ops)
     if len(rec.layouts) > 1:
         out["layouts"] = [statistics.median(r) / ops for r in rec.layouts]
@@ -347,17 +332,12 @@ def from_baseline(path) -> list[dict]:
     ops = {r.key: (r.ops, r.unit, r.name) for r in base.records}
     source = f"baseline {os.path.basename(os.fspath(path))}"
     machine = {"cpu_model": meta.get("cpu_model"), "cpu_count": meta.get("cpu_count")}
-    runs = [
-        run_document(
-            base.records,
-            code=_code(meta.get("code"), (doc.get("commit_info") or {}).get("id")),
-            measure=measure,
-            date=_date(doc.get("datetime")),
-            machine=machine,
-            source=source,
-            libraries=meta.get("libraries") or {},
-        )
-    ]
+    latest = {
+        **meta,
+        "commit": (doc.get("commit_info") or {}).get("id"),
+        "datetime": doc.get("datetime"),
+    }
+    sessions = [(latest, base.records)]
     for entry in meta.get("history") or ():
         recs = []
         for b in entry["benchmarks"]:
@@ -366,18 +346,19 @@ def from_baseline(path) -> list[dict]:
             rec.backend_version = b.get("backend_version", "")
             rec.extra = {"layouts": b.get("layouts") or [], **(b.get("memory") or {})}
             recs.append(rec)
-        runs.append(
-            run_document(
-                recs,
-                code=_code(entry.get("code"), entry.get("commit")),
-                measure=measure,
-                date=_date(entry.get("datetime")),
-                machine=machine,
-                source=source,
-                libraries=entry.get("libraries") or {},
-            )
+        sessions.append((entry, recs))
+    return [
+        run_document(
+            recs,
+            code=_code(session.get("code"), session.get("commit")),
+            measure=measure,
+            date=_date(session.get("datetime")),
+            machine=machine,
+            source=source,
+            libraries=session.get("libraries") or {},
         )
-    return runs
+        for session, recs in sessions
+    ]
 
 
 def from_verdict_file(path, code: Code, date: _dt.datetime | None = None) -> dict:
