@@ -134,7 +134,7 @@ class Commits:
 
     def left(self) -> list[str]:
         """What of the run is still there once closed: its worktree, if git still lists it."""
-        return [t for t in _worktrees(self.top) if self.tree and _same(t, self.tree)]
+        return [t for t in _worktrees(self.top) if self.tree and t == os.path.realpath(self.tree)]
 
     def prepare(self, i: int) -> tuple[str, dict] | str:
         """(the directory to run in, the environment), or why the step cannot run."""
@@ -146,15 +146,8 @@ class Commits:
             if done.returncode:
                 return f"git {args[0]} failed: {done.stderr.strip()[-200:]}"
         cwd = os.path.normpath(os.path.join(self.tree, self.rel))
-        paths = [
-            self.tree,
-            *(
-                [os.path.join(self.tree, "src")]
-                if os.path.isdir(os.path.join(self.tree, "src"))
-                else []
-            ),
-        ]
-        env = _with_path(paths)
+        src = os.path.join(self.tree, "src")
+        env = _with_path([self.tree, *filter(os.path.isdir, [src])])
         if self.setup:
             self.preparing = "building (--setup)"
             done = _step_process(self.setup, shell=True, cwd=cwd, env=env)
@@ -433,7 +426,7 @@ def search(task: Search, each: bool = False) -> list[Finding]:
             for i, st in task.steps.items()
             if i < first and st.status != "skipped" and key not in st.regressed
         )
-        last, first = task.first_crossing(last, first, _holds(key))
+        last, first = task.first_crossing(last, first, lambda regressed, key=key: key in regressed)
         skipped = sum(
             1
             for i in range(last + 1, first)
@@ -441,10 +434,6 @@ def search(task: Search, each: bool = False) -> list[Finding]:
         )
         found.append(Finding(key, last, first, task.steps[first].regressed[key], skipped))
     return found
-
-
-def _holds(key: str) -> Callable[[set], bool]:
-    return lambda regressed: key in regressed
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -691,12 +680,9 @@ def _repository_of(tree: str) -> str | None:
 def _toplevel() -> str | None:
     """The git checkout this command runs in, if any (not an error here: releases need none)."""
     try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True
-        )
-    except OSError:
+        return _git("rev-parse", "--show-toplevel", what="") or None
+    except BisectError:
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def _worktrees(top: str | None) -> list[str]:
@@ -711,10 +697,6 @@ def _worktrees(top: str | None) -> list[str]:
         for line in done.stdout.splitlines()
         if line.startswith("worktree ")
     ]
-
-
-def _same(a: str, b: str) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _write_json(path: str | None, task: Search, found: list[Finding], error: str) -> None:
