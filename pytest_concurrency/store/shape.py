@@ -5,7 +5,7 @@ string where it counts, an unhashable name or a sample no measurement has.
 A damaged or hand-edited file (or one a pull request planted) must end in one line naming the
 value and the fix, never in a traceback deep in the gate, and never be judged as if it were
 sound. ``document(doc)`` checks the whole document (``baseline.check`` uses it);
-``benchmark(entry)`` one entry of ``benchmarks`` (the report command uses it on files that are
+``BENCHMARK(entry)`` one entry of ``benchmarks`` (the report command uses it on files that are
 plain pytest-benchmark JSON too). Each returns what is wrong, or None.
 
 Limits (each far beyond what a session writes, each a bound on the time a file can cost):
@@ -115,30 +115,21 @@ def layouts(value: Any) -> str | None:
 
 def mapping(of: _Check) -> _Check:
     """An object whose values each pass ``of``."""
-
-    def check(value: Any) -> str | None:
-        if not isinstance(value, dict):
-            return f" is {_kind(value)}, not an object"
-        for key, item in value.items():
-            wrong = of(item)
-            if wrong:
-                return f"[{key!r}]{wrong}"
-        return None
-
-    return check
+    return lambda value: _each(value, dict, of)
 
 
 def listing(of: _Check) -> _Check:
-    def check(value: Any) -> str | None:
-        if not isinstance(value, list):
-            return f" is {_kind(value)}, not a list"
-        for i, item in enumerate(value):
-            wrong = of(item)
-            if wrong:
-                return f"[{i}]{wrong}"
-        return None
+    return lambda value: _each(value, list, of)
 
-    return check
+
+def _each(value: Any, kind: type, of: _Check) -> str | None:
+    if not isinstance(value, kind):
+        return f" is {_kind(value)}, not {'an object' if kind is dict else 'a list'}"
+    for key, item in value.items() if kind is dict else enumerate(value):
+        wrong = of(item)
+        if wrong:
+            return f"[{key!r}]{wrong}"
+    return None
 
 
 def scalar(value: Any) -> str | None:
@@ -229,11 +220,6 @@ BENCHMARK = fields(
         "extra_info": optional(EXTRA),
     }
 )
-
-
-def benchmark(entry: Any) -> str | None:
-    """What is wrong with one entry of ``benchmarks``, or None."""
-    return BENCHMARK(entry)
 
 
 #: Shards a suite can be cut into: far more than any CI matrix runs at once (shards.py).
@@ -402,19 +388,14 @@ def _leaf(value: Any) -> str | None:
     return None
 
 
-def said(where: str, wrong: str) -> str:
-    """A check's answer about the value at ``where``, as a sentence: ``benchmarks[0].ops is ...``."""
-    return f"{where}{wrong}"
-
-
 def benchmarks(doc: dict) -> str | None:
     """What is wrong with the first entry of ``benchmarks`` that is wrong, or None."""
     for i, entry in enumerate(doc.get("benchmarks") or ()):
-        wrong = benchmark(entry)
+        wrong = BENCHMARK(entry)
         if wrong:
             name = entry.get("name") if isinstance(entry, dict) else None
             where = f"benchmarks[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
-            return said(where, wrong)
+            return where + wrong
     return None
 
 
@@ -425,10 +406,10 @@ def document(doc: dict) -> str | None:
         return f"it {wrong}"
     wrong = _TOP(doc)
     if wrong:
-        return said("the document", wrong)
+        return "the document" + wrong
     wrong = SECTION(doc["pytest_concurrency"])
     if wrong:
-        return said("pytest_concurrency", wrong)
+        return "pytest_concurrency" + wrong
     return benchmarks(doc) or plausible(doc)
 
 
@@ -446,14 +427,14 @@ def plausible(doc: dict) -> str | None:
         )
         wrong = _beyond(rounds, extra.get("measure") or stored)
         if wrong:
-            return said(f"benchmarks[{i}] ({b.get('name')!r})", wrong)
+            return f"benchmarks[{i}] ({b.get('name')!r}){wrong}"
     for j, entry in enumerate(section.get("history") or ()):
         for i, b in enumerate(entry["benchmarks"]):
             rounds = {".samples": b["samples"]}
             rounds.update({f".layouts[{k}]": r for k, r in enumerate(b.get("layouts") or ())})
             wrong = _beyond(rounds, stored)
             if wrong:
-                return said(f"pytest_concurrency.history[{j}].benchmarks[{i}]", wrong)
+                return f"pytest_concurrency.history[{j}].benchmarks[{i}]{wrong}"
     return None
 
 
