@@ -426,7 +426,7 @@ def search(task: Search, each: bool = False) -> list[Finding]:
             for i, st in task.steps.items()
             if i < first and st.status != "skipped" and key not in st.regressed
         )
-        last, first = task.first_crossing(last, first, lambda regressed, key=key: key in regressed)
+        last, first = task.first_crossing(last, first, {key}.issubset)
         skipped = sum(
             1
             for i in range(last + 1, first)

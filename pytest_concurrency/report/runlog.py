@@ -22,8 +22,6 @@ into one folder::
                    "kernel:syscalls", "status", "change", "words"}, ...]}
 """
 
-from __future__ import annotations
-
 import datetime as _dt
 import math
 import os
@@ -61,7 +59,7 @@ class Code:
     branch: str | None
 
     @classmethod
-    def here(cls, cwd=None) -> Code:
+    def here(cls, cwd=None) -> "Code":
         """The git repository's around ``cwd``: its branch, or in a detached checkout (a CI job's)
         the branch CI names (``GITHUB_HEAD_REF``/``GITHUB_REF_NAME``, ``CI_COMMIT_REF_NAME``)."""
         ident = baseline.code_identity(cwd)
@@ -337,7 +335,7 @@ def from_baseline(path) -> list[dict]:
         "commit": (doc.get("commit_info") or {}).get("id"),
         "datetime": doc.get("datetime"),
     }
-    sessions = [(latest, base.records)]
+    sessions: list[tuple[Mapping, Iterable[Record]]] = [(latest, base.records)]
     for entry in meta.get("history") or ():
         recs = []
         for b in entry["benchmarks"]:

@@ -125,7 +125,8 @@ def listing(of: _Check) -> _Check:
 def _each(value: Any, kind: type, of: _Check) -> str | None:
     if not isinstance(value, kind):
         return f" is {_kind(value)}, not {'an object' if kind is dict else 'a list'}"
-    for key, item in value.items() if kind is dict else enumerate(value):
+    parts: Any = value  # a dict or a list, as checked
+    for key, item in parts.items() if kind is dict else enumerate(parts):
         wrong = of(item)
         if wrong:
             return f"[{key!r}]{wrong}"
