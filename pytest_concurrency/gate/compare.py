@@ -12,8 +12,6 @@ exact ones (instruction counts) by their size alone, once the rounds agree, and 
 regression is explained by the functions whose counts grew.
 """
 
-from __future__ import annotations
-
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -210,7 +208,7 @@ def _speed(
     instrument: measure.Instrument,
     against: str,
     notes: list,
-) -> MachineSpeed:
+) -> "MachineSpeed":
     """Time: the machine's speed against the baseline's; counts: none, and ``notes`` say why."""
     if instrument.machine_bound:
         return _machine_speed(base, current_meta, mismatch, settings, notes)
@@ -244,7 +242,11 @@ def _baseline_notes(base: history.Baseline, current_meta: Mapping, against: str)
 
 
 def _verdicts(
-    base: history.Baseline, current: list[Record], divided: Mapping, judging: _Judging, against: str
+    base: history.Baseline,
+    current: list[Record],
+    divided: Mapping,
+    judging: "_Judging",
+    against: str,
 ) -> list[Verdict]:
     """One verdict for each benchmark of this run and each of the baseline's it did not run, in
     the gate's order; ``divided``: each one's rounds over its controls (``compare``)."""

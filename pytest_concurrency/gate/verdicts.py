@@ -1,7 +1,5 @@
 """What the gate decided, per benchmark: produced by ``gate``, read by ``report``."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 
 REGRESSED = "regressed"  # slower beyond the threshold and significant: fails the session
@@ -96,7 +94,7 @@ class GateResult:
     summary: str = ""
     notes: list = field(default_factory=list)  # cross-machine/cross-Python remarks for the report
     memory: MemoryResult | None = None  # memory judged against the same baseline (memory_gate)
-    kernel: KernelResult | None = (
+    kernel: "KernelResult | None" = (
         None  # kernel figures judged against the same baseline (gate/kernel.py)
     )
     #: what the run is judged against when it is not a baseline the user saved: the base side of

@@ -23,8 +23,6 @@ A round's figure is the difference of two readings; the readings' own cost (a ``
 counter, themselves syscalls) is measured once on an empty stretch and subtracted.
 """
 
-from __future__ import annotations
-
 import ctypes
 import os
 import platform
@@ -178,7 +176,7 @@ class Counters:
             os.close(fd)
         self._fds.clear()
 
-    def __enter__(self) -> Counters:
+    def __enter__(self) -> "Counters":
         return self
 
     def __exit__(self, *exc) -> None:

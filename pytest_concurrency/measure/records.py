@@ -73,8 +73,6 @@ The raw samples are pytest-benchmark's own ``stats.data`` (one per round: we alw
 with ``iterations=1``; seconds, or instructions when ``measure`` says so).
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from statistics import median
@@ -222,7 +220,7 @@ class Document:
     node_ids: tuple[str, ...]  # ``records[i]``'s test ("fullname"; "" when the file lacks it)
 
     @classmethod
-    def of(cls, doc: Mapping[str, Any]) -> Document:
+    def of(cls, doc: Mapping[str, Any]) -> "Document":
         recs, ids = [], []
         for bench in doc.get("benchmarks", []):
             stats = bench.get("stats") or {}

@@ -7,8 +7,6 @@ other processes kept busy (``foreign_cpu``): threads and processes need free cor
 neighbour slows them without any change in the code (the gate reads it, see gate.py).
 """
 
-from __future__ import annotations
-
 import contextlib
 import math
 import os
@@ -25,10 +23,10 @@ class Usage:
     ctx_voluntary: float = 0.0
     ctx_involuntary: float = 0.0
 
-    def __add__(self, other: Usage) -> Usage:
+    def __add__(self, other: "Usage") -> "Usage":
         return Usage(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple())))
 
-    def __sub__(self, other: Usage) -> Usage:
+    def __sub__(self, other: "Usage") -> "Usage":
         return Usage(*(a - b for a, b in zip(self.as_tuple(), other.as_tuple())))
 
     def per(self, n: int) -> dict:

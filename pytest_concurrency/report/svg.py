@@ -1,8 +1,6 @@
 """Charts as inline SVG, written here: nothing to load when the page is viewed, and one element a
 point or a line, so that a long history stays fast to draw (a sparkline is one polyline)."""
 
-from __future__ import annotations
-
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -75,7 +73,7 @@ class _Scale:
     hi: float
 
     @classmethod
-    def of(cls, runs: list[int], lo: float, hi: float) -> _Scale:
+    def of(cls, runs: list[int], lo: float, hi: float) -> "_Scale":
         pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
         low = max(lo - pad, 0.0) if lo >= 0 else lo - pad
         return cls({run: i for i, run in enumerate(runs)}, low, hi + pad)

@@ -17,8 +17,6 @@ address layout differed by up to 4%, and a base side with a larger environment (
 ``PYTHONPATH``) by about 3% (gevent, the same code on both sides): the head gets one as long.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import random
@@ -115,7 +113,7 @@ def orchestrate(config, settings, written: list[str]) -> int:
         scratch.cleanup()
 
 
-def _ended_in(pair: _Pair, side: str) -> str:
+def _ended_in(pair: "_Pair", side: str) -> str:
     """Where a side's process ended, if in a test (``os._exit``, a segfault): its name, and how."""
     nodeid = crash.crashed(pair.running(side))
     code = pair.codes.get(side)

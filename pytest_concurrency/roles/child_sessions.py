@@ -16,8 +16,6 @@ the KeyboardInterrupt goes on to the caller, whose line says what was not writte
 runs child sessions itself gets their grace on top of its own (``depth``).
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import signal
@@ -105,7 +103,7 @@ class Children:
         """Those still running, stopped by the one policy (``stop``)."""
         stop([(proc, grace) for proc, grace, _ in self.procs if proc.poll() is None])
 
-    def __enter__(self) -> Children:
+    def __enter__(self) -> "Children":
         main = threading.current_thread() is threading.main_thread()
         if main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, signal.default_int_handler)

@@ -26,8 +26,6 @@ sessions describe other code, once a second session confirms the new speed: the 
 is flagged ``disturbed`` and left out of the gate until then (see ``compare.add_session``).
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -85,7 +83,7 @@ class Baseline:
     saved: tuple = ()  # each session's ``datetime``, latest first ("" if not recorded)
 
     @classmethod
-    def of(cls, doc: Mapping) -> Baseline:
+    def of(cls, doc: Mapping) -> "Baseline":
         meta = doc[SECTION]
         entries = meta.get("history") or ()
         records = Document.of(doc).records
