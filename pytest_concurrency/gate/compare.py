@@ -296,20 +296,6 @@ def _missing(key: tuple, sessions: list, instrument: measure.Instrument, against
     )
 
 
-def speed_changes(
-    previous: history.Baseline,
-    current: Iterable[Record],
-    current_meta: Mapping,
-    settings: GateSettings | None = None,
-) -> list[Verdict]:
-    """The benchmarks whose speed moved since ``previous``."""
-    return [
-        v
-        for v in compare(previous, current, current_meta, settings).verdicts
-        if v.status in SPEED_CHANGED or v.within_sessions
-    ]
-
-
 def add_session(
     doc: dict,
     previous: history.Baseline | None,
@@ -338,7 +324,9 @@ def add_session(
     latest = previous.latest
     by_key = {r.key: r for r in current}
     messages, restart, flags = [], [], {}
-    for v in speed_changes(previous, current, meta, settings):
+    for v in compare(previous, current, meta, settings).verdicts:
+        if v.status not in SPEED_CHANGED and not v.within_sessions:  # its speed did not move
+            continue
         before = latest.get(v.key)
         if exact or (
             not same_code

@@ -226,13 +226,11 @@ def verdicts(files: Sequence[tuple[str, Verdicts]]) -> Verdicts:
     ordered = [v for _, v in sorted(files, key=lambda f: (f[1].shard or {}).get("index", 1))]
     first = ordered[0]
     position = {k: i for v in ordered for k, i in v.positions.items()}
-    records = sorted(
-        (r for v in ordered for r in v.records), key=lambda r: position.get(r.key, len(position))
-    )
 
     def by_position(items):
         return sorted(items, key=lambda x: position.get(x.key, len(position)))
 
+    records = by_position(r for v in ordered for r in v.records)
     gates = [v.gate for v in ordered if v.gate is not None]
     gate = _gate(gates, first, by_position) if gates else None
     memory = _memory([v.memory for v in ordered if v.memory is not None], by_position)

@@ -234,10 +234,6 @@ def _kernel_value(rec: Record, key: str) -> float:
     )
 
 
-def has_kernel(records: Iterable[Record]) -> bool:
-    return any(math.isfinite(_kernel_value(r, "syscalls_per_op")) for r in records)
-
-
 def kernel_chart(path: str, workload: str, records: list[Record], colors: dict) -> str:
     """Syscalls, context switches and system CPU per op, a panel each, models side by side.
 
@@ -347,7 +343,7 @@ def write(directory, records: Iterable[Record]) -> list[str]:
                 functools.partial(bar_chart, workload=workload, records=recs, colors=colors),
             )
         )
-        if has_kernel(recs):
+        if any(math.isfinite(_kernel_value(r, "syscalls_per_op")) for r in recs):
             paths.append(
                 atomic.replace_with(
                     f"{base}-kernel.png",

@@ -457,17 +457,10 @@ def headline(gate: V.GateResult) -> str:
         return f"Re-record the baseline: {gate.rerecord}"
     n = len(gate.by_status(V.REGRESSED))
     counts = [f"{n} regression{'s' if n != 1 else ''}"]
-    for status, word in (
-        (V.IMPROVED, "improved"),
-        (V.INCONCLUSIVE, "inconclusive"),
-        (V.NEW, "new"),
-        (V.MISSING, "missing"),
-        (V.UNCHANGED, "unchanged"),
-        (V.REFERENCE, "native reference"),
-    ):
+    for status in (V.IMPROVED, V.INCONCLUSIVE, V.NEW, V.MISSING, V.UNCHANGED, V.REFERENCE):
         k = len(gate.by_status(status))
         if k:
-            counts.append(f"{k} {word}")
+            counts.append(f"{k} {NATIVE_LABEL if status == V.REFERENCE else VERDICT_TEXT[status]}")
     compared = len(gate.by_status(COMPARED))
     if compared:
         counts.append(f"{compared} compared without verdict")
