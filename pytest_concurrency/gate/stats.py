@@ -452,35 +452,24 @@ def decide(
     if not (slower or faster):
         return Comparison(UNCHANGED, ratio, p, ci)
     floor = smallest_p(len(baseline), len(current))
+    margin = threshold / 2
     if floor >= alpha:
-        need = rounds_needed(alpha)
-        return Comparison(
-            INCONCLUSIVE,
-            ratio,
-            p,
-            ci,
+        why = (
             f"too few rounds to decide ({len(baseline)} baseline, {len(current)} current: "
             f"p cannot go below {floor:.3g} > alpha {alpha:g}); "
-            f"run at least {need} rounds on each side, more on a noisy machine",
+            f"run at least {rounds_needed(alpha)} rounds on each side, more on a noisy machine"
         )
-    if p >= alpha:
-        return Comparison(
-            INCONCLUSIVE,
-            ratio,
-            p,
-            ci,
+    elif p >= alpha:
+        why = (
             f"beyond the threshold but not significant (p={p:.3g} >= alpha {alpha:g}); "
-            f"more rounds (now {len(baseline)} baseline, {len(current)} current) would settle it",
+            f"more rounds (now {len(baseline)} baseline, {len(current)} current) would settle it"
         )
-    margin = threshold / 2
-    if (slower and ci[0] <= 1 + margin) or (faster and ci[1] >= 1 - margin):
-        return Comparison(
-            INCONCLUSIVE,
-            ratio,
-            p,
-            ci,
+    elif (slower and ci[0] <= 1 + margin) or (faster and ci[1] >= 1 - margin):
+        why = (
             f"the samples differ (p={p:.3g}) but the {confidence:.0%} interval of the change "
             f"[{ci[0] - 1:+.1%}, {ci[1] - 1:+.1%}] reaches within half the threshold of no change: "
-            f"the median is unstable (a bimodal run?); more rounds would settle it",
+            f"the median is unstable (a bimodal run?); more rounds would settle it"
         )
-    return Comparison(REGRESSED if slower else IMPROVED, ratio, p, ci)
+    else:
+        return Comparison(REGRESSED if slower else IMPROVED, ratio, p, ci)
+    return Comparison(INCONCLUSIVE, ratio, p, ci, why)
