@@ -423,15 +423,12 @@ def _decide(
     wander = max(within.values())
     beyond = ci[0] > 1 + threshold if slower else ci[1] < 1 - threshold
     if wander > threshold * AGREEMENT and not beyond:
-        return Comparison(
-            INCONCLUSIVE,
-            ratio,
-            None,
-            ci,
+        why = (
             f"the rounds disagree by up to {wander:.2%} (baseline {within['baseline']:.2%}, now "
             f"{within['now']:.2%}): this count wanders too much to judge a {threshold:.0%} "
-            f"change; give it a threshold above {wander / AGREEMENT:.1%}",
+            f"change; give it a threshold above {wander / AGREEMENT:.1%}"
         )
+        return Comparison(INCONCLUSIVE, ratio, None, ci, why)
     return Comparison(REGRESSED if slower else IMPROVED, ratio, None, ci)
 
 
