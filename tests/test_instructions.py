@@ -465,14 +465,14 @@ def test_reading_a_dump_that_is_not_there_says_why(tmp_path):
 
 def test_exact_rule_judges_size_once_rounds_agree():
     base = [1_000_000, 1_000_400, 999_800]
-    assert stats.decide_exact(base, [1_005_000] * 3, 0.01).status == UNCHANGED
-    slower = stats.decide_exact(base, [1_012_000, 1_012_100, 1_011_900], 0.01)
+    assert stats.decide_layouts([base], [[1_005_000] * 3], 0.01).status == UNCHANGED
+    slower = stats.decide_layouts([base], [[1_012_000, 1_012_100, 1_011_900]], 0.01)
     assert slower.status == REGRESSED and slower.p_value is None
     assert slower.ci[0] > 1.01 > 1.0
     wandering = [1_000_000, 1_030_000, 990_000]  # 4% apart: cannot judge a 1% change
-    unsure = stats.decide_exact(base, [x * 1.015 for x in wandering], 0.01)
+    unsure = stats.decide_layouts([base], [[x * 1.015 for x in wandering]], 0.01)
     assert unsure.status == INCONCLUSIVE and "wanders" in unsure.note
-    big = stats.decide_exact(base, [x * 1.5 for x in wandering], 0.01)
+    big = stats.decide_layouts([base], [[x * 1.5 for x in wandering]], 0.01)
     assert big.status == REGRESSED  # every pairing of rounds is far beyond the threshold
 
 

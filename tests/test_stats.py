@@ -203,7 +203,7 @@ def test_a_cold_first_round_no_longer_hides_a_two_percent_change():
     # the user test: the first round counted cold, the four others to the instruction
     base = [2_076_295, *STEADY]
     now = [round(2_076_295 * 1.02), *(round(x * 1.02) for x in STEADY)]
-    c = stats.decide_exact(base, now, 0.02 * 0.9)  # +2% against a threshold just below it
+    c = stats.decide_layouts([base], [now], 0.02 * 0.9)  # +2% against a threshold just below it
     assert c.status == REGRESSED, c
     assert (
         "baseline round 1 of 5 (2,076,295, +3.10% from the others) set aside as an outlier"
@@ -215,7 +215,7 @@ def test_a_cold_first_round_no_longer_hides_a_two_percent_change():
 def test_forty_percent_with_one_outlier_is_a_regression_not_inconclusive():
     base = [1_000_000] * 4 + [1_090_000]
     now = [1_400_000] * 4 + [1_250_000]
-    assert stats.decide_exact(base, now, 0.02).status == REGRESSED
+    assert stats.decide_layouts([base], [now], 0.02).status == REGRESSED
 
 
 def test_two_outlying_rounds_are_wandering_not_outliers():
@@ -223,7 +223,8 @@ def test_two_outlying_rounds_are_wandering_not_outliers():
     kept, index = stats.set_aside(wandering)
     assert index is None and kept == wandering
     assert (
-        stats.decide_exact(wandering, [x * 1.025 for x in wandering], 0.02).status == INCONCLUSIVE
+        stats.decide_layouts([wandering], [[x * 1.025 for x in wandering]], 0.02).status
+        == INCONCLUSIVE
     )
 
 
@@ -232,7 +233,7 @@ def test_a_round_a_few_instructions_off_rounds_that_agree_is_no_outlier():
     # rounds equal to the instruction leave any other "three times farther" from the median
     close = [*STEADY, 2_013_940]
     assert stats.set_aside(close) == (close, None)
-    assert "outlier" not in stats.decide_exact(close, close, 0.01).note
+    assert "outlier" not in stats.decide_layouts([close], [close], 0.01).note
     # 0.1% of the median is where a round starts to be one: the cold first round's 3.1% still is
     assert stats.set_aside([*STEADY, 2_013_937 + 2_000]) == ([*STEADY, 2_015_937], None)
     assert stats.set_aside([*STEADY, 2_013_937 + 2_100]) == (STEADY, 4)
@@ -254,7 +255,7 @@ def test_one_layout_whose_objects_landed_badly_moves_nothing():
     # the shift: a gevent ring counted 2.8% more in one directory, nothing else changed
     base = [_layout(42.9e6), _layout(42.95e6), _layout(42.9e6 * 1.028)]
     now = [_layout(42.92e6), _layout(42.9e6 * 1.028), _layout(42.88e6)]
-    alone = stats.decide_exact(base[0], now[1], 0.01)  # one layout a side, as before
+    alone = stats.decide_layouts([base[0]], [now[1]], 0.01)  # one layout a side, as before
     assert alone.status == REGRESSED
     c = stats.decide_layouts(base, now, 0.01)
     assert c.status == UNCHANGED and abs(c.change) < 0.002, c
@@ -308,7 +309,7 @@ def test_one_layout_is_judged_as_before_and_a_side_without_rounds_is_refused():
     base, now = [2_076_295, *STEADY], [round(x * 1.02) for x in [2_076_295, *STEADY]]
     c = stats.decide_layouts(
         [base], [now], 0.018
-    )  # as decide_exact: no layout named where there is one
+    )  # as one layout a side: no layout named where there is one
     assert (
         c.status == REGRESSED
         and "baseline round 1 of 5 (2,076,295" in c.note

@@ -231,7 +231,7 @@ def drift_allowance(
 class Comparison:
     status: str  # one of verdicts' REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE
     ratio: float  # median(current) / median(baseline)
-    p_value: float | None  # None for exact samples (decide_exact)
+    p_value: float | None  # None for exact samples (decide_layouts)
     ci: tuple[
         float, float
     ]  # bootstrap interval of ``ratio`` (exact: its range over pairs of rounds)
@@ -291,13 +291,6 @@ def set_aside(samples: Sequence[float]) -> tuple[list[float], int | None]:
     if distance[far] > least and distance[far] > 0:
         return samples[:far] + samples[far + 1 :], far
     return samples, None
-
-
-def decide_exact(
-    baseline: Sequence[float], current: Sequence[float], threshold: float
-) -> Comparison:
-    """Judge samples that repeat themselves (instruction counts), one layout a side: ``decide_layouts``."""
-    return decide_layouts([baseline], [current], threshold)
 
 
 def center(layouts: Sequence[Sequence[float]]) -> float:
