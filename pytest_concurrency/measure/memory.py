@@ -12,8 +12,9 @@ a leak must grow in both sets. The pass stops as soon as ``ENOUGH`` (three) grow
 leak probe are at or under its floor, after three readings or four: the median of the five is
 then at or under every floor too, and the five could not have read a leak. The verdicts are the
 five's; the figures are the median of those read (the peak, the largest of those rounds), and
-two or one of the pass's six rounds under ``tracemalloc`` (~3x a plain round each) are saved
-where nothing leaks (one: a one-off in one of the first four). Judged in gate/memory.py; the keys (see records.py):
+two of the pass's six rounds under ``tracemalloc`` (~3x a plain round each) are saved where
+nothing leaks, one where a one-off grew in one of the first four. Judged in gate/memory.py;
+the keys (see records.py):
 
 ``retained_b_per_task_round``  Python heap, bytes per round per task the round spawned
 ``c_heap_b_per_task_round``    C heap less the Python heap's own growth, the same way
