@@ -159,7 +159,8 @@ def test_counts_repeat_and_a_small_slowdown_fails_naming_backend_and_function(su
             extra["measure"] == "instructions" and extra["profile"] and "profile_dump" not in extra
         )
         assert (
-            extra["memory_rounds"] in (memory.ENOUGH, memory.READINGS, 2 * memory.READINGS)
+            extra["memory_rounds"]
+            in (*range(memory.ENOUGH, memory.READINGS + 1), 2 * memory.READINGS)
             and "retained_b_per_task_round" in extra
         )  # the memory pass, apart
         assert (

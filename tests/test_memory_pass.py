@@ -51,12 +51,27 @@ def test_rounds_that_keep_nothing_stop_after_three(monkeypatch):
     assert out["memory_rounds"] == memory.ENOUGH < memory.READINGS and out[KEY] == 0, out
 
 
-def test_a_one_off_in_the_first_three_rounds_reads_all_five_and_is_no_leak(monkeypatch):
+def test_a_one_off_in_the_first_three_rounds_reads_a_fourth_and_is_no_leak(monkeypatch):
+    # three of the four growths at or under the floor: the median of five is too, so the fifth
+    # round is saved
     kept, calls = [bytes(0)], itertools.count(1)  # no list that grows with the rounds
 
     def one_round():
         if next(calls) == memory.WARMUP + 2:  # a cache filled once, above the floor
             kept[0] = bytes(4096)
+
+    out = _ruled(monkeypatch, one_round, kept)
+    assert out["memory_rounds"] == memory.ENOUGH + 1 < memory.READINGS and out[KEY] == 0, out
+
+
+def test_two_one_offs_in_the_first_four_rounds_read_all_five_and_are_no_leak(monkeypatch):
+    kept, calls = [bytes(0), bytes(0)], itertools.count(1)
+
+    def one_round():
+        call = next(calls)
+        for slot, when in enumerate((memory.WARMUP + 1, memory.WARMUP + 3)):
+            if call == when:  # two caches, each filled once, above the floor
+                kept[slot] = bytes(4096)
 
     out = _ruled(monkeypatch, one_round, kept)
     assert out["memory_rounds"] == memory.READINGS and out[KEY] == 0, out

@@ -78,7 +78,8 @@ def test_a_plain_worker_runs_the_memory_pass_and_the_kernel_figures_alone():
         worker.close()
     assert reply["ok"] and "samples" not in reply, reply
     assert (
-        reply["extra"]["memory_rounds"] in (memory.ENOUGH, memory.READINGS, 2 * memory.READINGS)
+        reply["extra"]["memory_rounds"]
+        in (*range(memory.ENOUGH, memory.READINGS + 1), 2 * memory.READINGS)
         and reply["extra"]["tasks_per_round"] == 10
     )
     assert "kib_per_task" in reply["extra"]  # the workload's own memory hook ran too

@@ -14,6 +14,7 @@ import re
 import pytest
 
 from pytest_concurrency import backends, workloads
+from pytest_concurrency.measure import driver, memory
 from pytest_concurrency.workloads import WorkloadError, latency_server
 
 pytestmark = pytest.mark.timeout(120)  # a broken fault would hang, not fail
@@ -366,3 +367,19 @@ def test_spawn_memory_per_live_task_is_seen_however_the_model_allocates(spec):
     assert figures["kib_per_task"] == max(figures["rss_kib_per_task"], figures["heap_kib_per_task"])
     assert figures["kib_per_task"] > 0.25  # no model keeps a live task in under 256 bytes
     assert figures["heap_kib_per_task"] > 0.1  # every model allocates Python objects per task
+
+
+@pytest.mark.parametrize("spec", ["asyncio", "threading"])
+def test_the_memory_pass_reads_the_heap_per_live_task_in_its_first_round(spec, monkeypatch):
+    # spawn's traced heap per live task is read in the memory pass's first round (the first
+    # under tracemalloc), not in a traced run of its own: one run beyond the pass's rounds (the
+    # RSS one), with the figure a run of its own reads
+    be, wl, params = backends.load(spec), workloads.get("spawn"), {"count": 300}
+    wl.run(be, params)
+    runs, run = [], be.run
+    monkeypatch.setattr(be, "run", lambda *a: runs.append(1) or run(*a))
+    figures = driver.memory_figures(wl, be, params)
+    assert len(runs) == memory.WARMUP + figures["memory_rounds"] + 1
+    monkeypatch.undo()
+    alone = wl.memory(be, params)
+    assert figures["heap_kib_per_task"] == pytest.approx(alone["heap_kib_per_task"], rel=0.1)

@@ -8,12 +8,13 @@ threads, greenlets, RSS). A leak is growth per round, taken as the **median of t
 round-to-round growths**: a steady leak grows the same in every round and reads whole; a
 one-off (a cache filling, a free list, a table that doubles, a new malloc arena) grows one
 round of ``READINGS`` and reads 0. When anything grew, ``READINGS`` more rounds are read, and
-a leak must grow in both sets. When no leak probe grew by its floor in the first ``ENOUGH``
-(three) rounds, the pass stops there: three of the five growths are then at or under every
-floor, so their median is too, and the five could not have read a leak. The verdicts are the
-five's; the figures are the median of three (the peak, the largest of three rounds), and
+a leak must grow in both sets. The pass stops as soon as ``ENOUGH`` (three) growths of every
+leak probe are at or under its floor, after three readings or four: the median of the five is
+then at or under every floor too, and the five could not have read a leak. The verdicts are the
+five's; the figures are the median of those read (the peak, the largest of those rounds), and
 two of the pass's six rounds under ``tracemalloc`` (~3x a plain round each) are saved where
-nothing leaks. Judged in gate/memory.py; the keys (see records.py):
+nothing leaks, one where a one-off grew in one of the first four. Judged in gate/memory.py;
+the keys (see records.py):
 
 ``retained_b_per_task_round``  Python heap, bytes per round per task the round spawned
 ``c_heap_b_per_task_round``    C heap less the Python heap's own growth, the same way
@@ -65,8 +66,8 @@ _KEYS = {
 
 def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
     """The figures above from ``WARMUP + READINGS`` calls of ``one_round()`` under ``guard()``
-    (``WARMUP + ENOUGH`` when no leak probe grew by its floor in those, ``READINGS`` more when
-    one grew in the five);
+    (``WARMUP + ENOUGH`` or one more once ``ENOUGH`` growths of every leak probe are at or under
+    its floor, ``READINGS`` more when one grew in the five);
     ``tasks_of(result)`` is how many tasks a round spawned (None: figures per round)."""
     probes, missing = memory_probes.available()
     rounds = WARMUP + 2 * READINGS
@@ -99,7 +100,7 @@ def leak_pass(one_round, guard, tasks_of=lambda result: None) -> dict:
             for name, read in probes.items():
                 readings[name][done] = read()
             done += 1
-            if done == WARMUP + ENOUGH and not _any_over(readings, done):
+            if WARMUP + ENOUGH <= done < WARMUP + READINGS and _settled(readings, done):
                 break
             if done == WARMUP + READINGS and not _grew(_growths(readings, done)):
                 break
@@ -145,13 +146,14 @@ def _series(readings: dict, done: int) -> dict:
     return out
 
 
-def _any_over(readings: dict, done: int) -> bool:
-    """Whether any leak probe grew by more than its floor in any round after the warm-up."""
-    return any(
-        b - a > ROUND_FLOORS[name]
+def _settled(readings: dict, done: int) -> bool:
+    """Whether ``ENOUGH`` growths of every leak probe after the warm-up are at or under its
+    floor: the median of ``READINGS`` is then too, whatever the others read."""
+    return all(
+        sum(b - a <= ROUND_FLOORS[name] for a, b in zip(values[WARMUP - 1 :], values[WARMUP:]))
+        >= ENOUGH
         for name, values in _series(readings, done).items()
         if name in ROUND_FLOORS
-        for a, b in zip(values[WARMUP - 1 :], values[WARMUP:])
     )
 
 

@@ -85,10 +85,21 @@ def prepare(workload, params: dict) -> None:
         hook(params)
 
 
-def memory(workload, backend, params: dict) -> dict:
-    """The workload's optional untimed memory figures, or ``{}``."""
+def memory(workload, backend, params: dict, heap: int | None = None) -> dict:
+    """The workload's optional untimed memory figures, or ``{}``; ``heap``: the traced growth
+    its ``heap_round`` read in the memory pass (None: the hook reads it in a run of its own)."""
     hook = getattr(workload, "memory", None)
-    return hook(backend, params) if hook is not None else {}
+    if hook is None:
+        return {}
+    return hook(backend, params) if heap is None else hook(backend, params, heap=heap)
+
+
+def heap_round(workload, backend, params: dict):
+    """The workload's optional round of the case that also reads its live tasks' traced heap
+    growth (``Outcome.extra["grown"]``), as a callable the memory pass runs for its rounds (the
+    first one's growth is the figure), or None: none, or its figure is read on another case."""
+    hook = getattr(workload, "heap_round", None)
+    return hook(backend, params) if hook is not None else None
 
 
 def waits(workload) -> bool:

@@ -9,7 +9,9 @@ bookkeeping of ``tracemalloc`` would inflate RSS):
   parent's pages: only what is unique to a child is its cost. Not under valgrind, whose
   own memory is in every RSS figure: there the figure is the traced heap alone.
 * bytes traced by ``tracemalloc``: coroutines, tasks and greenlets live in Python's heap,
-  where the allocator reuses arenas freed by earlier rounds, so RSS barely moves.
+  where the allocator reuses arenas freed by earlier rounds, so RSS barely moves. Read in the
+  memory pass's first round (``heap_round``: the pass runs its rounds so, under
+  ``tracemalloc`` anyway), which is the first traced one, as a run of its own was.
 """
 
 from __future__ import annotations
@@ -47,14 +49,16 @@ def under_valgrind() -> bool:
         return False
 
 
-def per_live_task(grown_with, count: int) -> dict:
-    """KiB per task from ``grown_with(probe)``: one run that returns the growth ``probe`` read."""
+def per_live_task(grown_with, count: int, heap: int | None = None) -> dict:
+    """KiB per task from ``grown_with(probe)``: one run that returns the growth ``probe`` read;
+    ``heap``: the traced growth already read in such a run (None: read here, in one more)."""
     rss = 0 if under_valgrind() else grown_with(resident_bytes)
-    tracemalloc.start()
-    try:
-        heap = grown_with(traced_bytes)
-    finally:
-        tracemalloc.stop()
+    if heap is None:
+        tracemalloc.start()
+        try:
+            heap = grown_with(traced_bytes)
+        finally:
+            tracemalloc.stop()
     return {
         "kib_per_task": max(rss, heap) / 1024 / count,
         "rss_kib_per_task": rss / 1024 / count,

@@ -27,7 +27,7 @@ import queue
 from ..backends.base import TaskCancelled
 from . import Outcome
 from ._base import TableWorkload, too_many_tasks
-from ._live_memory import per_live_task
+from ._live_memory import per_live_task, traced_bytes
 
 #: Longer than any round may take (the stall timeout ends one before): a task that
 #: wakes from it was not cancelled.
@@ -145,18 +145,28 @@ class Cancel(TableWorkload):
         result = backend.run(main, backend, params["tasks"], params["wait"], params["end"], left)
         return self.check(params, result, left)
 
-    def memory(self, backend, params) -> dict:
-        """KiB per blocked task (see ``_live_memory``), measured on the ``cancel`` end."""
+    def memory(self, backend, params, heap: int | None = None) -> dict:
+        """KiB per blocked task (see ``_live_memory``), measured on the ``cancel`` end;
+        ``heap``: read by ``heap_round``."""
+        return per_live_task(
+            lambda probe: self._probed(backend, params, probe).extra["grown"], params["tasks"], heap
+        )
+
+    def heap_round(self, backend, params):
+        """A round of the case that reads its blocked tasks' traced heap (under tracemalloc):
+        on the ``cancel`` end only, where the memory figure's round is the case's own."""
+        if params.get("end") != "cancel":
+            return None
+        return lambda: self._probed(backend, params, traced_bytes)
+
+    def _probed(self, backend, params, probe) -> Outcome:
+        """A round on the ``cancel`` end whose ``grown`` is what ``probe`` read grow while every
+        task was blocked."""
         self.check_params(params)
         main = self.async_main if backend.family == "async" else self.sync_main
-        count = params["tasks"]
-
-        def grown_with(probe):
-            left = Traces(backend)
-            result = backend.run(main, backend, count, params["wait"], "cancel", left, probe)
-            return self.check(dict(params, end="cancel"), result, left).extra["grown"]
-
-        return per_live_task(grown_with, count)
+        left = Traces(backend)
+        result = backend.run(main, backend, params["tasks"], params["wait"], "cancel", left, probe)
+        return self.check(dict(params, end="cancel"), result, left)
 
     def sync_main(self, backend, count, wait, end, left: Traces, memory=None):
         ready, gate = backend.channel(None), backend.channel(None)

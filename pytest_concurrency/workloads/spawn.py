@@ -5,14 +5,15 @@ all ``count`` are alive at once when memory is read; then main releases them all
 joins each, checking it returned its own id. One op is one task (spawn + park + join).
 
 Memory per live task is measured once per benchmark, untimed, after the timed rounds
-(``memory``; how: see ``_live_memory``).
+(``memory``; how: see ``_live_memory``), its traced heap in the memory pass's first round
+(``heap_round``).
 """
 
 from __future__ import annotations
 
 from . import Outcome
 from ._base import TableWorkload, too_many_tasks
-from ._live_memory import per_live_task
+from ._live_memory import per_live_task, traced_bytes
 
 
 def _parked(ready, release, ident):
@@ -47,17 +48,21 @@ class Spawn(TableWorkload):
             "process limits, and takes minutes",
         )
 
-    def memory(self, backend, params) -> dict:
-        """KiB per live task (see ``_live_memory``)."""
+    def memory(self, backend, params, heap: int | None = None) -> dict:
+        """KiB per live task (see ``_live_memory``); ``heap``: read by ``heap_round``."""
+        return per_live_task(
+            lambda probe: self._probed(backend, params, probe).extra["grown"], params["count"], heap
+        )
+
+    def heap_round(self, backend, params):
+        """A round of the case that reads its live tasks' traced heap (under tracemalloc)."""
+        return lambda: self._probed(backend, params, traced_bytes)
+
+    def _probed(self, backend, params, probe) -> Outcome:
+        """A round whose ``grown`` is what ``probe`` read grow while every task was alive."""
         self.check_params(params)
         main = self.async_main if backend.family == "async" else self.sync_main
-        count = params["count"]
-        return per_live_task(
-            lambda probe: self.check(params, backend.run(main, backend, count, probe)).extra[
-                "grown"
-            ],
-            count,
-        )
+        return self.check(params, backend.run(main, backend, params["count"], probe))
 
     def sync_main(self, backend, count, memory=None):
         ready, release = backend.channel(None), backend.channel(None)
