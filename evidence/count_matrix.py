@@ -154,12 +154,18 @@ class Matrix:
         print(line(row), flush=True)
         return row
 
+    def saved(self, part: str, dist: str, selection: list, env: dict, base: Path) -> bool:
+        """Save the part's baseline; whether it was written (yarl's own coverage threshold fails
+        every session of a selection: its exit is 1 with the baseline saved)."""
+        self.session(part, 0, "save", dist, selection, env, base)
+        return base.exists()
+
     def aa(self, part: str) -> None:
         dist = part.split("-", 1)[1]
         base = self.work / f"{part}.json"
         base.unlink(missing_ok=True)
         selection = count_cost.SELECTIONS[dist]
-        if self.session(part, 0, "save", dist, selection, {}, base)["exit"] != 0:
+        if not self.saved(part, dist, selection, {}, base):
             return
         for n in range(self.args.judgements):
             self.session(part, n, "judge", dist, selection, {}, base)
@@ -169,7 +175,7 @@ class Matrix:
         base = self.work / "plain.json"
         base.unlink(missing_ok=True)
         sel = count_cost.SELECTIONS["yarl"]
-        if self.session("plain", 0, "save", "yarl", sel, env, base)["exit"] != 0:
+        if not self.saved("plain", "yarl", sel, env, base):
             return
         size = burden(base, PLAIN_TARGET, 0.01)
         for n in range(max(self.args.judgements, 10)):
@@ -183,7 +189,7 @@ class Matrix:
         base.unlink(missing_ok=True)
         alone = ["tests/test_url_benchmarks.py", "-k", IPV6]
         after = ["tests/test_url_benchmarks.py", "-k", f"test_url_make_with_host or {IPV6}"]
-        if self.session(part, 0, "save", "yarl", alone, env, base)["exit"] != 0:
+        if not self.saved(part, "yarl", alone, env, base):
             return
         size = burden(base, IPV6, 0.02) if slow else 0
         judgements = self.args.judgements if slow else max(self.args.judgements, 10)
