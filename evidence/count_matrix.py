@@ -27,7 +27,8 @@ run keeps what it measured. The parts:
 
 The buffer's size is the wanted instructions over ``count_evidence.CRC32_INSTRUCTIONS_PER_BYTE``;
 the change achieved is the judged benchmark's count over its saved one, from the verdicts.
-Parts run whole, ``--parallel`` of them at a time (counted sessions are CPU-heavy: 2 at most on 2
+Each part's sessions keep coverage's data (the suites' addopts) in a file of their own
+(``COVERAGE_FILE``). Parts run whole, ``--parallel`` of them at a time (counted sessions are CPU-heavy: 2 at most on 2
 cores); ``/proc/loadavg`` is recorded before and after every session.
 
     python3 evidence/count_matrix.py                                   # every part (about an hour)
@@ -124,6 +125,9 @@ class Matrix:
                 base: Path, condition: str = "") -> dict:  # fmt: skip
         py, run = self.prepared(dist)
         name = f"{part}-{n}-{kind}"
+        # coverage (the suites' addopts) combining its data files while another part's session
+        # in the same directory writes its own: an INTERNALERROR, no baseline (exit 3)
+        env = {"COVERAGE_FILE": str(self.work / f"{part}.coverage"), **env}
         verdicts = self.work / f"{name}-verdicts.json"
         verdicts.unlink(missing_ok=True)
         gate = (
