@@ -10,7 +10,8 @@ run keeps what it measured. The parts:
 
   aa-yarl, aa-propcache, aa-multidict
              counted A/As: a save of ``count_cost.SELECTIONS[suite]``, then ``--judgements``
-             judgements of the same code against it. Any verdict but unchanged fails the row.
+             judgements of the same code against it. A regressed or improved verdict fails the
+             judgement; inconclusive ones are counted apart.
   plain      +1% of a plain benchmark's count: yarl's 11 with a copy of yarl first on PYTHONPATH
              whose ``URL.build`` hashes a buffer (``zlib.crc32``, as count_evidence.py injects)
              once every 100 calls: once a call of a ``test_url_build_*`` benchmark (each builds 100
@@ -25,8 +26,12 @@ run keeps what it measured. The parts:
              calls (once a call), saved with an empty one, judged with one sized to +2% in the
              same three conditions. It must read regressed or inconclusive, never unchanged.
 
-The buffer's size is the wanted instructions over ``count_evidence.CRC32_INSTRUCTIONS_PER_BYTE``;
-the change achieved is the judged benchmark's count over its saved one, from the verdicts.
+The buffer's size is the wanted instructions over ``PER_BYTE``, what a byte of the buffer added
+to a call in this script's first run (callgrind counts 3.98 instructions a byte for
+``zlib.crc32(bytes(2876))`` called alone, count_evidence.py 3.85; in the session a byte added 4.8
+times that, not explained); the change achieved is the judged benchmark's count over its saved
+one, from the verdicts. ``--reuse`` keeps a part's baseline from an earlier run in the same
+``--work`` and goes on numbering its judgements from the rows of ``--out``.
 Each part's sessions keep coverage's data (the suites' addopts) in a file of their own
 (``COVERAGE_FILE``). Parts run whole, ``--parallel`` of them at a time (counted sessions are CPU-heavy: 2 at most on 2
 cores); ``/proc/loadavg`` is recorded before and after every session.
@@ -54,12 +59,14 @@ from pathlib import Path
 # beside this script (python puts its folder first on the import path)
 import count_cost
 import real_suites
-from count_evidence import CRC32_INSTRUCTIONS_PER_BYTE
 from existing_suites import slowed_copy
 
 OUT = count_cost.OUT.parent / "matrix.jsonl"
 IPV6 = "test_url_make_with_ipv6_address_and_path"
 PLAIN_TARGET = "test_url_build_with_host"
+#: instructions a call of a benchmark gains a byte of the buffer: 2,876 B added 55,421 to a call of
+#: PLAIN_TARGET (1,107,355 -> 1,162,776: +5.0% where +1% was sized at 3.85 a byte)
+PER_BYTE = 55421 / 2876
 #: the judgements' conditions, in turns: what ran before the benchmark, the environment's size
 CONDITIONS = ("after-others", "env8k", "after-others-env8k")
 PAD = "COUNT_MATRIX_PAD"
@@ -161,28 +168,37 @@ class Matrix:
     def saved(self, part: str, dist: str, selection: list, env: dict, base: Path) -> bool:
         """Save the part's baseline; whether it was written (yarl's own coverage threshold fails
         every session of a selection: its exit is 1 with the baseline saved)."""
+        if self.args.reuse and base.exists():
+            return True
+        base.unlink(missing_ok=True)
         self.session(part, 0, "save", dist, selection, env, base)
         return base.exists()
+
+    def judgements(self, part: str, wanted: int) -> range:
+        """The part's judgements still to run: numbered on from those in ``--out`` (``--reuse``)."""
+        done = 0
+        if self.args.reuse and Path(self.args.out).exists():
+            rows = [json.loads(x) for x in Path(self.args.out).read_text().splitlines() if x]
+            done = sum(r["part"] == part and r["kind"] == "judge" for r in rows)
+        return range(done, wanted)
 
     def aa(self, part: str) -> None:
         dist = part.split("-", 1)[1]
         base = self.work / f"{part}.json"
-        base.unlink(missing_ok=True)
         selection = count_cost.SELECTIONS[dist]
         if not self.saved(part, dist, selection, {}, base):
             return
-        for n in range(self.args.judgements):
+        for n in self.judgements(part, self.args.judgements):
             self.session(part, n, "judge", dist, selection, {}, base)
 
     def plain(self) -> None:
         env = {"PYTHONPATH": str(self.copy()), "COUNT_MATRIX_BUILD": f"{0:08d}"}
         base = self.work / "plain.json"
-        base.unlink(missing_ok=True)
         sel = count_cost.SELECTIONS["yarl"]
         if not self.saved("plain", "yarl", sel, env, base):
             return
         size = burden(base, PLAIN_TARGET, 0.01)
-        for n in range(max(self.args.judgements, 10)):
+        for n in self.judgements("plain", max(self.args.judgements, 10)):
             burdened = {**env, "COUNT_MATRIX_BUILD": f"{size:08d}"}
             self.session("plain", n, "judge", "yarl", sel, burdened, base, f"+1% ({size} B)")
 
@@ -190,7 +206,6 @@ class Matrix:
         slow = part == "ipv6-slow"
         env = {"PYTHONPATH": str(self.copy()), "COUNT_MATRIX_NEW": f"{0:08d}"} if slow else {}
         base = self.work / f"{part}.json"
-        base.unlink(missing_ok=True)
         alone = ["tests/test_url_benchmarks.py", "-k", IPV6]
         after = ["tests/test_url_benchmarks.py", "-k", f"test_url_make_with_host or {IPV6}"]
         if not self.saved(part, "yarl", alone, env, base):
@@ -199,7 +214,7 @@ class Matrix:
         judgements = self.args.judgements if slow else max(self.args.judgements, 10)
         if self.args.smoke:
             judgements = 1
-        for n in range(judgements):
+        for n in self.judgements(part, judgements):
             condition = CONDITIONS[n % len(CONDITIONS)]
             these = {**env, **({"COUNT_MATRIX_NEW": f"{size:08d}"} if slow else {})}
             if "env8k" in condition:
@@ -222,7 +237,13 @@ def burden(base: Path, name: str, share: float) -> int:
     doc = json.loads(base.read_text())
     (bench,) = (b for b in doc["benchmarks"] if b["name"] == name)
     count = sorted(bench["stats"]["data"])[len(bench["stats"]["data"]) // 2]
-    return round(share * count / CRC32_INSTRUCTIONS_PER_BYTE)
+    return round(share * count / PER_BYTE)
+
+
+def short(key: list) -> str:
+    """A verdict's benchmark: its test's name, with its parameters' id."""
+    name = key[0].rpartition("::")[2]
+    return f"{name}[{key[1]}]" if key[1] else name
 
 
 def judged(path: Path) -> dict:
@@ -231,7 +252,7 @@ def judged(path: Path) -> dict:
         return {"verdicts": {}, "largest": None, "largest_benchmark": None}
     doc = json.loads(path.read_text())
     verdicts = {
-        (f"{v['key'][0]}[{v['key'][1]}]" if v["key"][1] else v["key"][0]): {
+        short(v["key"]): {
             "status": v["status"],
             "change": v["change"],
         }
@@ -248,12 +269,13 @@ def judged(path: Path) -> dict:
 
 def failed(row: dict) -> str:
     """Why a judgement fails its part's rule ("" when it holds)."""
-    status = {k: v["status"] for k, v in row["verdicts"].items()}
+    status = {k.rpartition("::")[2]: v["status"] for k, v in row["verdicts"].items()}
     if not status:
         return f"no verdicts (exit {row['exit']})"
     if row["part"].startswith("aa-") or row["part"] == "ipv6-aa":
         judged_here = status if row["part"].startswith("aa-") else {IPV6: status.get(IPV6)}
-        wrong = {k: s for k, s in judged_here.items() if s != "unchanged"}
+        # what fails a session (or asks for a new baseline); inconclusive is counted apart
+        wrong = {k: s for k, s in judged_here.items() if s in ("regressed", "improved")}
         if row["part"] == "ipv6-aa":  # the issue's rule: never regressed
             wrong = {k: s for k, s in wrong.items() if s == "regressed"}
         return ", ".join(f"{k} {s}" for k, s in wrong.items())
@@ -324,6 +346,9 @@ def main() -> int:
         "--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "count_matrix")
     )
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep the parts' baselines of an earlier run"
+    )
     parser.add_argument("--table", metavar="JSONL", help="print the table of a results file")
     parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
     if parser.parse_known_args()[0].smoke:
