@@ -174,12 +174,15 @@ class Matrix:
         self.session(part, 0, "save", dist, selection, env, base)
         return base.exists()
 
-    def judgements(self, part: str, wanted: int) -> range:
-        """The part's judgements still to run: numbered on from those in ``--out`` (``--reuse``)."""
+    def judgements(self, part: str, wanted: int, size: str = "") -> range:
+        """The part's judgements still to run: numbered on from those in ``--out`` (``--reuse``),
+        of a buffer of the same ``size`` where one is given."""
         done = 0
         if self.args.reuse and Path(self.args.out).exists():
             rows = [json.loads(x) for x in Path(self.args.out).read_text().splitlines() if x]
-            done = sum(r["part"] == part and r["kind"] == "judge" for r in rows)
+            done = sum(
+                r["part"] == part and r["kind"] == "judge" and size in r["condition"] for r in rows
+            )
         return range(done, wanted)
 
     def aa(self, part: str) -> None:
@@ -198,7 +201,7 @@ class Matrix:
         if not self.saved("plain", "yarl", sel, env, base):
             return
         size = burden(base, PLAIN_TARGET, 0.01)
-        for n in self.judgements("plain", max(self.args.judgements, 10)):
+        for n in self.judgements("plain", max(self.args.judgements, 10), f"({size} B)"):
             burdened = {**env, "COUNT_MATRIX_BUILD": f"{size:08d}"}
             self.session("plain", n, "judge", "yarl", sel, burdened, base, f"+1% ({size} B)")
 
@@ -214,7 +217,7 @@ class Matrix:
         judgements = self.args.judgements if slow else max(self.args.judgements, 10)
         if self.args.smoke:
             judgements = 1
-        for n in self.judgements(part, judgements):
+        for n in self.judgements(part, judgements, f"({size} B)" if slow else ""):
             condition = CONDITIONS[n % len(CONDITIONS)]
             these = {**env, **({"COUNT_MATRIX_NEW": f"{size:08d}"} if slow else {})}
             if "env8k" in condition:
