@@ -18,6 +18,7 @@ run keeps what it measured. The parts:
              URLs). The save hashes an empty buffer; the judgements a buffer sized to +1% of
              ``test_url_build_with_host``'s saved count. That benchmark must read regressed; the
              benchmarks that never build (``test_url_make_*``, join, query, path) unchanged.
+             First ``PLAIN_AA`` judgements hash nothing, as the save did: the copy's own A/A.
   ipv6-aa    yarl's ``test_url_make_with_ipv6_address_and_path``, whose count follows the layout
              (docs/shards-and-bisect.md): saved alone, then judged with an unrelated benchmark run
              before it (``test_url_make_with_host*``), or with an 8 KB environment variable, or
@@ -99,6 +100,7 @@ URL.build = classmethod(_burdened(URL.build.__func__, "COUNT_MATRIX_BUILD"))
 URL.__new__ = _burdened(URL.__new__, "COUNT_MATRIX_NEW")
 """
 OFFSET = 10000  # the variables hold OFFSET + the bytes hashed
+PLAIN_AA = 2  # judgements of the copy hashing nothing, as its save did, before the +1% ones
 PARTS = ("plain", "aa-yarl", "ipv6-aa", "aa-propcache", "ipv6-slow", "aa-multidict")
 SMOKE = {"parts": "ipv6-aa", "judgements": 1}
 
@@ -207,6 +209,8 @@ class Matrix:
         sel = count_cost.SELECTIONS["yarl"]
         if not self.saved("plain", "yarl", sel, env, base):
             return
+        for n in self.judgements("plain", PLAIN_AA, "(0 B hashed)"):  # the copy's own A/A
+            self.session("plain", n, "judge", "yarl", sel, env, base, "A/A (0 B hashed)")
         size = burden(base, PLAIN_TARGET, 0.01)
         for n in self.judgements("plain", max(self.args.judgements, 10), f"({size} B hashed)"):
             burdened = {**env, "COUNT_MATRIX_BUILD": f"{OFFSET + size:08d}"}
@@ -289,6 +293,9 @@ def failed(row: dict) -> str:
         wrong = {k: s for k, s in judged_here.items() if s in ("regressed", "improved")}
         if row["part"] == "ipv6-aa":  # the issue's rule: never regressed
             wrong = {k: s for k, s in wrong.items() if s == "regressed"}
+        return ", ".join(f"{k} {s}" for k, s in wrong.items())
+    if row["part"] == "plain" and row["condition"].startswith("A/A"):
+        wrong = {k: s for k, s in status.items() if s in ("regressed", "improved")}
         return ", ".join(f"{k} {s}" for k, s in wrong.items())
     if row["part"] == "plain":
         building = {k: s for k, s in status.items() if k.startswith("test_url_build_")}
