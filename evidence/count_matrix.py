@@ -151,6 +151,9 @@ class Matrix:
             if kind == "save"
             else [f"--concurrency-baseline={base}", f"--concurrency-verdicts={verdicts}"]
         )
+        if kind == "judge" and self.args.judge_layouts_from:
+            gate.append(f"--concurrency-layouts-from={self.args.judge_layouts_from}")
+            condition = f"{condition}, {self.args.judge_layouts_from}ed layouts".lstrip(", ")
         cmd = [str(py), "-m", "pytest", *selection, *count_cost.COMMON, *count_cost.COUNT, *gate]
         row = {
             "when": stamp(),
@@ -183,14 +186,21 @@ class Matrix:
         self.session(part, 0, "save", dist, selection, env, base)
         return base.exists()
 
+    def tag(self, size: str) -> str:
+        """What a judgement's condition holds: the buffer's size, the layouts if not the default."""
+        started = self.args.judge_layouts_from
+        return f"{size}, {started}ed layouts".lstrip(", ") if started else size
+
     def judgements(self, part: str, wanted: int, size: str = "") -> range:
         """The part's judgements still to run: numbered on from those in ``--out`` (``--reuse``),
         of a buffer of the same ``size`` where one is given."""
         done = 0
         if self.args.reuse and Path(self.args.out).exists():
             rows = [json.loads(x) for x in Path(self.args.out).read_text().splitlines() if x]
+            mine = [r for r in rows if r["part"] == part and r["kind"] == "judge"]
             done = sum(
-                r["part"] == part and r["kind"] == "judge" and size in r["condition"] for r in rows
+                size in r["condition"] and ("started" in r["condition"]) == ("started" in size)
+                for r in mine
             )
         return range(done, wanted)
 
@@ -209,10 +219,11 @@ class Matrix:
         sel = count_cost.SELECTIONS["yarl"]
         if not self.saved("plain", "yarl", sel, env, base):
             return
-        for n in self.judgements("plain", PLAIN_AA, "(0 B hashed)"):  # the copy's own A/A
+        for n in self.judgements("plain", PLAIN_AA, self.tag("(0 B hashed)")):  # its own A/A
             self.session("plain", n, "judge", "yarl", sel, env, base, "A/A (0 B hashed)")
         size = burden(base, PLAIN_TARGET, 0.01)
-        for n in self.judgements("plain", max(self.args.judgements, 10), f"({size} B hashed)"):
+        wanted = max(self.args.judgements, 10)
+        for n in self.judgements("plain", wanted, self.tag(f"({size} B hashed)")):
             burdened = {**env, "COUNT_MATRIX_BUILD": f"{OFFSET + size:08d}"}
             said = f"+1% ({size} B hashed)"
             self.session("plain", n, "judge", "yarl", sel, burdened, base, said)
@@ -229,7 +240,7 @@ class Matrix:
         judgements = self.args.judgements if slow else max(self.args.judgements, 10)
         if self.args.smoke:
             judgements = 1
-        for n in self.judgements(part, judgements, f"({size} B hashed)" if slow else ""):
+        for n in self.judgements(part, judgements, self.tag(f"({size} B hashed)" if slow else "")):
             condition = CONDITIONS[n % len(CONDITIONS)]
             these = {**env, **({"COUNT_MATRIX_NEW": f"{OFFSET + size:08d}"} if slow else {})}
             if "env8k" in condition:
@@ -371,6 +382,11 @@ def main() -> int:
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument(
         "--reuse", action="store_true", help="keep the parts' baselines of an earlier run"
+    )
+    parser.add_argument(
+        "--judge-layouts-from",
+        choices=("fork", "start"),
+        help="judge with --concurrency-layouts-from (the saves keep the default, fork)",
     )
     parser.add_argument("--table", metavar="JSONL", help="print the table of a results file")
     parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
