@@ -350,8 +350,10 @@ def table(rows: list[dict]) -> str:
     groups: dict[tuple, list[dict]] = {}
     for r in judgements:
         size = re.search(r"\+\d+% \(\d+ B( hashed)?\)", r["condition"])
-        groups.setdefault((r["part"], size.group() if size else ""), []).append(r)
-    for (part, size), these in groups.items():
+        aa = r["condition"].startswith("A/A")
+        started = "started" in r["condition"]
+        groups.setdefault((r["part"], size.group() if size else "", aa, started), []).append(r)
+    for (part, size, aa, started), these in groups.items():
         bad = [r for r in these if failed(r)]
         unsure = [
             r for r in these if "inconclusive" in {v["status"] for v in r["verdicts"].values()}
@@ -362,6 +364,10 @@ def table(rows: list[dict]) -> str:
         largest = f"{top['largest']:+.2%} (`{name}`)" if top else "-"
         cpu = ", ".join(f"{r['cpu_s']:.0f}" for r in these)
         said = what.get(part, part).format(size=size)
+        if aa:
+            said = "A/A of yarl's 11 with the copy's `URL.build` (nothing hashed)"
+        if started:
+            said += ", judged with started layouts"
         lines.append(f"| {said} | {len(these)} | {len(bad)} | {len(unsure)} | {largest} | {cpu} |")
     return "\n".join(lines)
 
@@ -388,13 +394,17 @@ def main() -> int:
         choices=("fork", "start"),
         help="judge with --concurrency-layouts-from (the saves keep the default, fork)",
     )
-    parser.add_argument("--table", metavar="JSONL", help="print the table of a results file")
+    parser.add_argument(
+        "--table", metavar="JSONL", nargs="+", help="print the table of results files"
+    )
     parser.add_argument("--smoke", action="store_true", help=f"the smallest run: {SMOKE}")
     if parser.parse_known_args()[0].smoke:
         parser.set_defaults(**SMOKE)
     args = parser.parse_args()
     if args.table:
-        rows = [json.loads(x) for x in Path(args.table).read_text().splitlines() if x.strip()]
+        rows = [
+            json.loads(x) for path in args.table for x in Path(path).read_text().splitlines() if x
+        ]
         print(table(rows))
         return 0
     if args.smoke:  # a smoke run is no evidence: its rows go beside its work
