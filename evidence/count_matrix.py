@@ -15,7 +15,7 @@ run keeps what it measured. The parts:
   plain      +1% of a plain benchmark's count: yarl's 11 with a copy of yarl first on PYTHONPATH
              whose ``URL.build`` hashes a buffer (``zlib.crc32``, as count_evidence.py injects)
              once every 100 calls: once a call of a ``test_url_build_*`` benchmark (each builds 100
-             URLs). The save hashes an empty buffer; the judgements a buffer sized to +1% of
+             URLs). The save hashes nothing; the judgements as much as adds +1% to
              ``test_url_build_with_host``'s saved count. That benchmark must read regressed; the
              benchmarks that never build (``test_url_make_*``, join, query, path) unchanged.
              First ``PLAIN_AA`` judgements hash nothing, as the save did: the copy's own A/A.
@@ -24,17 +24,18 @@ run keeps what it measured. The parts:
              before it (``test_url_make_with_host*``), or with an 8 KB environment variable, or
              both, in turns. It must never read regressed.
   ipv6-slow  the same benchmark +2%: the copy's ``URL.__new__`` hashes a buffer once every 100
-             calls (once a call), saved with an empty one, judged with one sized to +2% in the
+             calls (once a call), saved hashing nothing, judged hashing +2% in the
              same three conditions. It must read regressed or inconclusive, never unchanged.
 
 The part of the buffer hashed is the wanted instructions over ``PER_BYTE`` (callgrind counts 3.98
 instructions a byte for ``zlib.crc32(bytes(2876))`` called alone; count_evidence.py 3.85); every
-session allocates the same 64 KiB buffer (see ``BURDENS``); the change achieved is the judged benchmark's count over its saved
-one, from the verdicts. ``--reuse`` keeps a part's baseline from an earlier run in the same
-``--work`` and goes on numbering its judgements from the rows of ``--out``.
-Each part's sessions keep coverage's data (the suites' addopts) in a file of their own
-(``COVERAGE_FILE``). Parts run whole, ``--parallel`` of them at a time (counted sessions are CPU-heavy: 2 at most on 2
-cores); ``/proc/loadavg`` is recorded before and after every session.
+session allocates the same 64 KiB buffer (see ``BURDENS``); the change achieved is the judged
+benchmark's count over its saved one, from the verdicts. ``--reuse`` keeps a part's baseline from
+an earlier run in the same ``--work`` and goes on numbering its judgements from the rows of
+``--out``; ``--judge-layouts-from start`` judges with started layouts (the saves keep forked
+ones). Each part's sessions keep coverage's data (the suites' addopts) in a file of their own
+(``COVERAGE_FILE``). Parts run whole, ``--parallel`` of them at a time (counted sessions are
+CPU-heavy: 2 at most on 2 cores); ``/proc/loadavg`` is recorded before and after every session.
 
     python3 evidence/count_matrix.py                                   # every part (about an hour)
     python3 evidence/count_matrix.py --parts ipv6-aa --judgements 4
