@@ -305,6 +305,8 @@ BY_HAND = {
     "count_cost.py": "needs the package index (PyPI) and minutes of counting",
     # yarl's sdist, one counted save with forked layouts (`python evidence/layout_separation.py --smoke`)
     "layout_separation.py": "needs the package index (PyPI) and minutes of counting",
+    # three real suites' sdists, counted A/As and injected slowdowns (`python evidence/count_matrix.py --smoke`)
+    "count_matrix.py": "needs the package index (PyPI) and minutes of counting",
     # real suites' sdists checked out from source, what time left undecided counted on both
     # sides (`python evidence/undecided_suites.py --suites fastapi --work DIR --sessions save,aa`)
     "undecided_suites.py": "needs valgrind, the package index and tens of minutes of counting",

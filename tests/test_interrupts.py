@@ -307,11 +307,41 @@ ONE_SLOW_LAYOUT = """
 """
 
 
-@pytest.mark.slow  # 28 s here: the pass starts under valgrind, runs its test, then is interrupted
+def _waiting_on_a_pipe(marker: str) -> bool:
+    """Whether a process forked by the counted session (one of ours whose parent's command line is
+    the counted role's) is blocked reading a pipe: the third layout, waiting to be told. Where the
+    kernel hides what a process waits in (wchan "0" for all), whether one was forked and sleeps."""
+    for pid in _ours(marker):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                fields = dict(x.split(":", 1) for x in fh if ":" in x)
+            with open(f"/proc/{fields['PPid'].strip()}/cmdline", "rb") as fh:
+                forked = b'"kind":"counted"' in fh.read()
+            with open(f"/proc/{pid}/wchan") as fh:
+                wchan = fh.read()
+        except (OSError, KeyError):
+            continue
+        hidden = wchan in ("", "0") and fields["State"].split()[0] == "S"
+        if forked and ("pipe" in wchan or hidden):  # pipe_wait, pipe_read, anon_pipe_read (6.x)
+            return True
+    return False
+
+
+# 28 s here quiet; the third waiting 80 s beside two counted sessions: the passes start under
+# valgrind, run their test, are interrupted
+@pytest.mark.slow
 @needs("valgrind", callgrind.unavailable_reason())
-@pytest.mark.parametrize("layouts_from", ["fork", "start"])
+@pytest.mark.parametrize(
+    "layouts_from, layouts",
+    [
+        pytest.param("fork", 2, id="fork"),
+        pytest.param("start", 2, id="start"),
+        # of three forked layouts the third waits on a pipe for layout 1's end (forked_layouts.py)
+        pytest.param("fork", 3, id="fork-the-third-waiting"),
+    ],
+)
 def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(
-    pytester, layouts_from
+    pytester, layouts_from, layouts
 ):
     pytester.makepyfile(test_plain=ONE_SLOW_LAYOUT)
     marker, started, base = (
@@ -330,7 +360,7 @@ def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(
             "--benchmark-only",
             "--concurrency-backends=greenlet",
             "--concurrency-measure=instructions",
-            "--concurrency-layouts=2",
+            f"--concurrency-layouts={layouts}",
             f"--concurrency-layouts-from={layouts_from}",
             f"--concurrency-save-baseline={base}",
         ],
@@ -346,6 +376,11 @@ def test_ctrl_c_in_the_layout_passes_writes_nothing_and_leaves_nothing_running(
         while not started.exists():
             assert time.monotonic() < deadline and launcher.poll() is None, (
                 "the layout pass never ran its test"
+            )
+            time.sleep(0.2)
+        while layouts == 3 and not _waiting_on_a_pipe(marker):  # layout 1 holds: it waits
+            assert time.monotonic() < deadline and launcher.poll() is None, (
+                "the third layout never waited on its pipe"
             )
             time.sleep(0.2)
         launcher.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches the launcher
