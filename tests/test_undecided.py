@@ -69,6 +69,23 @@ def test_a_counted_regression_fails_and_says_time_could_not_decide_it():
 
 
 @pytest.mark.once
+def test_the_counted_verdicts_own_note_is_kept_where_the_verdict_says_it_not_first():
+    """How the counted run saw each benchmark (its layouts, where the instructions went) stays in
+    the verdict's note: without it zeroconf's false counted +1.50% could not be explained."""
+    work, nap = _verdict(WORK, INCONCLUSIVE), _verdict(NAP, INCONCLUSIVE)
+    where = "layout by layout +1.50%, +1.49%; where: +980k instr/call: _int_malloc (libc) +610k"
+    counts = undecided.Counts(
+        {WORK: (REGRESSED, 0.015), NAP: (UNCHANGED, 0.0)},
+        base="git:abc",
+        notes={WORK: where, NAP: "layout by layout +0.00%, +0.00%"},
+    )
+    said = undecided.settle([work, nap], [WORK, NAP], counts)
+    assert work.note.endswith(f"instructions +1.50% against git:abc: regressed (counted {where})")
+    assert nap.note.endswith("(counted layout by layout +0.00%, +0.00%)"), nap.note
+    assert not any("layout by layout" in line for line in said), said
+
+
+@pytest.mark.once
 def test_nothing_left_undecided_says_nothing():
     work = _verdict(WORK, INCONCLUSIVE)
     counts = undecided.Counts({WORK: (REGRESSED, 0.1)})

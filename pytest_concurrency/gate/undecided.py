@@ -35,6 +35,10 @@ class Counts:
     base: str = ""  # what the base side was: the against spec, or git:COMMIT of a stored baseline
     #: why nothing was counted (valgrind missing, a baseline without a commit, the run failed)
     why_not: str = ""
+    #: key -> the instruction verdict's own note: its layouts' changes and where the instructions
+    #: went, by function. Kept in the verdict's note: without it a counted +1.50% of zeroconf's
+    #: test_create_ipv6_addresses, which does not call the slowed code, could not be explained
+    notes: Mapping[tuple, str] = field(default_factory=dict)
 
 
 def of_stored(first: GateResult, final: GateResult) -> list[tuple]:
@@ -96,11 +100,12 @@ def settle(verdicts: Iterable, keys: Iterable[tuple], counts: Counts) -> list[st
         status, change = counted if counted is not None else (None, None)
         moved = f"{change:+.2%}" if change is not None else "unmeasured"
         against = f" against {counts.base}" if counts.base else ""
+        how = f" (counted {counts.notes[v.key]})" if counts.notes.get(v.key) else ""
         if status == REGRESSED:
             v.status = REGRESSED
             v.note = _join(
                 v.note,
-                f"{time}: time could not decide it; instructions {moved}{against}: regressed",
+                f"{time}: time could not decide it; instructions {moved}{against}: regressed{how}",
             )
             continue
         if status == UNCHANGED:
@@ -113,7 +118,7 @@ def settle(verdicts: Iterable, keys: Iterable[tuple], counts: Counts) -> list[st
             said = "not counted (below)"
         else:
             said = "not counted: its test recorded no counts on both sides"
-        v.note = _join(v.note, f"{time}; {said}")
+        v.note = _join(v.note, f"{time}; {said}{how}")
         left.append(f"{key_label(v.key)}: {time}; {said}")
     if not left:
         return []

@@ -114,7 +114,8 @@ class Arbiter:
         wanted = set(keys)
         verdicts = read.gate.verdicts if read.gate is not None else []
         found = {v.key: (v.status, v.change) for v in verdicts if v.key in wanted}
-        return undecided.Counts(found, base=spec)
+        notes = {v.key: v.note for v in verdicts if v.key in wanted and v.note}
+        return undecided.Counts(found, base=spec, notes=notes)
 
 
 def base_of(meta) -> tuple[str | None, str]:
