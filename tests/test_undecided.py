@@ -222,6 +222,24 @@ def test_the_counted_run_takes_the_users_command_line_less_what_it_sets_itself()
 
 
 @pytest.mark.once
+def test_the_counted_run_is_untraced_by_the_suites_coverage(pytester):
+    """A suite whose addopts turn pytest-cov on (multidict's ``--cov --cov-context=test``) traced
+    every line of both counted sides under valgrind; the counted run turns it off, and only where
+    pytest-cov is loaded (elsewhere ``--no-cov`` is an unknown option). pytest-cov is not among the
+    test extras: a plugin registered under its name stands for it (``has_plugin`` asks the name)."""
+    config = pytester.parseconfig("tests")
+    assert "--no-cov" not in arbiter.counted_argv(config, "/w", "git:abc", "o", "v")
+    config.pluginmanager.register(object(), "pytest_cov")
+    argv = arbiter.counted_argv(config, "/w", "git:abc", "/w/only.json", "/w/v.json")
+    assert argv[argv.index("--no-cov") + 1 :] == [
+        "--concurrency-measure=instructions",
+        "--concurrency-against=git:abc",
+        "--concurrency-only=/w/only.json",
+        "--concurrency-verdicts=/w/v.json",
+    ]
+
+
+@pytest.mark.once
 def test_the_reports_say_it_first():
     from pytest_concurrency.report import markdown, terminal
 
