@@ -223,8 +223,8 @@ def test_the_counted_run_takes_the_users_command_line_less_what_it_sets_itself()
 
 @pytest.mark.once
 def test_the_counted_run_is_untraced_by_the_suites_coverage(pytester):
-    """A suite whose addopts turn pytest-cov on (multidict's ``--cov --cov-context=test``) traced
-    every line of both counted sides under valgrind; the counted run turns it off, and only where
+    """A suite whose addopts turn pytest-cov on (multidict's ``--cov --cov-context=test``) ran it
+    in both counted sides under valgrind; the counted run turns it off, and only where
     pytest-cov is loaded (elsewhere ``--no-cov`` is an unknown option). pytest-cov is not among the
     test extras: a plugin registered under its name stands for it (``has_plugin`` asks the name)."""
     config = pytester.parseconfig("tests")

@@ -63,7 +63,6 @@ def own_coverage_data(where: str, name: str) -> dict:
 
 def no_coverage(config) -> list[str]:
     """``--no-cov`` where pytest-cov is loaded (a suite's addopts turn it on), for a process whose
-    coverage no one reads and whose counts are compared only with another such process's: the
-    tracer runs on every line, under valgrind too (a probe's collection, 1-2 s of yarl's 3-3.5 s
-    of CPU; the arbiter's counted runs)."""
+    coverage no one reads (a probe: 1-2 s of yarl's 3-3.5 s of CPU; the arbiter's counted run,
+    under valgrind), and whose counts, if any, are compared only with another such process's."""
     return ["--no-cov"] if config.pluginmanager.has_plugin("pytest_cov") else []
