@@ -115,8 +115,10 @@ class Arbiter:
 def counted_argv(config, where: str, spec: str, only: str, out: str) -> list[str]:
     """The counted run's command line: the user's, less what the arbiter sets itself, counting
     the tests listed in ``only`` against ``spec``, its verdicts written to ``out``. Without a
-    suite's coverage (its addopts' pytest-cov), on both sides: no one reads what it records, and
-    its start, tracing and report ran under valgrind in each counted side, 30-50x slower."""
+    suite's coverage (its addopts' pytest-cov), on both sides: no one reads what it records, it
+    ran under valgrind in each counted side, and with multidict's ``--cov-context=test`` a layout
+    forked from a counted side failed on its data file (``DataError: Couldn't use data file ...:
+    no such table: context``): that layout's pass exited 1, its tests judged without it."""
     return [
         *_without_replaced(apart(config, where, "counted")),
         *no_coverage(config),
