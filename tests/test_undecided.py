@@ -73,7 +73,7 @@ def test_the_counted_verdicts_own_note_is_kept_where_the_verdict_says_it_not_fir
     """How the counted run saw each benchmark (its layouts, where the instructions went) stays in
     the verdict's note: without it zeroconf's false counted +1.50% could not be explained."""
     work, nap = _verdict(WORK, INCONCLUSIVE), _verdict(NAP, INCONCLUSIVE)
-    where = "layout by layout +1.50%, +1.49%; where: +980k instr/call: _int_malloc (libc) +610k"
+    where = "layout by layout +1.50%, +1.50%; where: +1.0M instr/call: _Py_dict_lookup +218k"
     counts = undecided.Counts(
         {WORK: (REGRESSED, 0.015), NAP: (UNCHANGED, 0.0)},
         base="git:abc",
