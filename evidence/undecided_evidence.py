@@ -109,7 +109,7 @@ def session(root: Path, name: str, args: list[str], busy: int) -> dict:
         argv.append(f"--concurrency-verdicts={verdicts}")
     before, started = load(), time.monotonic()
     out_file, err_file = root / f"{name}.out", root / f"{name}.err"
-    code, timed = beside_busy_loops(argv, root, None, busy, out_file, err_file)
+    code, timed, cpu = beside_busy_loops(argv, root, None, busy, out_file, err_file)
     wall = time.monotonic() - started
     out, err = out_file.read_text(), err_file.read_text()
     first = next((line for line in out.splitlines() if line.startswith(("UNDECIDED", "Gate:"))), "")
@@ -133,6 +133,7 @@ def session(root: Path, name: str, args: list[str], busy: int) -> dict:
         "exit": code,
         "wall_s": round(wall, 1),
         "timed_s": round(timed if timed is not None else wall, 1),
+        **cpu,
         "load_before": before,
         "load_after": load(),
         "counted": ARBITER_SAYS in err,
@@ -145,21 +146,41 @@ def session(root: Path, name: str, args: list[str], busy: int) -> dict:
 
 def beside_busy_loops(argv, cwd, env, busy: int, out_file: Path, err_file: Path):
     """Run ``argv`` beside ``busy`` busy loops, stopped once the arbiter starts counting (they are
-    the timed part's load, not the counts'): its exit status and its timed part's seconds (None:
-    it counted nothing)."""
+    the timed part's load, not the counts'): its exit status, its timed part's seconds (None:
+    it counted nothing), and the CPU seconds its process tree used: ``timed_cpu_s`` up to the
+    arbiter's start (the timed session's processes have ended by then), ``cpu_s`` in all (the
+    busy loops are not its children, so not in either)."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
-    started, timed = time.monotonic(), None
+    started, timed, cpu = time.monotonic(), None, {"timed_cpu_s": None, "cpu_s": None}
     try:
         with open(out_file, "w") as out_fh, open(err_file, "w") as err_fh:
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out_fh, stderr=err_fh)
-            while proc.poll() is None:
+            while True:
+                # wait4, not poll: its rusage is the CPU of the process and every descendant
+                # waited for, which is the whole tree once it has ended
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    cpu["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
+                    break
                 time.sleep(1)
                 if timed is None and ARBITER_SAYS in err_file.read_text(errors="replace"):
                     timed = time.monotonic() - started
+                    cpu["timed_cpu_s"] = _tree_cpu_so_far(proc.pid)
                     _stop(hogs)
     finally:
         _stop(hogs)
-    return proc.returncode, timed
+    return proc.returncode, timed, cpu
+
+
+def _tree_cpu_so_far(pid: int) -> float | None:
+    """CPU seconds of a running process and its children it has waited for (/proc, Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # utime, stime, cutime, cstime: fields 14-17 of stat(5), the 12th-15th after the name
+    return round(sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK"), 1)
 
 
 def _stop(hogs: list) -> None:

@@ -172,7 +172,9 @@ def session(s: FromSource, py: Path, run: Path, name: str, args: list, busy: int
     env = {**os.environ, **s.build_env, "COLUMNS": "200"}
     before, started = existing_suites.loadavg(), time.monotonic()
     out_file, err_file = logs / f"{name}.out", logs / f"{name}.err"
-    code, timed = undecided_evidence.beside_busy_loops(argv, run, env, busy, out_file, err_file)
+    code, timed, cpu = undecided_evidence.beside_busy_loops(
+        argv, run, env, busy, out_file, err_file
+    )
     out, err = out_file.read_text(errors="replace"), err_file.read_text(errors="replace")
     said = ("UNDECIDED", "Gate:", "against the base FAILED", "against the base passed")
     first = next((x for x in out.splitlines() if x.startswith(said)), "")
@@ -185,6 +187,7 @@ def session(s: FromSource, py: Path, run: Path, name: str, args: list, busy: int
         "exit": code,
         "wall_s": round(time.monotonic() - started, 1),
         "timed_s": round(timed, 1) if timed is not None else None,
+        **cpu,
         "busy_loops": busy,
         "load_before": before,
         "load_after": existing_suites.loadavg(),

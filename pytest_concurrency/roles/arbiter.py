@@ -31,7 +31,7 @@ from ..gate import undecided, verdict_file
 from ..measure import callgrind
 from ..store.history import Baseline
 from . import child_sessions, stretched_timeouts
-from .argv import apart, own_coverage_data
+from .argv import apart, no_coverage, own_coverage_data
 
 #: What the counted run must not inherit from the user's command line (the arbiter sets its own).
 _REPLACED = (
@@ -83,13 +83,7 @@ class Arbiter:
             only, out, log = (os.path.join(where, n) for n in ("only.json", "verdicts.json", "log"))
             with open(only, "w", encoding="utf-8") as fh:
                 json.dump(tests, fh)
-            argv = [
-                *_without_replaced(apart(self.config, where, "counted")),
-                "--concurrency-measure=instructions",
-                f"--concurrency-against={spec}",
-                f"--concurrency-only={only}",
-                f"--concurrency-verdicts={out}",
-            ]
+            argv = counted_argv(self.config, where, spec, only, out)
             # each counted round has its own deadline; this bounds what has none (a hung build of
             # the base side): two counted runs, each 30-50x a timed session of those tests
             budget = (self.settings.timeout or 120.0) * (len(tests) + 2) * COUNTED_SLOWER
@@ -114,7 +108,25 @@ class Arbiter:
         wanted = set(keys)
         verdicts = read.gate.verdicts if read.gate is not None else []
         found = {v.key: (v.status, v.change) for v in verdicts if v.key in wanted}
-        return undecided.Counts(found, base=spec)
+        notes = {v.key: v.note for v in verdicts if v.key in wanted and v.note}
+        return undecided.Counts(found, base=spec, notes=notes)
+
+
+def counted_argv(config, where: str, spec: str, only: str, out: str) -> list[str]:
+    """The counted run's command line: the user's, less what the arbiter sets itself, counting
+    the tests listed in ``only`` against ``spec``, its verdicts written to ``out``. Without a
+    suite's coverage (its addopts' pytest-cov), on both sides: no one reads what it records, it
+    ran under valgrind in each counted side, and with multidict's ``--cov-context=test`` a layout
+    forked from a counted side failed on its data file (``DataError: Couldn't use data file ...:
+    no such table: context``): that layout's pass exited 1, its tests judged without it."""
+    return [
+        *_without_replaced(apart(config, where, "counted")),
+        *no_coverage(config),
+        "--concurrency-measure=instructions",
+        f"--concurrency-against={spec}",
+        f"--concurrency-only={only}",
+        f"--concurrency-verdicts={out}",
+    ]
 
 
 def base_of(meta) -> tuple[str | None, str]:

@@ -59,3 +59,10 @@ def own_coverage_data(where: str, name: str) -> dict:
     parallel data files of processes running side by side were combined while one was writing
     its own: aiohttp's counted session ended in an INTERNALERROR (exit 3, its verdict unsaid)."""
     return {"COVERAGE_FILE": os.path.join(where, f"{name}.coverage")}
+
+
+def no_coverage(config) -> list[str]:
+    """``--no-cov`` where pytest-cov is loaded (a suite's addopts turn it on), for a process whose
+    coverage no one reads (a probe: 1-2 s of yarl's 3-3.5 s of CPU; the arbiter's counted run,
+    under valgrind), and whose counts, if any, are compared only with another such process's."""
+    return ["--no-cov"] if config.pluginmanager.has_plugin("pytest_cov") else []

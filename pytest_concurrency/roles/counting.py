@@ -49,7 +49,7 @@ from ..exit_codes import Exit
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from ..store import atomic
 from . import child_sessions, crash, forked_layouts, stretched_timeouts
-from .argv import apart, own_coverage_data
+from .argv import apart, no_coverage, own_coverage_data
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
 
@@ -131,7 +131,7 @@ def tests_measured_here(config, base_dir: str | None = None) -> Found:
         role = Role(PROBE, out=out, base_dir=base_dir)
         # coverage (a suite's addopts) traced the probe's imports and wrote its report: 1-2 s
         # of yarl's 3-3.5 s of CPU, and nothing of what a collection finds
-        no_cov = ["--no-cov"] if config.pluginmanager.has_plugin("pytest_cov") else []
+        no_cov = no_coverage(config)
         child_sessions.run(
             child_sessions.command([*params.args, "--collect-only", "-q", *no_cov, *role.argv()]),
             cwd=params.dir,
