@@ -371,7 +371,9 @@ def test_a_stored_baselines_undecided_slowdowns_are_counted_and_the_counts_decid
     gate_part = out[out.index("UNDECIDED") :]
     assert gate_part.startswith("UNDECIDED: 1 benchmark neither time nor counts could decide"), out
     assert gate_part.index("UNDECIDED") < gate_part.index("Gate: 1 regression")
-    assert "test_mylib.py::test_nap: time +" in gate_part and undecided.NOT_IN_COUNTS in gate_part
+    # beside the busy loops time reads the nap either way (+x% or -11.7% once): undecided either way
+    assert re.search(r"test_mylib\.py::test_nap: time [+-]\d", gate_part), gate_part
+    assert undecided.NOT_IN_COUNTS in gate_part, gate_part
     report = (project.path / "r.md").read_text().splitlines()
     assert report[2].startswith("**:warning: UNDECIDED: 1 benchmark"), report[:6]
 
