@@ -11,6 +11,7 @@ pytestmark = pytest.mark.once
 
 SUITE = """
 import threading
+import time
 
 
 def work(n):
@@ -36,8 +37,10 @@ def test_with_a_model(benchmark, concurrency_backend):
 
 def test_waits(benchmark):
     def handed_over():
+        # The thread sleeps before it answers, so the round's thread surely blocks in wait():
+        # a thread that answers at once can beat the wait on 2 cores (0.286 waits a round in CI).
         done = threading.Event()
-        threading.Thread(target=done.set).start()
+        threading.Thread(target=lambda: (time.sleep(0.001), done.set())).start()
         done.wait()
 
     benchmark(handed_over)
