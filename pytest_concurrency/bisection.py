@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import lifetime
 from .exit_codes import NOT_RUN, Exit
 from .roles import child_sessions
 
@@ -106,7 +107,7 @@ class Commits:
         )
         if g == b:
             raise BisectError(f"--good and --bad are the same commit ({g[:10]}): nothing to search")
-        if subprocess.run(["git", "merge-base", "--is-ancestor", g, b], cwd=self.top).returncode:
+        if lifetime.run(["git", "merge-base", "--is-ancestor", g, b], cwd=self.top).returncode:
             raise BisectError(
                 f"--good {good} is not an ancestor of --bad {bad}: give a good end the bad end came from"
             )
@@ -125,12 +126,12 @@ class Commits:
 
     def close(self) -> None:
         if self.tree:
-            subprocess.run(
+            lifetime.run(
                 ["git", "worktree", "remove", "--force", self.tree],
                 cwd=self.top,
                 capture_output=True,
             )
-            subprocess.run(["git", "worktree", "prune"], cwd=self.top, capture_output=True)
+            lifetime.run(["git", "worktree", "prune"], cwd=self.top, capture_output=True)
 
     def left(self) -> list[str]:
         """What of the run is still there once closed: its worktree, if git still lists it."""
@@ -225,7 +226,7 @@ class Releases:
 
 def _index_versions(package: str) -> list[str]:
     """The package's releases on the index pip is configured with."""
-    done = subprocess.run(
+    done = lifetime.run(
         [sys.executable, "-m", "pip", "index", "versions", package], capture_output=True, text=True
     )
     for line in done.stdout.splitlines():
@@ -587,15 +588,10 @@ def _on_signals(handler):
 
 
 def _step_process(command, **popen) -> subprocess.CompletedProcess:
-    """A step's command (git in its worktree, the build, pip), its output captured, started and
-    stopped as the counted runs are (child_sessions.py: its own group, dying with this process,
-    a Ctrl-C forwarded, killed if it has not ended after the grace)."""
-    with child_sessions.Children() as children:
-        proc = children.start(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
-        )
-        out, err = proc.communicate()
-    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+    """A step's command (git in its worktree, the build, pip), its output captured: it and what
+    it starts (pip's build backend, a compiler) die with this process and end with the step, a
+    Ctrl-C or a SIGTERM (``lifetime.run``)."""
+    return lifetime.run(command, capture_output=True, text=True, **popen)
 
 
 def work_dir() -> tuple[str, int]:
@@ -629,7 +625,7 @@ def sweep(top: str | None) -> list[str]:
         removed.append(work)
     if removed:
         for repository in repositories:
-            subprocess.run(["git", "worktree", "prune"], cwd=repository, capture_output=True)
+            lifetime.run(["git", "worktree", "prune"], cwd=repository, capture_output=True)
     return removed
 
 
@@ -689,7 +685,7 @@ def _worktrees(top: str | None) -> list[str]:
     """The worktrees registered in the checkout ``top``, as real paths."""
     if not top:
         return []
-    done = subprocess.run(
+    done = lifetime.run(
         ["git", "worktree", "list", "--porcelain"], cwd=top, capture_output=True, text=True
     )
     return [
@@ -734,7 +730,7 @@ def _write_json(path: str | None, task: Search, found: list[Finding], error: str
 
 def _git(*args: str, what: str) -> str:
     try:
-        done = subprocess.run(["git", *args], capture_output=True, text=True)
+        done = lifetime.run(["git", *args], capture_output=True, text=True)
     except OSError as exc:
         raise BisectError(f"git is needed to bisect commits: {exc}") from None
     if done.returncode:

@@ -1,9 +1,12 @@
 """How long a child process lives: it dies with its parent, ends with its group, and takes a Ctrl-C
 only when it can end cleanly. Imports nothing of the package, so every layer may use it: the
-backends' workers, the runners' fork servers, the native programs and the child pytest sessions
-(child_sessions.py)."""
+backends' workers, the runners' fork servers, the native programs, the child pytest sessions
+(child_sessions.py), and every other command the package runs (``run``: pip, git, tar, the native
+toolchains, a bisection's steps)."""
 
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -82,3 +85,82 @@ def kill_group(proc: subprocess.Popen) -> None:
         except ProcessLookupError:
             pass
     proc.wait()
+
+
+#: The keeper of a command ``run`` starts: a few lines of Python (``-I -S``: nothing of the user's
+#: imported) in a session of its own, which get SIGTERM when this process dies (``with_parent``).
+#: It runs the command in a process group of its own, and kills that group when it gets SIGTERM
+#: (this process died, or ``run`` was stopped) and when the command ends: PR_SET_PDEATHSIG alone
+#: reaches only its child, and pip's build backend, the compiler it starts, cargo's rustc ran on.
+#: SIGTERM is blocked from before the fork until the group exists and the handler is in place; a
+#: command ended by a signal ends its keeper by the same one, so the caller reads its status.
+_KEEPER = r"""import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    try:
+        os.execvp(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+try:
+    os.setpgid(pid, pid)  # as the child does: whichever runs first, the group exists
+except OSError:
+    pass  # the child made it and has run the command already
+def end(*_):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+def ended(signum, _):
+    end()
+    os._exit(128 + signum)
+signal.signal(signal.SIGTERM, ended)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+end()  # what the command left running in its group
+if code < 0:
+    if -code != signal.SIGKILL:
+        signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
+def run(
+    cmd: list[str] | str,
+    *,
+    input: str | bytes | None = None,
+    timeout: float | None = None,
+    capture_output: bool = False,
+    shell: bool = False,
+    **popen,
+) -> subprocess.CompletedProcess:
+    """``subprocess.run`` for a command that starts processes of its own: it and all it starts
+    (in its process group) die with this process, even by ``kill -9`` (Linux), and end with the
+    call, whatever ends it (a Ctrl-C, a SIGTERM taken as one, ``timeout``: then
+    ``subprocess.TimeoutExpired`` is raised). A Ctrl-C at the terminal reaches this process alone.
+    A command not found raises ``FileNotFoundError``, as ``subprocess.run`` does."""
+    argv = ["/bin/sh", "-c", cmd] if shell else list(cmd)  # type: ignore[arg-type]
+    env = popen.get("env")
+    if shutil.which(argv[0], path=(os.environ if env is None else env).get("PATH")) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+    if capture_output:
+        popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if input is not None:
+        popen["stdin"] = subprocess.PIPE
+    with subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _KEEPER, *argv],
+        start_new_session=True,
+        preexec_fn=with_parent(signal.SIGTERM),
+        **popen,
+    ) as keeper:
+        try:
+            out, err = keeper.communicate(input, timeout)
+        except BaseException:  # a Ctrl-C, an interrupted bisection, the timeout
+            if keeper.poll() is None:
+                keeper.send_signal(signal.SIGTERM)  # it kills the command's group, then ends
+            keeper.wait()
+            raise
+    return subprocess.CompletedProcess(argv, keeper.returncode, out, err)

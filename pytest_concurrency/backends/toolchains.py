@@ -12,6 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import lifetime
+
 SOURCES = Path(__file__).resolve().parent.parent / "native"  # where the programs' sources ship
 
 
@@ -60,7 +62,7 @@ def missing(language: str) -> str | None:
 
 def _first_line(cmd: list[str]) -> str:
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        run = lifetime.run(cmd, capture_output=True, text=True, timeout=60)  # mvn -v: a JVM
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{cmd[0]} unknown ({exc})"
     text = (run.stdout or run.stderr).strip()  # java -version writes to stderr

@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import lifetime
 from ..backends import toolchains
 
 BUILD_TIMEOUT_S = 1800  # a first cargo or Maven build downloads and compiles for minutes
@@ -158,7 +159,7 @@ def _run(language: str, recipe: Recipe, src: Path) -> None:
     env = {**os.environ, **recipe.env}
     shown = " ".join(recipe.command)
     try:
-        run = subprocess.run(
+        run = lifetime.run(  # go's compiler, cargo's rustc, maven's JVM die with this process
             recipe.command,
             cwd=src,
             env=env,

@@ -140,6 +140,7 @@ def _messages(cmd: list[str], timeout: float | None):
             stdout=subprocess.PIPE,
             stderr=stderr,
             start_new_session=True,
+            preexec_fn=lifetime.with_parent(),
         )
         try:
             done = False

@@ -62,7 +62,17 @@ def own_coverage_data(where: str, name: str) -> dict:
 
 
 def no_coverage(config) -> list[str]:
-    """``--no-cov`` where pytest-cov is loaded (a suite's addopts turn it on), for a process whose
-    coverage no one reads (a probe: 1-2 s of yarl's 3-3.5 s of CPU; the arbiter's counted run,
-    under valgrind), and whose counts, if any, are compared only with another such process's."""
+    """``--no-cov`` where pytest-cov is loaded (a suite's addopts turn it on), last on the command
+    line (a ``--cov`` after it makes pytest-cov warn), for a process whose coverage no one reads
+    (a probe: 1-2 s of yarl's 3-3.5 s of CPU) and for every counted one: under coverage's tracer
+    a count is mostly the tracer's (a line event a line run), and with multidict's
+    ``--cov-context=test`` a layout forked from a counted session failed on coverage's data file
+    (``DataError: ... no such table: context``: the child, seeing a new pid, erased and made again
+    the file its parent was writing)."""
     return ["--no-cov"] if config.pluginmanager.has_plugin("pytest_cov") else []
+
+
+def traced_by_coverage(config) -> bool:
+    """Whether the user's options turn pytest-cov's coverage on in this session."""
+    option = config.option
+    return bool(getattr(option, "cov_source", None)) and not getattr(option, "no_cov", False)

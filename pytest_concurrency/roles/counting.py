@@ -49,7 +49,7 @@ from ..exit_codes import Exit
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from ..store import atomic
 from . import child_sessions, crash, forked_layouts, stretched_timeouts
-from .argv import apart, no_coverage, own_coverage_data
+from .argv import apart, no_coverage, own_coverage_data, traced_by_coverage
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
 
@@ -163,6 +163,13 @@ class Launcher:
             "than timing; only the rounds are counted)",
             flush=True,
         )
+        if traced_by_coverage(config):
+            print(
+                "pytest-concurrency: counted without your coverage (pytest-cov's --no-cov in each "
+                "counted process): under coverage's tracer the counts would be the tracer's, not "
+                "your code's; measure coverage in a run that does not count",
+                flush=True,
+            )
         params = config.invocation_params
         with tempfile.TemporaryDirectory(
             prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True
@@ -190,7 +197,7 @@ class Launcher:
                     forked=forked,
                     running=crash.path(where, "counted"),
                 )
-                counted = Command([*params.args, *role.argv()], {}, None)
+                counted = Command([*params.args, *role.argv(), *no_coverage(config)], {}, None)
                 codes = run_sessions(
                     [counted, *(command for _, command in passes)], str(params.dir)
                 )
@@ -215,6 +222,7 @@ class Launcher:
             *apart(self.config, where, "kernel"),
             "--concurrency-measure=time",
             f"--benchmark-max-time={min(given, KERNEL_MAX_TIME_S)}",
+            *no_coverage(self.config),
             *Role(
                 KERNEL_PASS, out=out, base_dir=self.base_dir, running=crash.path(where, "kernel")
             ).argv(),
@@ -263,7 +271,11 @@ class Launcher:
                 base_dir=self.base_dir,
                 running=_running(out),
             )
-            argv = [*apart(self.config, where, f"layout{n}"), *role.argv()]
+            argv = [
+                *apart(self.config, where, f"layout{n}"),
+                *role.argv(),
+                *no_coverage(self.config),
+            ]
             env = own_coverage_data(where, f"layout{n}")
             passes.append((out, Command(argv, env, _log(out), (_held(out),), n)))
         if passes:

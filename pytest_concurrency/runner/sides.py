@@ -25,6 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import lifetime
 from ..backends import child_env, scratch
 
 
@@ -162,21 +163,30 @@ def _export(ref: str, root: Path, tree: Path) -> Path:
         "use fetch-depth: 0)",
     )
     tree.mkdir(parents=True)
-    archive = subprocess.run(
+    archive = lifetime.run(
         ["git", "-C", top, "archive", "--format=tar", commit], capture_output=True
     )
     if archive.returncode != 0:
         raise SideError(
             f"git archive {commit} failed: {archive.stderr.decode(errors='replace').strip()}"
         )
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    untar = lifetime.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, capture_output=True)
+    if untar.returncode != 0:
+        why = untar.stderr.decode(errors="replace").strip()
+        raise SideError(f"tar could not unpack git archive {commit} in {tree}: {why}")
     # the project may sit in a subdirectory of the repository: the same one as the run's
     inside = Path(root).resolve().relative_to(Path(top).resolve())
     return tree / inside
 
 
 def _run(cmd: list, what: str, env: dict | None = None) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
+    """``cmd``'s output; a ``SideError`` saying ``what`` failed, with its last lines, if it
+    failed. pip's build backend and the compiler it starts die with this process and end with a
+    Ctrl-C (``lifetime.run``)."""
+    try:
+        done = lifetime.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
+    except FileNotFoundError:
+        raise SideError(f"{what}: {cmd[0]} is not on PATH") from None
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
         raise SideError(f"{what}:\n{tail}")
