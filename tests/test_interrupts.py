@@ -86,6 +86,98 @@ def test_a_killed_launcher_takes_its_worker_and_the_case_it_forked_along():
     assert not left, f"alive 5 s after the kill: {left} (the worker was {worker})"
 
 
+#: A project whose build backend (run by pip in a process of its own) starts a process of its
+#: own, says so in BUILD_STARTED, and waits: the base side of --concurrency-against=./slow, being
+#: installed. pip, its backend and the backend's child are the run's child, grandchild and
+#: great-grandchild (under lifetime.run, one more level: the keeper).
+SLOW_BUILD = {
+    "slow/pyproject.toml": """[build-system]
+requires = []
+build-backend = "backend"
+backend-path = ["."]
+""",
+    "slow/backend.py": """import os, subprocess, sys, time
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    compiler = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.environ["BUILD_STARTED"], "w") as fh:
+        fh.write(str(compiler.pid))
+    time.sleep(600)
+""",
+    "test_w.py": "def test_w(benchmark):\n    benchmark(sum, range(10))\n",
+}
+
+
+@pytest.mark.once
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param("kill -9", marks=[pytest.mark.slow, pytest.mark.essential]),
+        pytest.param("SIGINT", marks=pytest.mark.slow),
+    ],
+)
+def test_a_run_killed_or_interrupted_while_the_base_side_builds_leaves_nothing_running(
+    tmp_path, how
+):
+    """16-19 s each by the clock at a load of 18 (about 4 CPU s: a pytest start-up, pip's, its
+    build environment): the base side's install was a bare ``subprocess.run``, and a ``kill -9``
+    of the run left pip, its build backend and what that started running on; a SIGINT to the run
+    alone (a CI runner's cancel; a terminal's Ctrl-C reaches the run alone too, the install runs
+    in a session of its own) killed pip and left the rest. Killed, nothing the run started
+    outlives it; interrupted, it exits 2 with its one line, nothing running, its temporary
+    directory gone."""
+    for name, text in SLOW_BUILD.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    started, temporary = tmp_path / "started", tmp_path / "tmp"
+    temporary.mkdir()
+    marker = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}"
+    key, value = marker.split("=")
+    env = {**os.environ, key: value, "BUILD_STARTED": str(started), "TMPDIR": str(temporary)}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--concurrency-against=./slow"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() or not started.read_text():
+            assert time.monotonic() < deadline and run.poll() is None, run.communicate()
+            time.sleep(0.1)
+        assert len(_ours(marker)) >= 3  # the run, pip, its backend, the backend's child
+        run.send_signal(signal.SIGKILL if how == "kill -9" else signal.SIGINT)
+        out, _ = run.communicate(timeout=60)
+        deadline = time.monotonic() + 5
+        while _ours(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = {pid: _command_line(pid) for pid in _ours(marker)}
+    finally:
+        for pid in _ours(marker):  # not to leave them to the next test
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"alive 5 s after the {how}: {left}"
+    if how == "SIGINT":
+        assert run.returncode == 2, out
+        assert out.strip().splitlines()[-1] == (
+            "pytest-concurrency: interrupted: no verdict against the base side, nothing written"
+        ), out
+        assert "Traceback" not in out, out
+        assert list(temporary.iterdir()) == [], out  # the base side's directory went with it
+
+
+def _command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"
+
+
 @pytest.mark.once
 def test_a_lane_outlives_its_cases_until_the_session_ends():
     """~0 s: a worker gets its parent's death signal when the thread that started it ends; a lane
