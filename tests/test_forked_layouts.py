@@ -4,11 +4,12 @@ each child's heap moved its own way before its first round."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import statistics
 
 import pytest
-from conftest import needs
+from conftest import need, needs
 
 from pytest_concurrency.measure import callgrind, layouts
 
@@ -142,3 +143,53 @@ def test_a_forked_layout_moves_the_heap_by_its_number():
     finally:
         del layouts._kept[before:]
         layouts._current = 0
+
+
+#: A suite whose addopts turn coverage on with a context a test, as multidict's setup.cfg does:
+#: a plain test first (the counted session alone runs it), then two counted ones.
+COVERED = {
+    "mod.py": "def work(n):\n    total = 0\n    for i in range(n):\n        total += i * i\n"
+    "    return total\n",
+    "test_cov.py": """
+import mod
+
+
+def test_a_plain():
+    assert mod.work(3) == 5
+
+
+def test_work(benchmark):
+    assert benchmark(mod.work, 200) == sum(i * i for i in range(200))
+
+
+def test_more(benchmark):
+    assert benchmark(mod.work, 300) > 0
+""",
+    "pytest.ini": "[pytest]\naddopts = --cov=mod --cov-context=test\n",
+}
+
+
+@pytest.mark.slow  # one counted session of two small tests, two forked layouts: 131 s, 32 CPU s, load 18
+@needs_valgrind
+def test_a_counted_session_counts_without_the_suites_coverage(pytester):
+    """A forked layout, seeing a pid of its own, erased coverage's data file its parent was writing
+    and made it again (multidict's ``--cov-context=test``: ``no such table: context``, the layout
+    failed); and under coverage's tracer the counts are the tracer's. A counted run turns the
+    suite's coverage off in each counted process, says so once, and leaves the user's coverage
+    data as it was. On main's code the session traced coverage, rewrote ``.coverage`` and said
+    nothing."""
+    need("pytest-cov", None if importlib.util.find_spec("pytest_cov") else "pip install pytest-cov")
+    for name, text in COVERED.items():
+        (pytester.path / name).write_text(text)
+    users = pytester.path / ".coverage"
+    users.write_bytes(b"the user's coverage data, from a run that does not count")
+    done = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--concurrency-measure=instructions", timeout=900
+    )  # fmt: skip
+    out = done.stdout.str()
+    assert out.count("counted without your coverage") == 1, out
+    assert "2 more layouts counted beside this session" in out, out
+    assert "exited" not in out and "DataError" not in out, out  # no layout failed
+    done.assert_outcomes(passed=3)
+    assert users.read_bytes() == b"the user's coverage data, from a run that does not count"
+    assert sorted(p.name for p in pytester.path.glob(".coverage*")) == [".coverage"]

@@ -86,6 +86,64 @@ def test_a_killed_launcher_takes_its_worker_and_the_case_it_forked_along():
     assert not left, f"alive 5 s after the kill: {left} (the worker was {worker})"
 
 
+@pytest.mark.once
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_command_and_what_it_started_die_with_a_killed_parent():
+    """~1 s: a parent killed (``kill -9``) while ``lifetime.run`` waits for a shell whose two
+    children sleep: the shell, its children and the keeper go with it (PR_SET_PDEATHSIG alone
+    reaches the shell only)."""
+    marker = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}"
+    key, value = marker.split("=")
+    code = (
+        "from pytest_concurrency import lifetime\n"
+        "print('started', flush=True)\n"
+        "lifetime.run(['sh', '-c', 'sleep 600 & sleep 600 & wait'])\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, env={**os.environ, key: value}
+    )
+    try:
+        assert parent.stdout.readline() == b"started\n"
+        deadline = time.monotonic() + 30
+        while len(_ours(marker)) < 5:  # the parent, the keeper, the shell, its two sleeps
+            assert time.monotonic() < deadline, _ours(marker)
+            time.sleep(0.05)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while _ours(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = _ours(marker)
+    finally:
+        for pid in _ours(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"alive 5 s after the kill: {left}"
+
+
+@pytest.mark.once
+def test_a_command_run_apart_reads_as_subprocess_run_and_ends_with_its_call():
+    """~1 s: status, output and input as ``subprocess.run``'s; a command ended by a signal reads
+    as ended by it; one not found raises; past its timeout, what it started is gone too."""
+    done = lifetime.run(
+        ["sh", "-c", "cat; echo err >&2; exit 3"], input="in", capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (3, "in", "err\n")
+    assert lifetime.run("kill -TERM $$", shell=True).returncode == -signal.SIGTERM
+    with pytest.raises(FileNotFoundError):
+        lifetime.run(["no-such-command-here"])
+    marker = f"{MARKER}={os.getpid()}-{time.monotonic_ns()}"
+    key, value = marker.split("=")
+    with pytest.raises(subprocess.TimeoutExpired):
+        lifetime.run(["sh", "-c", "sleep 600 & wait"], timeout=1, env={**os.environ, key: value})
+    deadline = time.monotonic() + 5
+    while _ours(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _ours(marker)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
 #: A project whose build backend (run by pip in a process of its own) starts a process of its
 #: own, says so in BUILD_STARTED, and waits: the base side of --concurrency-against=./slow, being
 #: installed. pip, its backend and the backend's child are the run's child, grandchild and

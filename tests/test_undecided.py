@@ -11,6 +11,7 @@ session less than one free core, a state in which the time gate refuses to judge
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import needs
+from conftest import need, needs
 
 from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import paired, undecided
@@ -233,11 +234,11 @@ def test_the_counted_run_takes_the_users_command_line_less_what_it_sets_itself()
 def test_the_counted_run_is_untraced_by_the_suites_coverage(pytester):
     """A suite whose addopts turn pytest-cov on (multidict's ``--cov --cov-context=test``) ran it
     in both counted sides under valgrind; the counted run turns it off, and only where
-    pytest-cov is loaded (elsewhere ``--no-cov`` is an unknown option). pytest-cov is not among the
-    test extras: a plugin registered under its name stands for it (``has_plugin`` asks the name)."""
-    config = pytester.parseconfig("tests")
+    pytest-cov is loaded (elsewhere ``--no-cov`` is an unknown option): blocked, then loaded."""
+    config = pytester.parseconfig("-p", "no:pytest_cov", "tests")
     assert "--no-cov" not in arbiter.counted_argv(config, "/w", "git:abc", "o", "v")
-    config.pluginmanager.register(object(), "pytest_cov")
+    need("pytest-cov", None if importlib.util.find_spec("pytest_cov") else "pip install pytest-cov")
+    config = pytester.parseconfig("tests")
     argv = arbiter.counted_argv(config, "/w", "git:abc", "/w/only.json", "/w/v.json")
     assert argv[argv.index("--no-cov") + 1 :] == [
         "--concurrency-measure=instructions",
