@@ -102,8 +102,9 @@ if pid == 0:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     try:
         os.execvp(sys.argv[1], sys.argv[1:])
-    finally:
-        os._exit(127)
+    except OSError as exc:
+        os.write(2, f"{sys.argv[1]}: {exc}\n".encode(errors="replace"))
+    os._exit(127)
 try:
     os.setpgid(pid, pid)  # as the child does: whichever runs first, the group exists
 except OSError:
