@@ -10,7 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 #: How long a child pytest session gets to end by itself after a Ctrl-C forwarded to it (a counted
 #: session under valgrind, tens of times slower, included) before its group is killed.
@@ -130,7 +130,7 @@ sys.exit(code)
 
 
 def run(
-    cmd: list[str] | str,
+    cmd: Sequence[str] | str,
     *,
     input: str | bytes | None = None,
     timeout: float | None = None,
@@ -143,7 +143,9 @@ def run(
     call, whatever ends it (a Ctrl-C, a SIGTERM taken as one, ``timeout``: then
     ``subprocess.TimeoutExpired`` is raised). A Ctrl-C at the terminal reaches this process alone.
     A command not found raises ``FileNotFoundError``, as ``subprocess.run`` does."""
-    argv = ["/bin/sh", "-c", cmd] if shell else list(cmd)  # type: ignore[arg-type]
+    argv = [cmd] if isinstance(cmd, str) else list(cmd)
+    if shell:
+        argv = ["/bin/sh", "-c", *argv]
     env = popen.get("env")
     if shutil.which(argv[0], path=(os.environ if env is None else env).get("PATH")) is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
