@@ -169,12 +169,12 @@ def test_more(benchmark):
 }
 
 
-@pytest.mark.slow  # one counted session of three small tests, two forked layouts: 157 s, load 15-18
+@pytest.mark.slow  # one counted session of three small tests, two forked layouts: 157-173 s by the clock, load 15-18
 @needs_valgrind
 def test_a_counted_session_counts_without_the_suites_coverage(pytester):
     """A forked layout, seeing a pid of its own, erased coverage's data file its parent was writing
     and made it again (multidict's ``--cov-context=test``: ``no such table: context``, the layout
-    failed); and under coverage's tracer a count is the tracer's as much as the code's. A counted
+    failed), and a count must not depend on whether a tracer ran. A counted
     run turns the suite's coverage off in each counted process and says so once: no coverage
     report, no data file (the launcher's pytest-cov erases the old one at its start, as any run
     with ``--cov`` does, and writes none). On main's code the counted session traced coverage,

@@ -64,11 +64,11 @@ def own_coverage_data(where: str, name: str) -> dict:
 def no_coverage(config) -> list[str]:
     """``--no-cov`` where pytest-cov is loaded (a suite's addopts turn it on), last on the command
     line (a ``--cov`` after it makes pytest-cov warn), for a process whose coverage no one reads
-    (a probe: 1-2 s of yarl's 3-3.5 s of CPU) and for every counted one: under coverage's tracer
-    a count is mostly the tracer's (a line event a line run), and with multidict's
+    (a probe: 1-2 s of yarl's 3-3.5 s of CPU) and for every counted one: with multidict's
     ``--cov-context=test`` a layout forked from a counted session failed on coverage's data file
     (``DataError: ... no such table: context``: the child, seeing a new pid, erased and made again
-    the file its parent was writing)."""
+    the file its parent was writing), coverage's tracer runs 30-50x slower under valgrind, and a
+    count must not depend on whether a tracer ran (docs/gates/instructions.md)."""
     return ["--no-cov"] if config.pluginmanager.has_plugin("pytest_cov") else []
 
 

@@ -166,8 +166,8 @@ class Launcher:
         if traced_by_coverage(config):
             print(
                 "pytest-concurrency: counted without your coverage (pytest-cov's --no-cov in each "
-                "counted process): under coverage's tracer the counts would be the tracer's, not "
-                "your code's; measure coverage in a run that does not count",
+                "counted process: its tracer and data file stay out of them); take coverage in a "
+                "run that does not count",
                 flush=True,
             )
         params = config.invocation_params
