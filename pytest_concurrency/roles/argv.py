@@ -67,8 +67,8 @@ def no_coverage(config) -> list[str]:
     (a probe: 1-2 s of yarl's 3-3.5 s of CPU) and for every counted one: with multidict's
     ``--cov-context=test`` a layout forked from a counted session failed on coverage's data file
     (``DataError: ... no such table: context``: the child, seeing a new pid, erased and made again
-    the file its parent was writing), coverage's tracer runs 30-50x slower under valgrind, and a
-    count must not depend on whether a tracer ran (docs/gates/instructions.md)."""
+    the file its parent was writing), and a count must not depend on whether a tracer ran
+    (docs/gates/instructions.md)."""
     return ["--no-cov"] if config.pluginmanager.has_plugin("pytest_cov") else []
 
 
