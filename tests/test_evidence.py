@@ -28,6 +28,13 @@ needs_valgrind = needs("valgrind", None if shutil.which("valgrind") else "valgri
 
 #: script, its smallest run's extra arguments, what its output must hold (regular expressions)
 CASES = [
+    # ~1 s: git --version twice each way, under lifetime.run's keeper and subprocess.run
+    pytest.param(
+        "keeper_cost.py",
+        [],
+        [r"^keeper: [\d.]+ ms of CPU a call, subprocess.run: [\d.]+ ms"],
+        id="keeper_cost",
+    ),
     # ~1 s: asyncio and threading, a tenth of the counts, once
     pytest.param(
         "primitive_costs.py",
@@ -330,8 +337,9 @@ def test_every_evidence_script_has_a_smoke_run_here_or_is_run_by_hand():
 
 
 #: The layers an evidence script may import (tests/test_layers.py's, below the top-level glue, which
-#: is being restructured): anything else it drives through a pytest command line.
-LOWER = ("backends", "workloads", "measure", "runner", "gate", "store", "report")
+#: is being restructured, and ``lifetime``, below every layer): anything else it drives through a
+#: pytest command line.
+LOWER = ("backends", "workloads", "measure", "runner", "gate", "store", "report", "lifetime")
 RESTRUCTURED = ("pytest_concurrency.runner.launch",)
 
 
