@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..measure.records import Record, key_label
+from ..measure.stopping import median_interval
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 
 #: Pairs cancel the machine's drift, so a smaller change than time's 7% counts: with the pair of
@@ -128,29 +129,6 @@ def default_threshold(rec: Record) -> float:
     return (
         OS_TASKS_THRESHOLD if rec.extra.get("task_kind") in (THREAD, PROCESS) else DEFAULT_THRESHOLD
     )
-
-
-def median_interval(
-    values: list[float], confidence: float = CONFIDENCE
-) -> tuple[float, float] | None:
-    """The order-statistics interval of the median at ``confidence``, or None: too few values."""
-    n = len(values)
-    ordered = sorted(values)
-    if n > 200:  # the binomial's normal approximation; the exact sum below is slow in big integers
-        z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
-        k = max(1, int(math.floor(n / 2 - z * math.sqrt(n) / 2)))
-        return ordered[k - 1], ordered[n - k]
-    # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2
-    tail, k, cumulative = (1 - confidence) / 2, 0, 0.0
-    while k < n:
-        p = math.comb(n, k) / 2**n
-        if cumulative + p > tail:
-            break
-        cumulative += p
-        k += 1
-    if k == 0:
-        return None
-    return ordered[k - 1], ordered[n - k]
 
 
 def quad_ratios(base_rounds: list, head_rounds: list) -> list[float]:
