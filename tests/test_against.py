@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from _documents import document_from_records
 from conftest import needs
 
 from pytest_concurrency import measure
@@ -659,7 +660,7 @@ def _timed_pairs(directory: Path) -> list:
                 extra={"paired_rounds": turns},
                 name="test_work",
             )
-            doc = {"identity": {}, **baseline.document_from_records([rec], meta)}
+            doc = {"identity": {}, **document_from_records([rec], meta)}
             (pair.directory / f"side-{side}.json").write_text(json.dumps(doc))
         pair.codes = {lockstep.A: Exit.OK, lockstep.B: Exit.OK}
         pair.read()
@@ -682,7 +683,7 @@ def _counted_sides(directory: Path) -> dict:
             extra={"measure": "instructions", "layouts": [counts, counts]},
             name="test_work",
         )
-        baseline.save(path, baseline.document_from_records([rec], meta))
+        baseline.save(path, document_from_records([rec], meta))
     return files
 
 

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency import __main__ as cli
 from pytest_concurrency.exit_codes import Exit
@@ -134,7 +135,7 @@ def save_to(path: Path) -> str:
     if previous is None:
         return "refused"
     if history.incompatible(previous, META) is None:
-        new = baseline.document_from_records(CURRENT, META)
+        new = document_from_records(CURRENT, META)
         saved, _ = gate.add_session(new, previous, CURRENT, SETTINGS)
         json.dumps(saved)
     return "judged"

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import memory as memory_gate
@@ -44,7 +45,7 @@ def rec(workload="spawn", params=None, backend="gevent", **memory) -> Record:
 
 
 def doc_of(*records: Record) -> dict:
-    return baseline.document_from_records(list(records), baseline.current_meta({}, None))
+    return document_from_records(list(records), baseline.current_meta({}, None))
 
 
 def base_of(*records: Record) -> Baseline:

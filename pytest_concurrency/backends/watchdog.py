@@ -260,9 +260,7 @@ def _blocked(frame, entry, loop, older_threads, stopper=None) -> str:
             for t in threading.enumerate()
             if t not in older_threads and t.ident in frames
         ]
-        waits += [
-            (f"greenlet {users_function(stack)}", stack) for stack in _greenlet_stacks(entry)
-        ]
+        waits += [(f"greenlet {users_function(stack)}", stack) for stack in _greenlet_stacks(entry)]
     shown = [
         (who, stack) for i, (who, stack) in enumerate(waits) if i == 0 or users_function(stack)
     ]
