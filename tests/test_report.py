@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.measure.records import from_json, key_label, params_id
+from pytest_concurrency.measure.records import Document, key_label, params_id
 from pytest_concurrency.report import markdown, tables, terminal
+from pytest_concurrency.store import atomic
 
 # version-independent (the reports from fixed JSON files): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once
@@ -40,12 +41,12 @@ def close(rendered: float, expected: float) -> bool:
 
 @pytest.fixture(scope="module")
 def current():
-    return from_json(json.loads((DATA / "run_b.json").read_text()))
+    return Document.of(json.loads((DATA / "run_b.json").read_text())).records
 
 
 @pytest.fixture(scope="module")
 def base():
-    return from_json(json.loads((DATA / "run_a.json").read_text()))
+    return Document.of(json.loads((DATA / "run_a.json").read_text())).records
 
 
 def median(rec) -> float:
@@ -342,7 +343,7 @@ def test_markdown_write_is_atomic_and_replaces(tmp_path, current):
     target = tmp_path / "report.md"
     target.write_text("old")
     text = markdown.render(current)
-    markdown.write(target, text)
+    atomic.write_text(target, text)
     assert target.read_text(encoding="utf-8") == text
     assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
 
