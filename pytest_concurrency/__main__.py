@@ -469,11 +469,8 @@ def merge_verdicts(args) -> int:
         print(f"NOTHING JUDGED (exit {Exit.NOTHING_JUDGED}): {merged.nothing_judged}")
     if args.markdown:
         from .report import markdown
-        from .store import atomic
 
-        atomic.write_text(
-            args.markdown, markdown.render(merged.records, merged.gate, merged.memory)
-        )
+        markdown.write(args.markdown, markdown.render(merged.records, merged.gate, merged.memory))
         print(f"markdown written to {args.markdown}")
     if args.output:
         verdict_file.write(args.output, merged)
@@ -512,9 +509,8 @@ def report(args) -> int:
     print(terminal.render(recs, gate, width=width, color=args.color, memory=memory))
     if args.markdown:
         from .report import markdown
-        from .store import atomic
 
-        atomic.write_text(args.markdown, markdown.render(recs, gate, memory))
+        markdown.write(args.markdown, markdown.render(recs, gate, memory))
         print(f"markdown written to {args.markdown}")
     if args.plot:
         from .report import plot

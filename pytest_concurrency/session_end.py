@@ -243,9 +243,11 @@ def _report(outcome: SessionOutcome, settings, written: list[str]) -> None:
 def write_report(path, text: str, written: list[str]) -> str | None:
     """The markdown report ``text`` written to ``path`` (``--concurrency-report-md``), by every
     session's end and by a run against the base; why not, in one line, or None."""
+    from .report import markdown
+
     _, why = _guarded(
         path,
-        lambda: atomic.write_text(path, text),
+        lambda: markdown.write(path, text),
         f"the markdown report was written to {path}",
         written,
     )

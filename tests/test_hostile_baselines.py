@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency import settings
+from pytest_concurrency.report import markdown
 from pytest_concurrency.store import atomic, baseline
 
 # version-independent (refusals of bad files, in-process): tox runs it on one Python, in its once env
@@ -258,7 +259,7 @@ def test_no_directory_is_created_through_a_dangling_link(tmp_path):
     (tmp_path / "project" / "out").symlink_to(outside / "gone")
     path = tmp_path / "project" / "out" / "sub" / "report.md"
     with pytest.raises(atomic.UnsafeLink, match="does not create directories through a link"):
-        atomic.write_text(path, "# report\n")
+        markdown.write(path, "# report\n")
     with pytest.raises(settings.SettingsError, match=r"out is a symbolic link to .*gone"):
         settings.writable_target(str(path), "--concurrency-report-md")
     assert list(outside.iterdir()) == []

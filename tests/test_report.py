@@ -17,7 +17,6 @@ import pytest
 from pytest_concurrency.gate import verdicts as V
 from pytest_concurrency.measure.records import Document, key_label, params_id
 from pytest_concurrency.report import markdown, tables, terminal
-from pytest_concurrency.store import atomic
 
 # version-independent (the reports from fixed JSON files): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once
@@ -343,7 +342,7 @@ def test_markdown_write_is_atomic_and_replaces(tmp_path, current):
     target = tmp_path / "report.md"
     target.write_text("old")
     text = markdown.render(current)
-    atomic.write_text(target, text)
+    markdown.write(target, text)
     assert target.read_text(encoding="utf-8") == text
     assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
 

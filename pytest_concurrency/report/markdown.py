@@ -4,6 +4,7 @@ from collections.abc import Iterable
 
 from ..gate import verdicts as V
 from ..measure.records import Record, key_label
+from ..store import atomic
 from . import escape, tables
 
 #: The first line of each report this module writes: a file that starts with one is a report an
@@ -129,3 +130,8 @@ def render_paired(result) -> str:
             f"{v.threshold:.0%} | {status} | {_cell(v.note)} |"
         )
     return "\n".join(out) + "\n"
+
+
+def write(path, text: str) -> str:
+    """Write ``text`` to ``path`` atomically (a reader never sees half a report)."""
+    return atomic.write_text(path, text)
