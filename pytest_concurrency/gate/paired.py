@@ -320,7 +320,19 @@ def _decide(verdict: PairedVerdict, pooled: _Pooled, change: float, threshold: f
     )
     low90, high90 = pooled.interval(pooled.q90)
     if (low > 0 and change > threshold) or (high < 0 and change < -threshold):
-        _a_change(verdict, pooled, change, steady, aside)
+        # a change beyond the threshold: decided once the pairs allow it
+        logs = pooled.logs
+        against = [i for i in pooled.unlike if (logs[i] - pooled.mean) * change < 0]
+        if against and len(logs) < MAX_SESSIONS:
+            verdict.note = (
+                f"a change only with pair {against[0] + 1} set aside, which reads the other way "
+                f"({steady}): decided after {MAX_SESSIONS} pairs, not before"
+            )
+        elif pooled.n >= MIN_SESSIONS_FOR_CHANGE:
+            verdict.status = REGRESSED if change > 0 else IMPROVED
+            verdict.note = f"pairs of sessions {steady}{aside}" if len(logs) > 1 else ""
+        else:
+            verdict.note = "a change must show in a second pair of sessions (two processes of the same code differ)"
     elif -threshold <= low90 and high90 <= threshold:
         verdict.status = UNCHANGED  # equivalent within the threshold, at 95% each side
         verdict.note = aside[2:]
@@ -330,22 +342,6 @@ def _decide(verdict: PairedVerdict, pooled: _Pooled, change: float, threshold: f
         verdict.note = f"beyond the threshold, but the interval reaches back to no change: more pairs would tell{aside}"
     else:
         verdict.note = f"within the threshold, but the interval reaches beyond it: more pairs would tell{aside}"
-
-
-def _a_change(verdict: PairedVerdict, pooled: _Pooled, change: float, steady: str, aside: str):
-    """A change beyond the threshold: decided once the pairs allow it."""
-    logs = pooled.logs
-    against = [i for i in pooled.unlike if (logs[i] - pooled.mean) * change < 0]
-    if against and len(logs) < MAX_SESSIONS:
-        verdict.note = (
-            f"a change only with pair {against[0] + 1} set aside, which reads the other way "
-            f"({steady}): decided after {MAX_SESSIONS} pairs, not before"
-        )
-    elif pooled.n >= MIN_SESSIONS_FOR_CHANGE:
-        verdict.status = REGRESSED if change > 0 else IMPROVED
-        verdict.note = f"pairs of sessions {steady}{aside}" if len(logs) > 1 else ""
-    else:
-        verdict.note = "a change must show in a second pair of sessions (two processes of the same code differ)"
 
 
 def _one_pair(ratios: list, z99: float) -> tuple[float, float] | None:
