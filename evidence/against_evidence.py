@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from pytest_concurrency.gate import paired
-from pytest_concurrency.measure.records import from_json
+from pytest_concurrency.measure.records import Document
 
 LIB = """
 __version__ = "{version}"
@@ -240,7 +240,7 @@ def rejudge(kept: Path, threshold: float, thread_threshold: float) -> int:
 
     def read(pair: Path, side: str) -> list:
         path = pair / f"side-{side}.json"
-        return from_json(json.loads(path.read_text())) if path.exists() else []
+        return Document.of(json.loads(path.read_text())).records if path.exists() else []
 
     counts: dict = collections.defaultdict(collections.Counter)
     by_pair: dict = collections.defaultdict(

@@ -180,14 +180,14 @@ def judge(base_doc: dict, pb_base: dict, session_doc: dict, second_doc: dict | N
     """rule -> {benchmark label: verdict} for one session's JSON (``second_doc``: another
     session's, for the ``TWICE`` rules)."""
     from pytest_concurrency.gate import compare
-    from pytest_concurrency.measure.records import from_json
+    from pytest_concurrency.measure.records import Document
     from pytest_concurrency.store import baseline
     from pytest_concurrency.store.history import Baseline
 
     meta = baseline.current_meta({}, None)
-    recs = from_json(session_doc)
+    recs = Document.of(session_doc).records
     out: dict = {rule: {} for rule in RULES}
-    bare = _without_controls(base_doc), from_json(_without_controls(session_doc))
+    bare = _without_controls(base_doc), Document.of(_without_controls(session_doc)).records
     for rule, (doc, records, threshold) in {
         "control": (base_doc, recs, None),
         "control 3%": (base_doc, recs, 0.03),
@@ -198,7 +198,7 @@ def judge(base_doc: dict, pb_base: dict, session_doc: dict, second_doc: dict | N
         out[rule] = _verdicts(result)
         if second_doc is not None and rule != "raw":
             suspects = set(compare.suspects(result))
-            reruns = {r.key: r for r in from_json(second_doc) if r.key in suspects}
+            reruns = {r.key: r for r in Document.of(second_doc).records if r.key in suspects}
             if reruns:
                 again = compare.faster_sessions(records, reruns)
                 second = compare.compare(Baseline.of(doc), again, meta, settings)

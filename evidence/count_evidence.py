@@ -46,7 +46,7 @@ import time
 
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED
-from pytest_concurrency.measure.records import from_json
+from pytest_concurrency.measure.records import Document
 from pytest_concurrency.store.history import Baseline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: its benchmarks/
@@ -139,11 +139,13 @@ def _fixed_width(n: int) -> str:
 
 def judge(base_doc: dict, doc: dict, threshold: float | None):
     settings = gate.GateSettings(threshold=threshold)
-    return gate.compare(Baseline.of(base_doc), from_json(doc), doc["pytest_concurrency"], settings)
+    return gate.compare(
+        Baseline.of(base_doc), Document.of(doc).records, doc["pytest_concurrency"], settings
+    )
 
 
 def _reference_count(doc: dict, target: str) -> float:
-    for rec in from_json(doc):
+    for rec in Document.of(doc).records:
         if rec.backend == target and rec.workload == REFERENCE[0] and REFERENCE[1] in rec.key[1]:
             return rec.median
     sys.exit(

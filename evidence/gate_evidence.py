@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 
+from _documents import document_from_records
 from pytest_benchmark.stats import Stats
 from pytest_benchmark.utils import PercentageRegressionCheck
 
@@ -168,7 +169,7 @@ def session(
 def save_session(path: str, recs: list[Record], meta: dict, settings, keep: int) -> None:
     """Add a session to the baseline at ``path`` as ``--concurrency-save-baseline`` does."""
     doc, _ = gate.add_session(
-        baseline.document_from_records(recs, meta),
+        document_from_records(recs, meta),
         baseline.load_previous(path),
         recs,
         settings,

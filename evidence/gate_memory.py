@@ -66,6 +66,7 @@ def judge_once(path: str, n: int, brute: bool) -> dict:
 
 def save_baseline(path: str, n: int) -> None:
     import numpy as np
+    from _documents import document_from_records
 
     from pytest_concurrency import measure
     from pytest_concurrency.measure.records import Record
@@ -75,7 +76,7 @@ def save_baseline(path: str, n: int) -> None:
     meta = baseline.current_meta({"asyncio": "3"}, None, measure.instrument("time"))
     samples = list(rng.lognormal(np.log(1e-5), 0.05, n))
     rec = Record("plain", {}, "asyncio", samples, extra={**meta, "measure": "time"})
-    baseline.save(path, baseline.document_from_records([rec], meta))
+    baseline.save(path, document_from_records([rec], meta))
 
 
 def main() -> int:

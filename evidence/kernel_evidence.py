@@ -33,12 +33,13 @@ import sys
 import threading
 import time
 
+from _documents import document_from_records
+
 from pytest_concurrency import backends, measure, workloads
 from pytest_concurrency.gate import kernel as kernel_gate
 from pytest_concurrency.measure import driver
 from pytest_concurrency.measure.plan import CasePlan
 from pytest_concurrency.measure.records import Record
-from pytest_concurrency.store import baseline
 from pytest_concurrency.store.history import Baseline
 
 #: --smoke: the smallest run that still measures and judges one A/A and one changed trial
@@ -149,7 +150,7 @@ def measure_once(spec: str, how: str | None) -> Record:
 
 
 def verdicts(base: Record, now: Record) -> dict:
-    doc = Baseline.of(baseline.document_from_records([base], META))
+    doc = Baseline.of(document_from_records([base], META))
     return {v.figure: v for v in kernel_gate.judge(doc, [now]).verdicts}
 
 

@@ -54,7 +54,7 @@ from against_evidence import busy_loops  # beside this script
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import kernel as kernel_gate
 from pytest_concurrency.gate import paired as paired_gate
-from pytest_concurrency.measure.records import from_json
+from pytest_concurrency.measure.records import Document
 from pytest_concurrency.store.history import Baseline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: tests/data/
@@ -303,7 +303,7 @@ def _by_model(base: dict, now: dict) -> dict:
     """Per model, by figure: the kernel verdicts the plugin gives ``now`` against ``base`` (the
     whole gate, so that a busier machine is taken into account as in a real session)."""
     out: dict = {}
-    judged = gate.compare(Baseline.of(base), from_json(now), now["pytest_concurrency"])
+    judged = gate.compare(Baseline.of(base), Document.of(now).records, now["pytest_concurrency"])
     for v in judged.kernel.verdicts:
         out.setdefault(model_of(v.key), {})[v.figure] = v
     return out
@@ -316,7 +316,7 @@ def table(args, work: str) -> int:
     for _ in range(args.sessions):
         for how in ("", "yield", "lock"):
             n += 1
-            rec = from_json(session(LOOP, how, "threading", work, n))[0]
+            rec = Document.of(session(LOOP, how, "threading", work, n)).records[0]
             got = figures.setdefault(
                 how, {"wall": [], "syscalls": [], "csw": [], "instructions": []}
             )
@@ -326,7 +326,7 @@ def table(args, work: str) -> int:
     if args.counted:
         for how in ("", "yield", "lock"):
             n += 1
-            rec = from_json(session(LOOP, how, "threading", work, n, counted=True))[0]
+            rec = Document.of(session(LOOP, how, "threading", work, n, counted=True)).records[0]
             figures[how]["instructions"].append(rec.median)  # over its layouts
     base = {k: statistics.median(v) for k, v in figures[""].items() if v}
     print("| change | instructions | wall | syscalls | context switches |")
@@ -479,7 +479,11 @@ def rejudge(work: str) -> int:
 
     def read(pair: str, side: str) -> list:
         path = os.path.join(pair, f"side-{side}.json")
-        return from_json(json.load(open(path, encoding="utf-8"))) if os.path.exists(path) else []
+        return (
+            Document.of(json.load(open(path, encoding="utf-8"))).records
+            if os.path.exists(path)
+            else []
+        )
 
     tally: dict = collections.defaultdict(collections.Counter)
     for name in sorted(os.listdir(work), key=lambda n: int(n[1:]) if n[1:].isdigit() else 0):

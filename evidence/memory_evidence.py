@@ -26,7 +26,7 @@ import tempfile
 
 from pytest_concurrency.gate import memory as memory_gate
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.measure.records import from_json, key_label
+from pytest_concurrency.measure.records import Document, key_label
 from pytest_concurrency.store.history import Baseline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: its benchmarks/
@@ -107,7 +107,7 @@ def main() -> int:
     comparisons = alarms = judged = 0
     largest: dict = {}  # metric -> (|change|, label, change)
     for a, b in itertools.permutations(range(len(docs)), 2):
-        result = memory_gate.judge(Baseline.of(docs[a]), from_json(docs[b]), threshold)
+        result = memory_gate.judge(Baseline.of(docs[a]), Document.of(docs[b]).records, threshold)
         comparisons += 1
         for v in result.verdicts:
             judged += 1
@@ -116,7 +116,7 @@ def main() -> int:
                 print(f"  false alarm, s{b} vs s{a}: {memory_gate.line(v)}")
             if v.change is not None and abs(v.change) > largest.get(v.metric, (0,))[0]:
                 largest[v.metric] = (abs(v.change), key_label(v.key), v.change)
-    records = [r for d in docs for r in from_json(d)]
+    records = [r for d in docs for r in Document.of(d).records]
     print(
         f"{len(docs)} sessions, {comparisons} A/A comparisons, {judged} memory verdicts: {alarms} false alarms "
         f"(threshold {(threshold or memory_gate.DEFAULT_THRESHOLD):.0%})"

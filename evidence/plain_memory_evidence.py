@@ -30,7 +30,7 @@ import time
 
 from pytest_concurrency.gate import memory as memory_gate
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.measure.records import from_json
+from pytest_concurrency.measure.records import Document
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: tests/data/
 #: --smoke: the smallest run that still runs a real session and judges every kind of leak
@@ -84,7 +84,7 @@ def main() -> int:
     started = time.monotonic()
     outside_seen = (0.0, "")  # the largest resident growth outside the heaps with no leak
     for i in range(args.sessions):
-        records = from_json(session(directory, args.models))
+        records = Document.of(session(directory, args.models)).records
         for rec in records:
             value = rec.extra.get(memory_gate.OUTSIDE)
             if rec.key[1].split("=", 1)[1] in CLEAN and value is not None:

@@ -546,7 +546,7 @@ def thresholds(work: Path, condition: str) -> list[str]:
     baseline's sessions (shrunk toward its suite's typical drift: ``stats.allowance``), read from
     the gate's own verdicts (``compare``, this machine's meta as ``judge_again``'s)."""
     from pytest_concurrency.gate import compare
-    from pytest_concurrency.measure.records import from_json
+    from pytest_concurrency.measure.records import Document
     from pytest_concurrency.store import baseline, history
 
     lines = []
@@ -557,7 +557,7 @@ def thresholds(work: Path, condition: str) -> list[str]:
             continue
         result = compare.compare(
             history.Baseline.of(json.loads(base.read_text())),
-            from_json(json.loads(first.read_text())),
+            Document.of(json.loads(first.read_text())).records,
             baseline.current_meta({}, None),
         )
         judged = [v for v in result.verdicts if v.threshold is not None]
@@ -578,7 +578,7 @@ def rebuilt(work: Path, suite: RealSuite, condition: str) -> dict | None:
     """The suite's stored time baseline saved again from its three saves' JSON by today's save
     rule (``gate.add_session``), each session's code one clean commit, as in a git checkout."""
     from pytest_concurrency.gate import compare
-    from pytest_concurrency.measure.records import from_json
+    from pytest_concurrency.measure.records import Document
     from pytest_concurrency.store.history import SECTION, Baseline
 
     meta = dict(json.loads((work / f"{suite.dist}-time.json").read_text())[SECTION])
@@ -590,7 +590,7 @@ def rebuilt(work: Path, suite: RealSuite, condition: str) -> dict | None:
         if not path.exists():
             return None
         saved = {**json.loads(path.read_text()), SECTION: dict(meta)}
-        doc, _ = compare.add_session(saved, doc and Baseline.of(doc), from_json(saved))
+        doc, _ = compare.add_session(saved, doc and Baseline.of(doc), Document.of(saved).records)
     return doc
 
 

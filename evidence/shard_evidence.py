@@ -72,9 +72,9 @@ def counted(py: Path, run: Path, *extra: str) -> tuple[int, float, str]:
 
 def medians(path: Path) -> dict:
     """Each benchmark's median count (over its layouts), by its label."""
-    from pytest_concurrency.measure.records import from_json
+    from pytest_concurrency.measure.records import Document
 
-    return {r.label: r.median for r in from_json(json.loads(path.read_text()))}
+    return {r.label: r.median for r in Document.of(json.loads(path.read_text())).records}
 
 
 def verdicts(path: Path) -> dict:

@@ -93,27 +93,11 @@ def code_identity(info: dict) -> dict:
     return {"commit": str(commit), "dirty": bool(info.get("dirty"))}
 
 
-def version() -> str:
-    import pytest_benchmark
-
-    return pytest_benchmark.__version__
-
-
 def json_text(doc, indent: int) -> str:
     """``doc`` as JSON the way pytest-benchmark writes its files (odd params become text)."""
     from pytest_benchmark.utils import safe_dumps
 
     return safe_dumps(doc, indent=indent)
-
-
-def summary_of(samples) -> dict:
-    """pytest-benchmark's statistics of ``samples``, as its files hold them."""
-    from pytest_benchmark.stats import Stats
-
-    stats = Stats()
-    for sample in samples:
-        stats.update(sample)
-    return stats.as_dict()
 
 
 # -- a session's benchmark ---------------------------------------------------------------------

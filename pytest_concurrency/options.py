@@ -54,8 +54,6 @@ class Option:
     """One setting: where it is given (flag, ini key or both), what it is, and its default."""
 
     field: str | None  # the Settings attribute it fills (None: read elsewhere, e.g. roles.py)
-    flag: str | None  # "--concurrency-scale"; None: an ini key only
-    ini: str | None  # "concurrency_scale"; None: the command line only
     kind: str  # one of KINDS
     default: object
     help: str
@@ -65,8 +63,16 @@ class Option:
     #: COUNT, SECONDS: the lowest and highest value allowed (each a bound on what a run costs, or
     #: on what the code it reaches takes: the watchdog's timer refuses 1e10 s)
     bounds: tuple[float, float] | None = None
+    #: "--concurrency-scale" and "concurrency_scale", named after the field, unless given; None:
+    #: not on the command line (``flag``), not an ini key (``ini``)
+    flag: str | None = ""
+    ini: str | None = ""
 
     def __post_init__(self) -> None:
+        if self.flag == "":
+            object.__setattr__(self, "flag", f"--concurrency-{self.field}".replace("_", "-"))
+        if self.ini == "":
+            object.__setattr__(self, "ini", f"concurrency_{self.field}")
         if self.kind not in KINDS:
             raise ValueError(f"{self.flag or self.ini}: unknown kind {self.kind!r}")
         if (self.kind in (COUNT, SECONDS)) != (self.bounds is not None):
@@ -98,8 +104,6 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option(
         "backends",
-        "--concurrency-backends",
-        "concurrency_backends",
         BACKENDS,
         default=tuple(backends.DEFAULT_SPECS),
         metavar="LIST",
@@ -108,8 +112,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "scale",
-        "--concurrency-scale",
-        "concurrency_scale",
         CHOICE,
         default="default",
         choices=tuple(workloads.SCALES),
@@ -118,8 +120,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "measure",
-        "--concurrency-measure",
-        "concurrency_measure",
         MEASURE,
         default="time",
         choices=tuple(measure.names()),
@@ -129,9 +129,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "rounds",
-        "--concurrency-rounds",
-        None,
         COUNT,
+        ini=None,
         default=None,
         bounds=(1, MAX_SAMPLES),  # a baseline holding more is refused when read
         metavar="N",
@@ -140,8 +139,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "median_width",
-        "--concurrency-median-width",
-        "concurrency_median_width",
         PERCENT,
         default=stopping.DEFAULT_WIDTH,
         metavar="PCT",
@@ -152,8 +149,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "timeout",
-        "--concurrency-timeout",
-        "concurrency_timeout",
         SECONDS,
         default=None,  # the instrument's: settings.from_config
         bounds=(0.01, 86400.0),  # a day
@@ -165,8 +160,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "jobs",
-        "--concurrency-jobs",
-        "concurrency_jobs",
         COUNT,
         default=None,  # one a core when counting, else 1: settings._jobs
         bounds=(1, 1024),
@@ -176,8 +169,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "layouts",
-        "--concurrency-layouts",
-        "concurrency_layouts",
         COUNT,
         default=3,
         bounds=(1, 25),  # each one more whole counted session under valgrind
@@ -188,8 +179,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "layouts_from",
-        "--concurrency-layouts-from",
-        "concurrency_layouts_from",
         CHOICE,
         default="fork",
         choices=("fork", "start"),
@@ -201,8 +190,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "kernel_pass",
-        "--concurrency-kernel-pass",
-        "concurrency_kernel_pass",
         SWITCH,
         default=False,
         help="with --concurrency-measure=instructions: time your own benchmark tests at full speed "
@@ -212,8 +199,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "isolate",
-        "--concurrency-isolate",
-        "concurrency_isolate",
         SWITCH,
         default=False,
         help="run each model's workloads in a fresh worker process of its own, and the call of each of "
@@ -223,8 +208,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "benchmark_table",
-        "--concurrency-benchmark-table",
-        "concurrency_benchmark_table",
         SWITCH,
         default=False,
         help="also print pytest-benchmark's own table for the built-in workloads (left out by "
@@ -232,17 +215,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "save_baseline",
-        "--concurrency-save-baseline",
-        None,
         NEW_FILE,
+        ini=None,
         default=None,
         metavar="PATH",
         help="after the run, write a baseline with raw samples (atomically)",
     ),
     Option(
         "baseline_sessions",
-        "--concurrency-baseline-sessions",
-        "concurrency_baseline_sessions",
         COUNT,
         default=DEFAULT_KEEP,
         bounds=(1, 100),
@@ -252,17 +232,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "baseline",
-        "--concurrency-baseline",
-        None,
         PATH,
+        ini=None,
         default=None,
         metavar="PATH",
         help="compare against this baseline; a regression fails the session",
     ),
     Option(
         "threshold",
-        "--concurrency-threshold",
-        "concurrency_threshold",
         PERCENT,
         default=None,  # each record's instrument's
         metavar="PCT",
@@ -272,17 +249,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "thresholds",
-        None,
-        "concurrency_thresholds",
         THRESHOLD_LINES,
+        flag=None,
         default={},
         help="threshold overrides, one per line: KEY = PCT with KEY a backend, a workload or "
         "workload:backend (e.g. gevent = 15, ring:uvloop = 20)",
     ),
     Option(
         "memory_threshold",
-        "--concurrency-memory-threshold",
-        "concurrency_memory_threshold",
         PERCENT,
         default=None,  # memory_gate.DEFAULT_THRESHOLD
         metavar="PCT",
@@ -291,9 +265,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "memory_plain",
-        "--concurrency-memory",
-        "concurrency_memory",
         SWITCH,
+        flag="--concurrency-memory",
+        ini="concurrency_memory",
         default=False,
         help="give users' own benchmark tests the memory pass too (the built-in workloads always "
         "have it): after its rounds, the test's function runs 6 more times and a leak in the Python "
@@ -302,8 +276,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "machine_tolerance",
-        "--concurrency-machine-tolerance",
-        "concurrency_machine_tolerance",
         PERCENT,
         default=DEFAULT_MACHINE_TOLERANCE,
         metavar="PCT",
@@ -313,8 +285,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "remeasure",
-        "--concurrency-remeasure",
-        "concurrency_remeasure",
         CHOICE,
         default="suspects",
         choices=("suspects", "every"),
@@ -326,8 +296,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "undecided",
-        "--concurrency-undecided",
-        "concurrency_undecided",
         CHOICE,
         default=undecided.PASS,
         choices=(undecided.PASS, undecided.EXIT),
@@ -340,16 +308,13 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "allow_cross_python",
-        "--concurrency-allow-cross-python",
-        None,
         SWITCH,
+        ini=None,
         default=False,
         help="compare against a baseline recorded on another Python version (normally refused)",
     ),
     Option(
         "gate_native",
-        "--concurrency-gate-native",
-        "concurrency_gate_native",
         SWITCH,
         default=False,
         help="judge the native reference rows (go, rust, kotlin) in the gate like the Python models "
@@ -357,9 +322,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "against",
-        "--concurrency-against",
-        None,
         TEXT,
+        ini=None,
         default=None,
         metavar="SPEC",
         help="also run every benchmark on a base version of the code, round for round in turns "
@@ -369,9 +333,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "against_keep",
-        "--concurrency-against-keep",
-        None,
         PATH,
+        ini=None,
         default=None,
         metavar="DIR",
         help="with --concurrency-against: copy each pair of sessions' rounds and logs into DIR "
@@ -379,8 +342,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "shard",
-        "--concurrency-shard",
-        "concurrency_shard",
         SHARD,
         default=None,
         metavar="I/N",
@@ -390,9 +351,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "verdicts",
-        "--concurrency-verdicts",
-        None,
         NEW_FILE,
+        ini=None,
         default=None,
         metavar="PATH",
         help="write the session's records, verdicts and exit status as JSON (atomically), for "
@@ -400,8 +360,6 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "history",
-        "--concurrency-history",
-        "concurrency_history",
         PATH,
         default=None,
         metavar="DIR",
@@ -411,27 +369,25 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "report_md",
-        "--concurrency-report-md",
-        None,
         NEW_FILE,
+        ini=None,
         default=None,
         metavar="PATH",
         help="write the comparison tables as markdown (CI job summary)",
     ),
     Option(
         "plot_dir",
-        "--concurrency-plot",
-        None,
         PATH,
+        flag="--concurrency-plot",
+        ini=None,
         default=None,
         metavar="DIR",
         help="write charts per workload into DIR (needs matplotlib)",
     ),
     Option(
         "only",
-        "--concurrency-only",
-        None,
         PATH,
+        ini=None,
         default=None,
         metavar="FILE",
         hidden=True,
@@ -440,9 +396,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         None,  # parsed by roles.given, before the settings are read
-        "--concurrency-role",
-        None,
         TEXT,
+        flag="--concurrency-role",
+        ini=None,
         default=None,
         metavar="JSON",
         hidden=True,

@@ -13,13 +13,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from _documents import document_from_records
 from conftest import needs
 
 from pytest_concurrency import measure
 from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import paired
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
-from pytest_concurrency.measure import callgrind, layouts
+from pytest_concurrency.measure import callgrind, layouts, stopping
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.roles import against, argv, counted_against
 from pytest_concurrency.runner import lockstep, sides
@@ -45,9 +46,10 @@ def _rounds(
 
 @pytest.mark.once
 def test_the_median_interval_needs_eight_values_at_99_percent():
-    assert paired.median_interval([1.0] * 7) is None
-    assert paired.median_interval(list(range(8))) == (0, 7)
-    low, high = paired.median_interval(list(range(100)))
+    # the pairs' interval (paired.CONFIDENCE) is the stopping rule's at 99% (measure/stopping.py)
+    assert stopping.median_interval([1.0] * 7, paired.CONFIDENCE) is None
+    assert stopping.median_interval(list(range(8)), paired.CONFIDENCE) == (0, 7)
+    low, high = stopping.median_interval(list(range(100)), paired.CONFIDENCE)
     assert 30 < low < 50 < high < 70
 
 
@@ -658,7 +660,7 @@ def _timed_pairs(directory: Path) -> list:
                 extra={"paired_rounds": turns},
                 name="test_work",
             )
-            doc = {"identity": {}, **baseline.document_from_records([rec], meta)}
+            doc = {"identity": {}, **document_from_records([rec], meta)}
             (pair.directory / f"side-{side}.json").write_text(json.dumps(doc))
         pair.codes = {lockstep.A: Exit.OK, lockstep.B: Exit.OK}
         pair.read()
@@ -681,7 +683,7 @@ def _counted_sides(directory: Path) -> dict:
             extra={"measure": "instructions", "layouts": [counts, counts]},
             name="test_work",
         )
-        baseline.save(path, baseline.document_from_records([rec], meta))
+        baseline.save(path, document_from_records([rec], meta))
     return files
 
 

@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency.measure import records
 from pytest_concurrency.store import baseline
@@ -40,7 +41,7 @@ def sample_doc(n: int = 5) -> dict:
     meta = baseline.current_meta(
         {"gevent": "25.1.0", "asyncio": "3.11.7"}, {"version": 1, "ns_per_iteration": 270.0}
     )
-    return baseline.document_from_records(recs, meta)
+    return document_from_records(recs, meta)
 
 
 def test_round_trip_keeps_samples_and_is_pytest_benchmark_json(tmp_path):

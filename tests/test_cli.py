@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency.__main__ import main
-from pytest_concurrency.measure.records import from_json
+from pytest_concurrency.measure.records import Document
 
 # version-independent (the report command on saved files): tox runs it on one Python, in its once env
 pytestmark = pytest.mark.once
@@ -30,7 +30,7 @@ def _row(text: str, title: str, backend: str) -> str:
 def test_renders_one_file(capsys):
     assert main(["report", B, "--width", "80"]) == 0
     out = capsys.readouterr().out
-    for rec in from_json(json.loads(Path(B).read_text())):
+    for rec in Document.of(json.loads(Path(B).read_text())).records:
         assert rec.workload in out
     assert "ring [m=1000,n=100]" in out and "Gate:" not in out
     assert max(len(line) for line in out.splitlines()) <= 80
@@ -39,8 +39,8 @@ def test_renders_one_file(capsys):
 def test_compares_two_files(capsys):
     rc = main(["report", A, B, "--width", "100"])
     out = capsys.readouterr().out
-    base = {r.key: r for r in from_json(json.loads(Path(A).read_text()))}
-    cur = {r.key: r for r in from_json(json.loads(Path(B).read_text()))}
+    base = {r.key: r for r in Document.of(json.loads(Path(A).read_text())).records}
+    cur = {r.key: r for r in Document.of(json.loads(Path(B).read_text())).records}
     key = ("ring", "m=1000,n=100", "gevent")
     change = statistics.median(cur[key].samples) / statistics.median(base[key].samples) - 1
     line = _row(out, "ring [m=1000,n=100]", "gevent")
@@ -157,7 +157,7 @@ def test_the_exit_statuses_pytest_names_are_pytests_own_and_print_as_numbers():
 def test_matrix_has_a_line_per_case_and_bolds_the_fastest(capsys):
     from pytest_concurrency.report import tables
 
-    recs = from_json(json.loads(Path(A).read_text()))
+    recs = Document.of(json.loads(Path(A).read_text())).records
     assert main(["report", A, "--matrix"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = [c.strip() for c in lines[0].strip("|").split("|")]

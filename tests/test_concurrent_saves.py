@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency.gate import save
 from pytest_concurrency.measure.records import Record
@@ -41,7 +42,7 @@ def _session(tag: str) -> tuple[dict, list]:
         "cpu_count": 2,
         "calibration": {"version": 1, "ns_per_iteration": 270.0},
     }
-    return baseline.document_from_records(recs, meta, commit_info={"id": tag}), recs
+    return document_from_records(recs, meta, commit_info={"id": tag}), recs
 
 
 def _save(path: Path, keep: int, tag: str, log: Path | None = None) -> list[str]:

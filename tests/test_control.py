@@ -9,6 +9,7 @@ import random
 import time
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate.verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
@@ -50,7 +51,7 @@ def stored(*sessions: Record) -> dict:
     """A baseline of these sessions (latest first), as saving each in turn makes it."""
     doc = None
     for rec in reversed(sessions):
-        new = baseline.document_from_records([rec], META)
+        new = document_from_records([rec], META)
         doc = gate.add_session(new, Baseline.of(doc), [rec])[0] if doc else new
     assert doc is not None
     return doc
@@ -207,7 +208,7 @@ def test_a_saved_baseline_thins_controls_as_its_rounds():
     rec = controlled(1)
     rec.samples = rec.samples * 30  # 1,800 rounds, more than a baseline keeps
     rec.extra["control_factor"] = rec.extra["control_factor"] * 30
-    doc = baseline._thinned(baseline.document_from_records([rec], META))
+    doc = baseline._thinned(document_from_records([rec], META))
     [b] = doc["benchmarks"]
     kept = len(b["stats"]["data"])
     assert kept == baseline.KEPT_ROUNDS

@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency import __main__ as cli
 from pytest_concurrency.gate import compare as gate
@@ -67,7 +68,7 @@ EVIL_KEY_MD = "\\*\\*All gates passed\\*\\*[n=&lt;/table>&lt;h1>] on &lt;img src
 
 
 def _result():
-    doc = baseline.document_from_records([GOOD_BEFORE, EVIL], baseline.current_meta({}, None))
+    doc = document_from_records([GOOD_BEFORE, EVIL], baseline.current_meta({}, None))
     doc = json.loads(json.dumps(doc))  # as it is read back from a file
     return gate.compare(Baseline.of(doc), [GOOD], doc["pytest_concurrency"], gate.GateSettings())
 
@@ -103,7 +104,7 @@ def test_a_hostile_baseline_renders_inert_in_the_terminal():
 
 def test_the_report_command_shows_controls_in_a_file_it_renders(tmp_path, capsys):
     meta = baseline.current_meta({}, None)  # a whole one: the report refuses what the gate would
-    doc = baseline.document_from_records([_rec("w\x1b[2J", "asyncio\nb", {})], meta)
+    doc = document_from_records([_rec("w\x1b[2J", "asyncio\nb", {})], meta)
     path = tmp_path / "evil.json"
     path.write_text(json.dumps(doc))
     assert cli.main(["report", str(path), "--width", "120"]) == 0

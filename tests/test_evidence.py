@@ -330,7 +330,8 @@ BY_HAND = {
 
 
 def test_every_evidence_script_has_a_smoke_run_here_or_is_run_by_hand():
-    scripts = sorted(p.name for p in EVIDENCE.glob("*.py"))
+    # a module whose name starts with _ is one the scripts import (_documents.py), not a script
+    scripts = sorted(p.name for p in EVIDENCE.glob("*.py") if not p.name.startswith("_"))
     tested = {case.values[0] for case in CASES}  # a script may have a smoke run per mode
     assert not tested & set(BY_HAND)
     assert scripts == sorted(tested | set(BY_HAND))

@@ -25,11 +25,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency import __main__ as cli
 from pytest_concurrency.exit_codes import Exit
 from pytest_concurrency.gate import compare as gate
-from pytest_concurrency.measure.records import from_json
+from pytest_concurrency.measure.records import Document
 from pytest_concurrency.report import markdown, terminal
 from pytest_concurrency.store import baseline, history
 
@@ -49,7 +50,7 @@ GOOD_DOC = json.loads(GOOD)
 #: This run: the baseline's Python and machine (so the gate judges rather than refuses), one
 #: benchmark 50% slower, one as it was, the others missing (each judged costs a test's time).
 META = {k: v for k, v in GOOD_DOC["pytest_concurrency"].items() if k != "history"}
-CURRENT = from_json(GOOD_DOC)[1:3]
+CURRENT = Document.of(GOOD_DOC).records[1:3]
 CURRENT[0].samples = [x * 1.5 for x in CURRENT[0].samples]
 SETTINGS = gate.GateSettings()
 
@@ -134,7 +135,7 @@ def save_to(path: Path) -> str:
     if previous is None:
         return "refused"
     if history.incompatible(previous, META) is None:
-        new = baseline.document_from_records(CURRENT, META)
+        new = document_from_records(CURRENT, META)
         saved, _ = gate.add_session(new, previous, CURRENT, SETTINGS)
         json.dumps(saved)
     return "judged"

@@ -8,6 +8,7 @@ import random
 from importlib import metadata
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency import measure
 from pytest_concurrency.exit_codes import Exit
@@ -73,7 +74,7 @@ OTHER_CPU = "Intel Xeon E5-2680"
 
 
 def baseline_of(seed: int = 1, **kw) -> Baseline:
-    return Baseline.of(baseline.document_from_records(run(seed, **kw), meta()))
+    return Baseline.of(document_from_records(run(seed, **kw), meta()))
 
 
 def shown(result) -> list[str]:
@@ -193,7 +194,7 @@ def test_cross_python_is_never_normalized():
 
 def test_a_verdict_across_a_release_of_the_code_under_test_says_so():
     """A suite's own benchmarks measure its library: its release is in the baseline (under_test)."""
-    base = baseline.document_from_records(run(1), {**meta(), "under_test": {"thelib": "1.2"}})
+    base = document_from_records(run(1), {**meta(), "under_test": {"thelib": "1.2"}})
     cur_meta = {**meta(), "under_test": {"thelib": "1.3", "other": "2.0"}}
     result = gate.compare(Baseline.of(base), run(2, slower={"gevent": 1.3}), cur_meta)
     assert all(v.versions_changed.get("thelib") == ("1.2", "1.3") for v in result.verdicts)
@@ -446,12 +447,8 @@ def test_a_change_within_the_gap_of_the_runs_own_two_processes_is_inconclusive_o
     assert all("two processes of the same code differ by" in v.note for v in gevent)
     assert all("one baseline session cannot tell" in v.note for v in gevent)
     # learned drift (3 sessions) keeps the rule out: the threshold already holds the drift
-    three, _ = gate.add_session(
-        baseline.document_from_records(run(4), meta()), baseline_of(1), run(4)
-    )
-    three, _ = gate.add_session(
-        baseline.document_from_records(run(5), meta()), Baseline.of(three), run(5)
-    )
+    three, _ = gate.add_session(document_from_records(run(4), meta()), baseline_of(1), run(4))
+    three, _ = gate.add_session(document_from_records(run(5), meta()), Baseline.of(three), run(5))
     doc3 = Baseline.of(three)
     first = gate.compare(doc3, first_process, meta())
     result = gate.reproduce(
@@ -483,7 +480,7 @@ def sessions_doc(speeds, first_seed: int = 10, ns=None, slower=None) -> dict:
         session_meta = meta(ns=ns[i] if ns else 270.0)
         recs = run(first_seed + i, speed=speed, slower=slower[i] if slower else None)
         doc = history.merge(
-            baseline.document_from_records(recs, session_meta),
+            document_from_records(recs, session_meta),
             doc and Baseline.of(doc),
             keep=len(speeds),
         )
@@ -495,7 +492,7 @@ def test_one_unlucky_baseline_session_is_outvoted_by_the_others():
     lucky = sessions_doc([1.0, 1.0, 1.0, 1.0, 0.91])
     assert history.count(lucky) == 5
     assert not gate.compare(Baseline.of(lucky), run(2), meta()).failed
-    alone = Baseline.of(baseline.document_from_records(run(14, speed=0.91), meta()))
+    alone = Baseline.of(document_from_records(run(14, speed=0.91), meta()))
     assert gate.compare(alone, run(2), meta()).failed  # what a single-session baseline says
 
 
@@ -624,7 +621,7 @@ def loaded(recs, foreign: float, kind: str = "light") -> list[Record]:
 
 
 def load_case(kind: str, then: float, now: float, cpus: int):
-    doc = baseline.document_from_records(loaded(run(1), then, kind), meta())
+    doc = document_from_records(loaded(run(1), then, kind), meta())
     current = meta()
     current["cpu_count"] = cpus
     return gate.compare(
@@ -690,7 +687,7 @@ def _counted(workload: str, count: float, waits: bool) -> Record:
 @pytest.mark.parametrize("change, status", [(1.05, UNCHANGED), (1.15, REGRESSED)])
 def test_counts_of_a_waiting_workload_are_judged_beyond_their_floor(change, status):
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}
-    base = baseline.document_from_records(
+    base = document_from_records(
         [_counted("io", 1e6, waits=True), _counted("ring", 1e6, waits=False)], counted_meta
     )
     now = [_counted("io", 1e6 * change, waits=True), _counted("ring", 1e6 * 1.05, waits=False)]
@@ -711,7 +708,7 @@ def _in_layouts(count: float, *others: float) -> Record:
 
 def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_baseline():
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}
-    base = baseline.document_from_records(
+    base = document_from_records(
         [_in_layouts(1e6, 1.001e6, 1.028e6)], counted_meta
     )  # one landed badly
     assert baseline.check(base, "base.json") is None
@@ -760,10 +757,10 @@ def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_
         0.01
     )  # three layouts a side: 1%, not 2%
     assert "(threshold 1%, instructions, exact)" in result.summary
-    one = baseline.document_from_records([_counted("ring", 1.001e6, waits=False)], counted_meta)
+    one = document_from_records([_counted("ring", 1.001e6, waits=False)], counted_meta)
     result = gate.compare(Baseline.of(one), [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta)
     assert [(v.status, v.threshold) for v in result.verdicts] == [(UNCHANGED, pytest.approx(0.02))]
-    mixed = baseline.document_from_records(
+    mixed = document_from_records(
         [_in_layouts(1e6, 1.001e6, 1.028e6), _counted("chain", 1e6, waits=False)], counted_meta
     )  # a workload case beside a plain test
     both = gate.compare(
@@ -773,7 +770,7 @@ def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_
     )
     assert "(thresholds 1%, 2%, instructions, exact)" in both.summary
     again, _ = gate.add_session(
-        baseline.document_from_records([_in_layouts(1e6, 1e6, 1e6)], counted_meta),
+        document_from_records([_in_layouts(1e6, 1e6, 1e6)], counted_meta),
         parsed,
         [_in_layouts(1e6, 1e6, 1e6)],
     )
@@ -790,8 +787,8 @@ def test_two_layouts_that_agree_stand_for_three(second, threshold):
     (measure/layouts.py ``AGREE``) are judged at the 1% of three layouts, two farther apart at
     the 2% of fewer, on either side."""
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}
-    three = baseline.document_from_records([_in_layouts(1e6, 1e6, 1e6)], counted_meta)
-    two = baseline.document_from_records([_in_layouts(1e6, second)], counted_meta)
+    three = document_from_records([_in_layouts(1e6, 1e6, 1e6)], counted_meta)
+    two = document_from_records([_in_layouts(1e6, second)], counted_meta)
     for base, current in ((three, _in_layouts(1e6, second)), (two, _in_layouts(1e6, 1e6, 1e6))):
         (v,) = gate.compare(Baseline.of(base), [current], counted_meta).verdicts
         assert v.threshold == pytest.approx(threshold), (second, v)
@@ -806,7 +803,7 @@ def test_a_baseline_with_layouts_that_are_not_rounds_is_refused_by_name(layouts)
         baseline.BaselineError,
         match=r"\('ring\[tasks=10\] on gevent'\)\.extra_info\.layouts",
     ):
-        baseline.check(baseline.document_from_records([rec], counted_meta), "base.json")
+        baseline.check(document_from_records([rec], counted_meta), "base.json")
 
 
 # -- disturbed baseline sessions (the issue's misreports) ---------------------------------
@@ -831,7 +828,7 @@ def saved(sessions, backend: str, keep: int = 5, code=None) -> tuple[dict, list[
         recs = one(40 + i, backend, scale, sigma)
         session_meta = {**meta(), **({"code": code} if code else {})}
         doc, messages = gate.add_session(
-            baseline.document_from_records(recs, session_meta),
+            document_from_records(recs, session_meta),
             doc and Baseline.of(doc),
             recs,
             keep=keep,
@@ -846,7 +843,7 @@ def test_one_disturbed_session_of_three_never_hides_a_real_slowdown():
     doc = None  # stored as they were: no session dropped on saving
     for i, (scale, sigma) in enumerate([(1.0, 0.03), (1.5, 0.3), (1.0, 0.03)]):
         doc = history.merge(
-            baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()),
+            document_from_records(one(40 + i, "asyncio", scale, sigma), meta()),
             doc and Baseline.of(doc),
             5,
         )
@@ -877,9 +874,7 @@ def test_a_new_speed_confirmed_by_a_second_session_restarts_the_history():
         "were dropped" in m for m in said
     )
     recs = one(60, "gevent", 1.5)
-    doc, said = gate.add_session(
-        baseline.document_from_records(recs, meta()), Baseline.of(doc), recs
-    )
+    doc, said = gate.add_session(document_from_records(recs, meta()), Baseline.of(doc), recs)
     assert any("confirmed by a second session" in m and "were dropped" in m for m in said), said
     assert len(Baseline.of(doc).sessions[recs[0].key]) == 1
     assert statuses(gate.compare(Baseline.of(doc), one(99, "gevent", 1.5), meta())) == {
@@ -907,7 +902,7 @@ def test_a_session_whose_rounds_spread_far_wider_is_left_out():
     doc = None
     for i, (scale, sigma) in enumerate([(1.0, 0.03), (1.3, 0.4)]):
         doc = history.merge(
-            baseline.document_from_records(one(40 + i, "asyncio", scale, sigma), meta()),
+            document_from_records(one(40 + i, "asyncio", scale, sigma), meta()),
             doc and Baseline.of(doc),
             5,
         )
@@ -924,7 +919,7 @@ def test_sessions_of_different_code_are_named():
     for i, code in enumerate(
         [{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": True}]
     ):
-        doc = baseline.document_from_records(one(40 + i, "asyncio"), {**meta(), "code": code})
+        doc = document_from_records(one(40 + i, "asyncio"), {**meta(), "code": code})
         doc["datetime"] = f"2026-11-29T0{8 + i}:12:05.123456+00:00"
         previous = Baseline.of(history.merge(doc, previous, 5))
     notes = gate.compare(previous, one(99, "asyncio"), meta()).notes
@@ -941,7 +936,7 @@ def test_a_disturbed_session_is_named_by_its_place_in_the_order_of_saving_and_it
     first. Each save here at a time of its own, the first one 60% slow."""
     previous = None
     for i, scale in enumerate([1.6, 1.0, 1.0, 1.0]):
-        doc = baseline.document_from_records(one(40 + i, "asyncio", scale), meta())
+        doc = document_from_records(one(40 + i, "asyncio", scale), meta())
         doc["datetime"] = f"2026-11-29T08:1{i}:05.500000+00:00"
         doc = history.merge(doc, previous, 5)
         previous = Baseline.of(doc)
@@ -951,7 +946,7 @@ def test_a_disturbed_session_is_named_by_its_place_in_the_order_of_saving_and_it
     ), v.note
     # saved after them, a session at another speed says when it was saved: the name it goes by
     recs = one(60, "asyncio", 1.5)
-    doc = baseline.document_from_records(recs, meta())
+    doc = document_from_records(recs, meta())
     doc["datetime"] = "2026-11-29T08:14:05+00:00"
     _, said = gate.add_session(doc, previous, recs)
     assert any(
@@ -1008,7 +1003,7 @@ def test_counts_that_changed_restart_at_once():
     for count in (1e6, 1e6, 1.3e6):
         recs = [_counted("ring", count, waits=False)]
         doc, said = gate.add_session(
-            baseline.document_from_records(recs, counted_meta), doc and Baseline.of(doc), recs
+            document_from_records(recs, counted_meta), doc and Baseline.of(doc), recs
         )
     assert any(
         "changed speed (+30.0%): its earlier baseline sessions were dropped" in m for m in said
@@ -1056,7 +1051,7 @@ def _counted_meta(**measuring) -> dict:
     ],
 )
 def test_a_changed_measuring_side_asks_for_a_new_baseline_not_a_verdict(part, new, named):
-    base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], _counted_meta())
+    base = document_from_records([_counted("ring", 1e6, waits=False)], _counted_meta())
     result = gate.compare(
         Baseline.of(base), [_counted("ring", 1.3e6, waits=False)], _counted_meta(**{part: new})
     )
@@ -1070,7 +1065,7 @@ def test_a_changed_measuring_side_asks_for_a_new_baseline_not_a_verdict(part, ne
 
 
 def test_the_same_measuring_side_judges_and_other_library_versions_do_not_ask_for_a_new_baseline():
-    base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], _counted_meta())
+    base = document_from_records([_counted("ring", 1e6, waits=False)], _counted_meta())
     now = {
         **_counted_meta(),
         "libraries": {"greenlet": "3.2.0", "gevent": "25.1.0"},
@@ -1080,7 +1075,7 @@ def test_the_same_measuring_side_judges_and_other_library_versions_do_not_ask_fo
 
 
 def test_a_counted_baseline_from_another_directory_judges_and_says_counts_follow_the_directory():
-    base = baseline.document_from_records(
+    base = document_from_records(
         [_counted("ring", 1e6, waits=False)], {**_counted_meta(), "directory": "/a/x"}
     )
     moved = gate.compare(
@@ -1107,7 +1102,7 @@ def test_a_counted_baseline_from_another_directory_judges_and_says_counts_follow
 
 def test_a_counted_baseline_that_does_not_say_what_measured_it_is_recorded_again():
     old = {k: v for k, v in _counted_meta().items() if k != "measuring"}
-    base = baseline.document_from_records([_counted("ring", 1e6, waits=False)], old)
+    base = document_from_records([_counted("ring", 1e6, waits=False)], old)
     result = gate.compare(Baseline.of(base), [_counted("ring", 1e6, waits=False)], _counted_meta())
     assert "does not say what measured it" in result.rerecord
 
@@ -1133,7 +1128,7 @@ def test_new_and_missing_counted_benchmarks_read_in_instructions_not_seconds():
     from pytest_concurrency.report import tables
 
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}
-    base = baseline.document_from_records([_counted("ring", 2e6, waits=False)], counted_meta)
+    base = document_from_records([_counted("ring", 2e6, waits=False)], counted_meta)
     result = gate.compare(Baseline.of(base), [_counted("chain", 3e6, waits=False)], counted_meta)
     lines = {v.status: tables.verdict_line(v) for v in result.verdicts}
     assert "2.00M instr" in lines[MISSING] and "3.00M instr" in lines[NEW], lines
@@ -1145,7 +1140,7 @@ def test_against_the_base_nothing_asks_to_save_or_refresh_a_baseline():
     asked to save two more sessions to a file the user never saw."""
     counted_meta = {**meta(), "measure": "instructions", "calibration": None}
     base = Baseline.of(
-        baseline.document_from_records(
+        document_from_records(
             [_counted("io", 1e6, waits=True), _counted("ring", 1e6, waits=False)], counted_meta
         )
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.store import baseline, history
@@ -34,7 +35,7 @@ def session_doc(tag: float, backends=("asyncio", "gevent"), python=PY) -> dict:
         Record("ring", {"n": 10}, b, [tag] * 5, backend_version="1.0", extra={"foreign_cpu": 0.01})
         for b in backends
     ]
-    return baseline.document_from_records(recs, meta(python))
+    return document_from_records(recs, meta(python))
 
 
 def stack(tags, keep: int) -> dict:

@@ -8,6 +8,7 @@ import statistics
 import threading
 
 import pytest
+from _documents import document_from_records
 from conftest import needs
 
 from pytest_concurrency.gate import compare as gate
@@ -22,7 +23,6 @@ from pytest_concurrency.gate.verdicts import (
 from pytest_concurrency.measure import callgrind, kernel
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import kernel as kernel_report
-from pytest_concurrency.store import baseline
 from pytest_concurrency.store.history import Baseline
 
 with kernel.Counters() as _probe:
@@ -129,7 +129,7 @@ def _rec(
 
 
 def base_of(records: list[Record], meta: dict) -> Baseline:
-    return Baseline.of(baseline.document_from_records(records, meta))
+    return Baseline.of(document_from_records(records, meta))
 
 
 def _judge(base, now):

@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency.gate import compare as gate
 from pytest_concurrency.gate import memory as memory_gate
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.measure.records import Record, from_json
+from pytest_concurrency.measure.records import Document, Record
 from pytest_concurrency.report import markdown, terminal
 from pytest_concurrency.store import baseline
 from pytest_concurrency.store.history import Baseline
@@ -44,7 +45,7 @@ def rec(workload="spawn", params=None, backend="gevent", **memory) -> Record:
 
 
 def doc_of(*records: Record) -> dict:
-    return baseline.document_from_records(list(records), baseline.current_meta({}, None))
+    return document_from_records(list(records), baseline.current_meta({}, None))
 
 
 def base_of(*records: Record) -> Baseline:
@@ -138,7 +139,7 @@ def test_a_baseline_without_memory_figures_still_loads_and_says_new():
         dataclasses.replace(
             r, extra={**r.extra, "peak_traced_kib": 900.0, "retained_b_per_task_round": 0.0}
         )
-        for r in from_json(json.loads((DATA / "run_a.json").read_text()))
+        for r in Document.of(json.loads((DATA / "run_a.json").read_text())).records
     ]
     result = gate.compare(old, current, old.meta, gate.GateSettings(allow_cross_python=True))
     assert not result.memory.failed

@@ -246,4 +246,4 @@ def test_a_timeout_that_is_not_finite_is_a_usage_error_naming_it(pytester):
 @pytest.mark.once
 def test_a_count_or_seconds_option_states_its_range():
     with pytest.raises(ValueError, match="have bounds"):
-        options.Option("x", "--x", None, options.COUNT, default=1, help="")
+        options.Option("x", options.COUNT, flag="--x", ini=None, default=1, help="")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_concurrency.gate import verdicts as V
-from pytest_concurrency.measure.records import from_json, key_label, params_id
+from pytest_concurrency.measure.records import Document, key_label, params_id
 from pytest_concurrency.report import markdown, tables, terminal
 
 # version-independent (the reports from fixed JSON files): tox runs it on one Python, in its once env
@@ -40,12 +40,12 @@ def close(rendered: float, expected: float) -> bool:
 
 @pytest.fixture(scope="module")
 def current():
-    return from_json(json.loads((DATA / "run_b.json").read_text()))
+    return Document.of(json.loads((DATA / "run_b.json").read_text())).records
 
 
 @pytest.fixture(scope="module")
 def base():
-    return from_json(json.loads((DATA / "run_a.json").read_text()))
+    return Document.of(json.loads((DATA / "run_a.json").read_text())).records
 
 
 def median(rec) -> float:

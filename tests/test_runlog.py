@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _documents import document_from_records
 
 from pytest_concurrency.__main__ import main as cli
 from pytest_concurrency.exit_codes import Exit
@@ -216,7 +217,7 @@ def test_baselines_sessions_and_verdict_files_are_imported_as_runs(tmp_path, cap
     }
     doc = None
     for i, seconds in enumerate((1e-3, 2e-3, 3e-3)):
-        session = baseline.document_from_records([rec(seconds=seconds)], meta)
+        session = document_from_records([rec(seconds=seconds)], meta)
         session[baseline.SECTION]["code"] = {"commit": f"{i}" * 40, "dirty": False}
         doc = history.merge(session, doc and Baseline.of(doc), 5)
     base = tmp_path / "base.json"

@@ -248,7 +248,7 @@ def _blocked(frame, entry, loop, older_threads, stopper=None) -> str:
     elif loop is not None:
         tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
         waits = _running(frame) + [
-            (f"task {t.get_name()} ({_coro_name(t)})", _coro_summary(t.get_coro())) for t in tasks
+            (f"task {t.get_name()} ({_coro_name(t)})", coro_stack(t.get_coro())) for t in tasks
         ]
     else:
         if entry is not None and entry is not _current_greenlet() and entry.gr_frame is not None:
@@ -260,11 +260,9 @@ def _blocked(frame, entry, loop, older_threads, stopper=None) -> str:
             for t in threading.enumerate()
             if t not in older_threads and t.ident in frames
         ]
-        waits += [
-            (f"greenlet {_users_function(stack)}", stack) for stack in _greenlet_stacks(entry)
-        ]
+        waits += [(f"greenlet {users_function(stack)}", stack) for stack in _greenlet_stacks(entry)]
     shown = [
-        (who, stack) for i, (who, stack) in enumerate(waits) if i == 0 or _users_function(stack)
+        (who, stack) for i, (who, stack) in enumerate(waits) if i == 0 or users_function(stack)
     ]
     lines = [f"  {who}:\n{_format(stack)}" for who, stack in shown[:TASKS]]
     if len(shown) > TASKS:
@@ -310,17 +308,7 @@ def _greenlet_stacks(entry) -> list:
     ]
 
 
-def coro_stack(coro) -> list:
-    """The frames a suspended coroutine waits in, outermost first (for ``Stopper.waits``)."""
-    return _coro_summary(coro)
-
-
 def users_function(stack) -> str | None:
-    """The innermost function of the user's own code in ``stack``, if any."""
-    return _users_function(stack)
-
-
-def _users_function(stack) -> str | None:
     """The innermost function of the user's own code in ``stack``, if any."""
     return next((fs.name for fs in reversed(stack) if _users(fs.filename)), None)
 
@@ -330,7 +318,8 @@ def _coro_name(task) -> str:
     return getattr(coro, "__qualname__", None) or repr(coro)
 
 
-def _coro_summary(coro) -> list:
+def coro_stack(coro) -> list:
+    """The frames a suspended coroutine waits in, outermost first (for ``Stopper.waits``)."""
     frames = []
     while coro is not None and getattr(coro, "cr_frame", None) is not None:
         frames.append(coro.cr_frame)

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..measure.records import Record, key_label
+from ..measure.stopping import median_interval
 from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
 
 #: Pairs cancel the machine's drift, so a smaller change than time's 7% counts: with the pair of
@@ -128,29 +129,6 @@ def default_threshold(rec: Record) -> float:
     return (
         OS_TASKS_THRESHOLD if rec.extra.get("task_kind") in (THREAD, PROCESS) else DEFAULT_THRESHOLD
     )
-
-
-def median_interval(
-    values: list[float], confidence: float = CONFIDENCE
-) -> tuple[float, float] | None:
-    """The order-statistics interval of the median at ``confidence``, or None: too few values."""
-    n = len(values)
-    ordered = sorted(values)
-    if n > 200:  # the binomial's normal approximation; the exact sum below is slow in big integers
-        z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
-        k = max(1, int(math.floor(n / 2 - z * math.sqrt(n) / 2)))
-        return ordered[k - 1], ordered[n - k]
-    # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2
-    tail, k, cumulative = (1 - confidence) / 2, 0, 0.0
-    while k < n:
-        p = math.comb(n, k) / 2**n
-        if cumulative + p > tail:
-            break
-        cumulative += p
-        k += 1
-    if k == 0:
-        return None
-    return ordered[k - 1], ordered[n - k]
 
 
 def quad_ratios(base_rounds: list, head_rounds: list) -> list[float]:
@@ -342,7 +320,19 @@ def _decide(verdict: PairedVerdict, pooled: _Pooled, change: float, threshold: f
     )
     low90, high90 = pooled.interval(pooled.q90)
     if (low > 0 and change > threshold) or (high < 0 and change < -threshold):
-        _a_change(verdict, pooled, change, steady, aside)
+        # a change beyond the threshold: decided once the pairs allow it
+        logs = pooled.logs
+        against = [i for i in pooled.unlike if (logs[i] - pooled.mean) * change < 0]
+        if against and len(logs) < MAX_SESSIONS:
+            verdict.note = (
+                f"a change only with pair {against[0] + 1} set aside, which reads the other way "
+                f"({steady}): decided after {MAX_SESSIONS} pairs, not before"
+            )
+        elif pooled.n >= MIN_SESSIONS_FOR_CHANGE:
+            verdict.status = REGRESSED if change > 0 else IMPROVED
+            verdict.note = f"pairs of sessions {steady}{aside}" if len(logs) > 1 else ""
+        else:
+            verdict.note = "a change must show in a second pair of sessions (two processes of the same code differ)"
     elif -threshold <= low90 and high90 <= threshold:
         verdict.status = UNCHANGED  # equivalent within the threshold, at 95% each side
         verdict.note = aside[2:]
@@ -352,22 +342,6 @@ def _decide(verdict: PairedVerdict, pooled: _Pooled, change: float, threshold: f
         verdict.note = f"beyond the threshold, but the interval reaches back to no change: more pairs would tell{aside}"
     else:
         verdict.note = f"within the threshold, but the interval reaches beyond it: more pairs would tell{aside}"
-
-
-def _a_change(verdict: PairedVerdict, pooled: _Pooled, change: float, steady: str, aside: str):
-    """A change beyond the threshold: decided once the pairs allow it."""
-    logs = pooled.logs
-    against = [i for i in pooled.unlike if (logs[i] - pooled.mean) * change < 0]
-    if against and len(logs) < MAX_SESSIONS:
-        verdict.note = (
-            f"a change only with pair {against[0] + 1} set aside, which reads the other way "
-            f"({steady}): decided after {MAX_SESSIONS} pairs, not before"
-        )
-    elif pooled.n >= MIN_SESSIONS_FOR_CHANGE:
-        verdict.status = REGRESSED if change > 0 else IMPROVED
-        verdict.note = f"pairs of sessions {steady}{aside}" if len(logs) > 1 else ""
-    else:
-        verdict.note = "a change must show in a second pair of sessions (two processes of the same code differ)"
 
 
 def _one_pair(ratios: list, z99: float) -> tuple[float, float] | None:

@@ -96,14 +96,11 @@ def smallest_p(n_baseline: int, n_current: int) -> float:
     return min(1.0, 2 / math.comb(n_baseline + n_current, n_current))
 
 
-def rounds_needed(alpha: float, n_other: int | None = None) -> int:
-    """Fewest rounds per side for which significance at ``alpha`` is at all possible.
-
-    With ``n_other`` given, the rounds needed on one side when the other has ``n_other``.
-    That is the floor for complete separation; noisy samples need more.
-    """
+def rounds_needed(alpha: float) -> int:
+    """Fewest rounds per side for which significance at ``alpha`` is at all possible: the floor
+    for complete separation; noisy samples need more."""
     for n in range(1, 1000):
-        if smallest_p(n_other or n, n) < alpha:
+        if smallest_p(n, n) < alpha:
             return n
     return 1000
 

@@ -180,7 +180,7 @@ def from_session(benchmarks: Iterable[Any]) -> list[Record]:
 
 
 def document(benchmarks: Iterable[Any]) -> dict:
-    """The rounds of the benchmarks measured in this session, as a document ``from_json`` reads:
+    """The rounds of the benchmarks measured in this session, as a document ``Document.of`` reads:
     what a process the plugin started hands back to the one that started it."""
     return {
         "benchmarks": [
@@ -202,19 +202,12 @@ def node_ids(benchmarks: Iterable[Any]) -> dict[tuple, str]:
     return {r.key: b.fullname for b in benchmarks for r in from_session([b])}
 
 
-def from_json(doc: Mapping[str, Any]) -> list[Record]:
-    """Records in a parsed pytest-benchmark JSON document (``Document`` keeps their tests too).
-
-    Benchmarks saved without raw samples (no ``--benchmark-save-data``) keep an empty
-    ``samples`` list: the gate refuses them with an explanation rather than guessing.
-    """
-    return list(Document.of(doc).records)
-
-
 @dataclass(frozen=True)
 class Document:
     """A pytest-benchmark JSON document parsed once, in this one place: its records, and the
-    node id of the test behind each record."""
+    node id of the test behind each record. Benchmarks saved without raw samples (no
+    ``--benchmark-save-data``) keep an empty ``samples`` list: the gate refuses them with an
+    explanation rather than guessing."""
 
     records: tuple[Record, ...]
     node_ids: tuple[str, ...]  # ``records[i]``'s test ("fullname"; "" when the file lacks it)

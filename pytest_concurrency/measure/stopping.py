@@ -14,6 +14,7 @@ against the base side) need the count, not only a known median.
 from __future__ import annotations
 
 import math
+import statistics
 
 #: The interval's coverage. With ``MIN_ROUNDS`` rounds it is the rounds' whole range (96.9%):
 #: a case stops that early only when every one of its rounds lies within ``width``.
@@ -25,20 +26,27 @@ MIN_ROUNDS = 6
 DEFAULT_WIDTH = 0.04
 
 
-def median_interval(samples: list[float]) -> tuple[float, float] | None:
-    """The ``CONFIDENCE`` interval of the median of ``samples`` from their order statistics,
-    or None when there are too few for one (fewer than 6 at 95%)."""
-    n = len(samples)
-    # the largest k with P(Binomial(n, 1/2) < k) <= (1 - CONFIDENCE) / 2: [x(k), x(n+1-k)]
-    tail, below, k = (1 - CONFIDENCE) / 2, 0.0, 0
+def median_interval(
+    values: list[float], confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
+    """The order-statistics interval of the median at ``confidence``, or None: too few values
+    (fewer than 6 at 95%, 8 at 99%). The gate's pairs use it too (gate/paired.py)."""
+    n = len(values)
+    ordered = sorted(values)
+    if n > 200:  # the binomial's normal approximation; the exact sum below is slow in big integers
+        z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+        k = max(1, int(math.floor(n / 2 - z * math.sqrt(n) / 2)))
+        return ordered[k - 1], ordered[n - k]
+    # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x(k), x(n+1-k)]
+    tail, k, cumulative = (1 - confidence) / 2, 0, 0.0
     while k < n:
-        nxt = below + math.comb(n, k) / 2**n
-        if nxt > tail:
+        p = math.comb(n, k) / 2**n
+        if cumulative + p > tail:
             break
-        below, k = nxt, k + 1
+        cumulative += p
+        k += 1
     if k == 0:
         return None
-    ordered = sorted(samples)
     return ordered[k - 1], ordered[n - k]
 
 
@@ -50,7 +58,5 @@ def known(samples: list[float], width: float, min_rounds: int = MIN_ROUNDS) -> b
     interval = median_interval(samples)
     if interval is None:
         return False
-    ordered = sorted(samples)
-    mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    median = statistics.median(samples)
     return median > 0 and (interval[1] - interval[0]) <= width * median

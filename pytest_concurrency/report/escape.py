@@ -27,9 +27,7 @@ def visible(text: str) -> str:
     return _ACTING.sub(lambda m: _shown(m.group()), str(text))
 
 
-def terminal(text: str) -> str:
-    """For a terminal or a CI log: control characters shown, never emitted."""
-    return visible(text)
+terminal = visible  # for a terminal or a CI log: control characters shown, never emitted
 
 
 # Markdown that a line of text could start: emphasis, code, strike-through, a table cell's end,

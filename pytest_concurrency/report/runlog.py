@@ -32,9 +32,9 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..gate import paired, shards, verdict_file
+from ..gate import shards, verdict_file
 from ..gate import verdicts as V
-from ..measure import kernel
+from ..measure import kernel, stopping
 from ..measure import names as measure_names
 from ..measure.records import Record, key_label
 from ..store import atomic, baseline
@@ -99,7 +99,7 @@ def figures(rec: Record, test: str | None = None) -> dict:
     out.update(median=median / ops if math.isfinite(median) else None, low=None, high=None)
     if len(rec.samples) > 1:  # a verdict file keeps one median a layout: no interval
         # the median's 95% interval from order statistics; too few rounds for one: their range
-        low, high = paired.median_interval(rec.samples, 0.95) or (
+        low, high = stopping.median_interval(rec.samples, 0.95) or (
             min(rec.samples),
             max(rec.samples),
         )

@@ -24,12 +24,6 @@ class Again(MeasuringSession):
         self.role = role
         self.in_progress = crash.Running(role.running)  # a test that ends it is named
 
-    def pytest_runtest_logstart(self, nodeid, location) -> None:
-        self.in_progress.start(nodeid)
-
-    def pytest_runtest_logfinish(self, nodeid, location) -> None:
-        self.in_progress.done()
-
     @pytest.hookimpl(tryfirst=True)  # before xdist's own pytest_configure starts its workers
     def pytest_configure(self, config) -> None:
         no_xdist(config)  # its tests measured here (in xdist's workers pytest-benchmark is off)

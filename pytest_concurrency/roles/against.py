@@ -471,12 +471,6 @@ class Side(MeasuringSession):
         self.calls: dict = {}  # node id -> its runner calls: [turn, s per iteration, iterations, CPU]
         self.in_progress = crash.Running(role.running)  # a test that ends it is named (crash.py)
 
-    def pytest_runtest_logstart(self, nodeid, location) -> None:
-        self.in_progress.start(nodeid)
-
-    def pytest_runtest_logfinish(self, nodeid, location) -> None:
-        self.in_progress.done()
-
     @pytest.hookimpl(tryfirst=True)  # as MeasuringSession's: before xdist starts workers
     def pytest_configure(self, config) -> None:
         refuse(self.settings)

@@ -26,6 +26,7 @@ from ..gate import save
 from ..measure import PROFILE_HERE, kernel, records
 from ..report import progress
 from ..settings import with_jobs
+from . import crash
 from .role import AT_START_UP
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ class MeasuringSession:
         # status pytest hands its end; pytest-benchmark's own saves are off from that moment
         self.stop = watchdog.StopFlag(lambda: nothing_saved_by_pytest_benchmark(config))
         self.said_interrupted = False  # the summary said where it was interrupted: said once
+        #: a role's ``running`` file: the test its process runs, so one that ends it is named
+        self.in_progress = crash.Running(None)
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -225,6 +228,12 @@ class MeasuringSession:
 
     def pytest_runtest_setup(self, item) -> None:
         self.running = item.nodeid
+
+    def pytest_runtest_logstart(self, nodeid, location) -> None:
+        self.in_progress.start(nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        self.in_progress.done()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem):

@@ -20,7 +20,6 @@ an interrupted or failed save leaves the previous baseline as it was.
 """
 
 import contextlib
-import datetime as _dt
 import errno
 import json
 import math
@@ -34,8 +33,6 @@ from typing import Any
 
 from .. import benchmark_adapter
 from ..backends.base import ConcurrencyError
-from ..measure.records import SCHEMA as RECORD_SCHEMA
-from ..measure.records import Record
 from . import atomic, history, shape
 
 SECTION = history.SECTION
@@ -192,66 +189,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def document_from_records(
-    records: Iterable[Record],
-    meta: Mapping,
-    machine_info: Mapping | None = None,
-    commit_info: Mapping | None = None,
-) -> dict:
-    """A baseline document from ``Record``s (stats computed the way pytest-benchmark does)."""
-    benchmarks = []
-    for rec in records:
-        extra = dict(rec.extra)
-        extra.update(
-            workload=rec.workload,
-            params=dict(rec.params),
-            backend=rec.backend,
-            backend_version=rec.backend_version,
-            ops=rec.ops,
-            unit=rec.unit,
-            concurrency_schema=RECORD_SCHEMA,
-        )
-        name = rec.name or rec.label
-        benchmarks.append(
-            {
-                "group": rec.group,
-                "name": name,
-                "fullname": name,
-                "params": None,
-                "param": None,
-                "extra_info": extra,
-                "options": {},
-                "stats": {
-                    **benchmark_adapter.summary_of(rec.samples),
-                    "data": list(rec.samples),
-                    "iterations": 1,
-                },
-            }
-        )
-    return {
-        "machine_info": dict(machine_info) if machine_info else _machine_info(),
-        "commit_info": dict(commit_info) if commit_info else {},
-        "benchmarks": benchmarks,
-        "datetime": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-        "version": benchmark_adapter.version(),
-        SECTION: dict(meta),
-    }
-
-
-def _machine_info() -> dict:
-    uname = platform.uname()
-    return {
-        "node": uname.node,
-        "processor": uname.processor,
-        "machine": uname.machine,
-        "python_implementation": platform.python_implementation(),
-        "python_version": platform.python_version(),
-        "release": uname.release,
-        "system": uname.system,
-        "cpu": {"count": os.cpu_count()},
-    }
 
 
 def save(path, doc: Mapping) -> None:
