@@ -102,6 +102,13 @@ def heap_round(workload, backend, params: dict):
     return hook(backend, params) if hook is not None else None
 
 
+def leak_params(workload, params: dict) -> dict | None:
+    """The parameters of a lighter case whose rounds read the case's leaks in the memory pass
+    (its ``leak_params`` hook), or None: the case's own rounds read them."""
+    hook = getattr(workload, "leak_params", None)
+    return hook(params) if hook is not None else None
+
+
 def waits(workload) -> bool:
     """Whether the workload's rounds wait on timers or sockets (``waits``, default ``False``)."""
     return bool(getattr(workload, "waits", False))

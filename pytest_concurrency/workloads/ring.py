@@ -59,6 +59,8 @@ class Ring(TableWorkload):
     name = "ring"
     unit = "hop"
     PARAMS = ("n", "m", "capacity")
+    #: the same n tasks, each passing 50 messages: 50 of a leak per message still show
+    LEAK_SIZES = {"m": 50}
     CASES = {
         "smoke": [
             {"n": 10, "m": 50, "capacity": 0},
