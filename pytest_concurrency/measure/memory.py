@@ -13,8 +13,16 @@ leak probe are at or under its floor, after three readings or four: the median o
 then at or under every floor too, and the five could not have read a leak. The verdicts are the
 five's; the figures are the median of those read (the peak, the largest of those rounds), and
 two of the pass's six rounds under ``tracemalloc`` (~3x a plain round each) are saved where
-nothing leaks, one where a one-off grew in one of the first four. Judged in gate/memory.py;
-the keys (see records.py):
+nothing leaks, one where a one-off grew in one of the first four.
+
+A heavy case (a seed workload at the default scale) reads its leaks in the rounds of a lighter
+case of the same workload instead (``workloads.leak_params``: the smoke scale's messages,
+events, switches or tasks), and runs its own round traced twice only: the first reads its heap
+per live task (spawn, cancel) or is a lighter round, the second its peak. A leak grows per task
+or per round, and the gate's floors are per task and per round of the rounds that read it: in
+fewer tasks a leak per task reads the same per task, a leak per round more. What only a large
+case would keep (a leak per message, 20 times fewer messages) reads smaller. Judged in
+gate/memory.py; the keys (see records.py):
 
 ``retained_b_per_task_round``  Python heap, bytes per round per task the round spawned
 ``c_heap_b_per_task_round``    C heap less the Python heap's own growth, the same way
@@ -26,6 +34,7 @@ the keys (see records.py):
                                peak Python memory (repeats, unlike the process's peak RSS)
 ``memory_rounds``, ``tasks_per_round``  how they were read (no tasks: a user's plain test,
                                whose figures are per round)
+``leak_tasks_per_round``       a lighter case's tasks, where its rounds read the leaks
 ``memory_not_measured``        {figure key: why} for a probe this process lacks
 
 The workload's own ``memory`` hook (spawn, cancel: KiB per live task) runs after this.

@@ -21,6 +21,10 @@ Each workload module defines one ``Workload`` object with:
     Untimed figures measured once after the timed rounds (spawn: KiB per live task),
     merged into the benchmark's extra_info. Every workload also gets the plugin's own
     memory pass (``measure/memory.py``: retained per task per round, peak).
+``leak_params(params)`` (optional)
+    The parameters of a lighter case of the same workload whose rounds read the case's
+    leaks in the memory pass, or None (the case's own rounds read them): fewer messages or
+    tasks, for a case whose rounds are costly (``TableWorkload.LEAK_SIZES``).
 ``run(backend, params)``
     One timed round: enter ``backend.run`` with the family's implementation, check the
     result (raise ``WorkloadError`` naming what is wrong), return an ``Outcome`` (with
