@@ -471,7 +471,7 @@ def memory_figures(workload, backend, params, guard=contextlib.nullcontext) -> d
         return outcome
 
     # A heavy case's leaks are read in rounds of a lighter case of the same workload (fewer
-    # messages, fewer tasks: workloads.leak_params), its own round traced once for its peak.
+    # messages, fewer tasks: workloads.leak_params), its own round traced twice (heap, peak).
     light = workloads.leak_params(workload, params)
     lighter = None if light is None else (lambda: workload.run(backend, light))
     out = memory.leak_pass(
