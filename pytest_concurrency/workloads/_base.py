@@ -29,7 +29,7 @@ class TableWorkload:
     #: The memory pass reads a case's leaks in rounds of a lighter case (``leak_params``): these
     #: sizes where the case's are larger. A leak grows per task (a kept frame, handle, stack) or
     #: per round (a list appended to), and the gate's floors are per task and per round: either
-    #: reads at least as large per task in fewer, lighter tasks. The smoke scale's sizes.
+    #: reads at least as large per task in fewer, lighter tasks. The smoke scale's case.
     LEAK_SIZES: dict[str, int] = {}
     # what every subclass defines (declared here for the type checker, see the docstring)
     sync_main: Callable[..., Any]

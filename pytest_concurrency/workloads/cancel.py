@@ -112,7 +112,7 @@ class Cancel(TableWorkload):
     unit = "cancel"
     PARAMS = ("tasks", "wait", "end")
     _KINDS = (("get", "cancel"), ("sleep", "cancel"), ("get", "abandon"))
-    #: 10 tasks: what a task keeps reads per task, what a round keeps larger per task
+    #: the smoke case's 10 tasks: what a task keeps reads per task, what a round keeps larger
     LEAK_SIZES = {"tasks": 10}
     CASES = {
         "smoke": [{"tasks": 10, "wait": w, "end": e} for w, e in _KINDS],

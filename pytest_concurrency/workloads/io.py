@@ -73,7 +73,7 @@ class IO(TableWorkload):
     unit = "task"
     waits = True
     PARAMS = ("tasks", "latency", "transport")
-    #: 20 tasks: what a task keeps reads per task, what a round keeps larger per task
+    #: the smoke case's 20 tasks: what a task keeps reads per task, what a round keeps larger
     LEAK_SIZES = {"tasks": 20}
     CASES = {
         "smoke": [

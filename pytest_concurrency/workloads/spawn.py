@@ -32,7 +32,7 @@ class Spawn(TableWorkload):
     name = "spawn"
     unit = "task"
     PARAMS = ("count",)
-    #: 10 tasks: what a task keeps reads per task, what a round keeps larger per task
+    #: the smoke case's 10 tasks: what a task keeps reads per task, what a round keeps larger
     LEAK_SIZES = {"count": 10}
     CASES = {
         "smoke": [{"count": 10}],

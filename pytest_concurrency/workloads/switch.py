@@ -59,7 +59,7 @@ class Switch(TableWorkload):
     name = "switch"
     unit = "switch"
     PARAMS = ("rounds",)
-    #: the same two tasks, 500 round trips each: 500 of a leak per switch still show
+    #: the smoke case's 500 round trips; a leak per switch reads 20 times smaller
     LEAK_SIZES = {"rounds": 500}
     CASES = {
         "smoke": [{"rounds": 500}],
