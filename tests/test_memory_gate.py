@@ -75,6 +75,22 @@ def test_resident_memory_outside_the_heaps_is_a_leak_per_round_whatever_the_task
     ]
 
 
+def test_leaks_read_in_a_lighter_case_are_judged_by_its_tasks_and_say_so():
+    # spawn of 3,000 whose leak rounds spawned 10 (measure/memory.py's ``lighter``): the floors
+    # per round are those of 10 tasks (the C heap's 4 KiB a round: 410 B a task, not 64 B), and
+    # the line says which rounds its figure is per task of
+    light = {"leak_params": {"count": 10}, "leak_tasks_per_round": 10}
+    c_noise = rec(c_heap_b_per_task_round=300.0, **light)  # 3 KiB a round: gevent's loop moves so
+    python = rec(backend="asyncio", retained_b_per_task_round=1400.0, **light)
+    threads = rec(backend="threading", threads_per_round=10.0, **light)
+    result = memory_gate.judge(None, [c_noise, python, threads])
+    assert [memory_gate.line(v) for v in result.verdicts] == [
+        "spawn[count=3000] on asyncio: keeps 1.37 KiB per task per round of count=10 "
+        "in the Python heap (leak)",
+        "spawn[count=3000] on threading: 10 threads more alive after every round of count=10 (leak)",
+    ]
+
+
 @pytest.mark.parametrize(
     "heap", [{"retained_b_per_task_round": 2048.0}, {"c_heap_b_per_task_round": 2048.0}]
 )

@@ -370,16 +370,25 @@ def test_spawn_memory_per_live_task_is_seen_however_the_model_allocates(spec):
 
 
 @pytest.mark.parametrize("spec", ["asyncio", "threading"])
-def test_the_memory_pass_reads_the_heap_per_live_task_in_its_first_round(spec, monkeypatch):
-    # spawn's traced heap per live task is read in the memory pass's first round (the first
-    # under tracemalloc), not in a traced run of its own: one run beyond the pass's rounds (the
-    # RSS one), with the figure a run of its own reads
+def test_the_memory_pass_reads_the_heap_per_live_task_in_its_first_round_of_the_case(
+    spec, monkeypatch
+):
+    # spawn's traced heap per live task is read in the memory pass's first round of the case
+    # (the second reads its peak; its leaks are read in rounds of a lighter case:
+    # workloads.leak_params), not in a traced run of its own: one run of the case beyond them
+    # (the RSS one), with the figure a run of its own reads
     be, wl, params = backends.load(spec), workloads.get("spawn"), {"count": 300}
+    light = workloads.leak_params(wl, params)
+    assert light == {"count": wl.LEAK_SIZES["count"]}
     wl.run(be, params)
     runs, run = [], be.run
-    monkeypatch.setattr(be, "run", lambda *a: runs.append(1) or run(*a))
+    monkeypatch.setattr(be, "run", lambda *a: runs.append(a[2]) or run(*a))  # a[2]: the count
     figures = driver.memory_figures(wl, be, params)
-    assert len(runs) == memory.WARMUP + figures["memory_rounds"] + 1
+    assert runs.count(300) == 3
+    assert runs.count(light["count"]) == memory.WARMUP + figures["memory_rounds"]
+    assert figures["tasks_per_round"] == 300
+    assert figures["leak_tasks_per_round"] == light["count"]
+    assert figures["leak_params"] == light
     monkeypatch.undo()
     alone = wl.memory(be, params)
     assert figures["heap_kib_per_task"] == pytest.approx(alone["heap_kib_per_task"], rel=0.1)

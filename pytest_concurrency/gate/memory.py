@@ -75,7 +75,7 @@ class Leak:
     per_task: bool = True  # bytes per task the round spawned (else per round)
 
     def floor_for(self, extra: Mapping) -> float:
-        tasks = extra.get("tasks_per_round")
+        tasks = leak_tasks(extra)
         if self.count or not isinstance(tasks, (int, float)) or tasks < 1:
             return self.floor_per_round
         if not self.per_task:  # a figure per round: its floor grows with the round's tasks
@@ -86,6 +86,12 @@ class Leak:
         if self.count:
             return f"{value:g} {self.count}{'' if value == 1 else 's'}"
         return _size(value)
+
+
+def leak_tasks(extra: Mapping):
+    """The tasks a round of the memory pass's leak rounds spawned: a lighter case's
+    (``leak_tasks_per_round``, measure/memory.py) where its rounds read them, else the case's."""
+    return extra.get("leak_tasks_per_round", extra.get("tasks_per_round"))
 
 
 #: Floors from what nothing-leaking rounds were seen to keep here (evidence/memory_evidence.py):
@@ -186,7 +192,7 @@ def _explained_by_the_heaps(extra: Mapping, leaked: list) -> bool:
     heaps: then that is the heap's growth, rounded up to pages and arenas, and its own line says
     where. A small heap leak beside a large mapped one explains nothing (a map object of ~100 B
     beside its 1 MiB of pages, on CPython 3.10, read 532 B a round in the Python heap)."""
-    tasks = extra.get("tasks_per_round")
+    tasks = leak_tasks(extra)
     per_round = tasks if isinstance(tasks, (int, float)) and tasks >= 1 else 1
     heaps = sum(_value(extra, leak) or 0.0 for leak in leaked if leak.key in HEAP_LEAKS)
     return heaps > 0 and heaps * per_round >= (_value(extra, find(OUTSIDE)) or 0.0) / 4
@@ -198,13 +204,18 @@ def _leaked(extra: Mapping, leak: Leak) -> bool:
 
 
 def _per(extra: Mapping, leak: Leak) -> str:
-    """What a leak's figure is per: a task and a round, or a round (a user's plain test)."""
-    tasks = extra.get("tasks_per_round")
-    return (
-        "per task per round"
-        if not leak.count and leak.per_task and isinstance(tasks, (int, float)) and tasks >= 1
-        else "per round"
-    )
+    """What a leak's figure is per: a task and a round, or a round (a user's plain test); the
+    lighter case whose rounds read it, if one did: ``per task per round of count=10``."""
+    tasks = leak_tasks(extra)
+    if leak.count:
+        per = "after every round"
+    elif leak.per_task and isinstance(tasks, (int, float)) and tasks >= 1:
+        per = "per task per round"
+    else:
+        per = "per round"
+    light, params = extra.get("leak_params") or {}, extra.get("params") or {}
+    changed = ",".join(f"{k}={v}" for k, v in light.items() if params.get(k) != v)
+    return f"{per} of {changed}" if changed else per
 
 
 def _judge(
@@ -307,7 +318,7 @@ def line(v: MemoryVerdict) -> str:
     m = find(v.metric)
     if isinstance(m, Leak):  # a leak's verdict is always LEAKED, and only a leak's
         if m.count:
-            return f"{key_label(v.key)}: {amount(v.metric, v.current)} more alive after every round (leak)"
+            return f"{key_label(v.key)}: {amount(v.metric, v.current)} more alive {v.note} (leak)"
         return f"{key_label(v.key)}: keeps {amount(v.metric, v.current)} {v.note} {m.where} (leak)"
     if v.baseline is None:
         return f"{key_label(v.key)}: {amount(v.metric, v.current)} {m.what} (new: {v.note})"

@@ -457,9 +457,9 @@ def memory_figures(workload, backend, params, guard=contextlib.nullcontext) -> d
     ``tracemalloc`` never runs inside one (see ``memory``), or in a plain worker of their own
     (``Instrument.memory_apart``)."""
     # Where a workload reads its heap per live task in a round of the case (spawn, cancel), the
-    # pass runs that round: its first, the warm-up, is the first under tracemalloc, as a traced
-    # run of its own was (which cost ~3 plain rounds). Every round the same, or the warm-up's
-    # leftovers read as a one-off growth in the first reading (asyncio's did).
+    # pass runs that round (a traced run of its own cost ~3 plain rounds): its first round of the
+    # case. Every round the same, or the warm-up's leftovers read as a one-off growth in the
+    # first reading (asyncio's did).
     heap_round = workloads.heap_round(workload, backend, params)
     one_round = heap_round or (lambda: workload.run(backend, params))
     heap: list[int] = []
@@ -470,7 +470,15 @@ def memory_figures(workload, backend, params, guard=contextlib.nullcontext) -> d
             heap.append(outcome.extra["grown"])
         return outcome
 
-    out = memory.leak_pass(read_round, guard, lambda o: o.tasks or o.ops)
+    # A heavy case's leaks are read in rounds of a lighter case of the same workload (fewer
+    # messages, fewer tasks: workloads.leak_params), its own round traced twice (heap, peak).
+    light = workloads.leak_params(workload, params)
+    lighter = None if light is None else (lambda: workload.run(backend, light))
+    out = memory.leak_pass(
+        read_round, guard, lambda o: o.tasks or o.ops, lighter, case_first=heap_round is not None
+    )
+    if light is not None:
+        out["leak_params"] = light
     with guard():
         out.update(workloads.memory(workload, backend, params, heap[0] if heap else None))
     return out

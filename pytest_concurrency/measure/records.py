@@ -50,6 +50,9 @@ pytest-benchmark JSON viewer):
 ``peak_traced_kib``         every workload, both measures: the traced heap's largest growth
                             within one round
 ``memory_rounds``/``tasks_per_round``  how the figures above were read (no tasks: per round)
+``leak_params``/``leak_tasks_per_round``  a default-scale seed case: the lighter case whose
+                            rounds read its leak figures, and their tasks (the figures are per
+                            task of those; the peak is the case's own: measure/memory.py)
 ``memory_not_measured``     {figure: why} for a probe the process lacked (no mallinfo2)
 ``ideal_s``/``overhead_s``  IO workload: the ideal wall time and the median's excess over it
 ``layouts``                 instructions, a user's plain test: its rounds in each other layout it was

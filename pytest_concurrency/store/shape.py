@@ -168,7 +168,8 @@ _NUMBERS = (
     "ns_per_op ops_per_s instructions_per_op cpu_user_s cpu_sys_s ctx_voluntary ctx_involuntary "
     "peak_rss_kib foreign_cpu kib_per_task rss_kib_per_task heap_kib_per_task "
     "retained_b_per_task_round c_heap_b_per_task_round threads_per_round greenlets_per_round "
-    "rss_kib_per_round peak_traced_kib memory_rounds tasks_per_round ideal_s overhead_s threshold "
+    "rss_kib_per_round peak_traced_kib memory_rounds tasks_per_round leak_tasks_per_round "
+    "ideal_s overhead_s threshold "
     "worker_wall_s concurrency_schema control_s control_busy control_version control_waits control_cost"
 ).split() + [f"{figure}_per_op" for figure in kernel.FIGURES]
 
@@ -191,6 +192,7 @@ EXTRA = fields(
         "kernel_round_ops": optional(positive),
         "kernel_source": optional(lambda v: scalar(v) and mapping(scalar)(v)),
         "memory_not_measured": optional(mapping(scalar)),
+        "leak_params": optional(mapping(scalar)),
         "paired_rounds": optional(listing(listing(optional(number)))),
         "control_factor": optional(controls),
         **{key: optional(number) for key in _NUMBERS},

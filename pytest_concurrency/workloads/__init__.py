@@ -21,6 +21,10 @@ Each workload module defines one ``Workload`` object with:
     Untimed figures measured once after the timed rounds (spawn: KiB per live task),
     merged into the benchmark's extra_info. Every workload also gets the plugin's own
     memory pass (``measure/memory.py``: retained per task per round, peak).
+``leak_params(params)`` (optional)
+    The parameters of a lighter case of the same workload whose rounds read the case's
+    leaks in the memory pass, or None (the case's own rounds read them): fewer messages or
+    tasks, for a case whose rounds are costly (``TableWorkload.LEAK_SIZES``).
 ``run(backend, params)``
     One timed round: enter ``backend.run`` with the family's implementation, check the
     result (raise ``WorkloadError`` naming what is wrong), return an ``Outcome`` (with
@@ -100,6 +104,13 @@ def heap_round(workload, backend, params: dict):
     first one's growth is the figure), or None: none, or its figure is read on another case."""
     hook = getattr(workload, "heap_round", None)
     return hook(backend, params) if hook is not None else None
+
+
+def leak_params(workload, params: dict) -> dict | None:
+    """The parameters of a lighter case whose rounds read the case's leaks in the memory pass
+    (its ``leak_params`` hook), or None: the case's own rounds read them."""
+    hook = getattr(workload, "leak_params", None)
+    return hook(params) if hook is not None else None
 
 
 def waits(workload) -> bool:

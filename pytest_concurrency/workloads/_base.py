@@ -26,6 +26,11 @@ class TableWorkload:
     # needs the rounds: Mann-Whitney cannot reach p < 0.01 below 5 a side, and catches a 10%
     # slowdown reliably only from ~15 (see gate.py). Seed scale reproduces, it does not gate.
     ROUNDS: dict[str, tuple[int, int]] = {"smoke": (5, 1), "default": (15, 1), "seed": (3, 1)}
+    #: The memory pass reads a case's leaks in rounds of a lighter case (``leak_params``): these
+    #: sizes where the case's are larger. A leak grows per task (a kept frame, handle, stack) or
+    #: per round (a list appended to), and the gate's floors are per task and per round: either
+    #: reads at least as large per task in fewer, lighter tasks. The smoke scale's case.
+    LEAK_SIZES: dict[str, int] = {}
     # what every subclass defines (declared here for the type checker, see the docstring)
     sync_main: Callable[..., Any]
     async_main: Callable[..., Any]
@@ -42,6 +47,15 @@ class TableWorkload:
 
     def prepare(self, params: dict) -> None:
         return None
+
+    def leak_params(self, params: dict) -> dict | None:
+        """``params`` with ``LEAK_SIZES`` where those are smaller, or None where none is."""
+        light = {
+            key: size
+            for key, size in self.LEAK_SIZES.items()
+            if isinstance(params.get(key), int) and params[key] > size
+        }
+        return {**params, **light} if light else None
 
     def run(self, backend, params: dict) -> Outcome:
         self.check_params(params)

@@ -112,6 +112,8 @@ class Cancel(TableWorkload):
     unit = "cancel"
     PARAMS = ("tasks", "wait", "end")
     _KINDS = (("get", "cancel"), ("sleep", "cancel"), ("get", "abandon"))
+    #: the smoke case's 10 tasks: what a task keeps reads per task, what a round keeps larger
+    LEAK_SIZES = {"tasks": 10}
     CASES = {
         "smoke": [{"tasks": 10, "wait": w, "end": e} for w, e in _KINDS],
         # 30 of each kind, which every model runs (processes too), and 1000 for how it scales

@@ -94,6 +94,8 @@ class Chain(TableWorkload):
     name = "chain"
     unit = "event"
     PARAMS = ("workers", "events", "capacity", "payload", "size")
+    #: the smoke case's 4 workers and 200 events; a leak per event reads 10 times smaller
+    LEAK_SIZES = {"workers": 4, "events": 200}
     CASES = {
         "smoke": [
             {"workers": 4, "events": 200, "capacity": 16, "payload": "int", "size": 0},

@@ -73,6 +73,8 @@ class IO(TableWorkload):
     unit = "task"
     waits = True
     PARAMS = ("tasks", "latency", "transport")
+    #: the smoke case's 20 tasks: what a task keeps reads per task, what a round keeps larger
+    LEAK_SIZES = {"tasks": 20}
     CASES = {
         "smoke": [
             {"tasks": 20, "latency": 0.005, "transport": "timer"},

@@ -59,6 +59,9 @@ class Ring(TableWorkload):
     name = "ring"
     unit = "hop"
     PARAMS = ("n", "m", "capacity")
+    #: the smoke case: 10 tasks passing 50 messages each (20 processes a round cost multiprocessing
+    #: most of a round of 1,000 messages); a leak per message reads 20 times smaller
+    LEAK_SIZES = {"n": 10, "m": 50}
     CASES = {
         "smoke": [
             {"n": 10, "m": 50, "capacity": 0},

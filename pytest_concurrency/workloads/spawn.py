@@ -32,6 +32,8 @@ class Spawn(TableWorkload):
     name = "spawn"
     unit = "task"
     PARAMS = ("count",)
+    #: the smoke case's 10 tasks: what a task keeps reads per task, what a round keeps larger
+    LEAK_SIZES = {"count": 10}
     CASES = {
         "smoke": [{"count": 10}],
         # Two counts: how the cost per task grows with the number alive (seed 001).

@@ -59,6 +59,8 @@ class Switch(TableWorkload):
     name = "switch"
     unit = "switch"
     PARAMS = ("rounds",)
+    #: the smoke case's 500 round trips; a leak per switch reads 20 times smaller
+    LEAK_SIZES = {"rounds": 500}
     CASES = {
         "smoke": [{"rounds": 500}],
         "default": [{"rounds": 10_000}],
