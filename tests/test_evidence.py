@@ -323,6 +323,9 @@ BY_HAND = {
     # compares four sessions of the main job taken in turns, two with each side's code (their
     # --benchmark-json files: `python evidence/memory_pass_precision.py B1 A1 B2 A2`)
     "memory_pass_precision.py": "reads four main-job sessions taken by hand (minutes each)",
+    # compares four bench_breakdown.py sessions taken in turns, two with each side's code
+    # (`python evidence/memory_pass_cost.py B1 A1 B2 A2`)
+    "memory_pass_cost.py": "reads four bench_breakdown.py sessions taken by hand (minutes each)",
     # tox -e bench with main's code and this checkout's, two tox envs built
     # (`python evidence/tox_bench_turns.py --smoke`)
     "tox_bench_turns.py": "needs tox, perf and minutes (two tox envs built, then their runs)",
