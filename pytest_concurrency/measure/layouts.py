@@ -71,8 +71,9 @@ def retag(layout: int) -> None:
     while left:
         throwaway = type("_Retag", (), {"a": 0})
         for _ in range(min(left, _TAGS_PER_CLASS)):
-            throwaway.a = 0  # drops its tag; the lookup below gives it the next one
-            throwaway.a  # noqa: B018
+            # a set drops its tag; the lookup after it gives it the next one
+            throwaway.a = 0  # type: ignore[attr-defined]
+            throwaway.a  # type: ignore[attr-defined]  # noqa: B018
         left -= min(left, _TAGS_PER_CLASS)
 
 
