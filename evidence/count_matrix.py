@@ -122,6 +122,9 @@ class Matrix:
         self.args = args
         self.checkout = Path(args.plugin) if args.plugin else count_cost.real_suites.REPO
         self.plugin = count_cost.commit(self.checkout) if not args.plugin else args.plugin_label
+        # whether its forked layouts draw the type cache anew (measure/layouts.py ``retag``)
+        layouts = self.checkout / "pytest_concurrency" / "measure" / "layouts.py"
+        self.drawn = "def retag(" in layouts.read_text()
         self.lock = threading.Lock()
         self.rows: list[dict] = []
         self.ready: dict[str, tuple[Path, Path]] = {}
@@ -170,6 +173,7 @@ class Matrix:
             "suite": dist,
             "condition": condition,
             "plugin": self.plugin,
+            "type_cache_drawn": self.drawn,
             **count_cost.measured(cmd, env, run, self.logs / f"{name}.log"),
             "command": " ".join(
                 [*(f"{k}={v[:16]}" for k, v in env.items()), *map(str, cmd)]
@@ -378,8 +382,10 @@ def table(rows: list[dict]) -> str:
         size = re.search(r"\+\d+% \(\d+ B( hashed)?\)", r["condition"])
         aa = r["condition"].startswith("A/A")
         started = "started" in r["condition"]
-        groups.setdefault((r["part"], size.group() if size else "", aa, started), []).append(r)
-    for (part, size, aa, started), these in groups.items():
+        drawn = r.get("type_cache_drawn", False)
+        key = (r["part"], size.group() if size else "", aa, started, drawn)
+        groups.setdefault(key, []).append(r)
+    for (part, size, aa, started, drawn), these in groups.items():
         bad = [r for r in these if failed(r)]
         unsure = [
             r for r in these if "inconclusive" in {v["status"] for v in r["verdicts"].values()}
@@ -394,6 +400,8 @@ def table(rows: list[dict]) -> str:
             said = "A/A of yarl's 11 with the copy's `URL.build` (nothing hashed)"
         if started:
             said += ", judged with started layouts"
+        if drawn:
+            said += ", forked layouts drawing the type cache anew"
         lines.append(f"| {said} | {len(these)} | {len(bad)} | {len(unsure)} | {largest} | {cpu} |")
     return "\n".join(lines)
 
