@@ -5,7 +5,9 @@ A process started under callgrind (``--instr-atstart=no``) with yarl's wrapper c
 path (count_matrix.py's ``plain`` part: ``URL.build`` goes through a small Python function) imports
 yarl, then forks one child per layout and mode, as a counted session forks its layouts: each
 child allocates its layout's objects (``layouts._objects``, what ``pad`` keeps), in mode
-``retag`` also calls ``layouts.retag(layout)`` (``kept``: the start-up's tags, as before), calls
+``retag`` also drops every type's version tag and consumes ``layout * 1361 % 4096`` fresh ones
+(``RETAG``: tried as forked layouts' behaviour on branch issue-64f, not kept; ``kept``: the
+start-up's tags, as forked layouts have them), calls
 ``URL.build(host="domain")`` 300 times unread, then 300 times with instrumentation on, and exits.
 Its count a call is its callgrind file's total over 300. The process is started ``--startups``
 times, start-up k allocating ``layouts.padding(k)``'s objects before it imports anything (as a
@@ -15,7 +17,8 @@ a start-up's layouts inherit one collision pattern. Retagged: each layout draws 
     python3 evidence/forked_type_cache.py --work /tmp/count_matrix   # after count_matrix.py's plain
     python3 evidence/forked_type_cache.py --work W --out evidence/count_cost/type_cache.jsonl
 
-It needs valgrind and a ``--work`` where count_matrix.py made yarl's venv and its wrapper copy.
+It needs valgrind and a ``--work`` where count_matrix.py made yarl's venv and its wrapper copy
+(``slowed-yarl``, which count_matrix.py removes as it ends: run this beside its plain part).
 """
 
 from __future__ import annotations
@@ -35,10 +38,28 @@ CALLS = 300
 LAYOUTS = (1, 2, 3)
 MODES = ("kept", "retag")
 #: run in the started process: fork a child per mode and layout, each counting CALLS calls
+#: what a forked layout would do to draw the type cache anew: ``sys._clear_type_cache`` empties
+#: the cache but keeps every tag on 3.11-3.13 (3.10's drops them); ``PyType_Modified(object)``
+#: drops them on all (it walks object's subclasses). A class is re-tagged at most 1000 times on
+#: 3.12+: a fresh throwaway class every 500 tags.
+RETAG = """
+def retag(layout):
+    import ctypes
+    sys._clear_type_cache()
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(object))
+    left = layout * 1361 % 4096
+    while left:
+        throwaway = type("_Retag", (), {"a": 0})
+        for _ in range(min(left, 500)):
+            throwaway.a = 0  # drops its tag; the lookup after it gives it the next one
+            throwaway.a
+        left -= min(left, 500)
+"""
 CHILDREN = f"""
 import os, sys
 from yarl import URL
 from pytest_concurrency.measure import client_request, layouts
+{RETAG}
 
 for mode in {MODES!r}:
     for layout in {LAYOUTS!r}:
@@ -46,7 +67,7 @@ for mode in {MODES!r}:
         if pid == 0:
             kept = layouts._objects(layout)
             if mode == "retag":
-                layouts.retag(layout)
+                retag(layout)
             for _ in range({CALLS}):
                 URL.build(host="domain")
             client_request.start_instrumentation()

@@ -4,10 +4,8 @@ each child's heap moved its own way before its first round."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import statistics
-import sys
 
 import pytest
 from conftest import needs
@@ -143,53 +141,4 @@ def test_a_forked_layout_moves_the_heap_by_its_number():
         assert f"range({2 * layouts.PAD_OBJECTS})" in layouts.padding(2)
     finally:
         del layouts._kept[before:]
-        layouts._current = 0
-
-
-#: Where CPython keeps a type's version tag: the 49th word of its PyTypeObject on 3.10-3.13.
-_TAG_OFFSET = 48 * ctypes.sizeof(ctypes.c_void_p)
-
-
-def _tag(cls) -> int:
-    return ctypes.c_uint.from_address(id(cls) + _TAG_OFFSET).value
-
-
-def _next_tag() -> int:
-    """The tag the next type looked up is given: a fresh class's, once an attribute is looked up."""
-    probe = type("Probe", (), {"a": 0})
-    probe.a  # noqa: B018
-    return _tag(probe)
-
-
-@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's type cache")
-def test_a_forked_layout_draws_the_type_caches_tags_by_its_number():
-    """~0 s: ``retag`` drops every type's version tag (a class's and a builtin's, which 3.11+'s
-    ``sys._clear_type_cache`` alone keeps), and the tags given next lie ``layout * TAGS_STEP``
-    (mod 4096) further on, so each forked layout's lookups collide in the cache their own way."""
-    known = type("Known", (), {"a": 0})
-    known.a  # noqa: B018
-    complex.real  # noqa: B018
-    assert _tag(known) and _tag(complex), "the offset read is no version tag"
-    known.a = 1  # a class's attribute set drops its tag: the offset is the tag's
-    assert _tag(known) == 0
-    consumed = {}
-    after = {}
-    for layout in (0, 2, 0, 2):  # in turns: what else takes tags between takes as much in each
-        known.a  # noqa: B018
-        complex.real  # noqa: B018
-        before = _next_tag()
-        layouts.retag(layout)
-        assert _tag(known) == 0 and _tag(complex) == 0, f"layout {layout} kept a tag"
-        after[layout] = _next_tag()
-        consumed[layout] = after[layout] - before
-    # 3.10's sys._clear_type_cache also starts the tags over: there the next tags themselves differ
-    moved = after[2] - after[0] if consumed[0] < 0 else consumed[2] - consumed[0]
-    assert abs(moved - 2 * layouts.TAGS_STEP % 4096) <= 8, (moved, consumed, after)
-    kept = len(layouts._kept)
-    try:
-        known.a  # noqa: B018
-        layouts.pad(1)  # as a forked layout's child calls it before its first round
-        assert _tag(known) == 0, "pad left the start-up's tags"
-    finally:
-        del layouts._kept[kept:]
         layouts._current = 0

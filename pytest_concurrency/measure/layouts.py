@@ -13,17 +13,8 @@ mixed sizes, kept alive: either in a process of its own before pytest, the plugi
 under test are imported (``padding``), or in a process forked from the counted session after
 its collection, before its first round (``pad``): there everything the tests allocate lands
 elsewhere, while the start-up's objects stay where the counted session has them.
-
-A forked layout also draws the type cache anew (``retag``). The cache's slot for a lookup is the
-type's version tag XOR the name's address, and both were fixed by the start-up: the order its
-imports first looked types up in, where they put the names. A judgement starts up otherwise than
-its save (another command line, the baseline read before collection), so every layout forked from
-it inherited one pattern of colliding lookups, and a benchmark counted +2.3-3.8% against its own
-save in each of them alike, where the median over layouts could not help. Fresh tags, a number of
-them consumed that differs by layout, make each forked layout another draw of that pattern.
 """
 
-import sys
 from statistics import median
 
 #: Strings of several lengths, an odd number of them: each of the allocator's size classes moves by
@@ -45,36 +36,7 @@ def pad(layout: int) -> None:
     """Move this process's heap to ``layout`` from here on (a process forked for it)."""
     global _current
     _kept.append(_objects(layout))
-    retag(layout)
     _current = layout
-
-
-#: Version tags a layout consumes more than the one before it: only a tag's low 12 bits pick a slot
-#: of the cache's 4096, and this step puts layouts 1, 2, 3... far apart among them.
-TAGS_STEP = 1361
-#: Tags a throwaway class is given before the next one: 3.12+ stop tagging a class after 1000.
-_TAGS_PER_CLASS = 500
-
-
-def retag(layout: int) -> None:
-    """Invalidate every type's version tag, then consume ``layout * TAGS_STEP`` (mod 4096) tags, so
-    the types the tests look up next are tagged as this layout's own. On CPython only; 3.11-3.13's
-    ``sys._clear_type_cache`` empties the cache but keeps the tags (3.10's also drops them), while
-    ``PyType_Modified(object)`` drops them on every version (it walks object's subclasses)."""
-    if sys.implementation.name != "cpython":
-        return
-    import ctypes  # here: no process but a forked layout pays its import
-
-    sys._clear_type_cache()
-    ctypes.pythonapi.PyType_Modified(ctypes.py_object(object))
-    left = layout * TAGS_STEP % 4096
-    while left:
-        throwaway = type("_Retag", (), {"a": 0})
-        for _ in range(min(left, _TAGS_PER_CLASS)):
-            # a set drops its tag; the lookup after it gives it the next one
-            throwaway.a = 0  # type: ignore[attr-defined]
-            throwaway.a  # type: ignore[attr-defined]  # noqa: B018
-        left -= min(left, _TAGS_PER_CLASS)
 
 
 def forked_to() -> int:
