@@ -36,8 +36,10 @@ benchmark's count over its saved one, from the verdicts. ``--reuse`` keeps a par
 an earlier run in the same ``--work`` and goes on numbering its judgements from the rows of
 ``--out``; ``--judge-layouts-from start`` judges with started layouts (the saves keep forked
 ones); ``--plugin DIR`` measures another copy of the plugin (``git archive`` of a commit) in a
-``--work`` of its own. A row keeps each benchmark's median in each layout (``layouts``). Each part's sessions keep coverage's data (the suites' addopts) in a file of their own
-(``COVERAGE_FILE``). Parts run whole, ``--parallel`` of them at a time (counted sessions are
+``--work`` of its own. A row keeps each benchmark's median in each layout (``layouts``). Each
+part's sessions keep coverage's data (the suites' addopts) in a file of their own
+(``COVERAGE_FILE``). Two runs at once need a ``--work`` each: a run's end removes the copy of
+yarl another run's sessions import (they then count yarl's compiled build). Parts run whole, ``--parallel`` of them at a time (counted sessions are
 CPU-heavy: 2 at most on 2 cores); ``/proc/loadavg`` is recorded before and after every session.
 
     python3 evidence/count_matrix.py                                   # every part (about an hour)
@@ -122,7 +124,8 @@ class Matrix:
         self.args = args
         self.checkout = Path(args.plugin) if args.plugin else count_cost.real_suites.REPO
         self.plugin = count_cost.commit(self.checkout) if not args.plugin else args.plugin_label
-        # whether its forked layouts draw the type cache anew (measure/layouts.py ``retag``)
+        # whether its forked layouts draw the type cache anew (``retag`` in measure/layouts.py:
+        # issue-64f's try, 080038d-a69960e, not kept; docs/gates/instructions.md)
         layouts = self.checkout / "pytest_concurrency" / "measure" / "layouts.py"
         self.drawn = "def retag(" in layouts.read_text()
         self.lock = threading.Lock()
