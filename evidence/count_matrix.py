@@ -18,7 +18,9 @@ run keeps what it measured. The parts:
              URLs). The save hashes nothing; the judgements as much as adds +1% to
              ``test_url_build_with_host``'s saved count. That benchmark must read regressed; the
              benchmarks that never build (``test_url_make_*``, join, query, path) unchanged.
-             First ``PLAIN_AA`` judgements hash nothing, as the save did: the copy's own A/A.
+             First ``PLAIN_AA`` judgements hash nothing, as the save did: the copy's own A/A
+             (``--plain-aa N``: N of them, those after the first ``PLAIN_AA`` each started with
+             an environment 1500 B larger than the one before, another start-up).
   ipv6-aa    yarl's ``test_url_make_with_ipv6_address_and_path``, whose count follows the layout
              (docs/shards-and-bisect.md): saved alone, then judged with an unrelated benchmark run
              before it (``test_url_make_with_host*``), or with an 8 KB environment variable, or
@@ -33,8 +35,11 @@ session allocates the same 64 KiB buffer (see ``BURDENS``); the change achieved 
 benchmark's count over its saved one, from the verdicts. ``--reuse`` keeps a part's baseline from
 an earlier run in the same ``--work`` and goes on numbering its judgements from the rows of
 ``--out``; ``--judge-layouts-from start`` judges with started layouts (the saves keep forked
-ones). Each part's sessions keep coverage's data (the suites' addopts) in a file of their own
-(``COVERAGE_FILE``). Parts run whole, ``--parallel`` of them at a time (counted sessions are
+ones); ``--plugin DIR`` measures another copy of the plugin (``git archive`` of a commit) in a
+``--work`` of its own. A row keeps each benchmark's median in each layout (``layouts``). Each
+part's sessions keep coverage's data (the suites' addopts) in a file of their own
+(``COVERAGE_FILE``). Two runs at once need a ``--work`` each: a run's end removes the copy of
+yarl another run's sessions import (they then count yarl's compiled build). Parts run whole, ``--parallel`` of them at a time (counted sessions are
 CPU-heavy: 2 at most on 2 cores); ``/proc/loadavg`` is recorded before and after every session.
 
     python3 evidence/count_matrix.py                                   # every part (about an hour)
@@ -57,6 +62,7 @@ import shutil
 import sys
 import threading
 from pathlib import Path
+from statistics import median
 
 # beside this script (python puts its folder first on the import path)
 import count_cost
@@ -116,7 +122,12 @@ class Matrix:
         self.logs = self.work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.args = args
-        self.plugin = count_cost.commit()
+        self.checkout = Path(args.plugin) if args.plugin else count_cost.real_suites.REPO
+        self.plugin = count_cost.commit(self.checkout) if not args.plugin else args.plugin_label
+        # whether its forked layouts draw the type cache anew (``retag`` in measure/layouts.py:
+        # issue-64f's try, 080038d-a69960e, not kept; docs/gates/instructions.md)
+        layouts = self.checkout / "pytest_concurrency" / "measure" / "layouts.py"
+        self.drawn = "def retag(" in layouts.read_text()
         self.lock = threading.Lock()
         self.rows: list[dict] = []
         self.ready: dict[str, tuple[Path, Path]] = {}
@@ -124,7 +135,7 @@ class Matrix:
     def prepared(self, dist: str) -> tuple[Path, Path]:
         with self.lock:  # one venv a suite, made once
             if dist not in self.ready:
-                self.ready[dist] = count_cost.prepared(dist, self.work)
+                self.ready[dist] = count_cost.prepared(dist, self.work, self.checkout)
             return self.ready[dist]
 
     def copy(self) -> Path:
@@ -141,7 +152,8 @@ class Matrix:
     def session(self, part: str, n: int, kind: str, dist: str, selection: list, env: dict,
                 base: Path, condition: str = "") -> dict:  # fmt: skip
         py, run = self.prepared(dist)
-        name = f"{part}-{n}-{kind}"
+        # plain's A/As are numbered apart from its +1% judgements: a file of their own each
+        name = f"{part}-{n}-{kind}{'-aa' if condition.startswith('A/A') else ''}"
         # coverage (the suites' addopts) combining its data files while another part's session
         # in the same directory writes its own: an INTERNALERROR, no baseline (exit 3)
         env = {"COVERAGE_FILE": str(self.work / f"{part}.coverage"), **env}
@@ -164,6 +176,7 @@ class Matrix:
             "suite": dist,
             "condition": condition,
             "plugin": self.plugin,
+            "type_cache_drawn": self.drawn,
             **count_cost.measured(cmd, env, run, self.logs / f"{name}.log"),
             "command": " ".join(
                 [*(f"{k}={v[:16]}" for k, v in env.items()), *map(str, cmd)]
@@ -171,6 +184,8 @@ class Matrix:
         }
         if kind == "judge":
             row.update(judged(verdicts))
+        elif base.exists():
+            row["layouts"] = saved_layouts(base)
         with self.lock:
             with open(self.args.out, "a") as out:
                 out.write(json.dumps(row) + "\n")
@@ -220,8 +235,11 @@ class Matrix:
         sel = count_cost.SELECTIONS["yarl"]
         if not self.saved("plain", "yarl", sel, env, base):
             return
-        for n in self.judgements("plain", PLAIN_AA, self.tag("(0 B hashed)")):  # its own A/A
-            self.session("plain", n, "judge", "yarl", sel, env, base, "A/A (0 B hashed)")
+        for n in self.judgements("plain", self.args.plain_aa, self.tag("(0 B hashed)")):  # A/A
+            # from the third on, each start-up another: an environment n - 1 times 1500 B larger
+            pad = {PAD: "x" * 1500 * (n - 1)} if n >= PLAIN_AA else {}
+            said = f"A/A (0 B hashed){f', {len(pad[PAD])} B environment' if pad else ''}"
+            self.session("plain", n, "judge", "yarl", sel, {**env, **pad}, base, said)
         size = burden(base, PLAIN_TARGET, 0.01)
         wanted = max(self.args.judgements, 10)
         for n in self.judgements("plain", wanted, self.tag(f"({size} B hashed)")):
@@ -267,6 +285,17 @@ def burden(base: Path, name: str, share: float) -> int:
     return round(share * count / PER_BYTE)
 
 
+def saved_layouts(base: Path) -> dict:
+    """Each benchmark's median in each layout a baseline counted it in (as ``judged`` says)."""
+    doc = json.loads(base.read_text())
+    return {
+        short([b["fullname"], ""]): [
+            median(rounds) for rounds in [b["stats"]["data"], *b["extra_info"].get("layouts", [])]
+        ]
+        for b in doc["benchmarks"]
+    }
+
+
 def short(key: list) -> str:
     """A verdict's benchmark: its test's name, with its parameters' id."""
     name = key[0].rpartition("::")[2]
@@ -276,7 +305,7 @@ def short(key: list) -> str:
 def judged(path: Path) -> dict:
     """A judgement's verdicts: each benchmark's status and change, the largest change."""
     if not path.exists():
-        return {"verdicts": {}, "largest": None, "largest_benchmark": None}
+        return {"verdicts": {}, "layouts": {}, "largest": None, "largest_benchmark": None}
     doc = json.loads(path.read_text())
     verdicts = {
         short(v["key"]): {
@@ -285,10 +314,13 @@ def judged(path: Path) -> dict:
         }
         for v in (doc.get("gate") or {}).get("verdicts", [])
     }
+    # each benchmark's median in each layout counted (the third only where the first two disagree)
+    layouts = {short([r["fullname"], ""]): r.get("medians") for r in doc.get("records", [])}
     changes = {k: v["change"] for k, v in verdicts.items() if v["change"] is not None}
     largest = max(changes, key=lambda k: abs(changes[k]), default=None)
     return {
         "verdicts": verdicts,
+        "layouts": layouts,
         "largest": changes.get(largest) if largest else None,
         "largest_benchmark": largest,
     }
@@ -353,8 +385,10 @@ def table(rows: list[dict]) -> str:
         size = re.search(r"\+\d+% \(\d+ B( hashed)?\)", r["condition"])
         aa = r["condition"].startswith("A/A")
         started = "started" in r["condition"]
-        groups.setdefault((r["part"], size.group() if size else "", aa, started), []).append(r)
-    for (part, size, aa, started), these in groups.items():
+        drawn = r.get("type_cache_drawn", False)
+        key = (r["part"], size.group() if size else "", aa, started, drawn)
+        groups.setdefault(key, []).append(r)
+    for (part, size, aa, started, drawn), these in groups.items():
         bad = [r for r in these if failed(r)]
         unsure = [
             r for r in these if "inconclusive" in {v["status"] for v in r["verdicts"].values()}
@@ -369,6 +403,8 @@ def table(rows: list[dict]) -> str:
             said = "A/A of yarl's 11 with the copy's `URL.build` (nothing hashed)"
         if started:
             said += ", judged with started layouts"
+        if drawn:
+            said += ", forked layouts drawing the type cache anew"
         lines.append(f"| {said} | {len(these)} | {len(bad)} | {len(unsure)} | {largest} | {cpu} |")
     return "\n".join(lines)
 
@@ -382,6 +418,17 @@ def main() -> int:
         default=7,
         help="a part's judgements (plain, ipv6-aa: 10 at least)",
     )
+    parser.add_argument(
+        "--plain-aa",
+        type=int,
+        default=PLAIN_AA,
+        help=f"plain's A/A judgements (the first {PLAIN_AA} as the save started, then each "
+        "with another environment's size)",
+    )
+    parser.add_argument(
+        "--plugin", help="the plugin's checkout to measure (default this one: a copy of another)"
+    )
+    parser.add_argument("--plugin-label", default="", help="a row's plugin, with --plugin")
     parser.add_argument("--parallel", type=int, default=2, help="parts run at a time")
     parser.add_argument(
         "--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "count_matrix")
