@@ -125,7 +125,7 @@ class Matrix:
         self.checkout = Path(args.plugin) if args.plugin else count_cost.real_suites.REPO
         self.plugin = count_cost.commit(self.checkout) if not args.plugin else args.plugin_label
         # whether its forked layouts draw the type cache anew (``retag`` in measure/layouts.py:
-        # issue-64f's try, 080038d-a69960e, not kept; docs/gates/instructions.md)
+        # tried in 080038d-a69960e, not kept; docs/gates/instructions.md)
         layouts = self.checkout / "pytest_concurrency" / "measure" / "layouts.py"
         self.drawn = "def retag(" in layouts.read_text()
         self.lock = threading.Lock()

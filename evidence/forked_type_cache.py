@@ -6,7 +6,7 @@ path (count_matrix.py's ``plain`` part: ``URL.build`` goes through a small Pytho
 yarl, then forks one child per layout and mode, as a counted session forks its layouts: each
 child allocates its layout's objects (``layouts._objects``, what ``pad`` keeps), in mode
 ``retag`` also drops every type's version tag and consumes ``layout * 1361 % 4096`` fresh ones
-(``RETAG``: tried as forked layouts' behaviour on branch issue-64f, not kept; ``kept``: the
+(``RETAG``: tried as forked layouts' behaviour in 080038d-a69960e, not kept; ``kept``: the
 start-up's tags, as forked layouts have them), calls
 ``URL.build(host="domain")`` 300 times unread, then 300 times with instrumentation on, and exits.
 Its count a call is its callgrind file's total over 300. The process is started ``--startups``

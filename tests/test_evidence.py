@@ -323,6 +323,9 @@ BY_HAND = {
     # compares four sessions of the main job taken in turns, two with each side's code (their
     # --benchmark-json files: `python evidence/memory_pass_precision.py B1 A1 B2 A2`)
     "memory_pass_precision.py": "reads four main-job sessions taken by hand (minutes each)",
+    # yarl's wrapper copy counted in forked children, type tags kept or drawn anew, beside
+    # count_matrix.py's plain part (`python evidence/forked_type_cache.py --work W`)
+    "forked_type_cache.py": "needs valgrind, count_matrix.py's work directory and minutes",
     # compares four bench_breakdown.py sessions taken in turns, two with each side's code
     # (`python evidence/memory_pass_cost.py B1 A1 B2 A2`)
     "memory_pass_cost.py": "reads four bench_breakdown.py sessions taken by hand (minutes each)",
