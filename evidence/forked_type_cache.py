@@ -31,7 +31,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's plugin
 from pytest_concurrency.measure.layouts import padding
 
 CALLS = 300
