@@ -313,7 +313,7 @@ BY_HAND = {
     # yarl's sdist, one counted save with forked layouts (`python evidence/layout_separation.py --smoke`)
     "layout_separation.py": "needs the package index (PyPI) and minutes of counting",
     # a small suite with coverage in its addopts counted in turns by two interpreters, one with
-    # main's code (`python evidence/counted_coverage.py main=PY this=.venv/bin/python`)
+    # the code before a change (`python evidence/counted_coverage.py main=PY this=.venv/bin/python`)
     "counted_coverage.py": "needs valgrind, a second interpreter with the plugin and minutes",
     # three real suites' sdists, counted A/As and injected slowdowns (`python evidence/count_matrix.py --smoke`)
     "count_matrix.py": "needs the package index (PyPI) and minutes of counting",

@@ -177,7 +177,7 @@ def test_a_counted_session_counts_without_the_suites_coverage(pytester):
     failed), and a count must not depend on whether a tracer ran. A counted
     run turns the suite's coverage off in each counted process and says so once: no coverage
     report, no data file (the launcher's pytest-cov erases the old one at its start, as any run
-    with ``--cov`` does, and writes none). On main's code the counted session traced coverage,
+    with ``--cov`` does, and writes none). Before this (6886ac5) the counted session traced coverage,
     wrote ``.coverage`` and its report, and said nothing."""
     need("pytest-cov", None if importlib.util.find_spec("pytest_cov") else "pip install pytest-cov")
     for name, text in COVERED.items():
