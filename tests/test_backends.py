@@ -417,6 +417,24 @@ def test_multiprocessing_queues_made_in_a_run_end_their_feeder_threads_with_it()
     assert [kept.get(timeout=5) for _ in range(4)] == ["put 0", "put 1", "put 2", "all put"]
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_multiprocessing_feeder_threads_have_left_the_os_when_a_run_returns():
+    """A joined thread still frees its state for a moment, under tracemalloc holding its lock: a
+    fork then made a child blocked forever (CPython 3.11). Right after ``join`` the OS thread was
+    still there in 38% of 200 tries; 30 runs here, ~0.3 s."""
+    b = load("multiprocessing[fork]")
+
+    def main():
+        ch = b.channel(None)
+        ch.put("the parent's own put: its feeder thread")
+        return ch.get()
+
+    before = set(os.listdir("/proc/self/task"))
+    for _ in range(30):
+        b.run(main)
+        assert set(os.listdir("/proc/self/task")) <= before
+
+
 def test_multiprocessing_reports_child_cpu_and_resets():
     b = load("multiprocessing[forkserver]")
     b.take_child_usage()

@@ -368,8 +368,10 @@ def _report():
 """
 
 
-# Both in the slow tier. The isolated variant: once (1 run in ~18, py310, under parallel load) its
-# multiprocessing[fork] ring stalled for the whole 120 s timeout in the worker; cause not found yet.
+# Both in the slow tier. Each variant once stalled for the whole 120 s round timeout on a
+# multiprocessing[fork] round under parallel load. The in-process one's cause (likely the other's):
+# a child forked while a feeder thread of the round before still freed its state under tracemalloc
+# (backends/_multiprocessing._left_the_os).
 # The in-process one took 26-30 s of the fast tier's run: essential, the only no-leak session.
 @pytest.mark.once
 @pytest.mark.parametrize(

@@ -156,6 +156,17 @@ def _blocked_state(tasks) -> dict | None:
     return state
 
 
+def _left_the_os(thread: threading.Thread, timeout: float) -> None:
+    """Wait until a joined thread has left the OS too: ``join`` returns while the thread still
+    frees its state, and under ``tracemalloc`` (the memory pass) that free holds the tracer's lock.
+    A fork at that moment makes a child that blocks on the lock at its first allocation, forever
+    (CPython 3.11, seen under load: a ``[fork]`` round that never finished)."""
+    where = f"/proc/self/task/{thread.native_id}"  # no /proc (macOS): nothing to wait for
+    deadline = time.monotonic() + timeout
+    while os.path.exists(where) and time.monotonic() < deadline:
+        time.sleep(0.0002)
+
+
 class ProcessTask:
     def __init__(self, backend: Backend, fn, args):
         self._backend = backend
@@ -323,6 +334,7 @@ class Backend(base.SyncBackend):
             thread = getattr(q, "_thread", None)  # CPython's; join_thread() has no timeout
             if thread is not None:
                 thread.join(grace)  # a pipe nobody reads stays full: never wait on it for long
+                _left_the_os(thread, grace)
 
     def _stop_children(self, grace: float) -> None:
         tasks, self._tasks = self._tasks, set()
