@@ -51,7 +51,7 @@ from ..store import atomic
 from . import child_sessions, crash, forked_layouts, stretched_timeouts
 from .argv import apart, no_coverage, own_coverage_data, traced_by_coverage
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
-from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
+from .session import MeasuringSession, no_xdist
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -486,12 +486,6 @@ class _Pass(MeasuringSession):
         self.role = role
         self.in_progress = crash.Running(role.running)
 
-    def pytest_runtest_logstart(self, nodeid, location) -> None:
-        self.in_progress.start(nodeid)
-
-    def pytest_runtest_logfinish(self, nodeid, location) -> None:
-        self.in_progress.done()
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config) -> None:
         no_xdist(config)
@@ -570,12 +564,6 @@ class Counted(_CountedOneAfterAnother, MeasuringSession):
             return  # collection errors: pytest's loop stops at once, with nothing to count
         self.forked.start(session, self)
 
-    def pytest_runtest_logstart(self, nodeid, location) -> None:
-        self.in_progress.start(nodeid)
-
-    def pytest_runtest_logfinish(self, nodeid, location) -> None:
-        self.in_progress.done()
-
     def pytest_sessionstart(self, session) -> None:
         lifetime.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
         super().pytest_sessionstart(session)
@@ -648,7 +636,7 @@ class _BeforeSaving:
             if self._forked is not None:  # ... or this session, which forked them
                 self._forked.stop()
             self.interrupted = True  # the session's end says so and writes nothing
-            nothing_saved_by_pytest_benchmark(config)
+            adapter.nothing_saved(config)
             return
         for bench in benchmarks:
             others = [

@@ -87,7 +87,7 @@ class MeasuringSession:
         self.started = False  # every plugin's session start done: a Ctrl-C ends in sessionfinish
         # the first Ctrl-C (or SIGTERM) from then on: the session is interrupted, whatever exit
         # status pytest hands its end; pytest-benchmark's own saves are off from that moment
-        self.stop = watchdog.StopFlag(lambda: nothing_saved_by_pytest_benchmark(config))
+        self.stop = watchdog.StopFlag(lambda: adapter.nothing_saved(config))
         self.said_interrupted = False  # the summary said where it was interrupted: said once
         #: a role's ``running`` file: the test its process runs, so one that ends it is named
         self.in_progress = crash.Running(None)
@@ -298,7 +298,7 @@ class MeasuringSession:
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         """pytest-benchmark saves its run (--benchmark-autosave/-save/-json) at the session's end,
         whatever its status: a run the user stopped must not become the history it compares with."""
-        nothing_saved_by_pytest_benchmark(self.config)
+        adapter.nothing_saved(self.config)
         if not self.started:  # in a plugin's configure or session start: pytest has no end for it
             print(f"\npytest-concurrency: {AT_START_UP}", file=sys.stderr, flush=True)
 
@@ -566,6 +566,3 @@ class Tally:
             )
         return f"none of the {n} benchmark tests recorded a round (did they call the fixture?)"
 
-
-def nothing_saved_by_pytest_benchmark(config) -> None:
-    adapter.nothing_saved(config)
