@@ -29,8 +29,7 @@ from pytest_concurrency.backends import child_env
 from pytest_concurrency.measure import layouts
 
 
-def forked_to():
-    """The layout ``layouts.pad`` moved this process to (0: none)."""
+def forked_to():  # the layout layouts.pad moved this process to (0: none)
     return len(layouts._kept[-1]) // layouts.PAD_OBJECTS if layouts._kept else 0
 
 
