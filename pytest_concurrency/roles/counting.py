@@ -455,13 +455,24 @@ def _skipped(item) -> bool:
         return False
 
 
-class _CountedOneAfterAnother:
-    """A session under valgrind whose tests are counted in its own process keeps callgrind's
-    instrumentation on from one counted test to the next and switches it off before anything
-    else (a test counted elsewhere, the session's end): each switch makes callgrind translate
-    again all the code that runs after it (``Counter.pause``)."""
+class _UnderValgrind:
+    """A session under valgrind whose tests are counted in its own process (a layout pass, the
+    counted session): its timeouts stretched, Ctrl-C ignored until its session started (an
+    interrupt in start-up is a traceback), and callgrind's instrumentation kept on from one counted
+    test to the next and switched off before anything else (a test counted elsewhere, the
+    session's end): each switch makes callgrind translate again all the code that runs after it
+    (``Counter.pause``)."""
 
     settings: Settings
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config) -> None:
+        stretched_timeouts.stretch(config)  # before pytest-timeout reads its limits
+        super().pytest_configure(config)  # type: ignore[misc]
+
+    def pytest_sessionstart(self, session) -> None:
+        lifetime.take_ctrl_c()
+        super().pytest_sessionstart(session)  # type: ignore[misc]
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -515,23 +526,14 @@ class KernelPass(_Pass):
         }
 
 
-class LayoutPass(_CountedOneAfterAnother, _Pass):
+class LayoutPass(_UnderValgrind, _Pass):
     """Counted under valgrind in another layout: the rounds of each test."""
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config) -> None:
-        stretched_timeouts.stretch(config)  # before pytest-timeout reads its limits
-        super().pytest_configure(config)
-
-    def pytest_sessionstart(self, session) -> None:
-        lifetime.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
-        super().pytest_sessionstart(session)
 
     def found(self, ran: list) -> dict:
         return {b.fullname: adapter.rounds(b) for b in ran if adapter.rounds(b)}
 
 
-class Counted(_CountedOneAfterAnother, MeasuringSession):
+class Counted(_UnderValgrind, MeasuringSession):
     """The user's session run again under valgrind by a ``Launcher``."""
 
     profiles = PROFILE_HANDED_OVER  # read at full speed at the end (``_BeforeSaving``)
@@ -552,21 +554,12 @@ class Counted(_CountedOneAfterAnother, MeasuringSession):
         config.pluginmanager.register(self.layouts, "pytest-concurrency-layouts")
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config) -> None:
-        stretched_timeouts.stretch(config)  # before pytest-timeout reads its limits
-        super().pytest_configure(config)
-
-    @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session) -> None:
         """After the collection, before the first test: the other layouts fork from here (pytest's
         own loop then runs this session's tests)."""
         if self.forked is None or session.testsfailed or session.config.option.collectonly:
             return  # collection errors: pytest's loop stops at once, with nothing to count
         self.forked.start(session, self)
-
-    def pytest_sessionstart(self, session) -> None:
-        lifetime.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
-        super().pytest_sessionstart(session)
 
     def counted_elsewhere(self, fullname: str) -> dict:
         """A plain test's kernel figures from the kernel pass (its layouts come at the end)."""
