@@ -31,7 +31,7 @@ from ..gate import undecided, verdict_file
 from ..measure import callgrind
 from ..store.history import Baseline
 from . import child_sessions, stretched_timeouts
-from .argv import apart, no_coverage, own_coverage_data, without
+from .argv import apart, no_coverage, without
 
 #: What the counted run must not inherit from the user's command line (the arbiter sets its own).
 _REPLACED = {
@@ -89,13 +89,8 @@ class Arbiter:
             budget = (self.settings.timeout or 120.0) * (len(tests) + 2) * COUNTED_SLOWER
             try:
                 # a run against the base, whose sides run counted sessions (depth)
-                code = child_sessions.run(
-                    child_sessions.command(argv),
-                    cwd=self.config.invocation_params.dir,
-                    env={**os.environ, **own_coverage_data(where, "counted")},
-                    log=log,
-                    timeout=budget,
-                    depth=2,
+                code = child_sessions.run_apart(
+                    self.config, argv, where, "counted", log=log, timeout=budget, depth=2
                 )
             except subprocess.TimeoutExpired:  # it has been stopped, with what it started
                 why = f"the counted run did not end within {budget:.0f} s and was stopped"

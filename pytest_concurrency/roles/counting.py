@@ -125,19 +125,14 @@ class Found(NamedTuple):
 def tests_measured_here(config, base_dir: str | None = None) -> Found:
     """Collect this session's command line in a ``Probe`` at full speed. When that collection
     fails, the counted session runs (and reports why), with every pass."""
-    params = config.invocation_params
     with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
         out = os.path.join(directory, "count")
         role = Role(PROBE, out=out, base_dir=base_dir)
         # coverage (a suite's addopts) traced the probe's imports and wrote its report: 1-2 s
         # of yarl's 3-3.5 s of CPU, and nothing of what a collection finds
-        no_cov = no_coverage(config)
-        child_sessions.run(
-            child_sessions.command([*params.args, "--collect-only", "-q", *no_cov, *role.argv()]),
-            cwd=params.dir,
-            env={**os.environ, **own_coverage_data(directory, "probe")},
-            log=os.path.join(directory, "log"),
-        )
+        args = [*config.invocation_params.args, "--collect-only", "-q", *no_coverage(config)]
+        log = os.path.join(directory, "log")
+        child_sessions.run_apart(config, [*args, *role.argv()], directory, "probe", log=log)
         try:
             with open(out, encoding="utf-8") as fh:
                 return Found(*json.load(fh))
@@ -230,12 +225,7 @@ class Launcher:
         started = time.monotonic()
         log = _log(out)
         try:
-            code = child_sessions.run(
-                child_sessions.command(argv),
-                cwd=self.config.invocation_params.dir,
-                env={**os.environ, **own_coverage_data(where, "kernel")},
-                log=log,
-            )
+            code = child_sessions.run_apart(self.config, argv, where, "kernel", log=log)
         except KeyboardInterrupt:  # it has ended; the counted session never starts
             print(INTERRUPTED.format("the pass for kernel figures"), file=sys.stderr, flush=True)
             raise SystemExit(Exit.INTERRUPTED) from None

@@ -565,4 +565,3 @@ class Tally:
                 f"{len(self.failed)} of {n} benchmark tests failed and the rest recorded no round"
             )
         return f"none of the {n} benchmark tests recorded a round (did they call the fixture?)"
-
