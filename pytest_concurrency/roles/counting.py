@@ -481,16 +481,12 @@ class _Pass(MeasuringSession):
 
     memory_pass = False  # the memory pass's calls are the counted session's
     profiles = PROFILE_NONE  # only the counted session's are judged and saved
+    without_xdist = True
 
     def __init__(self, config, settings, role: Role):
         super().__init__(config, settings)
         self.role = role
         self.in_progress = crash.Running(role.running)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config) -> None:
-        no_xdist(config)
-        super().pytest_configure(config)
 
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         super().pytest_collection_modifyitems(session, config, items)

@@ -60,6 +60,9 @@ class MeasuringSession:
     #: for what it writes).
     memory_pass = True
     profiles = PROFILE_HERE  # where a counted test's last round's profile is read (``after_call``)
+    #: Whether its tests run in this process whatever the user's -n (a pass, a second session):
+    #: in xdist's workers pytest-benchmark is off.
+    without_xdist = False
 
     def __init__(self, config, settings, watched: bool = False, on_a_side: bool = False):
         self.config = config
@@ -96,6 +99,8 @@ class MeasuringSession:
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's own pytest_configure starts its workers
     def pytest_configure(self, config) -> None:
+        if self.without_xdist:
+            no_xdist(config)
         if xdist_active(config) and self.settings.instrument.fresh_process:
             self.settings = lanes_instead_of_xdist(config, self.settings)
         settings = self.settings
