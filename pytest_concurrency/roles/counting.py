@@ -174,13 +174,13 @@ class Launcher:
                 forked = settings.layouts_from == "fork"
                 outs = _layout_files(where, settings.layouts)
                 passes = [] if forked else self._layouts(where, outs)
-                if forked and outs:
+                if outs:
+                    how = "forked from it after its collection" if forked else "beside it"
+                    third = ", the third where the first two disagree" * (forked and len(outs) == 2)
                     print(
                         f"pytest-concurrency: counting in {len(outs)} more "
-                        f"layout{'s' * (len(outs) > 1)} forked from it after its collection "
-                        "(objects landing elsewhere; the gate judges the median over "
-                        f"{len(outs) + 1} layouts"
-                        f"{', the third where the first two disagree' * (len(outs) == 2)})",
+                        f"layout{'s' * (len(outs) > 1)} {how} (objects landing elsewhere; the "
+                        f"gate judges the median over {len(outs) + 1} layouts{third})",
                         flush=True,
                     )
                 role = Role(
@@ -268,13 +268,6 @@ class Launcher:
             ]
             env = own_coverage_data(where, f"layout{n}")
             passes.append((out, Command(argv, env, _log(out), (_held(out),), n)))
-        if passes:
-            count = len(passes) + 1
-            print(
-                f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} beside "
-                f"it (objects landing elsewhere; the gate judges the median over {count} layouts)",
-                flush=True,
-            )
         return passes
 
 
