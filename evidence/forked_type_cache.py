@@ -4,7 +4,7 @@
 A process started under callgrind (``--instr-atstart=no``) with yarl's wrapper copy first on its
 path (count_matrix.py's ``plain`` part: ``URL.build`` goes through a small Python function) imports
 yarl, then forks one child per layout and mode, as a counted session forks its layouts: each
-child allocates its layout's objects (``layouts._objects``, what ``pad`` keeps), in mode
+child allocates its layout's objects (``layouts.pad``, as a forked layout does), in mode
 ``retag`` also drops every type's version tag and consumes ``layout * 1361 % 4096`` fresh ones
 (``RETAG``: tried as forked layouts' behaviour in 080038d-a69960e, not kept; ``kept``: the
 start-up's tags, as forked layouts have them), calls
@@ -64,7 +64,7 @@ for mode in {MODES!r}:
     for layout in {LAYOUTS!r}:
         pid = os.fork()
         if pid == 0:
-            kept = layouts._objects(layout)
+            layouts.pad(layout)
             if mode == "retag":
                 retag(layout)
             for _ in range({CALLS}):

@@ -533,13 +533,21 @@ def test_the_base_side_gets_the_command_line_without_what_only_the_head_writes()
         "--benchmark-autosave",
         "--concurrency-backends=gevent",
     ]
-    assert argv.head_only_removed(args) == [
+    assert argv.without(args, argv.HEAD_ONLY) == [
         "tests",
         "--concurrency-against=git:HEAD",
         "-k",
         "ring",
         "--concurrency-backends=gevent",
     ]
+
+
+@pytest.mark.once
+def test_a_counted_side_gets_the_command_line_without_the_run_against_the_base_in_either_form():
+    """A side of a counted run against the base loses ``--concurrency-against SPEC`` with its
+    value: the value alone left behind was read as a test path (file or directory not found)."""
+    args = ["tests", "--concurrency-against", "git:HEAD", "--concurrency-against-keep=k", "-q"]
+    assert argv.without(args, counted_against.NOT_IN_A_SIDE) == ["tests", "-q"]
 
 
 @pytest.mark.once

@@ -23,6 +23,12 @@ def _connect(address) -> socket.socket:
     return sock
 
 
+def _server_pid() -> int:
+    """The pid of the server this process started."""
+    assert latency_server._server is not None, "no server started here"
+    return latency_server._server.pid
+
+
 def _recv_reply(sock) -> tuple[int, int]:
     data = b""
     while len(data) < REQUEST.size:
@@ -63,9 +69,9 @@ def test_requests_are_in_flight_at_once():
 def test_address_is_shared_through_the_environment_and_loopback_only():
     address = latency_server.shared_address()
     assert os.environ[ENV] == f"127.0.0.1:{address[1]}"
-    pid = latency_server.server_pid()
+    pid = _server_pid()
     assert latency_server.shared_address() == address  # reused, not restarted
-    assert latency_server.server_pid() == pid
+    assert _server_pid() == pid
     listening = [
         c for c in psutil.Process(pid).net_connections("tcp") if c.status == psutil.CONN_LISTEN
     ]
@@ -74,12 +80,12 @@ def test_address_is_shared_through_the_environment_and_loopback_only():
 
 def test_stop_leaves_no_process_and_a_new_one_starts():
     latency_server.shared_address()
-    pid = latency_server.server_pid()
+    pid = _server_pid()
     latency_server.stop()
     assert not psutil.pid_exists(pid)
     assert ENV not in os.environ
     address = latency_server.shared_address()
-    assert latency_server.server_pid() != pid
+    assert _server_pid() != pid
     with _connect(address) as sock:
         sock.sendall(REQUEST.pack(5, 0))
         assert _recv_reply(sock) == (5, 0)

@@ -35,7 +35,7 @@ from pytest_concurrency.gate.verdicts import (
     Verdict,
 )
 from pytest_concurrency.measure import callgrind
-from pytest_concurrency.roles import arbiter
+from pytest_concurrency.roles import arbiter, argv
 from pytest_concurrency.session_end import SessionOutcome
 
 WORK = ("test_mylib.py::test_work", "", "")
@@ -227,7 +227,7 @@ def test_a_base_that_does_not_install_is_said_in_one_line_with_the_fix(pytester)
 @pytest.mark.once
 def test_the_counted_run_takes_the_users_command_line_less_what_it_sets_itself():
     args = ["tests", "--concurrency-measure", "time", "--concurrency-against=git:x", "-q"]
-    assert arbiter._without_replaced(args) == ["tests", "-q"]
+    assert argv.without(args, arbiter._REPLACED) == ["tests", "-q"]
 
 
 @pytest.mark.once

@@ -128,6 +128,15 @@ class Backend:
         """Why ``instrument`` cannot measure this model, beyond what the instrument itself says."""
         return None
 
+    def run(self, main, *args):
+        raise NotImplementedError
+
+    def spawn(self, fn, *args):
+        raise NotImplementedError
+
+    def channel(self, capacity: int | None = None):
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
 
@@ -138,15 +147,6 @@ class Backend:
 class SyncBackend(Backend):
     family = "sync"
 
-    def run(self, main, *args):
-        raise NotImplementedError
-
-    def spawn(self, fn, *args):
-        raise NotImplementedError
-
-    def channel(self, capacity: int | None = None):
-        raise NotImplementedError
-
     def sleep(self, seconds: float) -> None:
         raise NotImplementedError
 
@@ -156,15 +156,6 @@ class SyncBackend(Backend):
 
 class AsyncBackend(Backend):
     family = "async"
-
-    def run(self, main, *args):
-        raise NotImplementedError
-
-    def spawn(self, fn, *args):
-        raise NotImplementedError
-
-    def channel(self, capacity: int | None = None):
-        raise NotImplementedError
 
     async def sleep(self, seconds: float) -> None:
         raise NotImplementedError

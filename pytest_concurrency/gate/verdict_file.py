@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..measure.records import Record
+from ..measure.records import Record, from_parts
 from ..store import atomic, shape
 from . import shards
 from .verdicts import (
@@ -186,18 +186,9 @@ def _from_record(entry: Mapping) -> Record:
     medians = [float(m) for m in entry["medians"]]
     if len(medians) > 1:
         extra["layouts"] = [[m] for m in medians[1:]]
-    return Record(
-        workload=str(extra["workload"]),
-        params=dict(extra.get("params") or {}),
-        backend=str(extra["backend"]),
-        samples=medians[:1],
-        ops=int(extra.get("ops") or 1),
-        unit=str(extra.get("unit") or "call"),
-        backend_version=str(extra.get("backend_version") or ""),
-        name=str(entry.get("name") or ""),
-        group=entry.get("group"),
-        extra=extra,
-    )
+    rec = from_parts(str(entry.get("name") or ""), entry.get("group"), extra, medians[:1])
+    assert rec is not None  # shape.EXTRA holds its workload and backend
+    return rec
 
 
 def _fields(cls, data: Mapping) -> dict:

@@ -29,23 +29,11 @@ def padding(layout: int) -> str:
 
 
 _kept: list = []  # the objects ``pad`` allocated: alive as long as the process
-_current = 0  # the layout ``pad`` moved this process to
 
 
 def pad(layout: int) -> None:
     """Move this process's heap to ``layout`` from here on (a process forked for it)."""
-    global _current
-    _kept.append(_objects(layout))
-    _current = layout
-
-
-def forked_to() -> int:
-    """The layout this process was forked for and moved to (0: none, or started in it)."""
-    return _current
-
-
-def _objects(layout: int) -> list[str]:
-    return [str(k) * (1 + k % 14) for k in range(layout * PAD_OBJECTS)]
+    _kept.append([str(k) * (1 + k % 14) for k in range(layout * PAD_OBJECTS)])
 
 
 #: Two layouts whose medians lie within this fraction of each other agree. The median of three

@@ -153,7 +153,8 @@ class Record:
         return self.extra.get(name, default)
 
 
-def _from_parts(name: str, group, extra: Mapping, samples: Iterable[float]) -> Record | None:
+def from_parts(name: str, group, extra: Mapping, samples: Iterable[float]) -> Record | None:
+    """A record from a benchmark's name, group, extra_info and rounds; None without a model."""
     if "backend" not in extra or "workload" not in extra:
         return None
     return Record(
@@ -176,7 +177,7 @@ def from_session(benchmarks: Iterable[Any]) -> list[Record]:
     for bench in benchmarks:
         if not adapter.recorded(bench):
             continue
-        rec = _from_parts(bench.name, bench.group, bench.extra_info or {}, adapter.rounds(bench))
+        rec = from_parts(bench.name, bench.group, bench.extra_info or {}, adapter.rounds(bench))
         if rec is not None:
             out.append(rec)
     return out
@@ -220,7 +221,7 @@ class Document:
         recs, ids = [], []
         for bench in doc.get("benchmarks", []):
             stats = bench.get("stats") or {}
-            rec = _from_parts(
+            rec = from_parts(
                 bench.get("name", ""),
                 bench.get("group"),
                 bench.get("extra_info") or {},

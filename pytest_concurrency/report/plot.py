@@ -151,6 +151,19 @@ def _legend(ax, n: int) -> None:
     )
 
 
+def _saved(plt, fig, ax, title: str, fixed: dict, n: int, path: str) -> str:
+    """The chart titled (a line below for ``fixed``: the parameters all its records share), the
+    legend of its ``n`` models beside it, written to ``path`` and closed."""
+    if fixed:
+        title += "\n" + ", ".join(f"{k}={v}" for k, v in fixed.items())
+    ax.set_title(title)
+    _legend(ax, n)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _cases(records: list[Record]) -> list[str]:
     cases: list[str] = []
     for r in records:
@@ -207,14 +220,7 @@ def bar_chart(path: str, workload: str, records: list[Record], colors: dict) -> 
     ax.set_ylabel(label)
     _log_if_wide(ax, values)
     title = f"{workload}: {'throughput' if higher else 'cost per ' + records[0].unit} by concurrency model"
-    if fixed:
-        title += "\n" + ", ".join(f"{k}={v}" for k, v in fixed.items())
-    ax.set_title(title)
-    _legend(ax, len(backends))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(plt, fig, ax, title, fixed, len(backends), path)
 
 
 #: The kernel figures charted, one panel each: what each model asks of the kernel per op.
@@ -265,14 +271,7 @@ def kernel_chart(path: str, workload: str, records: list[Record], colors: dict) 
     title = (
         f"{workload}: what each model asks of the kernel per {records[0].unit} (lower is better)"
     )
-    if fixed:
-        title += "\n" + ", ".join(f"{k}={v}" for k, v in fixed.items())
-    axes[0].set_title(title)
-    _legend(axes[0], len(backends))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(plt, fig, axes[0], title, fixed, len(backends), path)
 
 
 def scaling_chart(
@@ -304,18 +303,11 @@ def scaling_chart(
     _log_if_wide(ax, values)
     ax.set_xlabel(f"{size} (log scale)")
     ax.set_ylabel(label)
+    ax.grid(which="both", alpha=0.3)
     title = (
         f"{workload}: {'throughput' if higher else 'cost per ' + records[0].unit} as {size} grows"
     )
-    if rest:
-        title += "\n" + ", ".join(f"{k}={v}" for k, v in sorted(rest.items()))
-    ax.set_title(title)
-    ax.grid(which="both", alpha=0.3)
-    _legend(ax, len(order))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(plt, fig, ax, title, dict(sorted(rest.items())), len(order), path)
 
 
 def write(directory, records: Iterable[Record]) -> list[str]:

@@ -3,14 +3,12 @@
 import dataclasses
 import json
 
-import pytest
-
 from .. import benchmark_adapter as adapter
 from ..measure import records
 from ..store import atomic
 from . import crash
 from .role import Role
-from .session import MeasuringSession, no_xdist, only_these
+from .session import MeasuringSession, only_these
 
 
 class Again(MeasuringSession):
@@ -18,16 +16,13 @@ class Again(MeasuringSession):
     were; at its end it writes their rounds to ``role.out`` and judges nothing (no baseline is
     on its command line)."""
 
+    without_xdist = True
+
     def __init__(self, config, settings, role: Role):
         # every round the first session had planned: the gate tests them against the baseline's
         super().__init__(config, dataclasses.replace(settings, all_rounds=True))
         self.role = role
         self.in_progress = crash.Running(role.running)  # a test that ends it is named
-
-    @pytest.hookimpl(tryfirst=True)  # before xdist's own pytest_configure starts its workers
-    def pytest_configure(self, config) -> None:
-        no_xdist(config)  # its tests measured here (in xdist's workers pytest-benchmark is off)
-        super().pytest_configure(config)
 
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         super().pytest_collection_modifyitems(session, config, items)

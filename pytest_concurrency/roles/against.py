@@ -38,7 +38,7 @@ from ..runner import lockstep, sides
 from ..store import atomic
 from . import child_sessions, crash
 from .arbiter import Arbiter
-from .argv import head_only_removed, own_coverage_data
+from .argv import HEAD_ONLY, own_coverage_data, without
 from .role import AGAINST_INTERRUPTED, SIDE, Role
 from .session import MeasuringSession, only_these
 
@@ -283,7 +283,7 @@ def command_lines(
     asyncio A/A whose first pairs' command lines differed only there read the head -2.0% faster in
     their mean, and -0.0% with them alike (docs/gates/against.md). In later pairs both sides run
     the base's. With pytest's cache plugin off (``cache`` None), neither names a cache."""
-    quiet = head_only_removed(args)
+    quiet = without(args, HEAD_ONLY)
     if cache is None:
         return {lockstep.A: quiet, lockstep.B: args if first else quiet}
     if not first:

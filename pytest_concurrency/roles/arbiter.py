@@ -31,17 +31,17 @@ from ..gate import undecided, verdict_file
 from ..measure import callgrind
 from ..store.history import Baseline
 from . import child_sessions, stretched_timeouts
-from .argv import apart, no_coverage, own_coverage_data
+from .argv import apart, no_coverage, without
 
 #: What the counted run must not inherit from the user's command line (the arbiter sets its own).
-_REPLACED = (
-    "--concurrency-against",
-    "--concurrency-against-keep",
-    "--concurrency-measure",
-    "--concurrency-only",
-    "--concurrency-undecided",
-    "--concurrency-remeasure",
-)
+_REPLACED = {
+    "--concurrency-against": True,
+    "--concurrency-against-keep": True,
+    "--concurrency-measure": True,
+    "--concurrency-only": True,
+    "--concurrency-undecided": True,
+    "--concurrency-remeasure": True,
+}
 
 #: How many times a timed session's time a counted run of the same tests may take, for its bound
 COUNTED_SLOWER = stretched_timeouts.SLOWER
@@ -89,13 +89,8 @@ class Arbiter:
             budget = (self.settings.timeout or 120.0) * (len(tests) + 2) * COUNTED_SLOWER
             try:
                 # a run against the base, whose sides run counted sessions (depth)
-                code = child_sessions.run(
-                    child_sessions.command(argv),
-                    cwd=self.config.invocation_params.dir,
-                    env={**os.environ, **own_coverage_data(where, "counted")},
-                    log=log,
-                    timeout=budget,
-                    depth=2,
+                code = child_sessions.run_apart(
+                    self.config, argv, where, "counted", log=log, timeout=budget, depth=2
                 )
             except subprocess.TimeoutExpired:  # it has been stopped, with what it started
                 why = f"the counted run did not end within {budget:.0f} s and was stopped"
@@ -120,7 +115,7 @@ def counted_argv(config, where: str, spec: str, only: str, out: str) -> list[str
     forked from a counted side failed on its data file (``DataError: Couldn't use data file ...:
     no such table: context``): that layout's pass exited 1, its tests judged without it."""
     return [
-        *_without_replaced(apart(config, where, "counted")),
+        *without(apart(config, where, "counted"), _REPLACED),
         *no_coverage(config),
         "--concurrency-measure=instructions",
         f"--concurrency-against={spec}",
@@ -177,17 +172,3 @@ def failed(code: int, log: str, spec: str) -> str:
 def _stay(n: int, why: str) -> str:
     them = f"the {n} benchmarks" if n != 1 else "the benchmark"
     return f"{them} time left undecided stay undecided: {why}"
-
-
-def _without_replaced(args: list[str]) -> list[str]:
-    """``args`` less the options the arbiter sets itself, given as ``--flag=value`` or
-    ``--flag value``."""
-    out, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg.split("=", 1)[0] in _REPLACED:
-            skip = "=" not in arg
-        else:
-            out.append(arg)
-    return out

@@ -4,7 +4,8 @@ a counted side, a second session."""
 import os
 
 #: Options the base side must not act on: it writes no baseline, report or JSON of the user's.
-_HEAD_ONLY = {
+#: (True: the option takes a value, given as ``--flag=value`` or ``--flag value``.)
+HEAD_ONLY = {
     "--concurrency-baseline": True,
     "--concurrency-save-baseline": True,
     "--concurrency-baseline-sessions": True,
@@ -24,15 +25,16 @@ _HEAD_ONLY = {
 }
 
 
-def head_only_removed(args) -> list[str]:
+def without(args, options: dict) -> list[str]:
+    """``args`` less ``options`` (name -> whether it takes a value, as in ``HEAD_ONLY``)."""
     out, skip = [], False
     for arg in args:
         if skip:
             skip = False
             continue
         name = arg.split("=", 1)[0]
-        if name in _HEAD_ONLY:
-            skip = _HEAD_ONLY[name] and "=" not in arg
+        if name in options:
+            skip = options[name] and "=" not in arg
             continue
         out.append(arg)
     return out
@@ -45,7 +47,7 @@ def apart(config, where: str, name: str) -> list[str]:
     is emptied by every session that uses it (a pass beside the counted session would empty the
     counted session's), pytest's numbered ones would rotate the user's last three out, and the
     cache (--lf) is the user's session's to write."""
-    argv = [*head_only_removed(config.invocation_params.args)]
+    argv = without(config.invocation_params.args, HEAD_ONLY)
     argv.append(f"--basetemp={os.path.join(where, name + '-tmp')}")
     if config.pluginmanager.has_plugin("cacheprovider"):
         argv += ["-o", f"cache_dir={os.path.join(where, name + '-cache')}"]

@@ -28,6 +28,7 @@ from pathlib import Path
 from .. import lifetime
 from ..exit_codes import Exit
 from ..measure import layouts
+from .argv import own_coverage_data
 
 
 def command(args: list[str], layout: int = 0) -> list[str]:
@@ -133,6 +134,13 @@ def run(argv: list[str], *, timeout: float | None = None, **start) -> int:
         except subprocess.TimeoutExpired:
             lifetime.kill_group(proc)
             raise
+
+
+def run_apart(config, args: list[str], where: str, name: str, **kw) -> int:
+    """``run`` of a session of the user's tests (pytest's ``args``) in the user's directory, its
+    coverage data its own (``argv.own_coverage_data(where, name)``)."""
+    env = {**os.environ, **own_coverage_data(where, name)}
+    return run(command(args), cwd=config.invocation_params.dir, env=env, **kw)
 
 
 def stop(procs: list[tuple[subprocess.Popen, float]]) -> None:

@@ -22,17 +22,17 @@ from ..report import terminal
 from ..runner import sides
 from ..store import atomic, baseline
 from . import child_sessions
-from .argv import head_only_removed
+from .argv import HEAD_ONLY, without
 from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 
 #: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
-_NOT_IN_A_SIDE = ("--concurrency-against", "--concurrency-against-keep")
+NOT_IN_A_SIDE = {**HEAD_ONLY, "--concurrency-against": True, "--concurrency-against-keep": True}
 
 
 def run(config, settings, run: sides.Run, written: list[str]) -> int:
     """Count the base side, then the head; judge the head's counts against the base's; with
     ``--concurrency-save-baseline``, the head's counts saved there as any counted session's are."""
-    args = [a for a in head_only_removed(config.invocation_params.args) if not _side_only(a)]
+    args = without(config.invocation_params.args, NOT_IN_A_SIDE)
     files = {side: run.directory / f"{side}.json" for side in ("base", "head")}
     print(
         f"pytest-concurrency: counting this code (head) against {run.spec} (base): the base side's run "
@@ -60,10 +60,6 @@ def run(config, settings, run: sides.Run, written: list[str]) -> int:
         flush=True,
     )
     return _judge(settings, run, files, base_code, head_code, written)
-
-
-def _side_only(arg: str) -> bool:
-    return arg.split("=", 1)[0] in _NOT_IN_A_SIDE
 
 
 def _junit(config) -> str | None:

@@ -51,7 +51,7 @@ from ..store import atomic
 from . import child_sessions, crash, forked_layouts, stretched_timeouts
 from .argv import apart, no_coverage, own_coverage_data, traced_by_coverage
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
-from .session import MeasuringSession, no_xdist, nothing_saved_by_pytest_benchmark
+from .session import MeasuringSession, no_xdist
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -125,19 +125,14 @@ class Found(NamedTuple):
 def tests_measured_here(config, base_dir: str | None = None) -> Found:
     """Collect this session's command line in a ``Probe`` at full speed. When that collection
     fails, the counted session runs (and reports why), with every pass."""
-    params = config.invocation_params
     with tempfile.TemporaryDirectory(prefix="probe-", dir=scratch.directory()) as directory:
         out = os.path.join(directory, "count")
         role = Role(PROBE, out=out, base_dir=base_dir)
         # coverage (a suite's addopts) traced the probe's imports and wrote its report: 1-2 s
         # of yarl's 3-3.5 s of CPU, and nothing of what a collection finds
-        no_cov = no_coverage(config)
-        child_sessions.run(
-            child_sessions.command([*params.args, "--collect-only", "-q", *no_cov, *role.argv()]),
-            cwd=params.dir,
-            env={**os.environ, **own_coverage_data(directory, "probe")},
-            log=os.path.join(directory, "log"),
-        )
+        args = [*config.invocation_params.args, "--collect-only", "-q", *no_coverage(config)]
+        log = os.path.join(directory, "log")
+        child_sessions.run_apart(config, [*args, *role.argv()], directory, "probe", log=log)
         try:
             with open(out, encoding="utf-8") as fh:
                 return Found(*json.load(fh))
@@ -179,13 +174,13 @@ class Launcher:
                 forked = settings.layouts_from == "fork"
                 outs = _layout_files(where, settings.layouts)
                 passes = [] if forked else self._layouts(where, outs)
-                if forked and outs:
+                if outs:
+                    how = "forked from it after its collection" if forked else "beside it"
+                    third = ", the third where the first two disagree" * (forked and len(outs) == 2)
                     print(
                         f"pytest-concurrency: counting in {len(outs)} more "
-                        f"layout{'s' * (len(outs) > 1)} forked from it after its collection "
-                        "(objects landing elsewhere; the gate judges the median over "
-                        f"{len(outs) + 1} layouts"
-                        f"{', the third where the first two disagree' * (len(outs) == 2)})",
+                        f"layout{'s' * (len(outs) > 1)} {how} (objects landing elsewhere; the "
+                        f"gate judges the median over {len(outs) + 1} layouts{third})",
                         flush=True,
                     )
                 role = Role(
@@ -230,12 +225,7 @@ class Launcher:
         started = time.monotonic()
         log = _log(out)
         try:
-            code = child_sessions.run(
-                child_sessions.command(argv),
-                cwd=self.config.invocation_params.dir,
-                env={**os.environ, **own_coverage_data(where, "kernel")},
-                log=log,
-            )
+            code = child_sessions.run_apart(self.config, argv, where, "kernel", log=log)
         except KeyboardInterrupt:  # it has ended; the counted session never starts
             print(INTERRUPTED.format("the pass for kernel figures"), file=sys.stderr, flush=True)
             raise SystemExit(Exit.INTERRUPTED) from None
@@ -278,13 +268,6 @@ class Launcher:
             ]
             env = own_coverage_data(where, f"layout{n}")
             passes.append((out, Command(argv, env, _log(out), (_held(out),), n)))
-        if passes:
-            count = len(passes) + 1
-            print(
-                f"pytest-concurrency: counting in {count - 1} more layout{'s' * (count > 2)} beside "
-                f"it (objects landing elsewhere; the gate judges the median over {count} layouts)",
-                flush=True,
-            )
         return passes
 
 
@@ -455,13 +438,24 @@ def _skipped(item) -> bool:
         return False
 
 
-class _CountedOneAfterAnother:
-    """A session under valgrind whose tests are counted in its own process keeps callgrind's
-    instrumentation on from one counted test to the next and switches it off before anything
-    else (a test counted elsewhere, the session's end): each switch makes callgrind translate
-    again all the code that runs after it (``Counter.pause``)."""
+class _UnderValgrind:
+    """A session under valgrind whose tests are counted in its own process (a layout pass, the
+    counted session): its timeouts stretched, Ctrl-C ignored until its session started (an
+    interrupt in start-up is a traceback), and callgrind's instrumentation kept on from one counted
+    test to the next and switched off before anything else (a test counted elsewhere, the
+    session's end): each switch makes callgrind translate again all the code that runs after it
+    (``Counter.pause``)."""
 
     settings: Settings
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config) -> None:
+        stretched_timeouts.stretch(config)  # before pytest-timeout reads its limits
+        super().pytest_configure(config)  # type: ignore[misc]
+
+    def pytest_sessionstart(self, session) -> None:
+        lifetime.take_ctrl_c()
+        super().pytest_sessionstart(session)  # type: ignore[misc]
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -480,22 +474,12 @@ class _Pass(MeasuringSession):
 
     memory_pass = False  # the memory pass's calls are the counted session's
     profiles = PROFILE_NONE  # only the counted session's are judged and saved
+    without_xdist = True
 
     def __init__(self, config, settings, role: Role):
         super().__init__(config, settings)
         self.role = role
         self.in_progress = crash.Running(role.running)
-
-    def pytest_runtest_logstart(self, nodeid, location) -> None:
-        self.in_progress.start(nodeid)
-
-    def pytest_runtest_logfinish(self, nodeid, location) -> None:
-        self.in_progress.done()
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config) -> None:
-        no_xdist(config)
-        super().pytest_configure(config)
 
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         super().pytest_collection_modifyitems(session, config, items)
@@ -521,23 +505,14 @@ class KernelPass(_Pass):
         }
 
 
-class LayoutPass(_CountedOneAfterAnother, _Pass):
+class LayoutPass(_UnderValgrind, _Pass):
     """Counted under valgrind in another layout: the rounds of each test."""
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config) -> None:
-        stretched_timeouts.stretch(config)  # before pytest-timeout reads its limits
-        super().pytest_configure(config)
-
-    def pytest_sessionstart(self, session) -> None:
-        lifetime.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
-        super().pytest_sessionstart(session)
 
     def found(self, ran: list) -> dict:
         return {b.fullname: adapter.rounds(b) for b in ran if adapter.rounds(b)}
 
 
-class Counted(_CountedOneAfterAnother, MeasuringSession):
+class Counted(_UnderValgrind, MeasuringSession):
     """The user's session run again under valgrind by a ``Launcher``."""
 
     profiles = PROFILE_HANDED_OVER  # read at full speed at the end (``_BeforeSaving``)
@@ -558,27 +533,12 @@ class Counted(_CountedOneAfterAnother, MeasuringSession):
         config.pluginmanager.register(self.layouts, "pytest-concurrency-layouts")
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config) -> None:
-        stretched_timeouts.stretch(config)  # before pytest-timeout reads its limits
-        super().pytest_configure(config)
-
-    @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session) -> None:
         """After the collection, before the first test: the other layouts fork from here (pytest's
         own loop then runs this session's tests)."""
         if self.forked is None or session.testsfailed or session.config.option.collectonly:
             return  # collection errors: pytest's loop stops at once, with nothing to count
         self.forked.start(session, self)
-
-    def pytest_runtest_logstart(self, nodeid, location) -> None:
-        self.in_progress.start(nodeid)
-
-    def pytest_runtest_logfinish(self, nodeid, location) -> None:
-        self.in_progress.done()
-
-    def pytest_sessionstart(self, session) -> None:
-        lifetime.take_ctrl_c()  # ignored until now: an interrupt in start-up is a traceback
-        super().pytest_sessionstart(session)
 
     def counted_elsewhere(self, fullname: str) -> dict:
         """A plain test's kernel figures from the kernel pass (its layouts come at the end)."""
@@ -648,7 +608,7 @@ class _BeforeSaving:
             if self._forked is not None:  # ... or this session, which forked them
                 self._forked.stop()
             self.interrupted = True  # the session's end says so and writes nothing
-            nothing_saved_by_pytest_benchmark(config)
+            adapter.nothing_saved(config)
             return
         for bench in benchmarks:
             others = [

@@ -13,7 +13,8 @@ parent, so it cannot read one).
 """
 
 import os
-import signal
+
+from .. import lifetime
 
 
 class Running:
@@ -45,15 +46,9 @@ def crashed(path: str | None) -> str | None:
 
 
 def how(code: int) -> str:
-    """An exit status as a reader knows it: ``exit status 3``, ``killed by signal 11 (SIGSEGV)``
-    (a negative status from subprocess, or 128 + N from a shell or valgrind)."""
-    number = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else None
-    if number is not None:
-        try:
-            return f"killed by signal {number} ({signal.Signals(number).name})"
-        except ValueError:
-            pass
-    return f"exit status {code}"
+    """An exit status as a reader knows it (``lifetime.how_it_ended``), 128 + N from a shell or
+    valgrind read as signal N, as a negative status from subprocess is."""
+    return lifetime.how_it_ended(128 - code if 128 < code < 128 + 65 else code)
 
 
 def line(nodeid: str, where: str, code: int) -> str:

@@ -25,7 +25,7 @@ from ..exit_codes import Exit
 from ..measure import records
 from ..measure.records import Record
 from . import child_sessions, crash
-from .argv import apart, own_coverage_data
+from .argv import apart
 from .role import AGAIN, Role
 
 #: ``--concurrency-remeasure=every``: every benchmark's test runs again in the fresh process.
@@ -84,12 +84,9 @@ class SecondSessions:
             # each round has its own deadline (--concurrency-timeout); this bounds what has none
             budget = (self.settings.timeout or 120.0) * (len(node_ids) + 1)
             try:
-                code = child_sessions.run(
-                    child_sessions.command([*apart(config, where, "again"), *role.argv()]),
-                    cwd=config.invocation_params.dir,
-                    env={**os.environ, **own_coverage_data(where, "again")},
-                    log=log,
-                    timeout=budget,
+                argv = [*apart(config, where, "again"), *role.argv()]
+                code = child_sessions.run_apart(
+                    config, argv, where, "again", log=log, timeout=budget
                 )
             except subprocess.TimeoutExpired:  # it has been stopped
                 return f"the fresh process did not end within {budget:.0f} s and was stopped"

@@ -60,6 +60,9 @@ class MeasuringSession:
     #: for what it writes).
     memory_pass = True
     profiles = PROFILE_HERE  # where a counted test's last round's profile is read (``after_call``)
+    #: Whether its tests run in this process whatever the user's -n (a pass, a second session):
+    #: in xdist's workers pytest-benchmark is off.
+    without_xdist = False
 
     def __init__(self, config, settings, watched: bool = False, on_a_side: bool = False):
         self.config = config
@@ -87,7 +90,7 @@ class MeasuringSession:
         self.started = False  # every plugin's session start done: a Ctrl-C ends in sessionfinish
         # the first Ctrl-C (or SIGTERM) from then on: the session is interrupted, whatever exit
         # status pytest hands its end; pytest-benchmark's own saves are off from that moment
-        self.stop = watchdog.StopFlag(lambda: nothing_saved_by_pytest_benchmark(config))
+        self.stop = watchdog.StopFlag(lambda: adapter.nothing_saved(config))
         self.said_interrupted = False  # the summary said where it was interrupted: said once
         #: a role's ``running`` file: the test its process runs, so one that ends it is named
         self.in_progress = crash.Running(None)
@@ -96,6 +99,8 @@ class MeasuringSession:
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's own pytest_configure starts its workers
     def pytest_configure(self, config) -> None:
+        if self.without_xdist:
+            no_xdist(config)
         if xdist_active(config) and self.settings.instrument.fresh_process:
             self.settings = lanes_instead_of_xdist(config, self.settings)
         settings = self.settings
@@ -298,7 +303,7 @@ class MeasuringSession:
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         """pytest-benchmark saves its run (--benchmark-autosave/-save/-json) at the session's end,
         whatever its status: a run the user stopped must not become the history it compares with."""
-        nothing_saved_by_pytest_benchmark(self.config)
+        adapter.nothing_saved(self.config)
         if not self.started:  # in a plugin's configure or session start: pytest has no end for it
             print(f"\npytest-concurrency: {AT_START_UP}", file=sys.stderr, flush=True)
 
@@ -565,7 +570,3 @@ class Tally:
                 f"{len(self.failed)} of {n} benchmark tests failed and the rest recorded no round"
             )
         return f"none of the {n} benchmark tests recorded a round (did they call the fixture?)"
-
-
-def nothing_saved_by_pytest_benchmark(config) -> None:
-    adapter.nothing_saved(config)

@@ -134,11 +134,6 @@ def stop() -> None:
         proc.stdout.close()
 
 
-def server_pid() -> int | None:
-    """The pid of the server this process started (for tests), or ``None``."""
-    return _server.pid if _server is not None else None
-
-
 if __name__ == "__main__":
     try:
         asyncio.run(serve())
