@@ -256,6 +256,13 @@ CASES = [
         id="bench_precision",
         marks=pytest.mark.slow,
     ),
+    # ~2 s: 100 forks a condition, each right after a thread's join, under tracemalloc
+    pytest.param(
+        "fork_after_join.py",
+        [],
+        [r"^\S+ join only: \d+ of 100 children hung", r"^\S+ join, then left the OS: 0 of 100"],
+        id="fork_after_join",
+    ),
     # ~60 s: three counted sessions of greenlet's two smoke rings, one with +2% (valgrind)
     pytest.param(
         "count_evidence.py",
