@@ -54,3 +54,29 @@ def test_a_session_that_ends_removes_its_directory(tmp_path):
         check=True,
     )
     assert done.stdout.strip() and os.listdir(tmp_path) == []
+
+
+def test_a_sweep_while_a_directory_is_being_made_leaves_it(tmp_path, monkeypatch):
+    """A sweep (another session's) that looks between the lock file's making and its lock must
+    find it unlocked under no name it opens: it took the lock and removed the live directory."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(scratch.tempfile, "tempdir", None)  # gettempdir reads TMPDIR again
+    monkeypatch.setattr(scratch, "_own", None)
+    monkeypatch.setattr(scratch, "_lock_fd", None)
+    monkeypatch.setattr(scratch, "_owner", None)
+    real, swept = scratch.fcntl.flock, []
+
+    def sweep_first(fd, how):
+        if not swept:  # the directory's own lock, about to be taken: another sweep looks first
+            swept.append(scratch.sweep(str(tmp_path)))
+        return real(fd, how)
+
+    monkeypatch.setattr(scratch.fcntl, "flock", sweep_first)
+    own = scratch.directory()
+    try:
+        assert swept == [[]] and os.path.isdir(own)
+        assert os.listdir(own) == [".alive"]
+        monkeypatch.setattr(scratch.fcntl, "flock", real)
+        assert scratch.sweep(str(tmp_path)) == []  # locked: alive
+    finally:
+        scratch.remove()

@@ -35,8 +35,12 @@ def directory() -> str:
     if _own is None or _owner != os.getpid():
         sweep()
         path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")  # mode 0700
-        fd = os.open(os.path.join(path, _LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # locked before it is named: a sweep that opened ``.alive`` between its making and its
+        # lock took the lock and removed this live directory
+        making = os.path.join(path, _LOCK + "-making")
+        fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(making, os.path.join(path, _LOCK))
         _own, _lock_fd, _owner = path, fd, os.getpid()
         atexit.register(remove)
     return _own
