@@ -57,6 +57,18 @@ def _ours(marker: str) -> list[int]:
     return found
 
 
+def _left_after(marker: str, seconds: float) -> dict[int, str]:
+    """Ours still alive once they had ``seconds`` to go, with their command lines; each then
+    killed, not to leave them to the next test."""
+    deadline = time.monotonic() + seconds
+    while _ours(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = {pid: _command_line(pid) for pid in _ours(marker)}
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
 @pytest.mark.once
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_killed_launcher_takes_its_worker_and_the_case_it_forked_along():
@@ -77,12 +89,7 @@ def test_a_killed_launcher_takes_its_worker_and_the_case_it_forked_along():
         time.sleep(0.1)
     launcher.kill()
     launcher.wait()
-    deadline = time.monotonic() + 5
-    while _ours(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = _ours(marker)
-    for pid in left:  # not to leave them to the next test
-        os.kill(pid, signal.SIGKILL)
+    left = _left_after(marker, 5)
     assert not left, f"alive 5 s after the kill: {left} (the worker was {worker})"
 
 
@@ -110,10 +117,7 @@ def test_a_command_and_what_it_started_die_with_a_killed_parent():
             time.sleep(0.05)
         parent.kill()
         parent.wait()
-        deadline = time.monotonic() + 5
-        while _ours(marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        left = _ours(marker)
+        left = _left_after(marker, 5)
     finally:
         for pid in _ours(marker):
             os.kill(pid, signal.SIGKILL)
@@ -135,12 +139,7 @@ def test_a_command_run_apart_reads_as_subprocess_run_and_ends_with_its_call():
     key, value = marker.split("=")
     with pytest.raises(subprocess.TimeoutExpired):
         lifetime.run(["sh", "-c", "sleep 600 & wait"], timeout=1, env={**os.environ, key: value})
-    deadline = time.monotonic() + 5
-    while _ours(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = _ours(marker)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = _left_after(marker, 5)
     assert not left
 
 
@@ -211,10 +210,7 @@ def test_a_run_killed_or_interrupted_while_the_base_side_builds_leaves_nothing_r
         assert len(_ours(marker)) >= 3  # the run, pip, its backend, the backend's child
         run.send_signal(signal.SIGKILL if how == "kill -9" else signal.SIGINT)
         out, _ = run.communicate(timeout=60)
-        deadline = time.monotonic() + 5
-        while _ours(marker) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        left = {pid: _command_line(pid) for pid in _ours(marker)}
+        left = _left_after(marker, 5)
     finally:
         for pid in _ours(marker):  # not to leave them to the next test
             os.kill(pid, signal.SIGKILL)
