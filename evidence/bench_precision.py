@@ -17,8 +17,12 @@ and speed drift hit both alike. Each session is ``pytest benchmarks --benchmark-
 
 and per side: the median and 90th percentile of the changes, the fraction of cells whose order
 agrees, the rounds a cell ran, and each session's wall and CPU seconds (its process tree's).
-"After" must have a median change and an order agreement at least as good as "before". The
-result goes to ``evidence/bench_precision/LABEL.json`` (``--label``; a smoke run writes nowhere).
+"After" must have a median change and an order agreement at least as good as "before". Whether
+the two sides' changes differ beyond chance is asked cell by cell (each cell's mean change on
+each side): a Wilcoxon signed-rank test, and a bootstrap 95% interval of the difference of the
+medians (after - before). The result goes to ``evidence/bench_precision/LABEL.json``
+(``--label``; a smoke run writes nowhere); ``--judge LABEL.json`` prints a kept result again,
+with the paired comparison.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import argparse
 import json
 import math
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -122,6 +127,37 @@ def compare(runs: list[dict]) -> dict:
     }
 
 
+def paired(before: dict, after: dict) -> dict:
+    """Whether after's changes differ from before's beyond chance, cell by cell."""
+    from scipy import stats
+
+    keys = sorted(set(before["cells"]) & set(after["cells"]))
+    b, a = (
+        [statistics.mean(c["change"] for c in side["cells"][k]) for k in keys]
+        for side in (before, after)
+    )
+    rng = random.Random(1)
+    draws = sorted(
+        statistics.median(a[i] for i in pick) - statistics.median(b[i] for i in pick)
+        for pick in ([rng.randrange(len(keys)) for _ in keys] for _ in range(4000))
+    )
+    return {
+        "cells": len(keys),
+        "median_difference": statistics.median(a) - statistics.median(b),
+        "interval_95": [draws[100], draws[-101]],
+        "wilcoxon_p": float(stats.wilcoxon(a, b).pvalue),
+    }
+
+
+def _paired_line(p: dict) -> str:
+    low, high = (100 * x for x in p["interval_95"])
+    return (
+        f"paired over {p['cells']} cells: median change after - before "
+        f"{100 * p['median_difference']:+.2f} points (95% {low:+.2f} to {high:+.2f}), "
+        f"Wilcoxon p={p['wilcoxon_p']:.2f}"
+    )
+
+
 def _line(name: str, side: dict) -> str:
     return (
         f"{name}: median change {100 * side['median_change']:.2f}%, "
@@ -140,8 +176,15 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2, help="sessions a side (2 or more)")
     parser.add_argument("--label", default=None, help="the result's name (default: the scale)")
     parser.add_argument("--smoke", action="store_true", help="asyncio's rings at smoke scale")
+    parser.add_argument("--judge", type=Path, help="print a kept result again, paired")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args()
+    if args.judge:
+        kept = json.loads(args.judge.read_text())
+        print(_line("before", kept["before"]))
+        print(_line("after ", kept["after"]))
+        print(_paired_line(paired(kept["before"], kept["after"])))
+        return 0
     if args.runs < 2:
         parser.error("--runs: 2 or more (a change is between two runs)")
     scale = "smoke" if args.smoke else args.scale
@@ -176,8 +219,10 @@ def main() -> int:
         after["median_change"] <= before["median_change"]
         and after["order_agreement"] >= before["order_agreement"]
     )
+    result["paired"] = paired(before, after)
     print(_line("before", before))
     print(_line("after ", after))
+    print(_paired_line(result["paired"]))
     print(f"after at least as good: {'yes' if result['at_least_as_good'] else 'no'}")
     if not args.smoke:
         HERE.mkdir(exist_ok=True)
