@@ -57,8 +57,8 @@ def test_a_session_that_ends_removes_its_directory(tmp_path):
 
 
 def test_a_sweep_while_a_directory_is_being_made_leaves_it(tmp_path, monkeypatch):
-    """A sweep (another session's) that looks between the lock file's making and its lock must
-    find it unlocked under no name it opens: it took the lock and removed the live directory."""
+    """~0 s: a sweep (another session's) that looks between the lock file's making and its lock
+    must leave the directory: it used to find ``.alive`` unlocked, take the lock and remove it."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(scratch.tempfile, "tempdir", None)  # gettempdir reads TMPDIR again
     monkeypatch.setattr(scratch, "_own", None)
