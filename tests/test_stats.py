@@ -295,6 +295,21 @@ def test_paired_layouts_that_moved_with_the_allocators_state_are_inconclusive():
     assert stats.decide_layouts(slower, base, 0.01, paired=True).status == IMPROVED
 
 
+def test_paired_sides_with_two_and_three_layouts_are_judged_on_the_two_they_share():
+    # yarl's ipv6 benchmark counts 255,632 or 258,245 by where the start-up's objects landed; a
+    # third layout is counted only where a side's first two disagree, so one side has two
+    low, high = 255_632, 258_245
+    two, three = [_layout(low)] * 2, [_layout(low), _layout(high), _layout(high)]
+    unpaired = stats.decide_layouts(two, three, 0.01)
+    assert unpaired.status == REGRESSED  # the medians of layouts: 255,632 against 258,245
+    c = stats.decide_layouts(two, three, 0.01, paired=True)
+    assert c.status == INCONCLUSIVE and "layout by layout +0.00%, +1.02%: 1 of 2" in c.note, c
+    assert stats.decide_layouts(three, two, 0.01, paired=True).status == INCONCLUSIVE
+    # a change in both shared layouts is caught, whichever side counted a third
+    slower = [_layout(low * 1.02), _layout(high * 1.02)]
+    assert stats.decide_layouts(three, slower, 0.01, paired=True).status == REGRESSED
+
+
 def test_a_layout_whose_rounds_wander_makes_it_inconclusive_and_an_outlier_is_named_by_layout():
     wandering = [1_000_000, 1_000_000, 1_000_000, 1_030_000, 1_031_000]
     steady = [_layout(1e6), _layout(1e6)]

@@ -87,6 +87,26 @@ def test_the_counted_verdicts_own_note_is_kept_where_the_verdict_says_it_not_fir
 
 
 @pytest.mark.once
+def test_counts_are_judged_at_the_threshold_time_judges_at_before_its_widening():
+    """What a quiet machine's time would say: a count within the benchmark's own time threshold
+    (7% here, widened to 74% by the baseline's drift) is no regression, and stays undecided."""
+    flip, slow = (
+        _verdict(k, INCONCLUSIVE, threshold=0.74, base_threshold=0.07) for k in (WORK, NAP)
+    )
+    counts = undecided.Counts({WORK: (REGRESSED, 0.015), NAP: (REGRESSED, 0.0777)}, base="git:abc")
+    said = undecided.settle([flip, slow], [WORK, NAP], counts)
+    assert slow.status == REGRESSED and flip.status == INCONCLUSIVE
+    assert said[1:] == [
+        "test_mylib.py::test_work: time +40.0% undecided; instructions +1.50% against git:abc, "
+        f"within the 7% time judges it at: {undecided.NOT_IN_COUNTS}"
+    ]
+    # against the base, a paired verdict's threshold is never widened: it is the one
+    fewer = paired.PairedVerdict(WORK, INCONCLUSIVE, "time", change=0.2, threshold=0.03)
+    undecided.settle([fewer], [WORK], undecided.Counts({WORK: (IMPROVED, -0.025)}))
+    assert fewer.status == INCONCLUSIVE and "within the 3% time judges it at" in fewer.note
+
+
+@pytest.mark.once
 def test_nothing_left_undecided_says_nothing():
     work = _verdict(WORK, INCONCLUSIVE)
     counts = undecided.Counts({WORK: (REGRESSED, 0.1)})

@@ -774,7 +774,7 @@ def _decide(case: _Case, judged_at: float, judging: _Judging):
     if judging.instrument.exact:
         # one session counted in the same layouts as this one (against the base, a one-session
         # baseline): layout N pairs with layout N
-        paired = len(case.kept) == 1 and len(case.layouts) == len(case.cur.layouts)
+        paired = len(case.kept) == 1
         return stats.decide_layouts(case.layouts, case.cur.layouts, judged_at, paired=paired)
     # normalized: the baseline's samples as they would have run on this machine
     reference = [x * case.factor for x in case.raw]

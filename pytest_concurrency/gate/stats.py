@@ -307,8 +307,9 @@ def decide_layouts(
 
     ``paired``: layout N of one side is layout N of the other (one session a side, counted in the
     same layouts: against the base, or a one-session baseline). The change is then the median of
-    the layouts' own changes (``_paired``), and a layout that moved beyond the threshold while the
-    median did not makes the verdict inconclusive, never "unchanged".
+    the layouts' own changes (``_paired``) over the layouts both sides counted, and a layout that
+    moved beyond the threshold while the median did not makes the verdict inconclusive, never
+    "unchanged".
 
     One outlying round per layout may be set aside (``set_aside``; the note says which). When
     the remaining rounds of a layout disagree by more than ``AGREEMENT`` of the threshold, the
@@ -333,8 +334,12 @@ def decide_layouts(
                     f"{side} round {index + 1} of {len(samples)}{where} ({samples[index]:,.0f}, "
                     f"{samples[index] / median(rounds) - 1:+.2%} from the others) set aside as an outlier"
                 )
-    if paired and len(kept["baseline"]) == len(kept["current"]) > 1:
-        c = _paired(kept["baseline"], kept["current"], threshold)
+    both = min(len(kept["baseline"]), len(kept["current"]))
+    if paired and both > 1:
+        # a third layout is counted only where a side's first two disagree: judged on the
+        # layouts both sides counted, still pair by pair (unpaired, a count that follows the
+        # start-up moves one side's median as a change would)
+        c = _paired(kept["baseline"][:both], kept["current"][:both], threshold)
     else:
         c = _decide(kept["baseline"], kept["current"], threshold)
     for side, groups in kept.items():
