@@ -597,6 +597,22 @@ def test_counted_command_traces_children_but_not_the_latency_server(tmp_path):
     )
 
 
+@needs_valgrind
+def test_what_a_save_runs_for_its_machine_info_is_not_traced(tmp_path):
+    """py-cpuinfo2's CPU id process and the programs it asks (``uname``, ``lscpu``...) count
+    nothing: each traced paid a valgrind start-up (~3 s with the interpreter's, under valgrind)."""
+    script = (
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, '-c', 'pass', '--internal-cpuid'], check=True)\n"
+        "subprocess.run(['uname', '-p'], check=True, capture_output=True)\n"
+        "subprocess.run(['true'], check=True)\n"  # traced: a program nobody skips
+    )
+    argv = callgrind.command([sys.executable, "-S", "-c", script], str(tmp_path))
+    subprocess.run(argv, check=True, timeout=120)
+    traced = sorted(p.name for p in tmp_path.glob("callgrind.*"))
+    assert len(traced) == 2, traced  # the script's own process and ``true``
+
+
 def test_profile_growth_says_which_shared_object_grew():
     base = _rec(
         100_000,
@@ -863,6 +879,61 @@ def test_a_counted_call_gets_rounds_long_enough_that_the_reading_is_one_percent(
     read = 2 if settles else callgrind.Callgrind.MAX_WARMUP
     assert bench.extra_info["warmup_rounds"] == read
     assert len(calls) == 1 + read + len(rounds) * iterations + 1
+
+
+@pytest.mark.parametrize("work", [2e7, 2e8], ids=["large", "heavy"])
+def test_a_call_that_dwarfs_a_reading_has_its_two_agreeing_warm_up_counts_as_its_rounds(
+    monkeypatch, work
+):
+    """One call a round is read in the warm-up as in a round, so the two warm-up counts that agree
+    are its rounds, and it is called no more; one of ``HEAVY`` instructions or more is then left
+    uninstrumented until the next reading (pytest-benchmark's call for its result)."""
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    from pytest_concurrency.measure import driver
+
+    monkeypatch.setattr(BenchmarkFixture, "_precisions", {})
+    monkeypatch.setattr(callgrind.Callgrind, "before_round", lambda self: None)
+    paused = []
+    monkeypatch.setattr(callgrind.Callgrind, "pause", lambda self: paused.append(len(calls)))
+    counter = _Instructions()
+    counter.WORK = work
+    monkeypatch.setattr(callgrind.Callgrind, "round_timer", lambda self: counter.round_timer())
+    bench = _counted_fixture(counter, min_rounds=5)
+    driver.WarmUntilStable(bench, callgrind.Callgrind())
+    calls: list[int] = []
+
+    def call():
+        calls.append(1)
+        counter.work()
+
+    bench(call)
+    assert bench.stats.iterations == 1 and bench.extra_info["warmup_rounds"] == 2
+    assert bench.stats.stats.data == [work + counter.READING] * 2
+    assert len(calls) == 1 + 2 + 1  # unread, the two read, pytest-benchmark's for its result
+    assert paused == ([3] if work >= driver.HEAVY else [])  # before the call for its result
+
+
+def test_a_call_whose_warm_up_counts_differ_by_more_is_counted_in_rounds_of_its_own(monkeypatch):
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    from pytest_concurrency.measure import driver
+
+    monkeypatch.setattr(BenchmarkFixture, "_precisions", {})
+    monkeypatch.setattr(callgrind.Callgrind, "before_round", lambda self: None)
+    counter = _Instructions()
+    counter.WORK = 2e7
+    monkeypatch.setattr(callgrind.Callgrind, "round_timer", lambda self: counter.round_timer())
+    bench = _counted_fixture(counter, min_rounds=5)
+    driver.WarmUntilStable(bench, callgrind.Callgrind())
+    calls: list[int] = []
+
+    def call():  # 0.15% fewer each call: warm (within 0.2%), not alike (within 0.1%)
+        calls.append(1)
+        counter.total += 2e7 * (1 - 0.0015 * len(calls))
+
+    bench(call)
+    assert len(bench.stats.stats.data) == 3 and len(calls) == 1 + 2 + 3 + 1
 
 
 DUMP = """version: 1

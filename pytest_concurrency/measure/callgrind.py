@@ -62,13 +62,16 @@ HASH_SEED = "0"  # str/bytes hashes decide dict and set layouts, and so the coun
 #: (docs/gates/instructions.md). The plugin's fork servers keep the user's allocator
 #: (``Callgrind.worker_command``).
 ALLOCATOR = "malloc"
-_NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG}"
+#: ``--internal-cpuid``: py-cpuinfo2 reads the CPU's id in a Python process of its own
+#: (``python -m cpuinfo --internal-cpuid``), which traced paid a whole interpreter start-up
+_NOT_TRACED = f"pytest_concurrency.workloads.latency_server,{UNTRACED_FLAG},--internal-cpuid"
 #: Programs a counted session runs that count nothing, left untraced: each traced one pays a
 #: valgrind start-up (0.5-1 s of CPU for ``git rev-parse``). pytest-benchmark asks git (and hg)
 #: for the commit at a session's start and again when it saves, this plugin asks git for the code
 #: identity and valgrind for its version, ``platform`` asks ``file`` (a counted save of yarl's 11
-#: URL benchmarks: 63-70 s of CPU with them untraced, 71-79 s traced, at load 5-42).
-_NOT_TRACED_PROGRAMS = "*/git,*/hg,*/file,*/valgrind"
+#: URL benchmarks: 63-70 s of CPU with them untraced, 71-79 s traced, at load 5-42); a save's
+#: machine info (py-cpuinfo2) runs ``uname``, ``lscpu``, ``sysctl`` and ``dmesg``.
+_NOT_TRACED_PROGRAMS = "*/git,*/hg,*/file,*/valgrind,*/uname,*/lscpu,*/sysctl,*/dmesg"
 INSTALL_HINT = (
     "install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install valgrind)"
 )
