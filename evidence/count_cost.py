@@ -53,7 +53,9 @@ import real_suites
 from existing_suites import loadavg
 
 OUT = real_suites.REPO / "evidence" / "count_cost" / "results.jsonl"
-#: the issue's 11 yarl benchmarks; propcache's whole benchmark file (pytest-codspeed style)
+#: the issue's 11 yarl benchmarks; propcache's whole benchmark file (pytest-codspeed style);
+#: multidict's insert (its pure-Python calls count 546-571 M instructions each); zeroconf's
+#: address and send benchmarks (``benchmark.pedantic`` with a setup)
 SELECTIONS = {
     "yarl": [
         "tests/test_url_benchmarks.py",
@@ -63,6 +65,7 @@ SELECTIONS = {
     ],
     "propcache": ["tests/test_benchmarks.py"],
     "multidict": ["tests/test_multidict_benchmarks.py", "-k", "test_multidict_insert_str"],
+    "zeroconf": real_suites.SUITES["zeroconf"].count_select,
 }
 KINDS = ("anchor", "save", "judge", "timed")
 SMOKE = {"suites": "yarl", "pairs": 1, "kinds": "anchor,save"}

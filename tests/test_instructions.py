@@ -914,7 +914,7 @@ def test_a_call_that_dwarfs_a_reading_has_its_two_agreeing_warm_up_counts_as_its
     assert paused == ([3] if work >= driver.HEAVY else [])  # before the call for its result
 
 
-def test_a_call_whose_warm_up_counts_differ_by_more_is_counted_in_rounds_of_its_own(monkeypatch):
+def test_a_call_whose_warm_up_never_settles_is_counted_in_rounds_of_its_own(monkeypatch):
     from pytest_benchmark.fixture import BenchmarkFixture
 
     from pytest_concurrency.measure import driver
@@ -928,12 +928,15 @@ def test_a_call_whose_warm_up_counts_differ_by_more_is_counted_in_rounds_of_its_
     driver.WarmUntilStable(bench, callgrind.Callgrind())
     calls: list[int] = []
 
-    def call():  # 0.15% fewer each call: warm (within 0.2%), not alike (within 0.1%)
+    def call():  # 0.3% fewer each call up to the warm-up's last read, then alike
         calls.append(1)
-        counter.total += 2e7 * (1 - 0.0015 * len(calls))
+        counter.total += 2e7 * (1 - 0.003 * min(len(calls), 6))
 
     bench(call)
-    assert len(bench.stats.stats.data) == 3 and len(calls) == 1 + 2 + 3 + 1
+    # no two of the warm-up's reads agree within REPLAYED_WITHIN: three rounds of its own
+    assert bench.extra_info["warmup_rounds"] == callgrind.Callgrind.MAX_WARMUP
+    assert len(set(bench.stats.stats.data)) == 1 and len(bench.stats.stats.data) == 3
+    assert len(calls) == 1 + callgrind.Callgrind.MAX_WARMUP + 3 + 1
 
 
 DUMP = """version: 1
