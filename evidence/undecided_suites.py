@@ -25,8 +25,11 @@ gate's summary, whether it counted, each benchmark's final status, change and no
 
     python3 evidence/undecided_suites.py --suites fastapi --work /tmp/u65 --sessions save,save,save,aa,slow
     python3 evidence/undecided_suites.py --work /tmp/u65 --sessions aa,slow,io,against-aa,against
+    python3 evidence/undecided_suites.py --summary evidence/undecided/suites.jsonl --plugin 1a2b3c4
 
-It needs PyPI (sdists, build backends, the suites' plugins) and valgrind.
+It needs PyPI (sdists, build backends, the suites' plugins) and valgrind; ``--summary`` needs
+nothing: it reads rows and prints the issue's figures (A/As failed, slowdowns caught by name, the
+I/O-bound ones' first lines, what counting cost beside the timed part).
 """
 
 from __future__ import annotations
@@ -260,17 +263,92 @@ def plan(kind: str, base: Path, clean: str) -> tuple[str, list]:
     }[kind]
 
 
+def summary(rows: list[dict]) -> str:
+    """The issue's figures from ``rows``, a line a session kind of each suite."""
+    lines = []
+    for suite in dict.fromkeys(r["suite"] for r in rows):
+        for kind in ("aa", "against-aa", "slow", "against", "io", "save"):
+            them = [r for r in rows if r["suite"] == suite and r["session"] == kind]
+            if them:
+                lines.append(f"{suite} {kind}: {_kind_summary(kind, them)}")
+    return "\n".join(lines)
+
+
+def _kind_summary(kind: str, rows: list[dict]) -> str:
+    n = len(rows)
+    exits = ", ".join(str(r["exit"]) for r in rows)
+    counted = sum(bool(r["counted"]) for r in rows)
+    cost = [
+        f"{r['timed_cpu_s']}+{round(r['cpu_s'] - r['timed_cpu_s'], 1)}"
+        for r in rows
+        if r.get("timed_cpu_s") is not None and r.get("cpu_s") is not None
+    ]
+    spent = f"; CPU s timed+counted {', '.join(cost)}" if cost else ""
+    if kind in ("aa", "against-aa", "save"):
+        failed = [name for r in rows for name in r["regressed"]]
+        return (
+            f"{n} sessions, exits {exits}, {sum(r['exit'] == 1 for r in rows)} failed "
+            f"{failed or ''}, {counted} counted{spent}"
+        )
+    if kind == "io":
+        said = sum(r["first_line"].startswith("UNDECIDED") for r in rows)
+        unchanged = [
+            k
+            for r in rows
+            for k, v in r["verdicts"].items()
+            if v["status"] == "unchanged" and "nap" not in k and _slowed_in(r, k)
+        ]
+        return f"{n} sessions, exits {exits}, undecided said first in {said}, read unchanged {unchanged}"
+    caught = sum(
+        bool(r["should_regress"])
+        and sorted(k for k, v in r["verdicts"].items() if v["status"] == "regressed")
+        == sorted(r["should_regress"])
+        for r in rows
+    )
+    changes = [
+        f"{k} {v['status']} (counted {_counted(v['note'])})"
+        for r in rows
+        for k, v in r["verdicts"].items()
+        if k in r["should_regress"]
+    ]
+    return (
+        f"{n} sessions, exits {exits}, caught exactly {caught} of {n}; {', '.join(changes)}{spent}"
+    )
+
+
+def _counted(note: str) -> str:
+    """The counted change a verdict's note says (``instructions +12.32% against ...``)."""
+    found = re.search(r"instructions (?:unchanged \()?([+-][\d.]+%)", note or "")
+    return found[1] if found else "nothing"
+
+
+def _slowed_in(row: dict, name: str) -> bool:
+    suite = SUITES[row["suite"].split()[0]]
+    return re.search(suite.slowed or suite.suite.slowed, name) is not None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suites", default=",".join(SUITES), help=f"of {', '.join(SUITES)}")
     ap.add_argument("--sessions", default="save,save,save,aa,slow,io,against-aa,against")
-    ap.add_argument("--work", type=Path, required=True, help="venvs, checkouts, baselines, logs")
+    ap.add_argument("--work", type=Path, help="venvs, checkouts, baselines, logs")
     ap.add_argument("--busy", type=int, default=2, help="busy loops beside the judged sessions")
     ap.add_argument("--busy-saves", type=int, default=0, help="busy loops beside the saves")
     ap.add_argument("--iterations", type=int, help="the CPU-bound slowdown (default: the suite's)")
     ap.add_argument("--nap-ms", type=float, default=1.0, help="the I/O-bound slowdown's sleep")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--summary", type=Path, help="print the figures of a results file, and stop")
+    ap.add_argument("--plugin", help="with --summary: only the rows of this plugin commit")
+    ap.add_argument("--smoke", action="store_true", help="--summary of the recorded results")
     args = ap.parse_args()
+    if args.smoke:
+        args.summary = args.summary or OUT
+    if args.summary:
+        rows = [json.loads(x) for x in args.summary.read_text().splitlines() if x.strip()]
+        print(summary([r for r in rows if args.plugin in (None, r["plugin"])]))
+        return 0
+    if args.work is None:
+        ap.error("--work is required to run sessions")
     work = args.work.resolve()
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)

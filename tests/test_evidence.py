@@ -35,6 +35,16 @@ CASES = [
         [r"^keeper: [\d.]+ ms of CPU a call, subprocess.run: [\d.]+ ms"],
         id="keeper_cost",
     ),
+    # ~1 s: the figures of the recorded sessions of real suites' sdists checked out from source,
+    # what time left undecided counted on both sides (a run: `python evidence/undecided_suites.py
+    # --suites fastapi --work DIR --sessions save,aa`, with valgrind, the package index and tens
+    # of minutes of counting)
+    pytest.param(
+        "undecided_suites.py",
+        [],
+        [r"^zeroconf 0\.154\.0 aa: \d+ sessions, exits", r"caught exactly \d+ of \d+"],
+        id="undecided_suites",
+    ),
     # ~1 s: asyncio and threading, a tenth of the counts, once
     pytest.param(
         "primitive_costs.py",
@@ -324,9 +334,6 @@ BY_HAND = {
     "counted_coverage.py": "needs valgrind, a second interpreter with the plugin and minutes",
     # three real suites' sdists, counted A/As and injected slowdowns (`python evidence/count_matrix.py --smoke`)
     "count_matrix.py": "needs the package index (PyPI) and minutes of counting",
-    # real suites' sdists checked out from source, what time left undecided counted on both
-    # sides (`python evidence/undecided_suites.py --suites fastapi --work DIR --sessions save,aa`)
-    "undecided_suites.py": "needs valgrind, the package index and tens of minutes of counting",
     # compares four sessions of the main job taken in turns, two with each side's code (their
     # --benchmark-json files: `python evidence/memory_pass_precision.py B1 A1 B2 A2`)
     "memory_pass_precision.py": "reads four main-job sessions taken by hand (minutes each)",
