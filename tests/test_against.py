@@ -630,7 +630,7 @@ def test_counted_against_the_base_starts_both_sides_in_one_shape(tmp_path, monke
     site = tmp_path / "against-x" / "site"
     files = {side: tmp_path / "against-x" / f"{side}.json" for side in ("base", "head")}
     junit = {side: tmp_path / "against-x" / f"{side}-junit.xml" for side in files}
-    launches = counted_against._launches(["-q", "tests"], files, site, junit)
+    launches = counted_against._launches(["-q", "tests"], files, site, junit, True)
 
     def shape(argv, env):
         strings = sum(len(os.fsencode(a)) + 1 for a in argv)
@@ -640,12 +640,29 @@ def test_counted_against_the_base_starts_both_sides_in_one_shape(tmp_path, monke
     assert shape(*launches["base"]) == shape(*launches["head"])
     given = {side: parse(line[-1].split("=", 1)[1]) for side, (line, _) in launches.items()}
     assert (given["base"].kind, given["head"].kind) == (BASE, HEAD)
+    assert given["base"].measured_here and given["head"].measured_here  # the run's one probe
     assert given["base"].base_dir == str(site)
     assert given["head"].base_dir == str(sides.same_length(site)) != str(site)
     for side, (line, env) in launches.items():
         assert f"--concurrency-save-baseline={files[side]}" in line
         assert f"--junitxml={junit[side]}" in line  # the head's copied to the user's after
         assert env["PYTHONPATH"] == f"{given[side].base_dir}{os.pathsep}/elsewhere"
+
+
+def test_a_counted_side_takes_the_runs_probe_and_probes_nothing_itself(pytester, monkeypatch):
+    """Both sides of a counted run against the base collect the same test files: the run probes
+    once (a pytest process collecting at full speed, 1.6-1.9 s of CPU) and tells each side."""
+    from pytest_concurrency import settings as settings_module
+    from pytest_concurrency.roles import counting
+
+    config = pytester.parseconfig("--concurrency-measure=instructions")
+    given = settings_module.from_config(config)
+    monkeypatch.setattr(type(given.instrument), "prepare_session", lambda self: None)
+    monkeypatch.setattr(counting, "tests_measured_here", lambda *a: pytest.fail("probed again"))
+    launcher = counting.user_session(config, given, base_dir="/base", probed=True)
+    assert isinstance(launcher, counting.Launcher) and launcher.base_dir == "/base"
+    session = counting.user_session(config, given, base_dir="/base", probed=False)
+    assert not isinstance(session, counting.Launcher)
 
 
 # -- the end of a run against the base: the session's end's steps, timed or counted ----------------

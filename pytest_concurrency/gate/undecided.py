@@ -181,8 +181,8 @@ def _why_time(v) -> str:
         return " on a loaded machine"
     if getattr(v, "too_noisy", False):
         return " behind a threshold the baseline's drift widened"
-    if v.status == UNCHANGED and blind_at_threshold(v):
-        limit = _time_threshold(v)
+    limit = _time_threshold(v)
+    if v.status == UNCHANGED and limit is not None and blind_at_threshold(v):
         if v.drift is not None and v.drift > limit:
             return f" (its baseline's sessions drift {v.drift:.0%}, more than the threshold)"
         if v.threshold is not None and v.threshold > 2 * limit:

@@ -21,8 +21,8 @@ from ..exit_codes import Exit
 from ..report import terminal
 from ..runner import sides
 from ..store import atomic, baseline
-from . import child_sessions
-from .argv import HEAD_ONLY, without
+from . import child_sessions, counting
+from .argv import HEAD_ONLY, no_coverage, traced_by_coverage, without
 from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 
 #: What a side's command line must not carry: it judges nothing and writes nothing of the user's.
@@ -32,19 +32,25 @@ NOT_IN_A_SIDE = {**HEAD_ONLY, "--concurrency-against": True, "--concurrency-agai
 def run(config, settings, run: sides.Run, written: list[str]) -> int:
     """Count the base side, then the head; judge the head's counts against the base's; with
     ``--concurrency-save-baseline``, the head's counts saved there as any counted session's are."""
-    args = without(config.invocation_params.args, NOT_IN_A_SIDE)
+    # each side's own process only launches its counted session: coverage traced nothing in it
+    args = [*without(config.invocation_params.args, NOT_IN_A_SIDE), *no_coverage(config)]
     files = {side: run.directory / f"{side}.json" for side in ("base", "head")}
     print(
         f"pytest-concurrency: counting this code (head) against {run.spec} (base): the base side's run "
         "first (its output in a log), then the head's",
         flush=True,
     )
+    if traced_by_coverage(config):
+        print(counting.COVERAGE_OFF, flush=True)
+    # one probe for both sides: they collect the same test files (the head's stand-in first on
+    # the path, as the head's session has it)
+    here = bool(counting.tests_measured_here(config, str(sides.same_length(run.site))).here)
     started = time.monotonic()
     # each side writes its tests' outcomes in the run's directory (both command lines of one
     # shape); the head's become the user's --junitxml, as pytest alone would have written it
     users_junit = _junit(config)
     junit = {side: run.directory / f"{side}-junit.xml" for side in files} if users_junit else {}
-    launches = _launches(args, files, run.site, junit)
+    launches = _launches(args, files, run.site, junit, here)
     try:
         base_code = _side(*launches["base"], run.root, run.directory)
         counted_base = time.monotonic() - started
@@ -68,15 +74,18 @@ def _junit(config) -> str | None:
     return os.path.normpath(os.path.abspath(os.path.expanduser(given))) if given else None
 
 
-def _launches(args: list, files: dict, site: Path, junit: dict) -> dict[str, tuple[list, dict]]:
+def _launches(
+    args: list, files: dict, site: Path, junit: dict, measured_here: bool = False
+) -> dict[str, tuple[list, dict]]:
     """Each side's command line and environment, of one shape: the base's install, or the head's
     empty stand-in as long (sides.same_length), in its role and first on ``PYTHONPATH`` (its
     children inherit both), and the environments padded to one size (sides.same_size). A count
     follows where objects land: with the head a plain user's session, its processes started with
-    a shorter command line and environment than the base's, one more difference between them."""
+    a shorter command line and environment than the base's, one more difference between them.
+    ``measured_here``: what the run's probe found, in each side's role (neither probes again)."""
     roles = {
-        "base": Role(BASE, base_dir=str(site)),
-        "head": Role(HEAD, base_dir=str(sides.same_length(site))),
+        "base": Role(BASE, base_dir=str(site), measured_here=measured_here),
+        "head": Role(HEAD, base_dir=str(sides.same_length(site)), measured_here=measured_here),
     }
     launches = {}
     for side, role in roles.items():

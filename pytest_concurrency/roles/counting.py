@@ -62,24 +62,38 @@ if TYPE_CHECKING:
 #: 69 s of a counted run of yarl's 91 URL benchmarks at 1 s.
 KERNEL_MAX_TIME_S = 0.2
 
+#: Said once by a run whose counted processes run without the suite's coverage
+COVERAGE_OFF = (
+    "pytest-concurrency: counted without your coverage (pytest-cov's --no-cov in each counted "
+    "process: its tracer and data file stay out of them); take coverage in a run that does not "
+    "count"
+)
+
 INTERRUPTED = (
     "\npytest-concurrency: interrupted in {}, before the counted session: no baseline, report, "
     "verdict or rounds written"
 )
 
 
-def user_session(config, settings, base_dir: str | None = None, watched: bool = False):
+def user_session(
+    config,
+    settings,
+    base_dir: str | None = None,
+    watched: bool = False,
+    probed: bool | None = None,
+):
     """The role of the process the user started, when it is not a run against a base (or of a
     side of a counted run against the base: ``base_dir`` the base's install, or the head's
-    stand-in for it); ``watched``: a session in it has a watcher (watcher.py), as nothing else
-    would name a test that ended its process."""
+    stand-in for it, ``probed`` what the run's probe found, ``tests_measured_here``);
+    ``watched``: a session in it has a watcher (watcher.py), as nothing else would name a test
+    that ended its process."""
     if settings.instrument.fresh_process:
         refuse_other_hosts(config)
     if settings.instrument.needs_launch and not measures_nothing(config):
         # before any process is counted: whichever counts (workers, or the session whole under
         # valgrind) would otherwise compile this package's modules from source, in every process
         settings.instrument.prepare_session()
-        if tests_measured_here(config, base_dir).here:
+        if probed if probed is not None else tests_measured_here(config, base_dir).here:
             return Launcher(config, settings, base_dir)
     return MeasuringSession(config, settings, watched=watched, on_a_side=base_dir is not None)
 
@@ -159,12 +173,7 @@ class Launcher:
             flush=True,
         )
         if traced_by_coverage(config):
-            print(
-                "pytest-concurrency: counted without your coverage (pytest-cov's --no-cov in each "
-                "counted process: its tracer and data file stay out of them); take coverage in a "
-                "run that does not count",
-                flush=True,
-            )
+            print(COVERAGE_OFF, flush=True)
         params = config.invocation_params
         with tempfile.TemporaryDirectory(
             prefix="passes-", dir=scratch.directory(), ignore_cleanup_errors=True

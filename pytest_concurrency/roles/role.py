@@ -45,6 +45,9 @@ class Role:
     base_dir: str | None = None  # a side, and what it starts: where the base's code is installed
     only: str | None = None  # side in a later pair, again: a file with the node ids it runs
     running: str | None = None  # passes, counted: the file naming the test in progress (crash.py)
+    #: base, head: whether the run's one probe found tests measured in the session's own process
+    #: (both sides collect the same test files), so that neither probes again
+    measured_here: bool = False
 
     def need(self, name: str) -> str:
         """A field this kind of process cannot run without; a usage error when it is missing."""
