@@ -12,8 +12,9 @@ run against it. Its configuration is as published. Sessions, in order:
   slow        the suite's hot function given ``--iterations`` loop turns a call more in the working
               tree (uncommitted; CPU-bound): must fail, naming exactly the benchmarks that call it
               (the suite's ``slowed`` pattern) and no other
-  io          the same function sleeping ``--nap-ms`` a call instead (I/O-bound: the counts cannot
-              see it): its benchmarks must never read "unchanged"; undecided is said first
+  io          the same function's wait, committed at 0 ms (``NAP``), made ``--nap-ms`` long
+              (I/O-bound: the counts cannot see it): its benchmarks must never read "unchanged";
+              undecided is said first
   against-aa  ``--concurrency-against=git:CLEAN``, the code unchanged
   against     the same, with the CPU-bound slowdown in the working tree
 
@@ -302,9 +303,10 @@ def _kind_summary(kind: str, rows: list[dict]) -> str:
     spent = f"; CPU s timed+counted {', '.join(cost)}" if cost else ""
     if kind in ("aa", "against-aa", "save"):
         failed = [name for r in rows for name in r["regressed"]]
+        named = f" ({', '.join(failed)})" if failed else ""
         return (
-            f"{n} sessions, exits {exits}, {sum(r['exit'] == 1 for r in rows)} failed "
-            f"{failed or ''}, {counted} counted{spent}"
+            f"{n} sessions, exits {exits}, {sum(r['exit'] == 1 for r in rows)} failed{named}, "
+            f"{counted} counted{spent}"
         )
     if kind == "io":
         said = sum(r["first_line"].startswith("UNDECIDED") for r in rows)
@@ -312,7 +314,7 @@ def _kind_summary(kind: str, rows: list[dict]) -> str:
             k
             for r in rows
             for k, v in r["verdicts"].items()
-            if v["status"] == "unchanged" and "nap" not in k and _slowed_in(r, k)
+            if v["status"] == "unchanged" and _slowed_in(r, k)
         ]
         return f"{n} sessions, exits {exits}, undecided said first in {said}, read unchanged {unchanged}"
     caught = sum(

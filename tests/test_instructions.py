@@ -600,7 +600,7 @@ def test_counted_command_traces_children_but_not_the_latency_server(tmp_path):
 @needs_valgrind
 def test_what_a_save_runs_for_its_machine_info_is_not_traced(tmp_path):
     """py-cpuinfo2's CPU id process and the programs it asks (``uname``, ``lscpu``...) count
-    nothing: each traced paid a valgrind start-up (~3 s with the interpreter's, under valgrind)."""
+    nothing: each traced paid a valgrind start-up, the Python one an interpreter's too."""
     script = (
         "import subprocess, sys\n"
         "subprocess.run([sys.executable, '-c', 'pass', '--internal-cpuid'], check=True)\n"
