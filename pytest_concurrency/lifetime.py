@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 #: How long a child pytest session gets to end by itself after a Ctrl-C forwarded to it (a counted
 #: session under valgrind, tens of times slower, included) before its group is killed.
@@ -77,7 +78,16 @@ def no_address_randomization() -> None:
         _PERSONALITY(0x0040000)  # ADDR_NO_RANDOMIZE
 
 
-def kill_group(proc: subprocess.Popen) -> None:
+class Child(Protocol):
+    """What ``kill_group`` needs of a child: a ``subprocess.Popen`` or alike."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def kill_group(proc: Child) -> None:
     """Kill a child started in a group of its own, and whatever it started there; reap it."""
     if proc.poll() is None:
         try:

@@ -1044,8 +1044,10 @@ def test_work(benchmark):
 """
 
 
-# ~2 min: pip installs the base side; then each side's counted run (probe, passes, counted session)
+# ~2 min: pip installs the base side; then each side's counted run (its counted session forked
+# from the run's one start-up under valgrind)
 @pytest.mark.slow
+@pytest.mark.essential
 @needs("valgrind", callgrind.unavailable_reason())
 def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester):
     _library(pytester.path / "base", "1.0", 1)
@@ -1065,6 +1067,7 @@ def test_counted_against_the_base_judges_the_heads_counts_on_the_bases(pytester)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "the base side's run first" in out and "counted against the base side" in out
     assert "Sides: mylib 1.0 (base) against" in out  # the base imported its install
+    assert "their counted sessions forked from one start-up under valgrind" in out
     assert "Regressions (fail the build): test_mylib.py::test_work: " in out
     assert "threshold 1%" in out and "where: +" in out  # three layouts a side, and where it went
     assert "Regressions" in (pytester.path / "report.md").read_text()

@@ -37,13 +37,22 @@ def register(config, role: Role | None, settings) -> object:
         obj = against.Side(config, settings, role)
     elif role.kind == BASE:  # the user's session, on the base side's code
         obj = counting.user_session(
-            config, settings, base_dir=role.base_dir, probed=role.measured_here
+            config,
+            settings,
+            base_dir=role.base_dir,
+            probed=role.measured_here,
+            shared_start=role.shared_start,
         )
     elif role.kind == AGAIN:  # the suspects' tests run again (a stored time gate's)
         obj = again.Again(config, settings, role)
     elif role.kind == HEAD:  # the user's session, counted against the base (the run's output)
         obj = counting.user_session(
-            config, settings, base_dir=role.base_dir, watched=True, probed=role.measured_here
+            config,
+            settings,
+            base_dir=role.base_dir,
+            watched=True,
+            probed=role.measured_here,
+            shared_start=role.shared_start,
         )
     else:
         obj = counting.child(config, settings, role)

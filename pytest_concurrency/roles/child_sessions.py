@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
 from .. import lifetime
 from ..exit_codes import Exit
@@ -45,6 +46,18 @@ def command(args: list[str], layout: int = 0) -> list[str]:
 _RUN_PYTEST = "import runpy\nrunpy.run_module('pytest', run_name='__main__', alter_sys=True)"
 
 
+class Process(Protocol):
+    """A child session as this module handles it: a ``subprocess.Popen``, or a session another
+    process forked for this one (shared_start.py's ``Forked``)."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+
+
 class Children:
     """The child sessions started in a ``with`` block (a SIGTERM in it taken as a Ctrl-C, unless
     this process handles SIGTERM itself: a bisection does). Those still running when it ends are
@@ -52,7 +65,7 @@ class Children:
     interrupted has said where, and this process exits 2 without a line of its own."""
 
     def __init__(self) -> None:
-        self.procs: list[tuple[subprocess.Popen, float, bool]] = []  # grace, on this terminal
+        self.procs: list[tuple[Process, float, bool]] = []  # grace, on this terminal
         self._logs = contextlib.ExitStack()
         self._took_sigterm = False
 
@@ -100,6 +113,12 @@ class Children:
         self.procs.append((proc, lifetime.INTERRUPT_GRACE_S * (1 + depth), terminal))
         return proc
 
+    def adopt(self, proc: Process, *, on_terminal: bool) -> Process:
+        """A session started for this process elsewhere, in a group of its own, stopped as
+        those ``start`` started."""
+        self.procs.append((proc, lifetime.INTERRUPT_GRACE_S, on_terminal))
+        return proc
+
     def stop(self) -> None:
         """Those still running, stopped by the one policy (``stop``)."""
         stop([(proc, grace) for proc, grace, _ in self.procs if proc.poll() is None])
@@ -143,7 +162,7 @@ def run_apart(config, args: list[str], where: str, name: str, **kw) -> int:
     return run(command(args), cwd=config.invocation_params.dir, env=env, **kw)
 
 
-def stop(procs: list[tuple[subprocess.Popen, float]]) -> None:
+def stop(procs: list[tuple[Process, float]]) -> None:
     """The one policy: a SIGINT to each (child, grace), and its group killed if it has not ended
     within its grace; one line for those killed."""
     for proc, _ in procs:

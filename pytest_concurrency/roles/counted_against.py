@@ -1,9 +1,10 @@
 """``--concurrency-against=SPEC --concurrency-measure=instructions``: both sides counted in one job.
 
 Instruction counts do not drift with the machine's load, so the two sides need no turns: each is
-a whole counted run of the user's command line (its probe, its passes, its counted session:
-counting.py), the base's first, importing its install first (``roles.BASE``), then the head's
-(``roles.HEAD``: the same shapes, an empty stand-in for the install),
+a whole counted run of the user's command line (its passes, its counted session: counting.py),
+the base's first, importing its install first (``roles.BASE``), then the head's
+(``roles.HEAD``: the same shapes, an empty stand-in for the install), their counted sessions
+forked from one start-up under valgrind (shared_start.py),
 each saving what it counted to a baseline file in the run's directory. The head's counts are then
 judged against the base's by the stored-baseline gate (gate/compare.py: the median over layouts,
 1% for users' own tests counted in three layouts, the workloads' own rule for theirs, where the
@@ -11,17 +12,21 @@ count went for a regression), the versions each side imported named in the verdi
 the user's is stored.
 """
 
+import contextlib
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from .. import session_end
+from ..backends import scratch
 from ..exit_codes import Exit
+from ..measure import callgrind
 from ..report import terminal
 from ..runner import sides
 from ..store import atomic, baseline
-from . import child_sessions, counting
+from . import child_sessions, counting, shared_start
 from .argv import HEAD_ONLY, no_coverage, traced_by_coverage, without
 from .role import AGAINST_INTERRUPTED, BASE, HEAD, Role
 
@@ -50,19 +55,23 @@ def run(config, settings, run: sides.Run, written: list[str]) -> int:
     # shape); the head's become the user's --junitxml, as pytest alone would have written it
     users_junit = _junit(config)
     junit = {side: run.directory / f"{side}-junit.xml" for side in files} if users_junit else {}
-    launches = _launches(args, files, run.site, junit, here)
     try:
-        base_code = _side(*launches["base"], run.root, run.directory)
-        counted_base = time.monotonic() - started
-        head_code = _side(*launches["head"], run.root, None)
+        with contextlib.ExitStack() as stack:
+            shared = _shared_start(stack, run) if here else None
+            launches = _launches(args, files, run.site, junit, here, shared)
+            handed = shared or {}
+            base_code = _side(*launches["base"], run.root, run.directory, handed.get("base"))
+            counted_base = time.monotonic() - started
+            head_code = _side(*launches["head"], run.root, None, handed.get("head"))
         if users_junit and junit["head"].exists():
             atomic.write_text(users_junit, junit["head"].read_text(encoding="utf-8"))
     except KeyboardInterrupt:
         print(f"\npytest-concurrency: {AGAINST_INTERRUPTED}", file=sys.stderr, flush=True)
         return Exit.INTERRUPTED
+    shared_line = ", their counted sessions forked from one start-up under valgrind" * bool(shared)
     print(
         f"pytest-concurrency: the base side counted in {counted_base:.0f} s, the head in "
-        f"{time.monotonic() - started - counted_base:.0f} s",
+        f"{time.monotonic() - started - counted_base:.0f} s{shared_line}",
         flush=True,
     )
     return _judge(settings, run, files, base_code, head_code, written)
@@ -74,18 +83,52 @@ def _junit(config) -> str | None:
     return os.path.normpath(os.path.abspath(os.path.expanduser(given))) if given else None
 
 
+def _shared_start(stack: contextlib.ExitStack, run: sides.Run) -> dict[str, int] | None:
+    """The sides' one start-up under valgrind (shared_start.py), running until ``stack`` closes:
+    each side's end of its pair with it, or None when it serves no one (said why)."""
+    directory = stack.enter_context(
+        tempfile.TemporaryDirectory(
+            prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True
+        )
+    )
+    children = stack.enter_context(child_sessions.Children())
+    server = shared_start.server_argv(sides.top_level(run.site))
+    return shared_start.begin(
+        children,
+        callgrind.command(server, directory),
+        callgrind.counted_env(dict(os.environ), directory),
+        run.root,
+        run.directory / "shared-start.log",
+        ("base", "head"),
+    )
+
+
 def _launches(
-    args: list, files: dict, site: Path, junit: dict, measured_here: bool = False
+    args: list,
+    files: dict,
+    site: Path,
+    junit: dict,
+    measured_here: bool = False,
+    shared: dict[str, int] | None = None,
 ) -> dict[str, tuple[list, dict]]:
     """Each side's command line and environment, of one shape: the base's install, or the head's
     empty stand-in as long (sides.same_length), in its role and first on ``PYTHONPATH`` (its
     children inherit both), and the environments padded to one size (sides.same_size). A count
     follows where objects land: with the head a plain user's session, its processes started with
     a shorter command line and environment than the base's, one more difference between them.
-    ``measured_here``: what the run's probe found, in each side's role (neither probes again)."""
+    ``measured_here``: what the run's probe found, in each side's role (neither probes again);
+    ``shared``: each side's end of its pair with the start-up that forks its counted session."""
+    shared = shared or {}
     roles = {
-        "base": Role(BASE, base_dir=str(site), measured_here=measured_here),
-        "head": Role(HEAD, base_dir=str(sides.same_length(site)), measured_here=measured_here),
+        "base": Role(
+            BASE, base_dir=str(site), measured_here=measured_here, shared_start=shared.get("base")
+        ),
+        "head": Role(
+            HEAD,
+            base_dir=str(sides.same_length(site)),
+            measured_here=measured_here,
+            shared_start=shared.get("head"),
+        ),
     }
     launches = {}
     for side, role in roles.items():
@@ -98,11 +141,13 @@ def _launches(
     return launches
 
 
-def _side(argv: list, env: dict, root: Path, log_dir: Path | None) -> int:
+def _side(argv: list, env: dict, root: Path, log_dir: Path | None, shared: int | None) -> int:
     """One side's counted run (it saves its counts itself); the base's output goes to a log, the
-    head's is the run's (after a Ctrl-C, it says where). Its counted sessions get their grace."""
+    head's is the run's (after a Ctrl-C, it says where). Its counted sessions get their grace;
+    ``shared``: its end of its pair with the shared start-up, handed to it alone."""
     log = log_dir and log_dir / "base-side.log"
-    return child_sessions.run(argv, cwd=root, env=env, log=log, depth=1)
+    fds = () if shared is None else (shared,)
+    return child_sessions.run(argv, cwd=root, env=env, log=log, fds=fds, depth=1)
 
 
 def _sides_line(base_meta: dict, head_meta: dict) -> str:

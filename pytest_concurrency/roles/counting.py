@@ -48,7 +48,7 @@ from ..backends import scratch
 from ..exit_codes import Exit
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from ..store import atomic
-from . import child_sessions, crash, forked_layouts, stretched_timeouts
+from . import child_sessions, crash, forked_layouts, shared_start, stretched_timeouts
 from .argv import apart, no_coverage, own_coverage_data, traced_by_coverage
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist
@@ -81,10 +81,12 @@ def user_session(
     base_dir: str | None = None,
     watched: bool = False,
     probed: bool | None = None,
+    shared_start: int | None = None,
 ):
     """The role of the process the user started, when it is not a run against a base (or of a
     side of a counted run against the base: ``base_dir`` the base's install, or the head's
-    stand-in for it, ``probed`` what the run's probe found, ``tests_measured_here``);
+    stand-in for it, ``probed`` what the run's probe found, ``tests_measured_here``,
+    ``shared_start`` the run's start-up that forks its counted session, shared_start.py);
     ``watched``: a session in it has a watcher (watcher.py), as nothing else would name a test
     that ended its process."""
     if settings.instrument.fresh_process:
@@ -94,7 +96,7 @@ def user_session(
         # valgrind) would otherwise compile this package's modules from source, in every process
         settings.instrument.prepare_session()
         if probed if probed is not None else tests_measured_here(config, base_dir).here:
-            return Launcher(config, settings, base_dir)
+            return Launcher(config, settings, base_dir, shared_start)
     return MeasuringSession(config, settings, watched=watched, on_a_side=base_dir is not None)
 
 
@@ -158,11 +160,15 @@ class Launcher:
     """The user's process in a counted run with a test measured in its own process: it runs the
     passes, then the whole session again under valgrind, and exits with that session's status."""
 
-    def __init__(self, config, settings, base_dir: str | None = None):
+    def __init__(
+        self, config, settings, base_dir: str | None = None, shared_start: int | None = None
+    ):
         self.config = config
         self.settings = settings
-        # counted against the base: the base's install, or the head's stand-in for it (as long)
+        # counted against the base: the base's install, or the head's stand-in for it (as long),
+        # and the run's start-up under valgrind that forks the counted session
         self.base_dir = base_dir
+        self.shared_start = shared_start
 
     def main(self) -> int:
         config, settings = self.config, self.settings
@@ -192,10 +198,11 @@ class Launcher:
                         f"gate judges the median over {len(outs) + 1} layouts{third})",
                         flush=True,
                     )
+                shared = shared_start.Server(self.shared_start) if self.shared_start is not None else None
                 role = Role(
                     COUNTED,
                     base_dir=self.base_dir,
-                    launcher=os.getpid(),
+                    launcher=shared.pid if shared else os.getpid(),  # its parent
                     kernel=kernel_file,
                     layouts=outs,
                     forked=forked,
@@ -203,7 +210,7 @@ class Launcher:
                 )
                 counted = Command([*params.args, *role.argv(), *no_coverage(config)], {}, None)
                 codes = run_sessions(
-                    [counted, *(command for _, command in passes)], str(params.dir)
+                    [counted, *(command for _, command in passes)], str(params.dir), shared
                 )
                 if codes is None:  # Ctrl-C: each has ended, and the counted session said so
                     return Exit.INTERRUPTED
@@ -305,14 +312,22 @@ class Command(NamedTuple):
     layout: int = 0  # where its heap starts (measure/layouts.py)
 
 
-def run_sessions(commands: list[Command], cwd: str) -> list[int] | None:
+def run_sessions(
+    commands: list[Command], cwd: str, shared: shared_start.Server | None = None
+) -> list[int] | None:
     """Run pytest sessions counted, side by side (child_sessions.py: each in a session of its own,
-    dying with this process, ignoring a Ctrl-C until its session started). Their exit statuses;
+    dying with this process, ignoring a Ctrl-C until its session started); the first forked by
+    ``shared``, when given (a side's counted session against the base). Their exit statuses;
     None after a Ctrl-C, forwarded to each, once all have ended."""
     callgrind.prepare()
     with contextlib.ExitStack() as directories, child_sessions.Children() as children:
-        running = []
-        for args, added, log, fds, layout in commands:
+        running: list[tuple[child_sessions.Process, str]] = []
+        for n, (args, added, log, fds, layout) in enumerate(commands):
+            if n == 0 and shared is not None:
+                env = {**callgrind.counted_env(dict(os.environ), shared.directory), **added}
+                forked = shared.request([*args, *QUIET_FAULTHANDLER], env, cwd, log)
+                running.append((children.adopt(forked, on_terminal=log is None), shared.directory))
+                continue
             directory = directories.enter_context(
                 tempfile.TemporaryDirectory(
                     prefix="callgrind-", dir=scratch.directory(), ignore_cleanup_errors=True

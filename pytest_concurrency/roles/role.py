@@ -48,6 +48,9 @@ class Role:
     #: base, head: whether the run's one probe found tests measured in the session's own process
     #: (both sides collect the same test files), so that neither probes again
     measured_here: bool = False
+    #: base, head: the file descriptor of its end of a socket pair with the run's one start-up
+    #: under valgrind, which forks the side's counted session (shared_start.py)
+    shared_start: int | None = None
 
     def need(self, name: str) -> str:
         """A field this kind of process cannot run without; a usage error when it is missing."""
