@@ -300,9 +300,10 @@ OPTIONS: tuple[Option, ...] = (
         default=undecided.PASS,
         choices=(undecided.PASS, undecided.EXIT),
         metavar="END",
-        help="what a timed run ends with when neither time nor counting instructions decided a "
+        help="what a run ends with when neither time nor counting instructions decided a "
         "benchmark (time undecided on a loaded machine; its tests counted on both sides, with "
-        f"valgrind, and the counts not regressed): {undecided.PASS} (exit 0, said first; "
+        "valgrind, and the counts not regressed), or a counted run's counts did not (its layouts "
+        f"moved on both sides of the threshold): {undecided.PASS} (exit 0, said first; "
         f"default) or {undecided.EXIT} (exit {Exit.UNDECIDED}, for a workflow to mark neutral "
         "or fail)",
     ),

@@ -544,3 +544,41 @@ def test_the_judge_step_counts_only_the_undecided_and_its_summary_follows_the_co
     asked.clear()
     judge(baseline_of(1), run(2), meta(), GateSettings(), count=count)
     assert asked == []
+
+
+def _counted(layouts: list[float]):
+    """A plain test's counts in each layout (three rounds a layout, agreeing)."""
+    from pytest_concurrency.measure.records import Record
+
+    rounds = [[c, c * 1.0001, c * 0.9999] for c in layouts]
+    extra = {"measure": "instructions", "layouts": rounds[1:]}
+    return Record("test_x.py::test_build", {}, "", rounds[0], extra=extra, name="test_build")
+
+
+@pytest.mark.once
+def test_what_counts_alone_could_not_decide_is_said_first_and_may_exit_with_its_own_status():
+    """A counted judgement has nothing to settle its inconclusive verdicts: yarl's ``URL.build``
+    with work sized to +1% of its saved count read +1.07% in one layout and +0.86% in the other,
+    inconclusive, and the run went green with it listed among the others. It is said first now,
+    as time's undecided are, and --concurrency-undecided=exit ends the run with 9."""
+    from _documents import document_from_records
+
+    from pytest_concurrency import measure
+    from pytest_concurrency.gate.compare import GateSettings
+    from pytest_concurrency.gate.judge import judge
+    from pytest_concurrency.store import baseline
+    from pytest_concurrency.store.history import Baseline
+
+    meta = baseline.current_meta({}, None, measure.instrument("instructions"))
+    base = Baseline.of(document_from_records([_counted([1e6, 1e6])], meta))
+    judged = judge(base, [_counted([1.0107e6, 1.0086e6])], meta, GateSettings(threshold=0.01))
+    (v,) = judged.gate.verdicts
+    assert v.status == INCONCLUSIVE
+    headline, line = judged.gate.undecided
+    assert headline.startswith("UNDECIDED: 1 benchmark their counts could not decide: this run")
+    assert line.startswith("test_x.py::test_build: instructions +0.96% undecided (layout by layout")
+    outcome = SessionOutcome([], gate=judged.gate, undecided_exit=True)
+    assert outcome.status(0) == Exit.UNDECIDED
+    # decided (beyond the threshold in every layout): nothing is undecided
+    judged = judge(base, [_counted([1.02e6, 1.021e6])], meta, GateSettings(threshold=0.01))
+    assert judged.gate.verdicts[0].status == REGRESSED and judged.gate.undecided == []

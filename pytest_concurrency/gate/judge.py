@@ -1,7 +1,8 @@
 """The judge step at a session's end, one call from the pipeline (session_end.finish): the
 session's records against the baseline, or for leaks alone without one; a suspect measured again
 (its test run in a fresh process) judged on the faster of its two sessions; what time still left
-undecided counted, and settled on the counts (gate/undecided.py)."""
+undecided counted, and settled on the counts; what counts alone could not decide, said as
+undecided too (gate/undecided.py)."""
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -55,13 +56,16 @@ def judge(
         records = compare.faster_sessions(records, reruns)
         second = compare.compare(base, records, meta, settings, reference, against)
         result = compare.reproduce(first, second, reruns)
-    if count is not None and result.refused is None and result.rerecord is None:
+    decided = result.refused is None and result.rerecord is None
+    if count is not None and decided:
         keys = undecided.of_stored(first, result)
         if keys:
             result.undecided = undecided.settle(result.verdicts, keys, count(keys))
             # its "passed"/"FAILED" line, on the statuses the counts settled
             instrument = measure.instrument(meta.get("measure"))
             result.summary = compare.summary(result, settings, instrument)
+    elif decided and measure.instrument(meta.get("measure")).exact:  # counted: nothing settles it
+        result.undecided = undecided.of_counts(result.verdicts)
     # a refused comparison judges no memory: the leaks found above still stand
     memory = result.memory if result.memory is not None else leaks
     return Judged(records, result, memory, said)

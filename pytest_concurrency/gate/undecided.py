@@ -154,10 +154,30 @@ def _counts_said(status, moved: str, against: str, at: tuple, why_not: str) -> s
     )
 
 
-def _headline(n: int) -> str:
+def of_counts(verdicts: Iterable) -> list[str]:
+    """What a counted judgement could not decide (nothing else counts them again): its
+    inconclusive verdicts, whose layouts moved on both sides of the threshold or whose rounds
+    wandered, said first as time's undecided are, with the lines to say. A slowdown of the
+    threshold's own size lands there about as often as beyond it: yarl's ``URL.build`` with work
+    sized to +1% of its saved count read +0.86% to +1.13% by where its objects landed, regressed
+    in some judgements, inconclusive in the others, never unchanged."""
+    left = [
+        f"{key_label(v.key)}: instructions {v.change:+.2%} undecided"
+        + (f" ({v.note.split(';')[0]})" if v.note else "")
+        for v in verdicts
+        if v.status == INCONCLUSIVE and measure.instrument(v.measure).exact and v.change is not None
+    ]
+    return [_headline(len(left), COUNTS_ALONE), *left] if left else []
+
+
+#: Who could not decide: time, then the counts that settle it (``settle``), or counts alone
+TIME_THEN_COUNTS = "neither time nor counts could decide"
+COUNTS_ALONE = "their counts could not decide"
+
+
+def _headline(n: int, who: str = TIME_THEN_COUNTS) -> str:
     return (
-        f"UNDECIDED: {n} benchmark{'s' * (n != 1)} neither time nor counts could decide: this run "
-        "passes without a verdict on "
+        f"UNDECIDED: {n} benchmark{'s' * (n != 1)} {who}: this run passes without a verdict on "
         f"{'them' if n != 1 else 'it'} (--concurrency-undecided=exit ends it with its own status)"
     )
 
@@ -166,11 +186,13 @@ def joined(parts: Iterable[list[str]], keys: Iterable[tuple]) -> list[str]:
     """The lines ``settle`` said for each of a run's shards, said once for the run: one headline
     counting the benchmarks of ``keys`` (the merged verdicts') named, then theirs, then each
     shard's why-not once."""
+    parts = [part for part in parts if part]
     said = [line for part in parts for line in part[1:]]
     labels = tuple(f"{key_label(k)}: " for k in keys)
     named = [line for line in said if line.startswith(labels)]
     rest = list(dict.fromkeys(line for line in said if not line.startswith(labels)))
-    return [_headline(len(named)), *named, *rest] if said else []
+    who = COUNTS_ALONE if parts and COUNTS_ALONE in parts[0][0] else TIME_THEN_COUNTS
+    return [_headline(len(named), who), *named, *rest] if said else []
 
 
 def _time_threshold(v) -> float | None:

@@ -198,7 +198,11 @@ class Launcher:
                         f"gate judges the median over {len(outs) + 1} layouts{third})",
                         flush=True,
                     )
-                shared = shared_start.Server(self.shared_start) if self.shared_start is not None else None
+                shared = (
+                    shared_start.Server(self.shared_start)
+                    if self.shared_start is not None
+                    else None
+                )
                 role = Role(
                     COUNTED,
                     base_dir=self.base_dir,

@@ -10,9 +10,10 @@ directory, environment, import path and output, and runs pytest as ``python -m p
 valgrind follows ``fork()``, and the child counts as a counted session started alone does. The two
 sides' sessions then also start from one heap, a difference fewer between their counts.
 
-What the server imports, the sides share; so it serves no one when the base's install holds a
-module it imported (a suite against an older pytest, pytest-benchmark or a plugin that ships a
-pytest11 entry point), and each side then starts its own valgrind, as before.
+What the server keeps imported, the sides share: pytest and what it imports, and the standard
+library's modules; the plugins' own modules (this package's included) it forgets, for each session
+to import as it loads its plugins. So it serves no one when the base's install holds a module it
+kept (a suite against an older pytest or pluggy), and each side then starts its own valgrind.
 
 Lifetimes: the server dies with the run (PR_SET_PDEATHSIG), a child with the server; a child whose
 side is gone (its connection closed: killed) is killed with its process group. A Ctrl-C reaches
