@@ -157,10 +157,9 @@ def _counts_said(status, moved: str, against: str, at: tuple, why_not: str) -> s
 def of_counts(verdicts: Iterable) -> list[str]:
     """What a counted judgement could not decide (nothing else counts them again): its
     inconclusive verdicts, whose layouts moved on both sides of the threshold or whose rounds
-    wandered, said first as time's undecided are, with the lines to say. A slowdown of the
-    threshold's own size lands there about as often as beyond it: yarl's ``URL.build`` with work
-    sized to +1% of its saved count read +0.86% to +1.13% by where its objects landed, regressed
-    in some judgements, inconclusive in the others, never unchanged."""
+    wandered, to be said first as time's undecided are. A slowdown of the threshold's own size
+    lands there as often as beyond it: yarl's ``URL.build`` with work sized to +1% of its saved
+    count read +0.86% to +1.13%, by where the save's and the judgement's objects landed."""
     left = [
         f"{key_label(v.key)}: instructions {v.change:+.2%} undecided"
         + (f" ({v.note.split(';')[0]})" if v.note else "")
