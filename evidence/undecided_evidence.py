@@ -149,9 +149,11 @@ def beside_busy_loops(argv, cwd, env, busy: int, out_file: Path, err_file: Path)
     the timed part's load, not the counts'): its exit status, its timed part's seconds (None:
     it counted nothing), and the CPU seconds its process tree used: ``timed_cpu_s`` up to the
     arbiter's start (the timed session's processes have ended by then), ``cpu_s`` in all (the
-    busy loops are not its children, so not in either)."""
+    busy loops are not its children, so not in either); ``load_timed``: the 1-minute load average
+    as the timed part ends, the busy loops still running (the load the time gate judged under)."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
-    started, timed, cpu = time.monotonic(), None, {"timed_cpu_s": None, "cpu_s": None}
+    started, timed = time.monotonic(), None
+    cpu: dict = {"timed_cpu_s": None, "cpu_s": None, "load_timed": None}
     try:
         with open(out_file, "w") as out_fh, open(err_file, "w") as err_fh:
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out_fh, stderr=err_fh)
@@ -162,11 +164,13 @@ def beside_busy_loops(argv, cwd, env, busy: int, out_file: Path, err_file: Path)
                 if pid:
                     proc.returncode = os.waitstatus_to_exitcode(status)
                     cpu["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
+                    cpu["load_timed"] = cpu["load_timed"] or round(os.getloadavg()[0], 2)
                     break
                 time.sleep(1)
                 if timed is None and ARBITER_SAYS in err_file.read_text(errors="replace"):
                     timed = time.monotonic() - started
                     cpu["timed_cpu_s"] = _tree_cpu_so_far(proc.pid)
+                    cpu["load_timed"] = round(os.getloadavg()[0], 2)
                     _stop(hogs)
     finally:
         _stop(hogs)
