@@ -279,7 +279,7 @@ class Matrix:
 
 def burden(base: Path, name: str, share: float) -> int:
     """The buffer's bytes whose hash adds ``share`` of ``name``'s saved count a call: of the
-    median over its saved layouts, as the gate judges it (until c94a93e, of its first layout's
+    median over its saved layouts, as the gate judges it (until c960763, of its first layout's
     median: a save whose first layout counted 0.2% under the others read +1% as +0.8%)."""
     doc = json.loads(base.read_text())
     (bench,) = (b for b in doc["benchmarks"] if b["name"] == name)

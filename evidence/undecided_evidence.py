@@ -164,7 +164,8 @@ def beside_busy_loops(argv, cwd, env, busy: int, out_file: Path, err_file: Path)
                 if pid:
                     proc.returncode = os.waitstatus_to_exitcode(status)
                     cpu["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
-                    cpu["load_timed"] = cpu["load_timed"] or round(os.getloadavg()[0], 2)
+                    if cpu["load_timed"] is None:  # it counted nothing: the loops ran to its end
+                        cpu["load_timed"] = round(os.getloadavg()[0], 2)
                     break
                 time.sleep(1)
                 if timed is None and ARBITER_SAYS in err_file.read_text(errors="replace"):

@@ -3,7 +3,7 @@ side's counted session, which must be the session ``python -m pytest`` would hav
 
 These start the server at full speed (no valgrind: what it does to a session is the same; the
 counted run against the base under valgrind is test_against.py's). Each test: a server start-up
-and one or two pytest sessions, 1-3 s.
+and one or two pytest sessions, 1-6 s (the slowest 4.8-5.8 s in .ci/run).
 """
 
 from __future__ import annotations

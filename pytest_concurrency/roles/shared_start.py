@@ -1,14 +1,14 @@
 """One start-up under valgrind for both counted sides of a run against the base.
 
 Each side of ``--concurrency-against ... --concurrency-measure=instructions`` runs the user's
-session again under valgrind, and each paid the interpreter's start-up, pytest's imports and the
-plugins' under it: seconds of CPU a side that count nothing, and the same on both sides (what
-differs between them is imported later: the base's install, first on the path, or the head's
-stand-in). The run starts one process under valgrind (``begin``) that pays them once, then forks
+session again under valgrind, and each paid the interpreter's start-up and pytest's imports under
+it: seconds of CPU a side that count nothing, and the same on both sides (what differs between
+them is imported later: the base's install, first on the path, or the head's stand-in). The run
+starts one process under valgrind (``begin``) that pays them once, then forks
 each side's counted session when that side asks (``request``): the child takes the side's working
 directory, environment, import path and output, and runs pytest as ``python -m pytest`` would.
 valgrind follows ``fork()``, and the child counts as a counted session started alone does. The two
-sides' sessions then also start from one heap, a difference fewer between their counts.
+sides' sessions also start from one heap (by construction; not measured apart).
 
 What the server keeps imported, the sides share: pytest and what it imports, and the standard
 library's modules; the plugins' own modules (this package's included) it forgets, for each session
@@ -44,7 +44,7 @@ from ..backends import child_env
 
 READY = "ready"
 _SAFE_PATH = getattr(sys.flags, "safe_path", False)  # -P (3.11+): no directory first on the path
-#: Of the server's start-up: it imported a module the base's install holds (its line says which)
+#: Of the server's start-up: it kept a module the base's install holds (its line says which)
 SERVES_NO_ONE = 3
 POLL_S = 0.1
 #: What a request (pytest's arguments, the side's environment) may take: a SOCK_SEQPACKET message
