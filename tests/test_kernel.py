@@ -256,6 +256,26 @@ def test_on_a_busier_machine_threads_scheduler_figures_are_inconclusive_not_regr
 
 
 @pytest.mark.once
+def test_on_a_busier_machine_a_suites_own_benchmarks_waits_are_inconclusive_not_regressed():
+    """A suite's own benchmark names no model, and may wait on threads of its own (FastAPI's test
+    client): beside busy loops that left it less than one free core, an unchanged one read 29 ->
+    46 voluntary switches an op. The same rise on a quiet machine is the code's."""
+
+    def own(vcsw, foreign_cpu):
+        rec = _rec("-", syscalls=40.0, vcsw=vcsw)
+        rec.extra.update(foreign_cpu=foreign_cpu)  # no task kind: no model named
+        return rec
+
+    doc = base_of([own(29.0, 0.05)], META)
+    busy = gate.compare(doc, [own(45.5, 1.33)], META)
+    assert not busy.kernel.failed, [kernel_gate.line(v) for v in busy.kernel.verdicts]
+    (waits,) = [v for v in busy.kernel.verdicts if v.figure == "vcsw"]
+    assert waits.status == INCONCLUSIVE and "cannot be told from the load" in waits.note
+    quiet = gate.compare(doc, [own(45.5, 0.05)], META)
+    assert quiet.kernel.failed and quiet.kernel.by_status(REGRESSED)[0].figure == "vcsw"
+
+
+@pytest.mark.once
 def test_a_plain_tests_figures_carry_the_machines_load_as_a_workload_cases_do():
     # 0.3 s of sleeping rounds: long enough for /proc/stat's ticks to tell the load
     from pytest_concurrency import backends

@@ -178,6 +178,29 @@ def test_a_base_that_holds_a_module_the_start_up_imported_is_served_by_no_one(tm
     assert "each side starts its own valgrind: the base's install holds pytest, which" in said
 
 
+def test_a_start_up_that_is_never_ready_is_killed_and_each_side_starts_its_own(tmp_path, capsys):
+    """A server whose start-up hangs (here: one that sleeps) must not hang the run: past its
+    deadline it is killed, and the sides start their own valgrind."""
+    with child_sessions.Children() as children:
+        ends = shared_start.begin(
+            children,
+            [sys.executable, "-c", "import time; time.sleep(600)"],
+            dict(os.environ),
+            tmp_path,
+            tmp_path / "server.log",
+            ("base", "head"),
+            ready_within=0.5,
+        )
+        (proc, _, _), *_ = children.procs
+        assert proc.returncode == -signal.SIGKILL
+    assert ends is None
+    said = capsys.readouterr().out
+    assert (
+        "each side starts its own valgrind: the shared start-up was not ready in 0.5 s (killed)"
+        in said
+    )
+
+
 def test_the_server_dies_with_its_run(tmp_path):
     """A ``kill -9`` of the run leaves no server nor session behind (PR_SET_PDEATHSIG)."""
     (tmp_path / "test_waits.py").write_text(WAITS)

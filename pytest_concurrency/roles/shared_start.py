@@ -47,6 +47,10 @@ _SAFE_PATH = getattr(sys.flags, "safe_path", False)  # -P (3.11+): no directory 
 #: Of the server's start-up: it kept a module the base's install holds (its line says which)
 SERVES_NO_ONE = 3
 POLL_S = 0.1
+#: How long the server's start-up may take before the sides give up on it and start their own:
+#: importing pytest under valgrind took 5-8 s here, quiet; a start-up that hangs must not hang
+#: the run
+READY_S = 300.0
 #: What a request (pytest's arguments, the side's environment) may take: a SOCK_SEQPACKET message
 #: is whole or refused
 REQUEST_MAX = 1 << 20
@@ -55,12 +59,15 @@ REQUEST_MAX = 1 << 20
 # -- in the run against the base ------------------------------------------------------------------
 
 
-def begin(children, argv_under_valgrind, env: dict, cwd, log, sides) -> dict[str, int] | None:
+def begin(
+    children, argv_under_valgrind, env: dict, cwd, log, sides, ready_within: float = READY_S
+) -> dict[str, int] | None:
     """Start the server (``argv_under_valgrind``: ``server_argv`` wrapped by callgrind) in
     ``children`` (child_sessions.Children), a socket pair for each of ``sides``; once it has
     imported what the sides share, each side's end of its pair (a file descriptor, to hand to
-    that side alone), or None (said why) when it serves no one. A pair, not a path: only the
-    processes given an end can ask, and no path length limits it (AF_UNIX's 107 bytes)."""
+    that side alone), or None (said why) when it serves no one, or has not said it is ready
+    within ``ready_within`` seconds (then it is killed). A pair, not a path: only the processes
+    given an end can ask, and no path length limits it (AF_UNIX's 107 bytes)."""
     pairs = {side: socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for side in sides}
     ends = [theirs.detach() for theirs, _ in pairs.values()]
     with open(log, "wb") as err:
@@ -73,7 +80,12 @@ def begin(children, argv_under_valgrind, env: dict, cwd, log, sides) -> dict[str
             stdout=subprocess.PIPE,
             stderr=err,
         )
-    said = proc.stdout.readline().decode(errors="replace").strip()
+    if select.select([proc.stdout], [], [], ready_within)[0]:
+        said = proc.stdout.readline().decode(errors="replace").strip()
+    else:
+        proc.kill()
+        proc.wait()
+        said = f"the shared start-up was not ready in {ready_within:g} s (killed): see {log}"
     proc.stdout.close()
     if said == READY:
         return {side: ours.detach() for side, (_, ours) in pairs.items()}
