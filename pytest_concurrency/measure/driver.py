@@ -324,12 +324,10 @@ def counter_precision(fixture_class, timer, fresh=None) -> float:
 
 PRECISION_PAIRS = 3  # counts are exact: the same difference every time, a few pairs suffice
 #: At most this share of a counted round is the reading's own instructions (``WarmUntilStable``),
-#: which are taken off its count (``_calls_alone``): pytest-benchmark's own share (10%). Calls a
-#: round change what a call counts (the collector runs every so many allocations, its counters
-#: zeroed before each round), so whichever side of this share a call lands on moves its count: at
-#: 1% yarl's URL benchmarks (255 k instructions a call, a reading 2.5 k) landed on either side,
-#: by which test ran first.
-READING_SHARE = 0.1
+#: which are taken off its count (``_calls_alone``). Rounds of many calls keep what varies from
+#: call to call small: at pytest-benchmark's 10%, zeroconf's send (22 k instructions a call, a
+#: reading 2.5 k) got two calls a round, which disagreed by 20%, and its +10.5% went undecided.
+READING_SHARE = 0.01
 MAX_LOOPS = 10_000  # reached only by a function of a few dozen instructions, the loop's own
 #: Two warm-up counts of a call that dwarfs a reading, this close, are its rounds
 #: (``WarmUntilStable``): the warm-up's own agreement (callgrind.Callgrind.WARM). multidict's
@@ -367,9 +365,8 @@ class WarmUntilStable:
     rounds (three for counts, which agree to <0.2%) rather than its five or more: under valgrind
     each round's readings take a tenth of a second or more, and these were half a test's readings.
 
-    A call that makes a round alone (ten readings' instructions or more) is read in the warm-up
-    exactly as in a round, so its last two warm-up counts, where they agree within
-    ``REPLAYED_WITHIN``, are its two rounds
+    A call that dwarfs a reading (one call a round) is read in the warm-up exactly as in a round,
+    so its last two warm-up counts, where they agree within ``REPLAYED_WITHIN``, are its two rounds
     (``_replay``) and it is called no more: multidict's pure-Python insert counted 546 M
     instructions a call, and its six counted calls a layout (one unread, two warm-up, three
     rounds) were most of a counted session's cost. One of ``HEAVY`` instructions or more is then
@@ -454,7 +451,8 @@ class WarmUntilStable:
         """A round's count without its reading's own instructions (the counter's precision: what
         two readings in a row count), which pytest-benchmark would divide by the round's calls:
         with them, yarl's ipv6 URL benchmark counted 258,101 a call where one call made a round
-        and 255,577 where two did (the reading's 2,548 halved, and the collector's runs)."""
+        and 255,577 where two did (the reading's 2,548 halved), and the first benchmark of a
+        session got one."""
         return max(count - adapter.precision(self._benchmark), 1.0)
 
     def _warm_up(self, call, unread, args, kwargs) -> None:
