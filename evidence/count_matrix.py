@@ -36,8 +36,8 @@ benchmark's count over its saved one, from the verdicts. ``--reuse`` keeps a par
 an earlier run in the same ``--work`` and goes on numbering its judgements from the rows of
 ``--out``; ``--judge-layouts-from start`` judges with started layouts (the saves keep forked
 ones); ``--plugin DIR`` measures another copy of the plugin (``git archive`` of a commit) in a
-``--work`` of its own. A row keeps each benchmark's median in each layout (``layouts``). Each
-part's sessions keep coverage's data (the suites' addopts) in a file of their own
+``--work`` of its own; ``--threshold PCT`` judges at PCT% rather than the gate's default. A row
+keeps each benchmark's median in each layout (``layouts``). Each part's sessions keep coverage's data (the suites' addopts) in a file of their own
 (``COVERAGE_FILE``). Two runs at once need a ``--work`` each: a run's end removes the copy of
 yarl another run's sessions import (they then count yarl's compiled build). Parts run whole, ``--parallel`` of them at a time (counted sessions are
 CPU-heavy: 2 at most on 2 cores); ``/proc/loadavg`` is recorded before and after every session.
@@ -167,6 +167,9 @@ class Matrix:
         if kind == "judge" and self.args.judge_layouts_from:
             gate.append(f"--concurrency-layouts-from={self.args.judge_layouts_from}")
             condition = f"{condition}, {self.args.judge_layouts_from}ed layouts".lstrip(", ")
+        if kind == "judge" and self.args.threshold:
+            gate.append(f"--concurrency-threshold={self.args.threshold:g}")
+            condition = f"{condition}, judged at {self.args.threshold:g}%".lstrip(", ")
         cmd = [str(py), "-m", "pytest", *selection, *count_cost.COMMON, *count_cost.COUNT, *gate]
         row = {
             "when": stamp(),
@@ -443,6 +446,12 @@ def main() -> int:
         "--judge-layouts-from",
         choices=("fork", "start"),
         help="judge with --concurrency-layouts-from (the saves keep the default, fork)",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        metavar="PCT",
+        help="judge at this threshold (--concurrency-threshold) rather than the gate's default",
     )
     parser.add_argument(
         "--table", metavar="JSONL", nargs="+", help="print the table of results files"

@@ -757,6 +757,14 @@ def test_counts_in_several_layouts_are_judged_on_their_median_and_kept_with_the_
         0.01
     )  # three layouts a side: 1%, not 2%
     assert "(threshold 1%, instructions, exact)" in result.summary
+    finer = gate.compare(  # a threshold under 1% reads as given, not rounded to "0%"
+        parsed,
+        [_in_layouts(1.008e6, 1.007e6, 1.03e6)],
+        counted_meta,
+        gate.GateSettings(threshold=0.005),
+    )
+    assert finer.verdicts[0].status == REGRESSED
+    assert "(threshold 0.5%, instructions, exact)" in finer.summary, finer.summary
     one = document_from_records([_counted("ring", 1.001e6, waits=False)], counted_meta)
     result = gate.compare(Baseline.of(one), [_in_layouts(1.012e6, 1.011e6, 1.04e6)], counted_meta)
     assert [(v.status, v.threshold) for v in result.verdicts] == [(UNCHANGED, pytest.approx(0.02))]

@@ -40,6 +40,7 @@ from .verdicts import (
     UNCHANGED,
     GateResult,
     Verdict,
+    share,
 )
 
 #: Calibration ratios within this of 1 are the same speed: decide on raw times. Normalizing
@@ -716,7 +717,7 @@ def _first_verdict(case: _Case, judging: _Judging) -> Verdict:
         base_threshold=case.threshold,
     )
     if case.widened:
-        verdict.note = f"threshold {case.threshold:.0%}: {case.widened}"
+        verdict.note = f"threshold {share(case.threshold)}: {case.widened}"
     if case.bad:
         verdict.note = _join(verdict.note, session_quality.left_out(case.bad, case.sessions))
     return verdict
@@ -765,7 +766,7 @@ def _widened_by_drift(verdict: Verdict, case: _Case, judging: _Judging) -> tuple
     )
     if typical is not None:
         drifts += f", this suite's typical benchmark {typical:.1%}"
-    widening = f"threshold widened from {threshold:.0%} to {allowance:.0%} by {verdict.widened_by}: {drifts}"
+    widening = f"threshold widened from {share(threshold)} to {share(allowance)} by {verdict.widened_by}: {drifts}"
     verdict.note = _join(verdict.note, widening)
     return allowance, widening, drifts
 
@@ -792,7 +793,7 @@ def _too_noisy(verdict: Verdict, c, widening: str, drifts: str) -> None:
         else "re-record the baseline"
     )
     verdict.note = _join(
-        f"baseline too noisy (threshold widened to +{verdict.threshold:.0%} by "
+        f"baseline too noisy (threshold widened to +{share(verdict.threshold)} by "
         f"{verdict.widened_by}): {fix}",
         verdict.note.replace(widening, drifts),
     )
@@ -866,7 +867,9 @@ def _judged_at(result: GateResult, settings: GateSettings, instrument) -> str:
     thresholds = ([settings.threshold] if settings.threshold else used) or [
         instrument.default_threshold
     ]
-    said = f"threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{t:.0%}' for t in thresholds)}, "
+    said = (
+        f"threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{share(t)}' for t in thresholds)}, "
+    )
     if instrument.exact:
         return said + f"{instrument.kind}, exact"
     scale = _scale({v.decided_by for v in result.verdicts if v.decided_by})

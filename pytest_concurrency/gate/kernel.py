@@ -31,6 +31,7 @@ from .verdicts import (
     UNCHANGED,
     KernelResult,
     KernelVerdict,
+    share,
 )
 
 #: How many times the rounds' relative MAD the threshold widens to, where they are that noisy.
@@ -259,7 +260,7 @@ def line(v: KernelVerdict) -> str:
     change = f"+{amount(v.figure, v.current)} from none" if v.change is None else f"{v.change:+.0%}"
     return (
         f"{key_label(v.key)}: {amount(v.figure, v.baseline)} -> {amount(v.figure, v.current)} {what} "
-        f"({change}, threshold {v.threshold:.0%})" + (f" ({v.note})" if v.note else "")
+        f"({change}, threshold {share(v.threshold)})" + (f" ({v.note})" if v.note else "")
     )
 
 

@@ -27,7 +27,16 @@ from ..measure.memory import ROUND_FLOORS
 from ..measure.records import Record, key_label
 from ..store import history
 from . import stats
-from .verdicts import IMPROVED, LEAKED, NEW, REGRESSED, UNCHANGED, MemoryResult, MemoryVerdict
+from .verdicts import (
+    IMPROVED,
+    LEAKED,
+    NEW,
+    REGRESSED,
+    UNCHANGED,
+    MemoryResult,
+    MemoryVerdict,
+    share,
+)
 
 #: Default memory threshold: 20 A/A comparisons of the smoke suite here (evidence/memory_evidence.py)
 #: moved memory per task by at most 1.3%; only threads' peak heap moved more (up to 14%, by at
@@ -266,7 +275,7 @@ def summary(result: MemoryResult) -> str:
     )
     tail = f"; not measured: {'; '.join(gaps)}" if gaps else ""
     body = ", ".join(counts) or ("" if gaps and not result.failed else "no leak")
-    return f"{head}{': ' + body if body else ''} (threshold {result.threshold:.0%}){tail}"
+    return f"{head}{': ' + body if body else ''} (threshold {share(result.threshold)}){tail}"
 
 
 def _figure_name(key: str) -> str:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from ..measure.records import Record, key_label
 from ..measure.stopping import median_interval
-from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED
+from .verdicts import IMPROVED, INCONCLUSIVE, MISSING, REGRESSED, UNCHANGED, share
 
 #: Pairs cancel the machine's drift, so a smaller change than time's 7% counts: with the pair of
 #: sessions as the unit, 3% read no wrong verdict in 50 A/As of gevent here and caught a +5% change
@@ -280,7 +280,7 @@ def _across_sessions(verdict: PairedVerdict, groups: list, threshold: float) -> 
         n = pooled.n
         verdict.note += (
             f"; the smallest change {n} pair{'s' * (n != 1)} of sessions could show on this machine "
-            f"today: {pct(visible)} (threshold {threshold:.0%}); counting instructions sees much "
+            f"today: {pct(visible)} (threshold {share(threshold)}); counting instructions sees much "
             f"less (--concurrency-measure=instructions)"
         )
     return verdict
@@ -518,7 +518,7 @@ def line(v: PairedVerdict) -> str:
         return f"{what}: {v.status} ({v.note})"
     interval = f"{CONFIDENCE:.0%} interval {pct(v.ci[0])} to {pct(v.ci[1])}, " if v.ci else ""
     pairs = f" in {v.sessions} pairs of sessions" if v.sessions > 1 else ""
-    text = f"{what}: {pct(v.change)} ({interval}{v.pairs} quads ABBA{pairs}, threshold {v.threshold:.0%}): {v.status}"
+    text = f"{what}: {pct(v.change)} ({interval}{v.pairs} quads ABBA{pairs}, threshold {share(v.threshold)}): {v.status}"
     return text + (f"; {v.note}" if v.note else "")
 
 

@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED
+from .verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED, share
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_CONFIDENCE = 0.95
@@ -370,7 +370,7 @@ def _paired(
     if c.status == UNCHANGED and beyond:
         c.status = INCONCLUSIVE
         per_layout += (
-            f": {beyond} of {len(changes)} layouts moved beyond {threshold:.0%} and the others did "
+            f": {beyond} of {len(changes)} layouts moved beyond {share(threshold)} and the others did "
             "not; where objects land moves this count as much as the change, so it is judged "
             "neither unchanged nor a regression"
         )
@@ -381,7 +381,7 @@ def _paired(
         # way beyond the threshold says the step is as large as the change
         c.status = INCONCLUSIVE
         per_layout += (
-            f": {up} of {len(changes)} layouts moved up beyond {threshold:.0%} and {down} down; "
+            f": {up} of {len(changes)} layouts moved up beyond {share(threshold)} and {down} down; "
             "where objects land moves this count as much as the change, so it is judged neither "
             "a regression nor an improvement"
         )
@@ -420,7 +420,7 @@ def _decide(
     if wander > threshold * AGREEMENT and not beyond:
         why = (
             f"the rounds disagree by up to {wander:.2%} (baseline {within['baseline']:.2%}, now "
-            f"{within['now']:.2%}): this count wanders too much to judge a {threshold:.0%} "
+            f"{within['now']:.2%}): this count wanders too much to judge a {share(threshold)} "
             f"change; give it a threshold above {wander / AGREEMENT:.1%}"
         )
         return Comparison(INCONCLUSIVE, ratio, None, ci, why)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .. import measure
 from ..measure.records import key_label
 from .compare import suspects
-from .verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED, GateResult
+from .verdicts import IMPROVED, INCONCLUSIVE, REGRESSED, UNCHANGED, GateResult, share
 
 #: ``--concurrency-undecided``: what a run with undecided benchmarks exits with: 0 (said loudly), or
 #: its own status (exit_codes.Exit.UNDECIDED) for a workflow to mark neutral or fail
@@ -140,7 +140,7 @@ def _counts_said(status, moved: str, against: str, at: tuple, why_not: str) -> s
         # judged where time would have judged it on a quiet machine: zeroconf's
         # test_create_ipv6_addresses counted +1.50% with nothing changed (where its objects
         # landed at start-up), a regression at the count's own 1%, none at time's 7%
-        return f"instructions {moved}, within the {limit:.0%} time judges it at: {NOT_IN_COUNTS}"
+        return f"instructions {moved}, within the {share(limit)} time judges it at: {NOT_IN_COUNTS}"
     if status == UNCHANGED:
         return f"instructions unchanged ({moved}): {NOT_IN_COUNTS}"
     if status == IMPROVED:
@@ -216,8 +216,10 @@ def _why_time(v) -> str:
         if v.drift is not None and v.drift > limit:
             return f" (its baseline's sessions drift {v.drift:.0%}, more than the threshold)"
         if v.threshold is not None and v.threshold > 2 * limit:
-            return f" (its threshold widened from {limit:.0%} to {v.threshold:.0%} by the noise)"
-        return f" (its interval reaches {v.ci[1]:+.1%}, past the {limit:.0%} threshold)"
+            return (
+                f" (its threshold widened from {share(limit)} to {share(v.threshold)} by the noise)"
+            )
+        return f" (its interval reaches {v.ci[1]:+.1%}, past the {share(limit)} threshold)"
     if v.status == UNCHANGED:
         return " (not reproduced in a second process)"
     if _scales_disagree(v):

@@ -167,3 +167,11 @@ class KernelResult:
 
     def by_status(self, status: str) -> list[KernelVerdict]:
         return [v for v in self.verdicts if v.status == status]
+
+
+def share(threshold: float | None) -> str:
+    """A threshold in whole percents (7%, a widened 30%), and under 1% to a tenth (0.5%): at
+    ``.0%`` a threshold of 0.5% read "threshold 0%". "?" for none recorded."""
+    if threshold is None:
+        return "?"
+    return f"{threshold:.1%}" if threshold < 0.0095 else f"{threshold:.0%}"

@@ -127,7 +127,7 @@ def render_paired(result) -> str:
         status = f"**{_cell(v.status)}**" if v.status == V.REGRESSED else _cell(v.status)
         out.append(
             f"| {_cell(key_label(v.key))} | {figure} | {change} | {interval} | {v.pairs} | {v.sessions} | "
-            f"{v.threshold:.0%} | {status} | {_cell(v.note)} |"
+            f"{V.share(v.threshold)} | {status} | {_cell(v.note)} |"
         )
     return "\n".join(out) + "\n"
 

@@ -391,9 +391,9 @@ def verdict_line(v: V.Verdict) -> str:
         parts.append(f"p={v.p_value:.2g}")
     if v.threshold is not None:
         parts.append(
-            f"threshold {v.threshold:.0%}"
+            f"threshold {V.share(v.threshold)}"
             + (
-                f" (widened from {v.base_threshold:.0%})"
+                f" (widened from {V.share(v.base_threshold)})"
                 if v.widened_by and v.base_threshold is not None
                 else ""
             )
