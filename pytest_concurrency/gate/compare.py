@@ -867,9 +867,7 @@ def _judged_at(result: GateResult, settings: GateSettings, instrument) -> str:
     thresholds = ([settings.threshold] if settings.threshold else used) or [
         instrument.default_threshold
     ]
-    said = (
-        f"threshold{'s' * (len(thresholds) > 1)} {', '.join(f'{share(t)}' for t in thresholds)}, "
-    )
+    said = f"threshold{'s' * (len(thresholds) > 1)} {', '.join(map(share, thresholds))}, "
     if instrument.exact:
         return said + f"{instrument.kind}, exact"
     scale = _scale({v.decided_by for v in result.verdicts if v.decided_by})

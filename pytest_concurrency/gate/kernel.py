@@ -131,9 +131,8 @@ def judge(
     ``busier`` maps a record's key to why the machine was busier than for its baseline
     (gate.compare decides it, as for time): there a rise in a figure the scheduler moves, on
     threads, processes or a test that names no model (``LOAD_MOVES``), is inconclusive, not a
-    regression. Preemptions (a plain asyncio test
-    read 2 and then 19 switches a round with the machine overloaded) are never judged: see
-    ``FIGURES``.
+    regression. Preemptions (a plain asyncio test read 2 and then 19 switches a round with the
+    machine overloaded) are never judged: see ``FIGURES``.
     """
     busier = busier or {}
     base = baseline.latest

@@ -378,9 +378,6 @@ class WarmUntilStable:
     def __init__(self, benchmark, instrument):
         self.counts: list[float] = []  # the warm-up calls' counts
         self._replay: list[float] = []  # warm-up counts that are its rounds (``_calibrate``)
-        self._round_own: float | None = (
-            None  # a round's count apart from its calls (``_calibrate``)
-        )
         self._benchmark = benchmark
         self._instrument = instrument
         self._around = (None, None)  # pedantic's setup and teardown
