@@ -546,6 +546,37 @@ def test_the_judge_step_counts_only_the_undecided_and_its_summary_follows_the_co
     assert asked == []
 
 
+@pytest.mark.once
+def test_unchanged_time_beside_a_load_that_left_no_free_core_is_counted_and_the_counts_decide():
+    """Less than one free core hides a slowdown as well as it shows one: beside busy loops at a
+    load of 7, zeroconf's send made 10% slower read -0.6% over its controls, "unchanged", and was
+    never counted. Such a benchmark is handed to the counts like an inconclusive one."""
+    from test_gate import baseline_of, meta, run
+
+    from pytest_concurrency.gate.compare import GateSettings
+    from pytest_concurrency.gate.judge import judge
+
+    asked = []
+
+    def count(keys):
+        asked.append(list(keys))
+        return undecided.Counts({k: (REGRESSED, 0.10) for k in keys}, base="git:abc")
+
+    records = run(2)
+    starved = records[0]
+    starved.extra["foreign_cpu"] = 1.5  # of the 2 cores: half a core left
+    judged = judge(baseline_of(1), records, meta(), GateSettings(), count=count)
+    (verdict,) = [v for v in judged.gate.verdicts if v.key == starved.key]
+    assert asked == [[starved.key]], asked
+    assert verdict.status == REGRESSED and "time could not decide it" in verdict.note
+    assert "on a loaded machine" in verdict.note, verdict.note
+    assert "1.50 CPU cores busy" in verdict.interference
+    starved.extra["foreign_cpu"] = 0.3  # a core and a half free: time's "unchanged" stands
+    asked.clear()
+    judge(baseline_of(1), records, meta(), GateSettings(), count=count)
+    assert asked == []
+
+
 def _counted(layouts: list[float]):
     """A plain test's counts in each layout (three rounds a layout, agreeing)."""
     from pytest_concurrency.measure.records import Record

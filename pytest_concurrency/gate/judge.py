@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from .. import measure
 from ..measure.records import Record
 from ..store import history
-from . import compare, undecided
+from . import compare, interference, undecided
 from . import memory as memory_gate
-from .verdicts import GateResult, MemoryResult
+from .verdicts import UNCHANGED, GateResult, MemoryResult
 
 #: the suspects' keys and the session's records -> each suspect's record measured again, and a
 #: line for each one that was not
@@ -58,6 +58,12 @@ def judge(
         result = compare.reproduce(first, second, reruns)
     decided = result.refused is None and result.rerecord is None
     if count is not None and decided:
+        # an "unchanged" with less than one free core says no more than a change would
+        starved = interference.blind(records, meta.get("cpu_count") or 1)
+        for v in result.verdicts:
+            why = starved.get(v.key) if v.status == UNCHANGED else None
+            if why and not v.interference:
+                v.interference = why
         keys = undecided.of_stored(first, result)
         if keys:
             result.undecided = undecided.settle(result.verdicts, keys, count(keys))

@@ -44,10 +44,11 @@ class Counts:
 
 def of_stored(first: GateResult, final: GateResult) -> list[tuple]:
     """The benchmarks a stored time baseline's gate left undecided: inconclusive, a suspect
-    (beyond its threshold) that its second process did not confirm, or an improvement, which no
+    (beyond its threshold) that its second process did not confirm, an improvement, which no
     second process ever confirms (beside a busy loop zeroconf's send, made 10-12% slower in
-    counts, read -46% "improved" over its controls). ``first``: the verdicts before the suspects'
-    second session, ``final``: after it."""
+    counts, read -46% "improved" over its controls), or unchanged where the machine left it less
+    than one free core (its ``interference``: judge.py). ``first``: the verdicts before the
+    suspects' second session, ``final``: after it."""
     suspected = set(suspects(first))
     return sorted(
         v.key
@@ -55,8 +56,10 @@ def of_stored(first: GateResult, final: GateResult) -> list[tuple]:
         if not measure.instrument(v.measure).exact
         and (
             v.status in (INCONCLUSIVE, IMPROVED)
-            or (v.key in suspected and v.status == UNCHANGED)
-            or (v.status == UNCHANGED and blind_at_threshold(v))
+            or (
+                v.status == UNCHANGED
+                and (v.key in suspected or v.interference or blind_at_threshold(v))
+            )
         )
     )
 
