@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_concurrency.lifetime import with_parent
+
 LIB = """
 import time
 
@@ -151,12 +153,19 @@ def beside_busy_loops(argv, cwd, env, busy: int, out_file: Path, err_file: Path)
     arbiter's start (the timed session's processes have ended by then), ``cpu_s`` in all (the
     busy loops are not its children, so not in either); ``load_timed``: the 1-minute load average
     as the timed part ends, the busy loops still running (the load the time gate judged under)."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    # they and the session die with this script however it ends (a SIGTERM skips ``finally``:
+    # two loops of a killed run once went on for an hour, under the next run's quiet A/As)
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=with_parent())
+        for _ in range(busy)
+    ]
     started, timed = time.monotonic(), None
     cpu: dict = {"timed_cpu_s": None, "cpu_s": None, "load_timed": None}
     try:
         with open(out_file, "w") as out_fh, open(err_file, "w") as err_fh:
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out_fh, stderr=err_fh)
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdout=out_fh, stderr=err_fh, preexec_fn=with_parent()
+            )
             while True:
                 # wait4, not poll: its rusage is the CPU of the process and every descendant
                 # waited for, which is the whole tree once it has ended
