@@ -37,7 +37,8 @@ an earlier run in the same ``--work`` and goes on numbering its judgements from 
 ``--out``; ``--judge-layouts-from start`` judges with started layouts (the saves keep forked
 ones); ``--plugin DIR`` measures another copy of the plugin (``git archive`` of a commit) in a
 ``--work`` of its own; ``--threshold PCT`` judges at PCT% rather than the gate's default. A row
-keeps each benchmark's median in each layout (``layouts``). Each part's sessions keep coverage's data (the suites' addopts) in a file of their own
+keeps each benchmark's median in each layout (``layouts``). Each part's sessions keep coverage's
+data (the suites' addopts) in a file of their own
 (``COVERAGE_FILE``). Two runs at once need a ``--work`` each: a run's end removes the copy of
 yarl another run's sessions import (they then count yarl's compiled build). Parts run whole, ``--parallel`` of them at a time (counted sessions are
 CPU-heavy: 2 at most on 2 cores); ``/proc/loadavg`` is recorded before and after every session.

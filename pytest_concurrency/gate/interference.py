@@ -41,7 +41,7 @@ def leaves_no_core(foreign_cpu: float | None, cpus: int) -> bool:
 def blind(current: Iterable[Record], cpus: int) -> dict:
     """key -> why time's reading of it tells nothing either way: other processes left its process
     less than one free core. A slowdown hides there as well as shows: beside busy loops at a load
-    of 7, zeroconf's send made 10% slower (counted) read -0.6% over its controls, unchanged."""
+    of 8, zeroconf's send made 10% slower (counted) read -0.6% over its controls, unchanged."""
     return {
         rec.key: (
             f"other processes kept {rec.extra['foreign_cpu']:.2f} CPU cores busy during this "

@@ -395,13 +395,15 @@ class WarmUntilStable:
         def warming(function, args, kwargs):
             runner = make_runner(function, args, kwargs)
 
-            def read(loops_range):  # a round as pytest-benchmark's runner makes one
-                return lambda a, k: make_runner(function, a, k)(
-                    loops_range, timer=instrument.round_timer()
-                )
-
             def warm_up(loops_range):
-                self._warm_up(read(loops_range), lambda a, k: function(*a, **k), args, kwargs)
+                self._warm_up(
+                    lambda a, k: make_runner(function, a, k)(
+                        loops_range, timer=instrument.round_timer()
+                    ),
+                    lambda a, k: function(*a, **k),
+                    args,
+                    kwargs,
+                )
 
             def run(loops_range, **_):  # each call is a round, read by a timer of its own
                 if self._replay:
@@ -457,13 +459,11 @@ class WarmUntilStable:
         reading, a zeroing and a dump, costs about 35 ms), then ``call`` until two counts agree."""
         self._once(unread, args, kwargs)
         while not self._instrument.warmed(self.counts):
-            self.counts.append(self._count(call, args, kwargs))
+            took = self._once(call, args, kwargs)
+            self.counts.append(
+                took[0] if isinstance(took, tuple) else took
+            )  # (count, result) without loops
         self._benchmark.extra_info["warmup_rounds"] = len(self.counts)
-
-    def _count(self, call, args, kwargs) -> float:
-        """A round's count, ``call`` read as ``_once`` calls it."""
-        took = self._once(call, args, kwargs)
-        return took[0] if isinstance(took, tuple) else took  # (count, result) without loops
 
     def _once(self, call, args, kwargs):
         """``call(args, kwargs)`` as a round is called: pedantic's setup and teardown around it."""
