@@ -198,6 +198,33 @@ def test_a_slow_first_round_sizes_nothing_and_nothing_is_read_around_a_round(mon
     assert figures["control_busy"] == 1.0 and len(figures["control_factor"]) == 10_000
 
 
+def test_waits_are_a_round_of_the_rounds_read_not_of_those_settled_after_the_last_control(
+    monkeypatch,
+):
+    # a loaded machine stretches the controls, so fewer of them close groups: the rounds after the
+    # last one are settled unread, and counting them diluted the waits (0.5 a round, CI, eb27dc2)
+    clock = {"wall": 0.0, "cpu": 0.0, "waits": 0}
+    monkeypatch.setattr(control, "_reading", lambda: (clock["wall"], clock["cpu"], clock["waits"]))
+    monkeypatch.setattr(control, "_now", lambda: clock["wall"])
+
+    def run_control():  # 300 us
+        clock["wall"] += 3e-4
+        clock["cpu"] += 3e-4
+
+    monkeypatch.setattr(control, "run_once", run_control)
+    bracket = control.Bracket()
+    for _ in range(1000):  # rounds of 10 us, each blocking once
+        bracket.before()
+        clock["wall"] += 1e-5
+        clock["cpu"] += 1e-5
+        clock["waits"] += 1
+        bracket.after(1e-5)
+    assert bracket._group  # the last rounds were never followed by a control
+    figures = bracket.figures(last=1000)
+    assert figures["control_waits"] == 1.0
+    assert "waited 1.0 times a round" in control.scales(figures)
+
+
 def test_the_control_checks_its_own_result(monkeypatch):
     monkeypatch.setattr(control, "work", lambda: control.EXPECTED + 1)
     with pytest.raises(RuntimeError, match="the control computed"):

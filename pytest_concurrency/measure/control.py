@@ -148,6 +148,7 @@ class Bracket:
         self._busy: list[float] = []  # each round's CPU time over its wall time
         self._shares: list[float] = []  # each round's group's process CPU over its wall seconds
         self._waits = 0.0  # this thread's voluntary switches in the closed groups
+        self._waited = 0  # the rounds in the closed groups (a settled group's waits are unread)
         self._round_s = 0.0
         self._group: list[float] = []  # the wall seconds of the rounds since the last control
         self._last: tuple[float, float, int] | None = None  # the reading that ended it
@@ -169,6 +170,7 @@ class Bracket:
             wall, cpu, waits = (b - a for a, b in zip(self._last, now))
             self._take(cpu / wall if wall > 0 else 1.0)
             self._waits += waits
+            self._waited += len(self._group)
         self._group = []
 
     def _take(self, share: float) -> None:
@@ -230,7 +232,7 @@ class Bracket:
             ],
             "control_s": statistics.median(self.controls),
             "control_busy": round(statistics.median(shares), 4),
-            "control_waits": round(self._waits / len(self._busy), 3),
+            "control_waits": round(self._waits / self._waited, 3) if self._waited else None,
             "control_version": VERSION,
             "control_cost": round(self._control_wall / self._round_s, 4) if self._round_s else None,
         }
