@@ -23,6 +23,7 @@ from pytest_concurrency.gate.verdicts import (
 from pytest_concurrency.measure import callgrind, kernel
 from pytest_concurrency.measure.records import Record
 from pytest_concurrency.report import kernel as kernel_report
+from pytest_concurrency.store import history
 from pytest_concurrency.store.history import Baseline
 
 with kernel.Counters() as _probe:
@@ -223,6 +224,48 @@ def test_a_kernel_regression_fails_the_gate_and_reads_as_one_story():
     assert line.startswith(
         "ring[n=10] on asyncio: 1.24 -> 4.13 syscalls/op (+233%, threshold 5%)"
     ), line
+
+
+def _saved(*sys_s_per_op: float) -> Baseline:
+    """A baseline saved once per figure, the first given the latest, as a real save merges it."""
+    doc = None
+    for value in reversed(sys_s_per_op):
+        doc = history.merge(
+            document_from_records([_rec(sys_s=value)], META), doc and Baseline.of(doc), 5
+        )
+    return Baseline.of(doc)
+
+
+@pytest.mark.once
+@pytest.mark.parametrize(
+    "now, status, said",
+    [
+        (0.060, UNCHANGED, "within what the baseline's 3 sessions read 53 ms to 70 ms"),
+        (0.082, UNCHANGED, "beyond what"),  # +17% past the highest session
+        (0.100, REGRESSED, "beyond what"),  # +43% past it
+        (0.040, UNCHANGED, "beyond what"),  # -25% past the lowest
+    ],
+)
+def test_a_figure_is_judged_beyond_what_the_baselines_own_sessions_read(now, status, said):
+    # multidict's inserts (a sleep(0) each) read 52.5 and 57.6 ms of system CPU an op in a save
+    # and 72-86 ms in A/As: against the latest session alone, a quiet A/A failed at +39% and +57%
+    base = _saved(0.053, 0.058, 0.070)
+    assert [s.kernel["sys_s_per_op"] for s in base.sessions[_rec().key]] == [0.053, 0.058, 0.070]
+    got = {v.figure: v for v in kernel_gate.judge(base, [_rec(sys_s=now)]).verdicts}["sys_s"]
+    assert got.status == status and said in got.note, kernel_gate.line(got)
+    # a baseline that kept its latest session's figures alone judges against them, as before
+    alone = {v.figure: v for v in kernel_gate.judge(_saved(0.053), [_rec(sys_s=now)]).verdicts}
+    assert alone["sys_s"].status == (REGRESSED if now > 0.053 * 1.3 else UNCHANGED)
+
+
+@pytest.mark.once
+def test_two_rounds_apart_widen_the_threshold_as_more_rounds_do():
+    # a call of seconds has two rounds: multidict's insert read 34 and 71 ms of system CPU
+    base, now = _rec(sys_s=0.0525), _rec(sys_s=0.0525 * 1.5)
+    base.extra["kernel_rounds"]["sys_s"] = [3.4, 7.1]  # per round of 100 ops
+    got = _judge(base, now)["sys_s"]
+    assert got.status == UNCHANGED and got.threshold == pytest.approx(3 * 1.85 / 5.25)
+    assert _judge(_rec(sys_s=0.0525), now)["sys_s"].status == REGRESSED
 
 
 @pytest.mark.once

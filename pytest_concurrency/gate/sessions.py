@@ -79,9 +79,12 @@ def within_their_span(
 ) -> str | None:
     """Why a change is no evidence of a code change, if it is none: the baseline's own sessions
     of the same code differ beyond the threshold, and ``current`` lies within their span widened
-    by the threshold. Some benchmarks settle into a speed per process (yarl's, unchanged code:
-    12 and 25 µs a call in two sessions, each with tight rounds), and a gate that left the odd
-    speed out as an outlier failed three A/As in three. A session left out as disturbed counts
+    on each side by the span's own width. Some benchmarks settle into a speed per process (yarl's,
+    unchanged code: 12 and 25 µs a call in two sessions, each with tight rounds), and a gate that
+    left the odd speed out as an outlier failed three A/As in three. A few sessions have not seen
+    every speed a process settles into: FastAPI's three saves spanned 36% (two at one speed, one
+    at another) and a quiet A/A's process read 7.7% past the slower one, 46.5% past the others;
+    widened by the threshold alone (7%), that failed. A session left out as disturbed counts
     here too, unless its own rounds show that something ran beside it (``_wide``): a neighbour
     spreads a session's rounds, a process's speed does not. ``center``: the baseline's median,
     as the verdict reports changes from it."""
@@ -92,14 +95,14 @@ def within_their_span(
     if len(medians) < 2 or min(medians) <= 0 or center <= 0:
         return None
     low, high = min(medians), max(medians)
-    if high / low - 1 <= threshold or not low / (1 + threshold) <= current <= high * (
-        1 + threshold
-    ):
+    width = high / low - 1
+    if width <= threshold or not low / (1 + width) <= current <= high * (1 + width):
         return None
     return (
         f"within what the baseline's own {len(medians)} sessions of this code spanned "
-        f"({low / center - 1:+.0%} to {high / center - 1:+.0%} around its median): time cannot "
-        f"tell a change this size here; counting instructions can (--concurrency-measure=instructions)"
+        f"({low / center - 1:+.0%} to {high / center - 1:+.0%} around its median), widened by "
+        f"that width ({width:.0%}) either side: time cannot tell a change this size here; "
+        "counting instructions can (--concurrency-measure=instructions)"
     )
 
 

@@ -29,13 +29,15 @@ is flagged ``disturbed`` and left out of the gate until then (see ``compare.add_
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..measure import control
+from ..measure import control, kernel
 from ..measure.records import Document, Record, params_id
 
 SECTION = "pytest_concurrency"
 DEFAULT_KEEP = 5
 #: The memory figures each session keeps (memory_gate.py judges them against their median).
 MEMORY_KEYS = ("kib_per_task", "peak_traced_kib", "retained_b_per_task_round")
+#: The kernel figures per op each session keeps (gate/kernel.py judges beyond their span).
+KERNEL_KEYS = tuple(f"{name}_per_op" for name in kernel.FIGURES)
 
 
 @dataclass
@@ -51,11 +53,22 @@ class BaselineSession:
     controls: dict = field(default_factory=dict)
     memory: Mapping = field(default_factory=dict)  # its ``MEMORY_KEYS`` figures it has
     saved: str = ""  # when it was saved: its document's ``datetime`` ("" if not recorded)
+    kernel: Mapping = field(default_factory=dict)  # its ``KERNEL_KEYS`` figures it has
 
     @classmethod
-    def of(cls, samples: list, layouts: list, kept: Mapping, version: str, memory: Mapping, saved):
-        """From what is kept beside its rounds: a record's ``extra_info``, a ``history`` entry's."""
+    def of(
+        cls,
+        samples: list,
+        layouts: list,
+        kept: Mapping,
+        version: str,
+        figures: tuple[Mapping, Mapping],
+        saved,
+    ):
+        """From what is kept beside its rounds: a record's ``extra_info``, a ``history`` entry's;
+        ``figures``: its memory and kernel figures."""
         disturbed = kept.get("disturbed") or ""
+        memory, kernel_figures = figures
         return cls(
             samples,
             kept.get("foreign_cpu"),
@@ -65,6 +78,7 @@ class BaselineSession:
             _controls(kept),
             memory,
             str(saved or ""),
+            kernel_figures,
         )
 
 
@@ -98,7 +112,7 @@ class Baseline:
                 rec.layouts[1:],
                 rec.extra,
                 rec.backend_version,
-                _memory(rec.extra),
+                (_memory(rec.extra), _kernel(rec.extra)),
                 doc.get("datetime"),
             )
             out[rec.key] = [session]
@@ -112,7 +126,7 @@ class Baseline:
                     layouts,
                     b,
                     b.get("backend_version", ""),
-                    b.get("memory") or {},
+                    (b.get("memory") or {}, b.get("kernel") or {}),
                     entry.get("datetime"),
                 )
                 out.setdefault(key, []).append(session)
@@ -225,12 +239,17 @@ def _benchmark(rec: Record) -> dict:
         **({"disturbed": rec.extra["disturbed"]} if rec.extra.get("disturbed") else {}),
         **({"layouts": rec.layouts[1:]} if len(rec.layouts) > 1 else {}),
         "memory": _memory(rec.extra),
+        **({"kernel": _kernel(rec.extra)} if _kernel(rec.extra) else {}),
         **_controls(rec.extra),
     }
 
 
 def _memory(extra: Mapping) -> dict:
     return {k: extra[k] for k in MEMORY_KEYS if k in extra}
+
+
+def _kernel(extra: Mapping) -> dict:
+    return {k: extra[k] for k in KERNEL_KEYS if extra.get(k) is not None}
 
 
 def _controls(extra: Mapping) -> dict:

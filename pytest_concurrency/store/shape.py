@@ -265,6 +265,7 @@ _SESSION_BENCHMARK = fields(
         "disturbed": optional(scalar),
         "layouts": layouts,
         "memory": optional(mapping(optional(number))),
+        "kernel": optional(mapping(optional(number))),
         "control_factor": optional(controls),
         **{
             key: optional(number)
