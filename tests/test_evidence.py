@@ -343,6 +343,9 @@ BY_HAND = {
     # compares four bench_breakdown.py sessions taken in turns, two with each side's code
     # (`python evidence/memory_pass_cost.py B1 A1 B2 A2`)
     "memory_pass_cost.py": "reads four bench_breakdown.py sessions taken by hand (minutes each)",
+    # counted saves of yarl's URL builds, their command lines a byte apart
+    # (`python evidence/startup_draw.py --work W`)
+    "startup_draw.py": "needs valgrind, yarl's venv from PyPI and minutes",
     # tox -e bench with main's code and this checkout's, two tox envs built
     # (`python evidence/tox_bench_turns.py --smoke`)
     "tox_bench_turns.py": "needs tox, perf and minutes (two tox envs built, then their runs)",
