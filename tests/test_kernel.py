@@ -259,6 +259,25 @@ def test_a_figure_is_judged_beyond_what_the_baselines_own_sessions_read(now, sta
 
 
 @pytest.mark.once
+def test_a_save_whose_figure_moved_drops_the_earlier_sessions_figures():
+    # a syscall saved away and then put back would read within the span of sessions that measured
+    # the old code: the save that moved a figure starts its kernel history again
+    doc = None
+    for syscalls in (1.24, 1.24, 0.62):  # the third save: half the syscalls
+        now = document_from_records([_rec(syscalls=syscalls)], META)
+        doc, said = gate.add_session(now, doc and Baseline.of(doc), [_rec(syscalls=syscalls)])
+    assert any("syscalls/op moved beyond what the earlier sessions read" in m for m in said)
+    base = Baseline.of(doc)
+    assert [s.kernel.get("syscalls_per_op") for s in base.sessions[_rec().key]] == [
+        0.62,
+        None,
+        None,
+    ]
+    back = {v.figure: v for v in kernel_gate.judge(base, [_rec(syscalls=1.24)]).verdicts}
+    assert back["syscalls"].status == REGRESSED  # not "within what the baseline's sessions read"
+
+
+@pytest.mark.once
 def test_two_rounds_apart_widen_the_threshold_as_more_rounds_do():
     # a call of seconds has two rounds: multidict's insert read 34 and 71 ms of system CPU
     base, now = _rec(sys_s=0.0525), _rec(sys_s=0.0525 * 1.5)

@@ -39,6 +39,7 @@ from .verdicts import (
     REGRESSED,
     UNCHANGED,
     GateResult,
+    KernelResult,
     Verdict,
     share,
 )
@@ -325,7 +326,8 @@ def add_session(
     latest = previous.latest
     by_key = {r.key: r for r in current}
     messages, restart, flags = [], [], {}
-    for v in compare(previous, current, meta, settings).verdicts:
+    result = compare(previous, current, meta, settings)
+    for v in result.verdicts:
         if v.status not in SPEED_CHANGED and not v.within_sessions:  # its speed did not move
             continue
         before = latest.get(v.key)
@@ -348,7 +350,24 @@ def add_session(
             f"flagged disturbed and left out by the gate, the earlier sessions are kept"
         )
     _flag_disturbed(doc, flags)
-    return history.merge(doc, previous, keep, restart), messages
+    moved = _kernel_moved(result.kernel)
+    messages += [
+        f"{key_label(key)}: {', '.join(sorted(figures))} moved beyond what the earlier sessions read: "
+        "their kernel figures were dropped, they measured other code"
+        for key, figures in moved.items()
+    ]
+    return history.merge(doc, previous, keep, restart, kernel_restart=moved), messages
+
+
+def _kernel_moved(result: KernelResult | None) -> dict[tuple, set[str]]:
+    """The benchmarks a kernel figure of which regressed or improved against the earlier sessions,
+    and what moved: the span of sessions that describe other code would hide a change back (a
+    syscall saved away, then put back, would read within it)."""
+    moved: dict[tuple, set[str]] = {}
+    for v in result.verdicts if result is not None else ():
+        if v.status in SPEED_CHANGED:
+            moved.setdefault(v.key, set()).add(kernel_gate.find(v.figure).what)
+    return moved
 
 
 def _disturbed(v: Verdict, same_code: bool) -> str:

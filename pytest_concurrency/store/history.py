@@ -188,21 +188,29 @@ def _shard(meta: Mapping) -> str:
     return "the whole suite"
 
 
-def merge(doc: dict, previous: Baseline | None, keep: int, restart: Iterable[tuple] = ()) -> dict:
+def merge(
+    doc: dict,
+    previous: Baseline | None,
+    keep: int,
+    restart: Iterable[tuple] = (),
+    kernel_restart: Iterable[tuple] = (),
+) -> dict:
     """``doc`` (this session's baseline document) with ``previous``'s sessions behind it.
 
-    At most ``keep`` sessions in all; benchmarks in ``restart`` keep only this session.
+    At most ``keep`` sessions in all; benchmarks in ``restart`` keep only this session, and those
+    in ``kernel_restart`` only this session's kernel figures (their earlier ones measured other
+    code: gate/kernel.py judges beyond their span).
     """
     earlier = []
     if previous is not None and keep > 1:
         earlier = [_entry(previous)] + list(previous.meta.get("history") or ())
-    drop = set(restart)
+    drop, drop_kernel = set(restart), set(kernel_restart)
     kept = []
     for entry in earlier[: max(keep - 1, 0)]:
         benchmarks = [
-            b
+            {k: v for k, v in b.items() if k != "kernel" or key not in drop_kernel}
             for b in entry["benchmarks"]
-            if (b["workload"], params_id(b["params"]), b["backend"]) not in drop
+            if (key := (b["workload"], params_id(b["params"]), b["backend"])) not in drop
         ]
         if benchmarks:
             kept.append({**entry, "benchmarks": benchmarks})
