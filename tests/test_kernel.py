@@ -247,8 +247,9 @@ def _saved(*sys_s_per_op: float) -> Baseline:
     ],
 )
 def test_a_figure_is_judged_beyond_what_the_baselines_own_sessions_read(now, status, said):
-    # multidict's inserts (a sleep(0) each) read 52.5 and 57.6 ms of system CPU an op in a save
-    # and 72-86 ms in A/As: against the latest session alone, a quiet A/A failed at +39% and +57%
+    # multidict's two insert benchmarks (a sleep(0) a call each) read 52.5 and 57.6 ms of system
+    # CPU an op in a save and 72-86 ms in A/As: judged against the latest session alone, a quiet
+    # A/A failed at +39% and +57%
     base = _saved(0.053, 0.058, 0.070)
     assert [s.kernel["sys_s_per_op"] for s in base.sessions[_rec().key]] == [0.053, 0.058, 0.070]
     got = {v.figure: v for v in kernel_gate.judge(base, [_rec(sys_s=now)]).verdicts}["sys_s"]

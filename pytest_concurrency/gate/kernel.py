@@ -212,8 +212,8 @@ def _judge(figure: Figure, then: Record, now: Record, earlier: list[float]) -> K
 def _span(figure: Figure, latest: float, now: float, earlier: list[float]) -> tuple[float, str]:
     """What ``now`` is judged against, and why, when not the latest session: the nearer end of
     the span of the baseline's sessions. A figure moves between processes of the same code as
-    a session's rounds do not show: multidict's inserts, each with a sleep(0), read 52.5 and
-    57.6 ms of system CPU an op in a save, 72-86 ms in unchanged A/As, loaded and quiet."""
+    a session's rounds do not show: multidict's two insert benchmarks, a sleep(0) a call each,
+    read 52.5 and 57.6 ms of system CPU an op in a save, 72-86 ms in unchanged A/As."""
     values = [latest, *earlier]
     low, high = min(values), max(values)
     if low == high:

@@ -237,6 +237,7 @@ def _entry(previous: Baseline) -> dict:
 
 
 def _benchmark(rec: Record) -> dict:
+    kernel_figures = _kernel(rec.extra)
     return {
         "workload": rec.workload,
         "params": dict(rec.params),
@@ -247,7 +248,7 @@ def _benchmark(rec: Record) -> dict:
         **({"disturbed": rec.extra["disturbed"]} if rec.extra.get("disturbed") else {}),
         **({"layouts": rec.layouts[1:]} if len(rec.layouts) > 1 else {}),
         "memory": _memory(rec.extra),
-        **({"kernel": _kernel(rec.extra)} if _kernel(rec.extra) else {}),
+        **({"kernel": kernel_figures} if kernel_figures else {}),
         **_controls(rec.extra),
     }
 
