@@ -34,11 +34,14 @@ def test_a_role_survives_the_command_line():
         Role(SIDE, side="A", socket="/s", out="/o, with a comma", base_dir="/b", only="/only"),
         Role("head", base_dir="/run/nnnn"),
         Role("again", out="/a/out.json", only="/a/only.json", running="/a/again.running"),
+        Role("recount", "/r/out.json", 9, layouts=("/r/l1.json",), forked=True, only="/r/only"),
     ):
         (arg,) = role.argv()
         name, _, value = arg.partition("=")
         assert name == "--concurrency-role" and parse(value) == role
-    assert set(KINDS) == {PROBE, COUNTED, LAYOUT_PASS, SIDE, "kernel-pass", "base", "head", "again"}
+    assert set(KINDS) == {
+        *(PROBE, COUNTED, LAYOUT_PASS, SIDE, "kernel-pass", "base", "head", "again", "recount")
+    }
 
 
 @pytest.mark.once

@@ -431,7 +431,7 @@ def set_aside(result: GateResult, is_reference: Callable[[str], bool]) -> None:
 def suspects(result: GateResult) -> list[tuple]:
     """Keys a second session must judge: the regressions (of time or of a kernel figure), which
     must reproduce before they fail the build, and the changes the machine's state left
-    undecided. Exact measures are not re-measured: a second session would repeat the counts."""
+    undecided. Of time only: a count's suspects are gate/recounted.py's."""
     kernel = result.kernel.by_status(REGRESSED) if result.kernel is not None else []
     regressed = {v.key for v in kernel}
     return [

@@ -1,6 +1,7 @@
 """The judge step at a session's end, one call from the pipeline (session_end.finish): the
 session's records against the baseline, or for leaks alone without one; a suspect measured again
-(its test run in a fresh process) judged on the faster of its two sessions; what time still left
+(its test run in a fresh process) judged on the faster of its two sessions, a count that moved
+judged on a second session started otherwise (gate/recounted.py); what time still left
 undecided counted, and settled on the counts; what counts alone could not decide, said as
 undecided too (gate/undecided.py)."""
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from .. import measure
 from ..measure.records import Record
 from ..store import history
-from . import compare, interference, undecided
+from . import compare, interference, recounted, undecided
 from . import memory as memory_gate
 from .verdicts import UNCHANGED, GateResult, MemoryResult
 
@@ -51,11 +52,18 @@ def judge(
     if base is None or meta is None:
         return Judged(records, None, leaks, [])
     result = first = compare.compare(base, records, meta, settings, reference, against)
-    reruns, said = again(compare.suspects(first), records) if again else ({}, [])
+    counted = measure.instrument(meta.get("measure")).exact
+    suspected = recounted.suspects(first) if counted else compare.suspects(first)
+    reruns, said = again(suspected, records) if again else ({}, [])
     if reruns:
-        records = compare.faster_sessions(records, reruns)
+        if counted:  # a count that moved must move in a second start-up too
+            records = recounted.replaced(records, reruns)
+        else:  # a slowdown must show in a second process too
+            records = compare.faster_sessions(records, reruns)
         second = compare.compare(base, records, meta, settings, reference, against)
-        result = compare.reproduce(first, second, reruns)
+        reproduce = recounted.reproduce if counted else compare.reproduce
+        result = reproduce(first, second, reruns)
+        result.summary = compare.summary(result, settings, measure.instrument(meta.get("measure")))
     decided = result.refused is None and result.rerecord is None
     if count is not None and decided:
         # an "unchanged" with less than one free core says no more than a change would
@@ -70,7 +78,7 @@ def judge(
             # its "passed"/"FAILED" line, on the statuses the counts settled
             instrument = measure.instrument(meta.get("measure"))
             result.summary = compare.summary(result, settings, instrument)
-    elif decided and measure.instrument(meta.get("measure")).exact:  # counted: nothing settles it
+    elif decided and counted:  # counted: nothing settles it
         result.undecided = undecided.of_counts(result.verdicts)
     # a refused comparison judges no memory: the leaks found above still stand
     memory = result.memory if result.memory is not None else leaks

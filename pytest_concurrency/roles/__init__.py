@@ -13,8 +13,8 @@ and implements that role's hooks, and no other module asks which process it is i
 import pytest
 
 from ..runner import lockstep, sides
-from . import again, against, counting
-from .role import AGAIN, AT_START_UP, BASE, HEAD, SIDE, Role, parse
+from . import again, against, counting, recount
+from .role import AGAIN, AT_START_UP, BASE, HEAD, RECOUNT, SIDE, Role, parse
 
 ROLE = pytest.StashKey["object"]()  # the role's object, registered with the plugin manager
 
@@ -45,6 +45,8 @@ def register(config, role: Role | None, settings) -> object:
         )
     elif role.kind == AGAIN:  # the suspects' tests run again (a stored time gate's)
         obj = again.Again(config, settings, role)
+    elif role.kind == RECOUNT:  # the suspects' tests counted again (a stored counted gate's)
+        obj = recount.Recount(config, settings, role)
     elif role.kind == HEAD:  # the user's session, counted against the base (the run's output)
         obj = counting.user_session(
             config,

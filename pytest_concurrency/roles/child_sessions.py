@@ -155,10 +155,13 @@ def run(argv: list[str], *, timeout: float | None = None, **start) -> int:
             raise
 
 
-def run_apart(config, args: list[str], where: str, name: str, **kw) -> int:
+def run_apart(
+    config, args: list[str], where: str, name: str, added: dict | None = None, **kw
+) -> int:
     """``run`` of a session of the user's tests (pytest's ``args``) in the user's directory, its
-    coverage data its own (``argv.own_coverage_data(where, name)``)."""
-    env = {**os.environ, **own_coverage_data(where, name)}
+    coverage data its own (``argv.own_coverage_data(where, name)``), with ``added`` to this
+    process's environment."""
+    env = {**os.environ, **own_coverage_data(where, name), **(added or {})}
     return run(command(args), cwd=config.invocation_params.dir, env=env, **kw)
 
 

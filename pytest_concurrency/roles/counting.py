@@ -544,6 +544,7 @@ class Counted(_UnderValgrind, MeasuringSession):
     """The user's session run again under valgrind by a ``Launcher``."""
 
     profiles = PROFILE_HANDED_OVER  # read at full speed at the end (``_BeforeSaving``)
+    recounts = True
 
     def __init__(self, config, settings, role: Role):
         # started by a side of a counted run against the base: the base's install (or the

@@ -12,6 +12,11 @@ their whole life (hash seed, address layout, what was allocated where). Rounds t
 same process repeat its offset: on real suites here, unchanged yarl and zeroconf read +8% to +18%
 in one process and reproduced it in that process's second session (docs/evidence/real-suites.md).
 A change of the code shows in two processes; a process's offset does not.
+
+Counted (``counted``), the suspects are the counts that moved beyond the threshold, either way,
+and their fresh process is the counted session again under valgrind, started otherwise
+(roles/recount.py): a count follows where the start-up put the interpreter's own objects, which
+no layout forked after it moves.
 """
 
 import json
@@ -24,9 +29,11 @@ from ..backends import scratch
 from ..exit_codes import Exit
 from ..measure import records
 from ..measure.records import Record
-from . import child_sessions, crash
-from .argv import apart
-from .role import AGAIN, Role
+from . import child_sessions, crash, stretched_timeouts
+from .argv import apart, no_coverage
+from .counting import QUIET_FAULTHANDLER
+from .recount import START_PAD
+from .role import AGAIN, RECOUNT, Role
 
 #: ``--concurrency-remeasure=every``: every benchmark's test runs again in the fresh process.
 EVERY = "every"
@@ -38,9 +45,10 @@ _MEASURED = (Exit.OK, Exit.TESTS_FAILED)
 class SecondSessions:
     """In the session's process: the suspects' tests run again in a fresh one (``for_suspects``)."""
 
-    def __init__(self, config, settings):
+    def __init__(self, config, settings, counted: bool = False):
         self.config = config
         self.settings = settings
+        self.counted = counted  # a counted session's suspects: counted again, started otherwise
 
     def for_suspects(
         self, suspects: list, recs: list[Record], node_ids: dict
@@ -48,10 +56,15 @@ class SecondSessions:
         """The records of the suspects' tests (every benchmark's, ``--concurrency-remeasure=every``;
         node ids by key: ``node_ids``) measured in a fresh process, and a line for each one it did
         not measure (its first verdict stands)."""
-        keys = [r.key for r in recs] if self.settings.remeasure == EVERY else suspects
+        every = self.settings.remeasure == EVERY and not self.counted
+        keys = [r.key for r in recs] if every else suspects
         if not keys:
             return {}, []
         wanted = sorted({node_ids[k] for k in keys if k in node_ids})
+        if self.counted and wanted:
+            # the session's tests again, in its order: a count also follows what ran before it
+            # (yarl's ipv6 benchmark -1% after two others), and the first counts 0.2-0.4% more
+            wanted = sorted(set(node_ids.values()))
         found: dict = {}
         why = "its test has no node id" if not wanted else self._run(wanted, found)
         reason = why or "its test recorded no rounds there (failed, skipped or deselected)"
@@ -69,8 +82,13 @@ class SecondSessions:
         config = self.config
         them = f"{len(node_ids)} test{'s' * (len(node_ids) != 1)}"
         print(
-            f"\npytest-concurrency: {them} measured again in a fresh process: a regression must "
-            "show in two processes (two processes of the same code differ for their whole life)",
+            f"\npytest-concurrency: {them} counted again in a session started otherwise: a count "
+            "that moved must move in two start-ups (where the interpreter's own objects land "
+            "follows how its process started)"
+            if self.counted
+            else f"\npytest-concurrency: {them} measured again in a fresh process: a regression "
+            "must show in two processes (two processes of the same code differ for their whole "
+            "life)",
             file=sys.stderr,
             flush=True,
         )
@@ -80,13 +98,12 @@ class SecondSessions:
             only, out, log = (os.path.join(where, n) for n in ("only.json", "out.json", "log"))
             with open(only, "w", encoding="utf-8") as fh:
                 json.dump(node_ids, fh)
-            role = Role(AGAIN, out=out, only=only, running=crash.path(where, "again"))
+            argv, added, slower = self._command(where, out, only, crash.path(where, "again"))
             # each round has its own deadline (--concurrency-timeout); this bounds what has none
-            budget = (self.settings.timeout or 120.0) * (len(node_ids) + 1)
+            budget = (self.settings.timeout or 120.0) * (len(node_ids) + 1) * slower
             try:
-                argv = [*apart(config, where, "again"), *role.argv()]
                 code = child_sessions.run_apart(
-                    config, argv, where, "again", log=log, timeout=budget
+                    config, argv, where, "again", added, log=log, timeout=budget
                 )
             except subprocess.TimeoutExpired:  # it has been stopped
                 return f"the fresh process did not end within {budget:.0f} s and was stopped"
@@ -102,3 +119,19 @@ class SecondSessions:
                 return f"the fresh process exited {code}: {child_sessions.log_tail(log, 5, ' | ')}"
         found.update((rec.key, rec) for rec in records.Document.of(doc).records)
         return ""
+
+    def _command(self, where: str, out: str, only: str, running: str) -> tuple[list, dict, int]:
+        """The fresh process's command line, what its environment adds, and how much slower than
+        a timed one it runs. Counted, it is the counted session again (under valgrind, as this
+        one, which follows its children), its layouts forked after its collection as here."""
+        argv = apart(self.config, where, "again")
+        if not self.counted:
+            return [*argv, *Role(AGAIN, out, only=only, running=running).argv()], {}, 1
+        outs = tuple(
+            os.path.join(where, f"layout{n}.json") for n in range(1, self.settings.layouts)
+        )
+        role = Role(
+            RECOUNT, out, os.getpid(), layouts=outs, forked=bool(outs), only=only, running=running
+        )
+        argv += [*role.argv(), *no_coverage(self.config), *QUIET_FAULTHANDLER]
+        return argv, START_PAD, stretched_timeouts.SLOWER

@@ -22,7 +22,10 @@ BASE = "base"  # the user's session on the base side's code (counted against the
 #: base's install replaced by a stand-in of the same length (runner/sides.py: same_length)
 HEAD = "head"
 AGAIN = "again"  # against a stored time baseline: the suspects' tests again, in a fresh process
-KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE, HEAD, AGAIN)
+#: against a stored counted baseline: the suspects' tests counted again, in a process started
+#: otherwise (roles/recount.py)
+RECOUNT = "recount"
+KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE, HEAD, AGAIN, RECOUNT)
 
 #: What a Ctrl-C says when it landed before a process's session started (its options read, its
 #: probe, its plugins configured): nothing of the user's is written that early.
@@ -35,15 +38,17 @@ class Role:
 
     kind: str
     out: str | None = None  # the file it writes what it found to (probe, passes, sides)
-    launcher: int | None = None  # counted, layout pass: the pid that started it
+    launcher: int | None = None  # counted, layout pass, recount: the pid that started it
     kernel: str | None = None  # counted: the kernel pass's file, if it wrote one
-    layouts: tuple[str, ...] = ()  # counted: the layout passes' files
-    forked: bool = False  # counted: it forks the layout passes itself, after its collection
+    layouts: tuple[str, ...] = ()  # counted, recount: the layout passes' files
+    forked: bool = False  # counted, recount: it forks the layout passes, after its collection
     layout: int = 0  # layout pass: which layout (measure/layouts.py)
     side: str | None = None  # side: "A" (base) or "B" (head)
     socket: str | None = None  # side: where the turns are served (runner/lockstep.py)
     base_dir: str | None = None  # a side, and what it starts: where the base's code is installed
-    only: str | None = None  # side in a later pair, again: a file with the node ids it runs
+    only: str | None = (
+        None  # side in a later pair, again, recount: a file with the node ids it runs
+    )
     running: str | None = None  # passes, counted: the file naming the test in progress (crash.py)
     #: base, head: whether the run's one probe found tests measured in the session's own process
     #: (both sides collect the same test files), so that neither probes again

@@ -59,6 +59,9 @@ class MeasuringSession:
     #: Whether users' tests get the memory pass here (a pass before a counted session runs only
     #: for what it writes).
     memory_pass = True
+    #: a count that moved is counted again in a session started otherwise (the counted session's
+    #: own tests; workload cases are counted in worker processes of their own)
+    recounts = False
     profiles = PROFILE_HERE  # where a counted test's last round's profile is read (``after_call``)
     #: Whether its tests run in this process whatever the user's -n (a pass, a second session):
     #: in xdist's workers pytest-benchmark is off.
@@ -125,9 +128,14 @@ class MeasuringSession:
             from .arbiter import Arbiter
             from .remeasure import SecondSessions
 
-            # a regression must reproduce before it fails the build (exact counts repeat)
+            # a regression must reproduce before it fails the build
             self.second_sessions = SecondSessions(config, settings)
             self.arbiter = Arbiter(config, settings)
+        elif self.baseline is not None and self.recounts:
+            from .remeasure import SecondSessions
+
+            # a count that moved must move in a second start-up too (roles/recount.py)
+            self.second_sessions = SecondSessions(config, settings, counted=True)
         if xdist_active(config) and self.measures_benchmarks(config):
             # benchmarks in parallel would measure each other: the project's own -n (often in its
             # addopts) is set aside for this session, not refused
