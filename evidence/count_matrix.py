@@ -364,7 +364,8 @@ def failed(row: dict) -> str:
         wrong = {k: s for k, s in status.items() if s in ("regressed", "improved")}
         return ", ".join(f"{k} {s}" for k, s in wrong.items())
     if row["part"] == "plain":
-        target, _, calling = TARGETS[row.get("target", "build")]
+        target = row.get("target", TARGETS["build"][0])
+        (calling,) = (prefix for name, _, prefix in TARGETS.values() if name == target)
         building = {k: s for k, s in status.items() if k.startswith(calling)}
         others = {k: s for k, s in status.items() if k not in building and s != "unchanged"}
         missed = "" if status.get(target) == "regressed" else f"{target} missed"

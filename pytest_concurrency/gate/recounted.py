@@ -61,8 +61,7 @@ def reproduce(
             v.note,
             f"its count follows how the process started: {old.change:+.2%} in this session, "
             f"{now} in a second one started otherwise; judged neither a regression nor an "
-            "improvement (saving more sessions into the baseline, --concurrency-save-baseline "
-            "again, spans more start-ups)",
+            "improvement",
         )
         second.notes.append(f"{recounts[v.key].label}: {v.note}")
     second.notes.insert(

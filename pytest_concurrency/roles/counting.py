@@ -49,7 +49,13 @@ from ..exit_codes import Exit
 from ..measure import PROFILE_HANDED_OVER, PROFILE_NONE, callgrind, kernel, layouts
 from ..store import atomic
 from . import child_sessions, crash, forked_layouts, shared_start, stretched_timeouts
-from .argv import apart, no_coverage, own_coverage_data, traced_by_coverage
+from .argv import (
+    QUIET_FAULTHANDLER,
+    apart,
+    no_coverage,
+    own_coverage_data,
+    traced_by_coverage,
+)
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
 from .session import MeasuringSession, no_xdist
 
@@ -297,13 +303,6 @@ def _layout_files(where: str, count: int) -> tuple[str, ...]:
 
 
 # -- the counted processes, side by side under valgrind --------------------------------------
-
-
-#: A counted session runs 30-50x slower than the project's own ``faulthandler_timeout`` expects
-#: (aiohttp's: 30 s), and when it fires, faulthandler's thread dumps every thread's traceback: its
-#: instructions are counted in whatever round is running, and under valgrind the dump read a frame
-#: being torn down and took the process down with SIGSEGV (a layout pass of aiohttp's benchmarks).
-QUIET_FAULTHANDLER = ["-o", "faulthandler_timeout=0"]
 
 
 class Command(NamedTuple):

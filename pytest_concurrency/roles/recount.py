@@ -8,28 +8,23 @@ a save and its judgement, whose command lines always differ, each draw their own
 wrapped ``URL.build`` +3.8% in every judgement's layouts, nothing changed (docs/gates/
 instructions.md). Forked layouts share their session's start-up, so they cannot show it; a
 second session started otherwise can. This one is the counted session again (its layouts forked
-after its collection, as the user's), with only the suspects' tests, a longer environment
-(``START_PAD``) and another command line; it writes their rounds and judges nothing.
+after its collection, as the user's): its benchmark tests in their order (a count also follows
+what ran before it), a longer environment (remeasure.py ``_START_PAD``) and another command line;
+it writes their rounds and judges nothing.
 """
 
 import json
 
 from .. import benchmark_adapter as adapter
-from ..backends import child_env
 from ..measure import PROFILE_NONE, records
 from ..store import atomic
 from .counting import Counted
 from .session import only_these
 
-#: Added to the recount's environment: its strings sit before the interpreter's first objects on
-#: the stack and in os.environ, so everything the start-up allocates lands elsewhere than in the
-#: first session (an odd length: no allocator size class moves by a whole number of blocks).
-START_PAD = {child_env.START_PAD: "x" * 4093}
-
 
 class Recount(Counted):
-    """The suspects' tests (``role.only``) counted again under valgrind, in the layouts the first
-    session counted them in; at its end it writes their records to ``role.out``."""
+    """The first session's benchmark tests (``role.only``) counted again under valgrind, in as many
+    layouts; at its end it writes their records to ``role.out``."""
 
     profiles = PROFILE_NONE  # only the first session's are read and saved
     memory_pass = False  # its memory figures are the first session's
