@@ -10,14 +10,8 @@ import pytest
 from conftest import needs
 
 from pytest_concurrency.gate import recounted
-from pytest_concurrency.gate.verdicts import (
-    IMPROVED,
-    INCONCLUSIVE,
-    REGRESSED,
-    UNCHANGED,
-    GateResult,
-    Verdict,
-)
+from pytest_concurrency.gate.recounted import IMPROVED, INCONCLUSIVE, REGRESSED
+from pytest_concurrency.gate.verdicts import UNCHANGED, GateResult, Verdict
 from pytest_concurrency.measure import callgrind
 from pytest_concurrency.measure.records import Record
 

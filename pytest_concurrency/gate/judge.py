@@ -5,6 +5,7 @@ judged on a second session started otherwise (gate/recounted.py); what time stil
 undecided counted, and settled on the counts; what counts alone could not decide, said as
 undecided too (gate/undecided.py)."""
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -30,6 +31,19 @@ class Judged:
     messages: list[str]  # the second session's, shown after the tables
 
 
+def _second(
+    first: GateResult, records: list[Record], reruns: Mapping, counted: bool, judged: Callable
+) -> tuple[list[Record], GateResult]:
+    """The records and verdicts once the suspects were measured again: a count that moved must
+    move in a second start-up too; a slowdown must show in a second process too (judged on the
+    faster of the two)."""
+    if counted:
+        records = recounted.replaced(records, reruns)
+        return records, recounted.reproduce(first, judged(records), reruns)
+    records = compare.faster_sessions(records, reruns)
+    return records, compare.reproduce(first, judged(records), reruns)
+
+
 def judge(
     base: history.Baseline | None,
     records: list[Record],
@@ -51,18 +65,20 @@ def judge(
     )
     if base is None or meta is None:
         return Judged(records, None, leaks, [])
-    result = first = compare.compare(base, records, meta, settings, reference, against)
+    judged = functools.partial(
+        compare.compare,
+        base,
+        current_meta=meta,
+        settings=settings,
+        reference=reference,
+        against=against,
+    )
+    result = first = judged(records)
     counted = measure.instrument(meta.get("measure")).exact
     suspected = recounted.suspects(first) if counted else compare.suspects(first)
     reruns, said = again(suspected, records) if again else ({}, [])
     if reruns:
-        if counted:  # a count that moved must move in a second start-up too
-            records = recounted.replaced(records, reruns)
-        else:  # a slowdown must show in a second process too
-            records = compare.faster_sessions(records, reruns)
-        second = compare.compare(base, records, meta, settings, reference, against)
-        reproduce = recounted.reproduce if counted else compare.reproduce
-        result = reproduce(first, second, reruns)
+        records, result = _second(first, records, reruns, counted, judged)
         result.summary = compare.summary(result, settings, measure.instrument(meta.get("measure")))
     decided = result.refused is None and result.rerecord is None
     if count is not None and decided:

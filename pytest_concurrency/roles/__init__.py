@@ -45,7 +45,7 @@ def register(config, role: Role | None, settings) -> object:
         )
     elif role.kind == AGAIN:  # the suspects' tests run again (a stored time gate's)
         obj = again.Again(config, settings, role)
-    elif role.kind == RECOUNT:  # the suspects' tests counted again (a stored counted gate's)
+    elif role.kind == RECOUNT:  # a stored counted gate's tests counted again, started otherwise
         obj = recount.Recount(config, settings, role)
     elif role.kind == HEAD:  # the user's session, counted against the base (the run's output)
         obj = counting.user_session(

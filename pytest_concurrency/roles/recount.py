@@ -1,4 +1,4 @@
-"""The process a stored counted gate's suspects are counted again in (roles/remeasure.py).
+"""The process a stored counted gate's moved counts are counted again in (roles/remeasure.py).
 
 A count follows the process's start-up: where the interpreter's own objects land (the command
 line's bytes, the environment's) decides which of the names a test looks up share a slot of

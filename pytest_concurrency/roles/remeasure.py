@@ -65,7 +65,7 @@ class SecondSessions:
         wanted = sorted({node_ids[k] for k in keys if k in node_ids})
         if self.counted and wanted:
             # the session's tests again, in its order: a count also follows what ran before it
-            # (yarl's ipv6 benchmark -1% after two others), and the first counts 0.2-0.4% more
+            # (yarl's ipv6 benchmark 0.24% less after two others), and the first counts more
             wanted = sorted(set(node_ids.values()))
         found: dict = {}
         why = "its test has no node id" if not wanted else self._run(wanted, found)

@@ -22,8 +22,8 @@ BASE = "base"  # the user's session on the base side's code (counted against the
 #: base's install replaced by a stand-in of the same length (runner/sides.py: same_length)
 HEAD = "head"
 AGAIN = "again"  # against a stored time baseline: the suspects' tests again, in a fresh process
-#: against a stored counted baseline: the suspects' tests counted again, in a process started
-#: otherwise (roles/recount.py)
+#: against a stored counted baseline, when a count moved: the session's tests counted again, in a
+#: process started otherwise (roles/recount.py)
 RECOUNT = "recount"
 KINDS = (PROBE, KERNEL_PASS, LAYOUT_PASS, COUNTED, SIDE, BASE, HEAD, AGAIN, RECOUNT)
 
@@ -46,9 +46,7 @@ class Role:
     side: str | None = None  # side: "A" (base) or "B" (head)
     socket: str | None = None  # side: where the turns are served (runner/lockstep.py)
     base_dir: str | None = None  # a side, and what it starts: where the base's code is installed
-    only: str | None = (
-        None  # side in a later pair, again, recount: a file with the node ids it runs
-    )
+    only: str | None = None  # a later pair's side, again, recount: a file of the node ids it runs
     running: str | None = None  # passes, counted: the file naming the test in progress (crash.py)
     #: base, head: whether the run's one probe found tests measured in the session's own process
     #: (both sides collect the same test files), so that neither probes again
