@@ -410,7 +410,7 @@ def table(rows: list[dict]) -> str:
         aa = r["condition"].startswith("A/A")
         started = "started" in r["condition"]
         drawn = r.get("type_cache_drawn", False)
-        own = re.search(r"its threshold [\d.]+%", r["condition"])
+        own = re.search(r"its threshold [\d.]+%|judged at [\d.]+%", r["condition"])
         key = (
             r["part"],
             size.group() if size else "",
@@ -439,7 +439,9 @@ def table(rows: list[dict]) -> str:
             said += ", judged with started layouts"
         if drawn:
             said += ", forked layouts drawing the type cache anew"
-        if own:
+        if own.startswith("judged"):
+            said += f", every benchmark {own}"
+        elif own:
             said += f", {own.replace('its', f'`{target}`' + chr(39) + 's')}"
         lines.append(f"| {said} | {len(these)} | {len(bad)} | {len(unsure)} | {largest} | {cpu} |")
     return "\n".join(lines)

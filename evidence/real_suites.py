@@ -181,7 +181,7 @@ SUITES = {
     "zeroconf": RealSuite(
         dist="zeroconf",
         version="0.154.0",
-        previous=None,
+        previous="0.153.0",
         source_dirs=["src"],
         deps=["pytest-asyncio>=1.4.1,<1.5", "pytest-timeout", "blockbuster"],
         select=["tests/benchmarks"],
