@@ -18,6 +18,8 @@ run keeps what it measured. The parts:
              URLs). The save hashes nothing; the judgements as much as adds +1% to
              ``test_url_build_with_host``'s saved count. That benchmark must read regressed; the
              benchmarks that never build (``test_url_make_*``, join, query, path) unchanged.
+             ``--target make``: the copy's ``URL.__new__`` hashes instead, sized to +1% of
+             ``test_url_make_with_host_and_path``; the ``test_url_make_*`` benchmarks may move.
              First ``PLAIN_AA`` judgements hash nothing, as the save did: the copy's own A/A
              (``--plain-aa N``: N of them, those after the first ``PLAIN_AA`` each started with
              an environment 1500 B larger than the one before, another start-up).
