@@ -40,7 +40,8 @@ an earlier run in the same ``--work`` and goes on numbering its judgements from 
 ones); ``--plugin DIR`` measures another copy of the plugin (``git archive`` of a commit) in a
 ``--work`` of its own; ``--threshold PCT`` judges at PCT% rather than the gate's default;
 ``--target-threshold PCT`` gives plain's target alone a threshold of PCT% (its A/As and its +1%
-judgements), as a user gives one test its own in the ini (``concurrency_thresholds``). A row
+judgements), as a user gives one test its own in the ini (``concurrency_thresholds``);
+``--saves N`` saves each part's baseline N times (each save a session of it, started otherwise). A row
 keeps each benchmark's median in each layout (``layouts``). Each part's sessions keep coverage's
 data (the suites' addopts) in a file of their own
 (``COVERAGE_FILE``). Two runs at once need a ``--work`` each: a run's end removes the copy of
@@ -184,6 +185,8 @@ class Matrix:
             key = f"{selection[0]}::{TARGETS[self.args.target][0]}"
             gate += ["-o", f"concurrency_thresholds={key} = {self.args.target_threshold:g}"]
             condition = f"{condition}, its threshold {self.args.target_threshold:g}%".lstrip(", ")
+        if kind == "judge" and self.args.saves > 1:
+            condition = f"{condition}, {self.args.saves} saves".lstrip(", ")
         if kind == "judge" and self.args.threshold:
             gate.append(f"--concurrency-threshold={self.args.threshold:g}")
             condition = f"{condition}, judged at {self.args.threshold:g}%".lstrip(", ")
@@ -220,7 +223,8 @@ class Matrix:
         if self.args.reuse and base.exists():
             return True
         base.unlink(missing_ok=True)
-        self.session(part, 0, "save", dist, selection, env, base)
+        for n in range(self.args.saves):  # each a session of the file, started otherwise
+            self.session(part, n, "save", dist, selection, env, base)
         return base.exists()
 
     def tag(self, size: str) -> str:
@@ -413,6 +417,7 @@ def table(rows: list[dict]) -> str:
         started = "started" in r["condition"]
         drawn = r.get("type_cache_drawn", False)
         own = re.search(r"its threshold [\d.]+%|judged at [\d.]+%", r["condition"])
+        saves = re.search(r"\d+ saves", r["condition"])
         key = (
             r["part"],
             size.group() if size else "",
@@ -420,10 +425,11 @@ def table(rows: list[dict]) -> str:
             started,
             drawn,
             own.group() if own else "",
+            saves.group() if saves else "",
             r.get("target", TARGETS["build"][0]) if r["part"] == "plain" else "",
         )
         groups.setdefault(key, []).append(r)
-    for (part, size, aa, started, drawn, own, target), these in groups.items():
+    for (part, size, aa, started, drawn, own, saves, target), these in groups.items():
         bad = [r for r in these if failed(r)]
         unsure = [
             r for r in these if "inconclusive" in {v["status"] for v in r["verdicts"].values()}
@@ -441,6 +447,8 @@ def table(rows: list[dict]) -> str:
             said += ", judged with started layouts"
         if drawn:
             said += ", forked layouts drawing the type cache anew"
+        if saves:
+            said += f", a baseline of {saves}"
         if own.startswith("judged"):
             said += f", every benchmark {own}"
         elif own:
@@ -487,6 +495,12 @@ def main() -> int:
         type=float,
         metavar="PCT",
         help="judge at this threshold (--concurrency-threshold) rather than the gate's default",
+    )
+    parser.add_argument(
+        "--saves",
+        type=int,
+        default=1,
+        help="saves into each part's baseline (each a session of it, started otherwise)",
     )
     parser.add_argument(
         "--target",

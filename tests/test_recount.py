@@ -1,21 +1,30 @@
 """A stored counted gate's counts that moved, counted again in a session started otherwise
 (roles/recount.py, gate/recounted.py): a change of the code moves them there too; a count that
-follows how its process started does not, and reads inconclusive, never unchanged."""
+follows how its process started does not, and reads inconclusive, never unchanged. And each save
+into a counted baseline starts otherwise than the sessions already in it."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import needs
 
+from pytest_concurrency.backends import child_env
 from pytest_concurrency.gate import recounted
 from pytest_concurrency.gate.recounted import IMPROVED, INCONCLUSIVE, REGRESSED
 from pytest_concurrency.gate.verdicts import UNCHANGED, GateResult, Verdict
 from pytest_concurrency.measure import callgrind
 from pytest_concurrency.measure.records import Record
+from pytest_concurrency.roles import counting
+from pytest_concurrency.roles.argv import started_otherwise
+from pytest_concurrency.store import baseline
 
 needs_valgrind = needs("valgrind", callgrind.unavailable_reason())
+DATA = Path(__file__).parent / "data"
 
 
 def _verdict(name: str, status: str, change: float) -> Verdict:
@@ -139,3 +148,21 @@ def test_a_moved_count_stands_only_where_a_second_start_up_moves_it_too(pytester
     assert "moved in a second session started otherwise too" in status["test_slowed"][1]
     assert status["test_follows_the_start_up"][0] == INCONCLUSIVE, status
     assert "its count follows how the process started" in status["test_follows_the_start_up"][1]
+
+
+def test_a_save_into_a_baseline_of_k_sessions_starts_k_pads_over(tmp_path):
+    def saved_before(path) -> int:
+        settings = SimpleNamespace(save_baseline=str(path) if path else None)
+        return counting.Launcher(None, settings)._saved_before()
+
+    held = tmp_path / "held.json"
+    shutil.copy(DATA / "saved_baseline.json", held)
+    sessions = len(baseline.load(held).calibrations)
+    assert sessions >= 1
+    assert saved_before(held) == sessions
+    assert saved_before(None) == 0 and saved_before(tmp_path / "absent.json") == 0
+    (tmp_path / "junk.json").write_text("not json")  # the counted session says what is wrong
+    assert saved_before(tmp_path / "junk.json") == 0
+    assert started_otherwise(0) == {}
+    (pad,) = started_otherwise(sessions + 1).values()
+    assert len(pad) == (sessions + 1) * len(started_otherwise(1)[child_env.START_PAD])

@@ -29,8 +29,8 @@ FORK_SERVER_MAIN = "PYTEST_CONCURRENCY_FORK_SERVER_MAIN"
 NO_PERF = "PYTEST_CONCURRENCY_NO_PERF"
 #: Padding, never read: the two sides of --concurrency-against start with environments of one size.
 PAD = "PYTEST_CONCURRENCY_PAD"
-#: Padding, never read: a counted session's suspects are counted again in a session started with
-#: a longer environment (roles/recount.py), where the interpreter's own objects land elsewhere.
+#: Padding, never read: a counted process started otherwise (a recount, each save after a
+#: baseline's first: roles/argv.py), where the interpreter's own objects land elsewhere.
 START_PAD = "PYTEST_CONCURRENCY_START_PAD"
 
 NAMES = (

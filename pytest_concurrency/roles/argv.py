@@ -3,6 +3,8 @@ a counted side, a second session."""
 
 import os
 
+from ..backends import child_env
+
 #: Options the base side must not act on: it writes no baseline, report or JSON of the user's.
 #: (True: the option takes a value, given as ``--flag=value`` or ``--flag value``.)
 HEAD_ONLY = {
@@ -85,3 +87,15 @@ def traced_by_coverage(config) -> bool:
 #: instructions are counted in whatever round is running, and under valgrind the dump read a frame
 #: being torn down and took the process down with SIGSEGV (a layout pass of aiohttp's benchmarks).
 QUIET_FAULTHANDLER = ["-o", "faulthandler_timeout=0"]
+
+
+#: A pad's length: an odd one, so that no allocator size class moves by a whole number of blocks.
+_PAD = 4093
+
+
+def started_otherwise(times: int) -> dict:
+    """What a counted process's environment adds so that it starts otherwise ``times`` over: the
+    pad's strings sit before the interpreter's first objects on the stack and in ``os.environ``,
+    so that what the start-up allocates lands elsewhere (a count follows the start-up:
+    roles/recount.py). Nothing reads it."""
+    return {child_env.START_PAD: "x" * (_PAD * times)} if times > 0 else {}

@@ -54,6 +54,7 @@ from .argv import (
     apart,
     no_coverage,
     own_coverage_data,
+    started_otherwise,
     traced_by_coverage,
 )
 from .role import COUNTED, KERNEL_PASS, LAYOUT_PASS, PROBE, Role
@@ -218,7 +219,13 @@ class Launcher:
                     forked=forked,
                     running=crash.path(where, "counted"),
                 )
-                counted = Command([*params.args, *role.argv(), *no_coverage(config)], {}, None)
+                # a save into a baseline that holds sessions starts otherwise than they did
+                padded = self._saved_before() if shared is None else 0
+                counted = Command(
+                    [*params.args, *role.argv(), *no_coverage(config)],
+                    started_otherwise(padded),
+                    None,
+                )
                 codes = run_sessions(
                     [counted, *(command for _, command in passes)], str(params.dir), shared
                 )
@@ -232,6 +239,22 @@ class Launcher:
             except _Crashed as exc:
                 print(exc.args[0], file=sys.stderr, flush=True)
                 return Exit.TESTS_FAILED
+
+    def _saved_before(self) -> int:
+        """The sessions already in the baseline this run saves into (0 when it saves none, or
+        when that file is not a baseline: the counted session says so). Each save starts as many
+        pads over, so that the sessions the gate pools span as many start-ups; saves of one
+        command line would otherwise count alike to the instruction, a draw of the start-up
+        included (roles/recount.py)."""
+        if not self.settings.save_baseline:
+            return 0
+        from ..store import baseline
+
+        try:
+            previous = baseline.load_previous(self.settings.save_baseline)
+        except baseline.BaselineError:
+            return 0
+        return len(previous.calibrations) if previous is not None else 0
 
     def _kernel(self, where: str) -> str | None:
         out = os.path.join(where, "kernel.json")

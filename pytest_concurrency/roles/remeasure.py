@@ -25,20 +25,16 @@ import subprocess
 import sys
 import tempfile
 
-from ..backends import child_env, scratch
+from ..backends import scratch
 from ..exit_codes import Exit
 from ..measure import records
 from ..measure.records import Record
 from . import child_sessions, crash, stretched_timeouts
-from .argv import QUIET_FAULTHANDLER, apart, no_coverage
+from .argv import QUIET_FAULTHANDLER, apart, no_coverage, started_otherwise
 from .role import AGAIN, RECOUNT, Role
 
 #: ``--concurrency-remeasure=every``: every benchmark's test runs again in the fresh process.
 EVERY = "every"
-#: Added to a recount's environment: its strings sit before the interpreter's first objects on the
-#: stack and in os.environ, so that what the start-up allocates lands elsewhere than in the first
-#: session (an odd length: no allocator size class moves by a whole number of blocks).
-_START_PAD = {child_env.START_PAD: "x" * 4093}
 #: The fresh process's exit statuses that still hand back rounds (a test that failed there has
 #: none: its first verdict stands).
 _MEASURED = (Exit.OK, Exit.TESTS_FAILED)
@@ -136,4 +132,4 @@ class SecondSessions:
             RECOUNT, out, os.getpid(), layouts=outs, forked=bool(outs), only=only, running=running
         )
         argv += [*role.argv(), *no_coverage(self.config), *QUIET_FAULTHANDLER]
-        return argv, _START_PAD, stretched_timeouts.SLOWER
+        return argv, started_otherwise(1), stretched_timeouts.SLOWER
