@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -154,6 +156,27 @@ def test_session_drift_needs_three_sessions_and_leaves_out_the_farthest_from_fou
     assert used == 3 and 0.08 < drift < 0.12
     steady, used = stats.session_drift([1.0, 1.01, 0.99, 1.0, 2.0])
     assert used == 4 and steady < 0.01
+
+
+def test_t_within_is_students_t_and_counts_need_no_scipy():
+    from scipy.stats import t
+
+    for dof in (1, 2, 3, 4, 7, 30, 121):
+        for coverage in (0.8, 0.95, 0.99):
+            want = t.ppf(1 - (1 - coverage) / 2, dof)
+            assert stats.t_within(coverage, dof) == pytest.approx(want, rel=1e-9), (dof, coverage)
+    with pytest.raises(ValueError, match="whole number"):
+        stats.t_within(0.95, 2.5)
+    # a counted session judges under valgrind, where importing scipy.stats costs 12 s of CPU
+    code = (
+        "import sys\n"
+        "from pytest_concurrency.gate import stats\n"
+        "stats.drift_allowance(0.01, 3)\n"
+        "stats.decide_layouts([[100.0, 100.0]] * 3, [[103.0, 103.0]] * 3, 0.01)\n"
+        "print('scipy' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False", done.stdout + done.stderr
 
 
 def test_drift_allowance_shrinks_as_sessions_accumulate():
