@@ -166,3 +166,5 @@ def test_a_save_into_a_baseline_of_k_sessions_starts_k_pads_over(tmp_path):
     assert started_otherwise(0) == {}
     (pad,) = started_otherwise(sessions + 1).values()
     assert len(pad) == (sessions + 1) * len(started_otherwise(1)[child_env.START_PAD])
+    # a baseline may keep 100 sessions; an environment string holds 128 KiB at most
+    assert max(len("".join(started_otherwise(n).values())) for n in range(101)) < 128 * 1024

@@ -91,6 +91,9 @@ QUIET_FAULTHANDLER = ["-o", "faulthandler_timeout=0"]
 
 #: A pad's length: an odd one, so that no allocator size class moves by a whole number of blocks.
 _PAD = 4093
+#: Pads cycle through this many lengths: a string of the environment holds 128 KiB at most
+#: (Linux's MAX_ARG_STRLEN), and a baseline may keep up to 100 sessions.
+_LENGTHS = 16
 
 
 def started_otherwise(times: int) -> dict:
@@ -98,4 +101,5 @@ def started_otherwise(times: int) -> dict:
     pad's strings sit before the interpreter's first objects on the stack and in ``os.environ``,
     so that what the start-up allocates lands elsewhere (a count follows the start-up:
     roles/recount.py). Nothing reads it."""
-    return {child_env.START_PAD: "x" * (_PAD * times)} if times > 0 else {}
+    pads = times % _LENGTHS
+    return {child_env.START_PAD: "x" * (_PAD * pads)} if pads else {}
