@@ -9,8 +9,8 @@ wrapped ``URL.build`` +3.8% in every judgement's layouts, nothing changed (docs/
 instructions.md). Forked layouts share their session's start-up, so they cannot show it; a
 second session started otherwise can. This one is the counted session again (its layouts forked
 after its collection, as the user's): its benchmark tests in their order (a count also follows
-what ran before it), a longer environment (argv.py ``started_otherwise``) and another command line;
-it writes their rounds and judges nothing.
+what ran before it), a longer environment (argv.py ``started_otherwise``) and another command
+line; it writes their rounds and judges nothing.
 """
 
 import json

@@ -59,8 +59,8 @@ class MeasuringSession:
     #: Whether users' tests get the memory pass here (a pass before a counted session runs only
     #: for what it writes).
     memory_pass = True
-    #: a count that moved is counted again in a session started otherwise (the counted session's
-    #: own tests; workload cases are counted in worker processes of their own)
+    #: Whether a count that moved is counted again in a session started otherwise: in a counted
+    #: session (roles/recount.py), not in one at full speed whose cases are counted in workers.
     recounts = False
     profiles = PROFILE_HERE  # where a counted test's last round's profile is read (``after_call``)
     #: Whether its tests run in this process whatever the user's -n (a pass, a second session):
